@@ -1,0 +1,38 @@
+"""Configuration: the TOML files of this folder and the code that loads and validates them.
+
+``load_config(path)`` returns a frozen ``Config``; ``configs/local.toml`` is the default.
+"""
+
+from .loader import CONFIG_DIR, DEFAULT_CONFIG, ConfigError, config_from_dict, load_config
+from .schema import (
+    AggregatorConfig,
+    Config,
+    CountingConfig,
+    DetectorConfig,
+    KvstoreConfig,
+    LoggingConfig,
+    NodegroupConfig,
+    ProducerConfig,
+    ReceiverConfig,
+    SimulatorConfig,
+    SlurmConfig,
+)
+
+__all__ = [
+    "CONFIG_DIR",
+    "DEFAULT_CONFIG",
+    "AggregatorConfig",
+    "Config",
+    "ConfigError",
+    "CountingConfig",
+    "DetectorConfig",
+    "KvstoreConfig",
+    "LoggingConfig",
+    "NodegroupConfig",
+    "ProducerConfig",
+    "ReceiverConfig",
+    "SimulatorConfig",
+    "SlurmConfig",
+    "config_from_dict",
+    "load_config",
+]

@@ -1,0 +1,137 @@
+"""Load and validate a configuration file once, at start-up, into a frozen ``Config``.
+
+Every mistake is one ``ConfigError`` line naming the file, the key, the value and what was
+expected, with a "did you mean" for unknown keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+import typing
+from pathlib import Path
+from typing import Any
+
+from .schema import Config, ReceiverConfig
+
+CONFIG_DIR = Path(__file__).resolve().parent
+DEFAULT_CONFIG = CONFIG_DIR / "local.toml"
+# Set by the loader, never by a file.
+_INTERNAL_KEYS = {"source"}
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used; the message says where and why."""
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Load ``path`` (default: the embedded ``configs/local.toml``) and validate it.
+
+    Raises ConfigError for a missing or unreadable file, bad TOML, an unknown key, a wrong type,
+    a value out of range, or a geometry whose sectors do not tile the frame.
+    """
+    file = Path(path) if path is not None else DEFAULT_CONFIG
+    try:
+        text = file.read_text()
+    except FileNotFoundError:
+        shipped = ", ".join(sorted(p.name for p in CONFIG_DIR.glob("*.toml")))
+        raise ConfigError(f"{file}: no such configuration file (shipped ones: {shipped})") from None
+    except OSError as error:
+        raise ConfigError(f"{file}: cannot read: {error.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{file}: not valid TOML: {error}") from None
+    return config_from_dict(data, source=str(file))
+
+
+def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> Config:
+    """Validate an already parsed TOML document; ``source`` names it in error messages."""
+    values = _build(Config, data, source, prefix="")
+    config = dataclasses.replace(values, source=source)
+    _check_whole(config, source)
+    return config
+
+
+def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
+    table = f"[{prefix}]" if prefix else "the top level"
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: {table}: expected a table, got {_type_name(data)}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in _INTERNAL_KEYS}
+    for key in data:
+        if key not in fields:
+            hint = difflib.get_close_matches(key, fields, n=1)
+            suggestion = f"; did you mean '{hint[0]}'?" if hint else f"; known keys: {', '.join(fields)}"
+            raise ConfigError(f"{source}: unknown key '{_dotted(prefix, key)}'{suggestion}")
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{source}: missing key '{_dotted(prefix, name)}' ({f.metadata.get('doc', '')})")
+            continue
+        kwargs[name] = _value(hints[name], f, data[name], source, _dotted(prefix, name))
+    return cls(**kwargs)
+
+
+def _value(hint: Any, f: dataclasses.Field, value: Any, source: str, key: str) -> Any:
+    rules = f.metadata
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, source, key)
+    if key == "receivers":
+        if not isinstance(value, list) or not value:
+            raise ConfigError(f"{source}: '{key}' must be a non-empty array of tables ([[receivers]]), one per sector")
+        return tuple(_build(ReceiverConfig, item, source, f"{key}[{i}]") for i, item in enumerate(value))
+    expected = {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "a table"}[hint]
+    ok = (
+        isinstance(value, hint) and not (hint is int and isinstance(value, bool))
+        if hint is not float
+        else isinstance(value, (int, float)) and not isinstance(value, bool)
+    )
+    if not ok:
+        raise ConfigError(f"{source}: '{key}' = {value!r}: expected {expected} ({rules.get('doc', '')})")
+    if hint is float:
+        value = float(value)
+    low, high = rules.get("min"), rules.get("max")
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise ConfigError(f"{source}: '{key}' = {value!r}: expected a value {bounds} ({rules.get('doc', '')})")
+    choices = rules.get("choices")
+    if choices and value not in choices:
+        raise ConfigError(f"{source}: '{key}' = {value!r}: expected one of {', '.join(map(repr, choices))}")
+    if hint is dict:
+        for name, item in value.items():
+            if not isinstance(item, str):
+                raise ConfigError(f"{source}: '{key}.{name}' = {item!r}: expected a string")
+    return value
+
+
+def _check_whole(config: Config, source: str) -> None:
+    d = config.detector
+    if d.frame_rows % d.sector_rows or d.frame_cols % d.sector_cols:
+        raise ConfigError(
+            f"{source}: [detector] sectors of {d.sector_rows} x {d.sector_cols} do not tile a frame of "
+            f"{d.frame_rows} x {d.frame_cols}: frame_rows must be a multiple of sector_rows and "
+            "frame_cols of sector_cols"
+        )
+    if config.n_receivers != d.n_sectors:
+        raise ConfigError(
+            f"{source}: 'receivers' lists {config.n_receivers} receivers but the detector has "
+            f"{d.n_sectors} sectors: receiver r reads sector r, so list one [[receivers]] per sector"
+        )
+    if config.aggregator.base_port + config.n_receivers - 1 > 65535:
+        raise ConfigError(
+            f"{source}: 'aggregator.base_port' = {config.aggregator.base_port}: thread ports up to "
+            f"base_port + {config.n_receivers - 1} must stay below 65536"
+        )
+
+
+def _dotted(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _type_name(value: Any) -> str:
+    return {list: "an array", str: "a string", int: "an integer", float: "a number", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )

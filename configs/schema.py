@@ -1,0 +1,175 @@
+"""The configuration schema: frozen dataclasses, one per TOML table, a docstring per field.
+
+Field metadata drives validation in ``loader.py``: ``doc`` (shown in errors and the README's
+reference), ``min``/``max`` for numbers, ``choices`` for strings. Units are in the names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def setting(default: Any = None, doc: str = "", *, required: bool = False, **rules: Any) -> Any:
+    """A dataclass field carrying its documentation and validation rules."""
+    metadata = {"doc": doc, **rules}
+    if required:
+        return field(metadata=metadata)
+    if isinstance(default, (dict, list, tuple)):
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+PORT = {"min": 1, "max": 65535}
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """Detector geometry: the frame is tiled row-major by sectors; receiver r reads sector r."""
+
+    frame_rows: int = setting(576, "pixel rows of a whole frame", min=1)
+    frame_cols: int = setting(576, "pixel columns of a whole frame", min=1)
+    sector_rows: int = setting(144, "pixel rows of one sector", min=1)
+    sector_cols: int = setting(576, "pixel columns of one sector", min=1)
+    dtype: str = setting("uint16", "pixel type", choices=("uint8", "uint16", "uint32"))
+
+    @property
+    def n_sectors(self) -> int:
+        return (self.frame_rows // self.sector_rows) * (self.frame_cols // self.sector_cols)
+
+    @property
+    def itemsize(self) -> int:
+        return {"uint8": 1, "uint16": 2, "uint32": 4}[self.dtype]
+
+    @property
+    def sector_bytes(self) -> int:
+        return self.sector_rows * self.sector_cols * self.itemsize
+
+
+@dataclass(frozen=True)
+class ReceiverConfig:
+    """One detector receiver server; its producer daemon streams sector `index` of every frame."""
+
+    host: str = setting("127.0.0.1", "address of the receiver server (where its producer runs)")
+    threads: int = setting(1, "producer threads on this receiver, each sending a share of the frames", min=1, max=64)
+
+
+@dataclass(frozen=True)
+class KvstoreConfig:
+    """The Clone-pattern state server: snapshot on port, publisher on port+1, updates on port+2."""
+
+    host: str = setting("127.0.0.1", "address clients connect to")
+    bind_host: str = setting("127.0.0.1", "interface the server binds (0.0.0.0 for all)")
+    port: int = setting(5556, "snapshot port P; the server also uses P+1 and P+2", min=1, max=65533)
+    heartbeat_ms: int = setting(1000, "HUGZ interval of the server", min=10, max=60000)
+    silence_heartbeats: int = setting(3, "missed heartbeats after which a client reconnects", min=2, max=100)
+    ttl_s: float = setting(5.0, "time-to-live of a service's registration; refreshed while it lives", min=0.1)
+
+
+@dataclass(frozen=True)
+class AggregatorConfig:
+    """The relay: thread r pulls from receiver r's producers on base_port + r."""
+
+    host: str = setting("127.0.0.1", "address producers connect to")
+    bind_host: str = setting("127.0.0.1", "interface the aggregator binds")
+    base_port: int = setting(6100, "port of aggregator thread 0; thread r listens on base_port + r", **PORT)
+    hwm: int = setting(1000, "ZeroMQ high-water mark (messages) of every aggregator socket", min=1)
+
+
+@dataclass(frozen=True)
+class ProducerConfig:
+    """Receiver-side streaming and the disk fallback."""
+
+    send_hwm: int = setting(1000, "high-water mark of the PUSH sockets; sends block beyond it", min=1)
+    fallback_dir: str = setting("out/raw", "where scans go as raw files when no NodeGroup is registered")
+
+
+@dataclass(frozen=True)
+class NodegroupConfig:
+    """NodeGroups on compute nodes (one MPI rank per node, groups_per_rank groups per rank)."""
+
+    host: str = setting("127.0.0.1", "address a NodeGroup binds and advertises (the node's address)")
+    groups_per_rank: int = setting(1, "NodeGroups per MPI rank", min=1, max=64)
+    counting_threads: int = setting(2, "counting threads per NodeGroup", min=1, max=256)
+    recv_hwm: int = setting(1000, "high-water mark of the NodeGroup's PULL sockets", min=1)
+    scan_timeout_s: float = setting(60.0, "seconds without data after which an unfinished scan is written as is", min=0.1)
+    output_dir: str = setting("out/counted", "directory of the per-scan HDF5 files")
+
+
+@dataclass(frozen=True)
+class CountingConfig:
+    """Electron counting (the stempy algorithm)."""
+
+    threshold_sample_frames: int = setting(100, "frames at the start of a scan sampled for the thresholds", min=1)
+    background_sigma: float = setting(4.5, "background threshold = optimized mean + this x optimized sigma", min=0.0)
+    xray_sigma: float = setting(175.0, "x-ray threshold = mean + this x standard deviation", min=0.0)
+    background_threshold: float = setting(0.0, "fixed background threshold in ADU (0: compute from the sample)", min=0.0)
+    xray_threshold: float = setting(0.0, "fixed x-ray threshold in ADU (0: compute from the sample)", min=0.0)
+    dark_reference: str = setting("", "path of a .npy dark reference frame ('' for none)")
+    gain: str = setting("", "path of a .npy gain map ('' for none)")
+
+
+@dataclass(frozen=True)
+class SimulatorConfig:
+    """The detector simulator, a source for producers and tests."""
+
+    seed: int = setting(1, "random seed; the same seed gives the same bytes", min=0)
+    dose_per_frame: float = setting(20.0, "mean electrons per frame (Poisson)", min=0.0)
+    electron_adu: float = setting(200.0, "mean signal of one electron in ADU", min=0.0)
+    electron_spread_px: float = setting(0.7, "Gaussian spread of an electron's charge in pixels", min=0.0)
+    dark_mean_adu: float = setting(20.0, "mean of the dark background", min=0.0)
+    dark_sigma_adu: float = setting(2.2, "standard deviation of the dark noise", min=0.0)
+    bright_field_radius_px: float = setting(0.0, "radius of the bright-field disk (0: electrons anywhere)", min=0.0)
+    dropped_fraction: float = setting(0.0, "fraction of sectors lost upstream (0.001 models UDP loss)", min=0.0, max=1.0)
+    rate_hz: float = setting(0.0, "pace frames to this rate (0: as fast as possible)", min=0.0)
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    """Streaming sessions: the batch job that runs the NodeGroups."""
+
+    template: str = setting("slurm/session.sh.j2", "Jinja2 batch-script template, relative to configs/")
+    account: str = setting("", "Slurm account ('' to omit)")
+    qos: str = setting("", "quality of service ('' to omit)")
+    constraint: str = setting("", "node constraint ('' to omit)")
+    partition: str = setting("", "partition ('' to omit)")
+    nodes: int = setting(1, "compute nodes", min=1)
+    time: str = setting("00:30:00", "walltime HH:MM:SS")
+    tasks_per_node: int = setting(1, "MPI ranks per node", min=1)
+    launcher: str = setting("mpiexec", "how ranks are started", choices=("srun", "mpiexec"))
+    environment: dict = setting({}, "environment variables exported in the job")
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    """Logging of every service."""
+
+    level: str = setting("INFO", "log level", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole beamline: detector, services and compute facility. Built by ``load_config``."""
+
+    source: str = setting("<defaults>", "file the configuration came from")
+    detector: DetectorConfig = setting(DetectorConfig(), "detector geometry")
+    receivers: tuple = setting((), "receivers, one per sector, in sector order")
+    kvstore: KvstoreConfig = setting(KvstoreConfig(), "state server")
+    aggregator: AggregatorConfig = setting(AggregatorConfig(), "relay")
+    producer: ProducerConfig = setting(ProducerConfig(), "producers")
+    nodegroup: NodegroupConfig = setting(NodegroupConfig(), "NodeGroups")
+    counting: CountingConfig = setting(CountingConfig(), "electron counting")
+    simulator: SimulatorConfig = setting(SimulatorConfig(), "detector simulator")
+    slurm: SlurmConfig = setting(SlurmConfig(), "Slurm sessions")
+    logging: LoggingConfig = setting(LoggingConfig(), "logging")
+
+    @property
+    def n_receivers(self) -> int:
+        return len(self.receivers)
+
+    def geometry(self) -> Any:
+        """The detector geometry as the C++ protocol type."""
+        from sectorflow.protocol import Geometry
+
+        d = self.detector
+        return Geometry(d.frame_rows, d.frame_cols, d.sector_rows, d.sector_cols, d.itemsize)

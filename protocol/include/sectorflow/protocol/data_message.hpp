@@ -1,0 +1,67 @@
+// The data message (DESIGN.md, "Contracts"): one ZeroMQ multipart message of two frames.
+//
+//   frame 1, header: msgpack array of kDataHeaderFields unsigned integers, in this order:
+//     [0] version (kDataHeaderVersion)   [1] scan_number   [2] frame_number   [3] sector
+//     [4] scan_x   [5] scan_y            [6] position_x    [7] position_y     [8] thread_id
+//   frame 2, payload: the sector's pixels, C order, exactly Geometry::sector_bytes() bytes.
+//
+// A receiver tells a data message from an info message by its part count (two against one).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "sectorflow/protocol/geometry.hpp"
+
+namespace sectorflow::protocol {
+
+inline constexpr std::uint32_t kDataHeaderVersion = 1;
+
+/// Positions of the header fields in the msgpack array.
+enum DataHeaderField : std::size_t {
+  kFieldVersion = 0,
+  kFieldScanNumber,
+  kFieldFrameNumber,
+  kFieldSector,
+  kFieldScanX,
+  kFieldScanY,
+  kFieldPositionX,
+  kFieldPositionY,
+  kFieldThreadId,
+  kDataHeaderFields
+};
+
+struct DataHeader {
+  std::uint32_t scan_number = 0;
+  std::uint32_t frame_number = 0;  ///< 0-based; routing uses frame_number mod n_groups
+  std::uint32_t sector = 0;
+  std::uint32_t scan_x = 0;  ///< scan shape, probe positions per row
+  std::uint32_t scan_y = 0;  ///< scan shape, rows of probe positions
+  std::uint32_t position_x = 0;
+  std::uint32_t position_y = 0;
+  std::uint32_t thread_id = 0;  ///< producer thread that sent it
+
+  /// Flat probe position, scan-major (position_y * scan_x + position_x).
+  std::uint64_t position() const { return std::uint64_t{position_y} * scan_x + position_x; }
+  /// "scan 3, frame 17, sector 2": the locator every error message carries.
+  std::string where() const;
+  bool operator==(const DataHeader& other) const;
+};
+
+/// Encodes a header; the result is the first frame of a data message.
+std::string encode_header(const DataHeader& header);
+
+/// Decodes and validates a header (type, field count, version, integer ranges, position inside
+/// the scan). Throws ProtocolError naming the field, what was expected and what came.
+DataHeader decode_header(const void* data, std::size_t size);
+
+/// Reads only the frame number after checking type, field count and version: the aggregator's
+/// hot path, which must not pay for the full decode. Throws ProtocolError like decode_header.
+std::uint32_t peek_frame_number(const void* data, std::size_t size);
+
+/// Throws ProtocolError unless the payload size equals the geometry's sector size and the sector
+/// index exists in the geometry.
+void check_payload(const DataHeader& header, std::size_t payload_bytes, const Geometry& geometry);
+
+}  // namespace sectorflow::protocol

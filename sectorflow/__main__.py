@@ -1,0 +1,3 @@
+from sectorflow.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,21 @@
+// sectorflow._core: the one compiled extension. Each component's Python package re-exports its
+// own submodule (sectorflow._core.protocol, ...), so the C++ types are registered exactly once.
+#include "bindings.hpp"
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "sectorflow's C++ core; import the component packages instead of this module.";
+  namespace b = sectorflow::bindings;
+  // protocol first: the other submodules take its types in their signatures.
+  auto protocol = m.def_submodule("protocol", "Wire contracts: data, info and raw-file records.");
+  b::bind_protocol(protocol);
+  auto simulator = m.def_submodule("simulator", "Detector simulator.");
+  b::bind_simulator(simulator);
+  auto kvstore = m.def_submodule("kvstore", "Clone-pattern key-value store client.");
+  b::bind_kvstore(kvstore);
+  auto producer = m.def_submodule("producer", "Receiver-side sector streaming.");
+  b::bind_producer(producer);
+  auto aggregator = m.def_submodule("aggregator", "Routing of sectors to NodeGroups.");
+  b::bind_aggregator(aggregator);
+  auto consumer = m.def_submodule("consumer", "NodeGroup data path and electron counting.");
+  b::bind_consumer(consumer);
+}

@@ -1,1 +1,167 @@
-"""sectorflow.kvstore."""
+"""The kvstore: sectorflow's shared state, the Clone pattern of the ZeroMQ Guide (chapter 5).
+
+One server (``sectorflow kvstore --config F``) holds a key-value map and a sequence number; every
+service keeps a live replica through a ``Client`` and publishes its own keys through the server.
+The server and the client are C++ (``sectorflow::kvstore``, the same code C++ programs link);
+this package re-exports them with a thin Pythonic layer (msgpack values, ``from_config``).
+
+Wire protocol (CHP, exactly as the Guide's kvmsg/clonesrv/clone): every message is five frames,
+``[key, sequence (8 bytes, big-endian int64), uuid (16 bytes or empty), properties ("name=value\\n"
+lines), body (msgpack; empty = delete)]``. The server binds three consecutive ports:
+
+- P, ROUTER: ``["ICANHAZ?", subtree]`` is answered by one KVSYNC per key under the subtree, then
+  ``KTHXBAI`` whose sequence is the server's current sequence and whose body is the subtree.
+- P+1, PUB: every accepted update (KVPUB) with a new sequence, and ``HUGZ`` every
+  ``heartbeat_ms`` carrying the current sequence.
+- P+2, SUB: client updates (KVSET). The Guide's clone client sends them from a PUB socket; ours
+  from an XPUB, which tells it when the server listens (so no update is sent into the void and a
+  restarted server is re-populated at once). A ``ttl`` property (seconds) makes the key expire
+  unless set again in time; the expiry is published as a deletion.
+
+Malformed messages are dropped and counted; the server publishes its own status under
+``status/kvstore/server`` with the extra fields ``malformed``, ``snapshots``, ``expired``, ``keys``.
+
+State schema (every value a msgpack map with ``version`` = ``SCHEMA_VERSION``; the codecs are the
+C++ ones: ``NodeGroupRecord``, ``ServiceStatus``, ``AcquireRequest``, each with ``encode()`` and
+``decode(bytes)``, which raises ``KvstoreError`` naming the field):
+
+``nodegroups/<uid>`` (``nodegroup_key(uid)``) -> ``NodeGroupRecord``
+    ``uid`` str, ``host`` str (where its PULL sockets listen), ``ports`` [int] (one per aggregator
+    thread: thread r pushes to ``ports[r]``, see ``endpoint(r)``), ``node`` str (compute node),
+    ``rank`` int (MPI rank), ``status`` str. Set by each NodeGroup with a ttl it refreshes; a dead
+    NodeGroup disappears after its ttl. Producers route frame f to the (f mod n)-th of the sorted
+    UIDs (``nodegroups_from(client.subtree(NODEGROUPS_PREFIX))`` returns them sorted).
+``status/<service>/<name>`` (``status_key(service, name)``) -> ``ServiceStatus``
+    ``state`` str (idle, registering, streaming, draining, writing, writing-to-disk, finished,
+    error, serving: ``STATE_*``), ``scan`` int (current or last scan, 0 before the first),
+    ``messages`` int, ``bytes`` int, ``updated_s`` float (Unix time), plus free ``extra`` fields
+    (bool, int, float or str). Services: ``producer`` (name ``r<receiver>t<thread>``),
+    ``aggregator`` (``t<thread>``), ``nodegroup`` (the uid), ``kvstore`` (``server``).
+``acquire/request`` (``ACQUIRE_REQUEST_KEY``) -> ``AcquireRequest``
+    ``scan_number`` int, ``scan_x`` int, ``scan_y`` int, ``rate_hz`` float (0: as fast as possible).
+
+Client semantics: ``set(key, value_bytes, ttl_s)`` makes the key this client's own (refreshed every
+ttl/3 while it lives, republished after a server restart, deleted when the client closes);
+``set_once`` writes without owning; ``get``/``subtree`` read the local replica and never touch
+the network; ``on_change(prefix, callback)`` calls ``callback(key, value_or_None)`` on the agent
+thread. A replica reconnects and resyncs by snapshot when the server is silent for
+``silence_heartbeats`` heartbeats, restarts or a gap appears in the sequence.
+"""
+
+from sectorflow._core.kvstore import (
+    ACQUIRE_PREFIX,
+    ACQUIRE_REQUEST_KEY,
+    HEARTBEAT,
+    KVMSG_FRAMES,
+    MAX_KEY_BYTES,
+    NODEGROUPS_PREFIX,
+    SCHEMA_VERSION,
+    SEQUENCE_BYTES,
+    SERVICE_AGGREGATOR,
+    SERVICE_KVSTORE,
+    SERVICE_NODEGROUP,
+    SERVICE_PRODUCER,
+    SNAPSHOT_END,
+    SNAPSHOT_REQUEST,
+    STATE_DRAINING,
+    STATE_ERROR,
+    STATE_FINISHED,
+    STATE_IDLE,
+    STATE_REGISTERING,
+    STATE_SERVING,
+    STATE_STREAMING,
+    STATE_WRITING,
+    STATE_WRITING_TO_DISK,
+    STATUS_PREFIX,
+    TTL_PROPERTY,
+    UUID_BYTES,
+    AcquireRequest,
+    ClientOptions,
+    ClientState,
+    ClientStats,
+    KvMsg,
+    KvstoreError,
+    NodeGroupRecord,
+    Server,
+    ServerOptions,
+    ServerStats,
+    ServiceStatus,
+    check_key,
+    check_msgpack,
+    decode_kvmsg,
+    decode_properties,
+    decode_sequence,
+    encode_kvmsg,
+    encode_properties,
+    encode_sequence,
+    new_uuid,
+    nodegroup_key,
+    nodegroups_from,
+    parse_nodegroup_key,
+    parse_status_key,
+    status_key,
+    status_prefix,
+    wall_clock_s,
+)
+
+from .client import Client
+from .options import client_options, server_options
+
+__all__ = [
+    "ACQUIRE_PREFIX",
+    "ACQUIRE_REQUEST_KEY",
+    "HEARTBEAT",
+    "KVMSG_FRAMES",
+    "MAX_KEY_BYTES",
+    "NODEGROUPS_PREFIX",
+    "SCHEMA_VERSION",
+    "SEQUENCE_BYTES",
+    "SERVICE_AGGREGATOR",
+    "SERVICE_KVSTORE",
+    "SERVICE_NODEGROUP",
+    "SERVICE_PRODUCER",
+    "SNAPSHOT_END",
+    "SNAPSHOT_REQUEST",
+    "STATE_DRAINING",
+    "STATE_ERROR",
+    "STATE_FINISHED",
+    "STATE_IDLE",
+    "STATE_REGISTERING",
+    "STATE_SERVING",
+    "STATE_STREAMING",
+    "STATE_WRITING",
+    "STATE_WRITING_TO_DISK",
+    "STATUS_PREFIX",
+    "TTL_PROPERTY",
+    "UUID_BYTES",
+    "AcquireRequest",
+    "Client",
+    "ClientOptions",
+    "ClientState",
+    "ClientStats",
+    "KvMsg",
+    "KvstoreError",
+    "NodeGroupRecord",
+    "Server",
+    "ServerOptions",
+    "ServerStats",
+    "ServiceStatus",
+    "check_key",
+    "check_msgpack",
+    "client_options",
+    "decode_kvmsg",
+    "decode_properties",
+    "decode_sequence",
+    "encode_kvmsg",
+    "encode_properties",
+    "encode_sequence",
+    "new_uuid",
+    "nodegroup_key",
+    "nodegroups_from",
+    "parse_nodegroup_key",
+    "parse_status_key",
+    "server_options",
+    "status_key",
+    "status_prefix",
+    "wall_clock_s",
+]

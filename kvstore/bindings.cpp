@@ -1,7 +1,275 @@
+// Python face of the kvstore: the kvmsg codec, the server and the client, the same C++ code the
+// C++ services link. Blocking calls release the GIL; callbacks from the agent thread take it.
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+#include <utility>
+
 #include "bindings.hpp"
+#include "sectorflow/kvstore/client.hpp"
+#include "sectorflow/kvstore/errors.hpp"
+#include "sectorflow/kvstore/kvmsg.hpp"
+#include "sectorflow/kvstore/server.hpp"
+
+namespace py = pybind11;
 
 namespace sectorflow::bindings {
 
-void bind_kvstore(pybind11::module_& /*m*/) {}
+void bind_kvstore_schema(py::module_& m);  // bindings_schema.cpp
+
+namespace {
+
+using namespace sectorflow::kvstore;
+
+bool interpreter_alive() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+  return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
+// A Python callable that C++ threads call and drop: called with the GIL, released with the GIL,
+// skipped once the interpreter is shutting down (a thread must not take the GIL then).
+class PyCallable {
+ public:
+  explicit PyCallable(py::function function)
+      : function_(new py::function(std::move(function)), [](py::function* f) {
+          if (!interpreter_alive()) return;  // leaked: nobody is left to free it
+          py::gil_scoped_acquire gil;
+          delete f;
+        }) {}
+
+  /// Runs `call(function)` holding the GIL; build the Python arguments inside `call`.
+  template <class Call>
+  void invoke(Call&& call) const {
+    if (!interpreter_alive()) return;
+    py::gil_scoped_acquire gil;
+    try {
+      call(*function_);
+    } catch (py::error_already_set& error) {
+      error.discard_as_unraisable(*function_);  // reported through sys.unraisablehook
+    }
+  }
+
+ private:
+  std::shared_ptr<py::function> function_;
+};
+
+// pybind11 destroys a Client holding the GIL; its agent may be waiting for the GIL to run a
+// callback, so the join in ~Client must run without it.
+struct ReleaseGilDelete {
+  void operator()(Client* client) const {
+    if (PyGILState_Check()) {
+      py::gil_scoped_release release;
+      delete client;
+    } else {
+      delete client;
+    }
+  }
+};
+
+std::string bytes_of(const py::buffer& buffer) {
+  const py::buffer_info info = buffer.request();
+  return std::string(static_cast<const char*>(info.ptr), static_cast<std::size_t>(info.size * info.itemsize));
+}
+
+py::object optional_bytes(const std::optional<std::string>& value) {
+  return value ? py::object(py::bytes(*value)) : py::object(py::none());
+}
+
+py::dict bytes_dict(const std::map<std::string, std::string>& entries) {
+  py::dict out;
+  for (const auto& [key, value] : entries) out[py::str(key)] = py::bytes(value);
+  return out;
+}
+
+void bind_kvmsg(py::module_& m) {
+  m.attr("KVMSG_FRAMES") = kKvmsgFrames;
+  m.attr("SEQUENCE_BYTES") = kSequenceBytes;
+  m.attr("UUID_BYTES") = kUuidBytes;
+  m.attr("MAX_KEY_BYTES") = kMaxKeyBytes;
+  m.attr("SNAPSHOT_REQUEST") = std::string(kSnapshotRequest);
+  m.attr("SNAPSHOT_END") = std::string(kSnapshotEnd);
+  m.attr("HEARTBEAT") = std::string(kHeartbeat);
+  m.attr("TTL_PROPERTY") = std::string(kTtlProperty);
+
+  py::class_<KvMsg>(m, "KvMsg", "One Clone-pattern message: key, sequence, uuid, properties, body.")
+      .def(py::init([](std::string key, std::int64_t sequence, const py::bytes& uuid, Properties properties,
+                       const py::bytes& body) {
+             return KvMsg{std::move(key), sequence, std::string(uuid), std::move(properties), std::string(body)};
+           }),
+           py::kw_only(), py::arg("key"), py::arg("sequence") = 0, py::arg("uuid") = py::bytes(),
+           py::arg("properties") = Properties{}, py::arg("body") = py::bytes())
+      .def_readwrite("key", &KvMsg::key)
+      .def_readwrite("sequence", &KvMsg::sequence)
+      .def_property(
+          "uuid", [](const KvMsg& msg) { return py::bytes(msg.uuid); },
+          [](KvMsg& msg, const py::bytes& uuid) { msg.uuid = std::string(uuid); })
+      .def_readwrite("properties", &KvMsg::properties)
+      .def_property(
+          "body", [](const KvMsg& msg) { return py::bytes(msg.body); },
+          [](KvMsg& msg, const py::bytes& body) { msg.body = std::string(body); })
+      .def_property("ttl_s", &KvMsg::ttl_s, &KvMsg::set_ttl_s, "The ttl property in seconds (0: none).")
+      .def("is_delete", &KvMsg::is_delete)
+      .def("__eq__", [](const KvMsg& a, const KvMsg& b) { return a == b; })
+      .def("__repr__", [](const KvMsg& msg) {
+        return "KvMsg(key='" + msg.key + "', sequence=" + std::to_string(msg.sequence) + ", " +
+               std::to_string(msg.body.size()) + " body bytes)";
+      });
+
+  m.def("encode_kvmsg", [](const KvMsg& msg) {
+        py::list frames;
+        for (const std::string& frame : encode_kvmsg(msg)) frames.append(py::bytes(frame));
+        return frames;
+      },
+      py::arg("msg"), "The five frames of a kvmsg, as bytes.");
+  m.def("decode_kvmsg", [](const py::sequence& frames) {
+        std::vector<std::string> owned;
+        for (const py::handle frame : frames) owned.push_back(bytes_of(py::reinterpret_borrow<py::buffer>(frame)));
+        return decode_kvmsg(std::vector<std::string_view>(owned.begin(), owned.end()));
+      },
+      py::arg("frames"), "Decode and validate the frames of a kvmsg; raises KvstoreError saying what is wrong.");
+  m.def("encode_sequence", [](std::int64_t sequence) { return py::bytes(encode_sequence(sequence)); },
+        py::arg("sequence"));
+  m.def("decode_sequence", [](const py::buffer& frame) { return decode_sequence(bytes_of(frame)); },
+        py::arg("frame"));
+  m.def("encode_properties", [](const Properties& p) { return py::bytes(encode_properties(p)); },
+        py::arg("properties"));
+  m.def("decode_properties", [](const py::buffer& frame) { return decode_properties(bytes_of(frame)); },
+        py::arg("frame"));
+  m.def("new_uuid", [] { return py::bytes(new_uuid()); }, "16 random bytes (a version-4 UUID).");
+  m.def("check_msgpack", [](const py::buffer& body) { check_msgpack(bytes_of(body)); }, py::arg("body"),
+        "Raise KvstoreError unless the bytes are exactly one msgpack object.");
+  m.def("check_key", [](const std::string& key) { check_key(key); }, py::arg("key"),
+        "Raise KvstoreError unless a client may set this key.");
+}
+
+void bind_server(py::module_& m) {
+  const ServerOptions defaults;
+  py::class_<ServerOptions>(m, "ServerOptions", "Where the server binds and how often it sends HUGZ.")
+      .def(py::init([](std::string bind_host, std::uint16_t port, std::uint32_t heartbeat_ms, std::string status_name) {
+             return ServerOptions{std::move(bind_host), port, heartbeat_ms, std::move(status_name)};
+           }),
+           py::kw_only(), py::arg("bind_host"), py::arg("port"), py::arg("heartbeat_ms") = defaults.heartbeat_ms,
+           py::arg("status_name") = defaults.status_name)
+      .def_readwrite("bind_host", &ServerOptions::bind_host)
+      .def_readwrite("port", &ServerOptions::port)
+      .def_readwrite("heartbeat_ms", &ServerOptions::heartbeat_ms)
+      .def_readwrite("status_name", &ServerOptions::status_name);
+
+  py::class_<ServerStats>(m, "ServerStats", "Counters of a running server.")
+      .def_readonly("sequence", &ServerStats::sequence)
+      .def_readonly("keys", &ServerStats::keys)
+      .def_readonly("updates", &ServerStats::updates)
+      .def_readonly("bytes", &ServerStats::bytes)
+      .def_readonly("snapshots", &ServerStats::snapshots)
+      .def_readonly("expired", &ServerStats::expired)
+      .def_readonly("malformed", &ServerStats::malformed)
+      .def_readonly("last_malformed", &ServerStats::last_malformed);
+
+  py::class_<Server>(m, "Server", "The Clone-pattern server; binds P, P+1, P+2 when constructed.")
+      .def(py::init<ServerOptions>(), py::arg("options"))
+      .def("run", &Server::run, py::call_guard<py::gil_scoped_release>(),
+           "Serve until stop(); releases the GIL. Call it from a thread other than the one that stops it.")
+      .def("stop", &Server::stop, "Make run() return; callable from any thread.")
+      .def("stats", &Server::stats)
+      .def_property_readonly("options", &Server::options)
+      .def("endpoint", &Server::endpoint, py::arg("offset"),
+           "tcp://host:P+offset: 0 snapshots (ROUTER), 1 updates published (PUB), 2 updates collected (SUB).");
+}
+
+void bind_client(py::module_& m) {
+  py::enum_<ClientState>(m, "ClientState")
+      .value("CONNECTING", ClientState::kConnecting)
+      .value("SYNCING", ClientState::kSyncing)
+      .value("ACTIVE", ClientState::kActive)
+      .value("CLOSED", ClientState::kClosed)
+      .def("__str__", [](ClientState state) { return std::string(to_string(state)); });
+
+  const ClientOptions defaults;
+  py::class_<ClientOptions>(m, "ClientOptions", "Where the server is and how the replica behaves.")
+      .def(py::init([](std::string host, std::uint16_t port, std::string subtree, std::uint32_t heartbeat_ms,
+                       int silence_heartbeats, const std::optional<py::function>& log) {
+             ClientOptions options{std::move(host), port, std::move(subtree), heartbeat_ms, silence_heartbeats, {}};
+             if (log) {
+               options.log = [call = PyCallable(*log)](const std::string& message) {
+                 call.invoke([&message](const py::function& f) { f(message); });
+               };
+             }
+             return options;
+           }),
+           py::kw_only(), py::arg("host"), py::arg("port"), py::arg("subtree") = defaults.subtree,
+           py::arg("heartbeat_ms") = defaults.heartbeat_ms, py::arg("silence_heartbeats") = defaults.silence_heartbeats,
+           py::arg("log") = py::none(),
+           "log(message: str) is called on the agent thread on each state change and resync.")
+      .def_readwrite("host", &ClientOptions::host)
+      .def_readwrite("port", &ClientOptions::port)
+      .def_readwrite("subtree", &ClientOptions::subtree)
+      .def_readwrite("heartbeat_ms", &ClientOptions::heartbeat_ms)
+      .def_readwrite("silence_heartbeats", &ClientOptions::silence_heartbeats);
+
+  py::class_<ClientStats>(m, "ClientStats", "Counters of a client's agent.")
+      .def_readonly("snapshots", &ClientStats::snapshots)
+      .def_readonly("updates", &ClientStats::updates)
+      .def_readonly("stale", &ClientStats::stale)
+      .def_readonly("resyncs", &ClientStats::resyncs)
+      .def_readonly("malformed", &ClientStats::malformed)
+      .def_readonly("sent", &ClientStats::sent);
+
+  py::class_<Client, std::unique_ptr<Client, ReleaseGilDelete>>(
+      m, "Client", "A live replica of the kvstore; a background agent thread owns the sockets.")
+      .def(py::init<ClientOptions>(), py::arg("options"))
+      .def("set", [](Client& c, const std::string& key, const py::buffer& value, double ttl_s) {
+             c.set(key, bytes_of(value), ttl_s);
+           },
+           py::arg("key"), py::arg("value"), py::arg("ttl_s") = 0.0,
+           "Set one of this client's own keys to msgpack bytes (copied); refreshed every ttl_s/3, deleted "
+           "on close. Never waits for the network.")
+      .def("set_once", [](Client& c, const std::string& key, const py::buffer& value, double ttl_s) {
+             c.set_once(key, bytes_of(value), ttl_s);
+           },
+           py::arg("key"), py::arg("value"), py::arg("ttl_s") = 0.0,
+           "Write a key once without owning it (kept after close).")
+      .def("erase", &Client::erase, py::arg("key"), "Delete a key on the server.")
+      .def("get", [](const Client& c, const std::string& key) { return optional_bytes(c.get(key)); }, py::arg("key"),
+           "The replica's value (bytes) of a key, or None.")
+      .def("subtree", [](const Client& c, const std::string& prefix) { return bytes_dict(c.subtree(prefix)); },
+           py::arg("prefix") = "", "Every key of the replica starting with prefix -> value bytes.")
+      .def("sequence", &Client::sequence)
+      .def_property_readonly("state", &Client::state)
+      .def("synced", &Client::synced)
+      .def("wait_synced", [](const Client& c, double timeout_s) {
+             py::gil_scoped_release release;
+             return c.wait_synced(std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000.0)));
+           },
+           py::arg("timeout_s"), "Wait until the replica is complete and live; returns synced().")
+      .def("stats", &Client::stats)
+      .def_property_readonly("options", &Client::options)
+      .def("on_change", [](Client& c, const std::string& prefix, const py::function& callback) {
+             return c.on_change(prefix, [call = PyCallable(callback)](const std::string& key,
+                                                                      const std::optional<std::string>& value) {
+               call.invoke([&](const py::function& f) { f(py::str(key), optional_bytes(value)); });
+             });
+           },
+           py::arg("prefix"), py::arg("callback"),
+           "callback(key: str, value: bytes | None) runs on the agent thread (holding the GIL) after each "
+           "change under prefix; returns an id for remove_callback.")
+      .def("remove_callback", &Client::remove_callback, py::arg("id"))
+      .def("close", &Client::close, py::call_guard<py::gil_scoped_release>(),
+           "Send pending writes, delete own keys, stop the agent. Idempotent.");
+}
+
+}  // namespace
+
+void bind_kvstore(py::module_& m) {
+  py::register_exception<KvstoreError>(m, "KvstoreError",
+                                       py::module_::import("sectorflow.errors").attr("SectorflowError").ptr());
+  bind_kvmsg(m);
+  bind_server(m);
+  bind_client(m);
+  bind_kvstore_schema(m);
+}
 
 }  // namespace sectorflow::bindings

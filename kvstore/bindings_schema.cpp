@@ -1,0 +1,143 @@
+// Python face of the state schema: the same key builders, records and codecs as the C++ services.
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "sectorflow/kvstore/schema.hpp"
+
+namespace py = pybind11;
+
+namespace sectorflow::bindings {
+namespace {
+
+using namespace sectorflow::kvstore;
+
+std::string bytes_of(const py::buffer& buffer) {
+  const py::buffer_info info = buffer.request();
+  return std::string(static_cast<const char*>(info.ptr), static_cast<std::size_t>(info.size * info.itemsize));
+}
+
+std::string ports_text(const std::vector<std::uint16_t>& ports) {
+  std::string text;
+  for (const std::uint16_t port : ports) text += (text.empty() ? "" : ", ") + std::to_string(port);
+  return "[" + text + "]";
+}
+
+void bind_constants(py::module_& m) {
+  m.attr("SCHEMA_VERSION") = kSchemaVersion;
+  m.attr("NODEGROUPS_PREFIX") = std::string(kNodegroupsPrefix);
+  m.attr("STATUS_PREFIX") = std::string(kStatusPrefix);
+  m.attr("ACQUIRE_PREFIX") = std::string(kAcquirePrefix);
+  m.attr("ACQUIRE_REQUEST_KEY") = std::string(kAcquireRequestKey);
+  m.attr("SERVICE_PRODUCER") = std::string(kServiceProducer);
+  m.attr("SERVICE_AGGREGATOR") = std::string(kServiceAggregator);
+  m.attr("SERVICE_NODEGROUP") = std::string(kServiceNodegroup);
+  m.attr("SERVICE_KVSTORE") = std::string(kServiceKvstore);
+  m.attr("STATE_IDLE") = std::string(kStateIdle);
+  m.attr("STATE_REGISTERING") = std::string(kStateRegistering);
+  m.attr("STATE_STREAMING") = std::string(kStateStreaming);
+  m.attr("STATE_DRAINING") = std::string(kStateDraining);
+  m.attr("STATE_WRITING") = std::string(kStateWriting);
+  m.attr("STATE_WRITING_TO_DISK") = std::string(kStateWritingToDisk);
+  m.attr("STATE_FINISHED") = std::string(kStateFinished);
+  m.attr("STATE_ERROR") = std::string(kStateError);
+  m.attr("STATE_SERVING") = std::string(kStateServing);
+
+  m.def("nodegroup_key", [](const std::string& uid) { return nodegroup_key(uid); }, py::arg("uid"),
+        "'nodegroups/<uid>'.");
+  m.def("status_key", [](const std::string& s, const std::string& n) { return status_key(s, n); },
+        py::arg("service"), py::arg("name"), "'status/<service>/<name>'.");
+  m.def("status_prefix", [](const std::string& s) { return status_prefix(s); }, py::arg("service") = "",
+        "'status/<service>/', or 'status/' for every service.");
+  m.def("parse_status_key", [](const std::string& key) { return parse_status_key(key); }, py::arg("key"),
+        "(service, name) of a status key.");
+  m.def("parse_nodegroup_key", [](const std::string& key) { return parse_nodegroup_key(key); }, py::arg("key"),
+        "The uid of a nodegroups/ key.");
+  m.def("wall_clock_s", &wall_clock_s, "Seconds since the Unix epoch (the clock of ServiceStatus.updated_s).");
+}
+
+void bind_records(py::module_& m) {
+  const NodeGroupRecord ng;
+  py::class_<NodeGroupRecord>(m, "NodeGroupRecord", "nodegroups/<uid>: where a NodeGroup receives data.")
+      .def(py::init([](std::string uid, std::string host, std::vector<std::uint16_t> ports, std::string node,
+                       std::uint32_t rank, std::string status) {
+             return NodeGroupRecord{std::move(uid), std::move(host), std::move(ports), std::move(node), rank,
+                                    std::move(status)};
+           }),
+           py::kw_only(), py::arg("uid"), py::arg("host"), py::arg("ports"), py::arg("node") = ng.node,
+           py::arg("rank") = ng.rank, py::arg("status") = ng.status)
+      .def_readwrite("uid", &NodeGroupRecord::uid)
+      .def_readwrite("host", &NodeGroupRecord::host)
+      .def_readwrite("ports", &NodeGroupRecord::ports)
+      .def_readwrite("node", &NodeGroupRecord::node)
+      .def_readwrite("rank", &NodeGroupRecord::rank)
+      .def_readwrite("status", &NodeGroupRecord::status)
+      .def("endpoint", &NodeGroupRecord::endpoint, py::arg("thread"), "'tcp://host:ports[thread]'.")
+      .def("encode", [](const NodeGroupRecord& r) { return py::bytes(r.encode()); })
+      .def_static("decode", [](const py::buffer& b) { return NodeGroupRecord::decode(bytes_of(b)); }, py::arg("value"),
+                  "Decode and validate; raises KvstoreError naming the field.")
+      .def("__eq__", [](const NodeGroupRecord& a, const NodeGroupRecord& b) { return a == b; })
+      .def("__repr__", [](const NodeGroupRecord& r) {
+        return "NodeGroupRecord(uid='" + r.uid + "', host='" + r.host + "', ports=" + ports_text(r.ports) +
+               ", node='" + r.node + "', rank=" + std::to_string(r.rank) + ", status='" + r.status + "')";
+      });
+
+  m.def("nodegroups_from", [](const py::dict& entries) {
+        std::map<std::string, std::string> values;
+        for (const auto& [key, value] : entries) {
+          values[key.cast<std::string>()] = bytes_of(py::reinterpret_borrow<py::buffer>(value));
+        }
+        return nodegroups_from(values);
+      },
+      py::arg("entries"), "NodeGroupRecords of a nodegroups/ subtree {key: value bytes}, sorted by uid.");
+
+  const ServiceStatus st;
+  py::class_<ServiceStatus>(m, "ServiceStatus", "status/<service>/<name>: what a service is doing.")
+      .def(py::init([](std::string state, std::uint32_t scan, std::uint64_t messages, std::uint64_t bytes,
+                       double updated_s, std::map<std::string, StatusValue> extra) {
+             return ServiceStatus{std::move(state), scan, messages, bytes, updated_s, std::move(extra)};
+           }),
+           py::kw_only(), py::arg("state"), py::arg("scan") = st.scan, py::arg("messages") = st.messages,
+           py::arg("bytes") = st.bytes, py::arg("updated_s") = st.updated_s, py::arg("extra") = st.extra,
+           "updated_s 0 is stamped with the current time by encode().")
+      .def_readwrite("state", &ServiceStatus::state)
+      .def_readwrite("scan", &ServiceStatus::scan)
+      .def_readwrite("messages", &ServiceStatus::messages)
+      .def_readwrite("bytes", &ServiceStatus::bytes)
+      .def_readwrite("updated_s", &ServiceStatus::updated_s)
+      .def_readwrite("extra", &ServiceStatus::extra, "Free fields (bool, int, float, str); assign a new dict to change.")
+      .def("encode", [](const ServiceStatus& s) { return py::bytes(s.encode()); })
+      .def_static("decode", [](const py::buffer& b) { return ServiceStatus::decode(bytes_of(b)); }, py::arg("value"))
+      .def("__eq__", [](const ServiceStatus& a, const ServiceStatus& b) { return a == b; })
+      .def("__repr__", [](const ServiceStatus& s) {
+        return "ServiceStatus(state='" + s.state + "', scan=" + std::to_string(s.scan) + ", messages=" +
+               std::to_string(s.messages) + ", bytes=" + std::to_string(s.bytes) + ", " +
+               std::to_string(s.extra.size()) + " extra)";
+      });
+
+  const AcquireRequest ar;
+  py::class_<AcquireRequest>(m, "AcquireRequest", "acquire/request: the scan the producers are asked to run.")
+      .def(py::init([](std::uint32_t scan_number, std::uint32_t scan_x, std::uint32_t scan_y, double rate_hz) {
+             return AcquireRequest{scan_number, scan_x, scan_y, rate_hz};
+           }),
+           py::kw_only(), py::arg("scan_number"), py::arg("scan_x"), py::arg("scan_y"), py::arg("rate_hz") = ar.rate_hz)
+      .def_readwrite("scan_number", &AcquireRequest::scan_number)
+      .def_readwrite("scan_x", &AcquireRequest::scan_x)
+      .def_readwrite("scan_y", &AcquireRequest::scan_y)
+      .def_readwrite("rate_hz", &AcquireRequest::rate_hz)
+      .def("encode", [](const AcquireRequest& r) { return py::bytes(r.encode()); })
+      .def_static("decode", [](const py::buffer& b) { return AcquireRequest::decode(bytes_of(b)); }, py::arg("value"))
+      .def("__eq__", [](const AcquireRequest& a, const AcquireRequest& b) { return a == b; })
+      .def("__repr__", [](const AcquireRequest& r) {
+        return "AcquireRequest(scan_number=" + std::to_string(r.scan_number) + ", scan " + std::to_string(r.scan_x) +
+               " x " + std::to_string(r.scan_y) + ", rate_hz=" + std::to_string(r.rate_hz) + ")";
+      });
+}
+
+}  // namespace
+
+void bind_kvstore_schema(py::module_& m) {
+  bind_constants(m);
+  bind_records(m);
+}
+
+}  // namespace sectorflow::bindings

@@ -1,0 +1,99 @@
+"""The ``sectorflow kvstore`` (run the state server) and ``sectorflow status`` subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+from typing import Any
+
+from sectorflow.configs import Config
+from sectorflow.errors import SectorflowError
+
+from .client import Client
+from .daemon import run_server
+from .options import client_options
+from .status_table import render
+
+logger = logging.getLogger(__name__)
+
+# `sectorflow status` waits at least this long for a server before giving up (seconds).
+MIN_STATUS_TIMEOUT_S = 2.0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``kvstore`` and ``status`` subcommands."""
+    from sectorflow.cli import add_config_argument
+
+    server = subparsers.add_parser(
+        "kvstore",
+        help="run the state server (membership, status) as a daemon",
+        description="Run the kvstore server, the Clone pattern of the ZeroMQ Guide: snapshots on "
+        "[kvstore] port P (ROUTER), updates published on P+1 (PUB, with HUGZ heartbeats every "
+        "heartbeat_ms), client updates collected on P+2 (SUB). Runs until SIGTERM or SIGINT and "
+        "exits 0; exits non-zero with one line naming the address if a port is taken.",
+    )
+    add_config_argument(server)
+    server.set_defaults(run=run_kvstore)
+
+    status = subparsers.add_parser(
+        "status",
+        help="print who is registered and what each service is doing",
+        description="Print the live state of the kvstore as tables: every service's state, scan, "
+        "message and byte counts, the registered NodeGroups and the acquire request. Exits non-zero "
+        "with one line if no server answers within the timeout.",
+    )
+    add_config_argument(status)
+    status.add_argument("--watch", action="store_true", help="keep refreshing until Ctrl-C")
+    status.add_argument("--interval", type=_positive, default=1.0, metavar="S",
+                        help="seconds between refreshes with --watch (default: 1)")
+    status.add_argument("--timeout", type=_positive, default=None, metavar="S",
+                        help="seconds to wait for the server (default: silence_heartbeats x "
+                        f"heartbeat_ms, at least {MIN_STATUS_TIMEOUT_S:g})")
+    status.set_defaults(run=run_status)
+
+
+def run_kvstore(args: argparse.Namespace, config: Config) -> int:
+    """``sectorflow kvstore``: serve until SIGTERM/SIGINT."""
+    return run_server(config)
+
+
+def run_status(args: argparse.Namespace, config: Config) -> int:
+    """``sectorflow status``: print the tables once, or every ``--interval`` with ``--watch``."""
+    kv = config.kvstore
+    timeout_s = args.timeout or max(MIN_STATUS_TIMEOUT_S, kv.silence_heartbeats * kv.heartbeat_ms / 1000)
+    address = f"tcp://{kv.host}:{kv.port}"
+    with Client(client_options(config, log=lambda message: logger.debug("kvstore client: %s", message))) as client:
+        if not client.wait_synced(timeout_s):
+            raise SectorflowError(
+                f"no kvstore server answered at {address} within {timeout_s:g} s; "
+                f"start one with 'sectorflow kvstore --config {config.source}'"
+            )
+        try:
+            while True:
+                _show(client, address, clear=args.watch and sys.stdout.isatty())
+                if not args.watch:
+                    return 0
+                threading.Event().wait(args.interval)  # the refresh period the user asked for
+        except KeyboardInterrupt:
+            return 0
+
+
+def _show(client: Client, address: str, clear: bool) -> None:
+    from sectorflow._core.kvstore import wall_clock_s
+
+    state = "live" if client.synced() else "SERVER SILENT, last known state"
+    title = f"kvstore {address}: sequence {client.sequence()}, {state}"
+    text = render(client.subtree(), wall_clock_s(), title)
+    print(("\x1b[2J\x1b[H" if clear else "") + text + ("" if clear else "\n"), flush=True)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds > 0")
+    return value

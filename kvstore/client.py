@@ -1,0 +1,102 @@
+"""The Python face of the kvstore client: the C++ ``Client`` plus msgpack values and records.
+
+Everything that talks to the network runs in the C++ agent thread; these methods only pack,
+unpack and decode. Clients still open when the interpreter exits are closed by an ``atexit`` hook,
+so their goodbye is sent and their agent never waits for a GIL that is going away.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import weakref
+from typing import Any
+
+import msgpack
+
+from sectorflow._core import kvstore as _core
+from sectorflow.configs import Config
+
+from .options import client_options
+
+logger = logging.getLogger(__name__)
+
+_open_clients: weakref.WeakSet[Client] = weakref.WeakSet()
+
+
+class Client(_core.Client):
+    """A live replica of the kvstore (see the package docstring for the semantics).
+
+    Use it as a context manager, or call ``close()``: closing deletes this client's own keys.
+    Change callbacks run on the agent thread, holding the GIL; keep them short.
+    """
+
+    def __init__(self, options: _core.ClientOptions) -> None:
+        super().__init__(options)
+        _open_clients.add(self)
+
+    @classmethod
+    def from_config(cls, config: Config, subtree: str = "", name: str = "client") -> Client:
+        """A client of the configured server; its state changes are logged as ``kvstore <name>: ...``.
+
+        Args:
+            config: the loaded configuration ([kvstore] host, port, heartbeat_ms, silence_heartbeats).
+            subtree: key prefix the replica holds ("" for everything).
+            name: who the client is, in log lines.
+        """
+
+        def log(message: str) -> None:
+            logger.info("kvstore %s: %s", name, message)
+
+        return cls(client_options(config, subtree, log))
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def set_value(self, key: str, value: Any, ttl_s: float = 0.0) -> None:
+        """``set`` with ``value`` packed by msgpack (any msgpack-able object)."""
+        self.set(key, msgpack.packb(value, use_bin_type=True), ttl_s)
+
+    def set_value_once(self, key: str, value: Any, ttl_s: float = 0.0) -> None:
+        """``set_once`` with ``value`` packed by msgpack."""
+        self.set_once(key, msgpack.packb(value, use_bin_type=True), ttl_s)
+
+    def get_value(self, key: str, default: Any = None) -> Any:
+        """The replica's value of ``key`` unpacked by msgpack, or ``default``."""
+        raw = self.get(key)
+        return default if raw is None else msgpack.unpackb(raw, raw=False)
+
+    def values(self, prefix: str = "") -> dict[str, Any]:
+        """Every key under ``prefix`` with its value unpacked by msgpack."""
+        return {key: msgpack.unpackb(raw, raw=False) for key, raw in self.subtree(prefix).items()}
+
+    def nodegroups(self) -> list[_core.NodeGroupRecord]:
+        """The registered NodeGroups sorted by uid (the routing order).
+
+        Raises:
+            KvstoreError: a registration does not decode (the message names its key).
+        """
+        return _core.nodegroups_from(self.subtree(_core.NODEGROUPS_PREFIX))
+
+    def statuses(self, service: str = "") -> dict[tuple[str, str], _core.ServiceStatus]:
+        """``(service, name) -> ServiceStatus`` of one service, or of all for ``service=""``.
+
+        Raises:
+            KvstoreError: a status does not decode (the message names its key).
+        """
+        out = {}
+        for key, raw in self.subtree(_core.status_prefix(service)).items():
+            try:
+                out[_core.parse_status_key(key)] = _core.ServiceStatus.decode(raw)
+            except _core.KvstoreError as error:
+                raise _core.KvstoreError(f"{key}: {error}") from None
+        return out
+
+
+@atexit.register
+def _close_open_clients() -> None:
+    for client in list(_open_clients):
+        client.close()

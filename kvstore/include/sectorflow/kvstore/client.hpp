@@ -1,0 +1,120 @@
+// The kvstore client: a local replica of the server's map (or of one subtree of it), kept up to
+// date by a background agent thread that owns the sockets (the Clone pattern's client, ZeroMQ
+// Guide chapter 5; frames in kvmsg.hpp, server in server.hpp).
+//
+// The agent connects a SUB socket to P + 1, a DEALER to P and an XPUB to P + 2, then:
+//   connecting  waits for the first message on SUB (a HUGZ at the latest), which proves that its
+//               subscription is live, so no update can fall between snapshot and stream
+//   syncing     sends ICANHAZ? + subtree, stores the KVSYNCs, buffers the published updates and on
+//               KTHXBAI replaces the replica and applies the buffered updates newer than it
+//   active      applies every update newer than the replica's sequence, in order, and discards the
+//               stale ones. A full replica (empty subtree) resyncs on a gap; every replica resyncs
+//               when a HUGZ carries a sequence lower than its own (the server restarted) or the
+//               server subscribes to the XPUB again (it reconnected).
+// When nothing (update or HUGZ) has come for silence_heartbeats heartbeats, the agent closes its
+// sockets and starts again at connecting.
+//
+// Keys written with set() are this client's own: the agent sends them as soon as the server
+// subscribes to its XPUB, refreshes those with a ttl every ttl/3 while the client lives, sends them
+// again whenever the server (re)subscribes (a restarted server is re-populated by its clients) and
+// deletes them when the client closes (goodbye). A client that is killed leaves them to expire.
+//
+// Threads: every public method is thread-safe. set(), set_once() and erase() only queue a command
+// and never wait for the network; get(), subtree() and sequence() read the replica under a shared
+// lock. Change callbacks and the log function run on the agent thread: keep them short, and do not
+// call close() or destroy the Client from them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace sectorflow::kvstore {
+
+struct ClientOptions {
+  std::string host;                           ///< server address
+  std::uint16_t port = 0;                     ///< the server's snapshot port P
+  std::string subtree;                        ///< key prefix of the replica; "" holds everything
+  std::uint32_t heartbeat_ms = 1000;          ///< the server's HUGZ interval
+  int silence_heartbeats = 3;                 ///< missed heartbeats before reconnecting
+  /// Optional; told about each state change and resync, on the agent thread.
+  std::function<void(const std::string& message)> log;
+};
+
+enum class ClientState { kConnecting, kSyncing, kActive, kClosed };
+
+/// "connecting", "syncing", "active", "closed".
+const char* to_string(ClientState state);
+
+struct ClientStats {
+  std::uint64_t snapshots = 0;  ///< completed snapshots (the first sync and every resync)
+  std::uint64_t updates = 0;    ///< published updates applied to the replica
+  std::uint64_t stale = 0;      ///< published updates discarded as not newer than the replica
+  std::uint64_t resyncs = 0;    ///< gaps, server restarts and silences that forced a new snapshot
+  std::uint64_t malformed = 0;  ///< messages from the server that did not decode
+  std::uint64_t sent = 0;       ///< KVSETs sent (sets, refreshes, republications, deletions)
+};
+
+/// Called with the key and its new value, or std::nullopt when the key was deleted.
+using ChangeCallback = std::function<void(const std::string& key, const std::optional<std::string>& value)>;
+
+class Client {
+ public:
+  /// Starts the agent; returns at once (see wait_synced). Throws KvstoreError for empty host,
+  /// port 0 or out of range, or a heartbeat or silence that is not positive.
+  explicit Client(ClientOptions options);
+  /// close().
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  /// Sets one of this client's own keys to `value` (msgpack bytes; the caller's buffer is copied).
+  /// With ttl_s > 0 the server deletes the key ttl_s seconds after the last refresh; the client
+  /// refreshes it every ttl_s / 3 while it lives. Never blocks on the network. Throws KvstoreError
+  /// for an invalid key, an empty value (use erase), a value that is not one msgpack object, or
+  /// after close().
+  void set(const std::string& key, std::string value, double ttl_s = 0.0);
+  /// Writes a key once without owning it: not refreshed, not republished, kept after close()
+  /// (which waits up to one silence period for the server to take it). For requests such as
+  /// acquire/request. Throws like set().
+  void set_once(const std::string& key, std::string value, double ttl_s = 0.0);
+  /// Deletes a key (own or not) on the server; it stops being one of this client's own keys.
+  /// Never blocks on the network. Throws KvstoreError for an invalid key or after close().
+  void erase(const std::string& key);
+
+  /// The replica's value of a key, or std::nullopt. A set() shows here once the server has
+  /// published it (when the key is inside this replica's subtree).
+  std::optional<std::string> get(const std::string& key) const;
+  /// Every key of the replica starting with `prefix`, with its value.
+  std::map<std::string, std::string> subtree(const std::string& prefix = "") const;
+  /// Sequence of the last update applied to the replica (0 before the first snapshot).
+  std::int64_t sequence() const;
+  ClientState state() const;
+  /// True while the replica is complete and live (state active).
+  bool synced() const;
+  /// Waits until synced() or the timeout; returns synced().
+  bool wait_synced(std::chrono::milliseconds timeout) const;
+  ClientStats stats() const;
+  const ClientOptions& options() const;
+
+  /// Calls `callback` on the agent thread after each change of a key starting with `prefix`
+  /// (including the changes a resync brings). Values equal to the replica's are no change.
+  /// Returns an id for remove_callback.
+  std::uint64_t on_change(const std::string& prefix, ChangeCallback callback);
+  /// Stops calls to a callback; a call already running finishes. Unknown ids are ignored.
+  void remove_callback(std::uint64_t id);
+
+  /// Sends pending one-shot writes, deletes the own keys (goodbye), stops the agent and closes
+  /// the sockets. Idempotent. The replica stays readable. Must not be called from a callback.
+  void close();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sectorflow::kvstore

@@ -1,0 +1,99 @@
+// The key-value message of the Clone pattern: the Clustered Hashmap Protocol (CHP) of the ZeroMQ
+// Guide, chapter 5 (rfc.zeromq.org/spec:12). Every message on the three kvstore sockets is one
+// ZeroMQ multipart message of kKvmsgFrames frames, in this order:
+//
+//   frame 0, key:        ZeroMQ string, 1..kMaxKeyBytes bytes ("nodegroups/ng-3"), or a command
+//                        word the server sends: "KTHXBAI" (end of snapshot), "HUGZ" (heartbeat)
+//   frame 1, sequence:   8 bytes, signed 64-bit integer in network (big-endian) order
+//   frame 2, uuid:       kUuidBytes bytes identifying the update, or empty
+//   frame 3, properties: zero or more "name=value\n" lines; "ttl" is the time-to-live in seconds
+//   frame 4, body:       the value, one msgpack object; an empty body deletes the key
+//
+// KVSET (client -> server, port P+2), KVPUB (server -> clients, port P+1), KVSYNC and KTHXBAI
+// (snapshot replies on port P, after the client's identity frame) and HUGZ all have this layout.
+// The snapshot request is not a kvmsg: two ZeroMQ strings, "ICANHAZ?" and the subtree (a key
+// prefix, possibly empty). The sequence of KTHXBAI and HUGZ is the server's current sequence.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <zmq.hpp>
+
+namespace sectorflow::kvstore {
+
+inline constexpr std::size_t kKvmsgFrames = 5;
+
+/// Positions of the frames in a kvmsg.
+enum KvmsgFrame : std::size_t { kFrameKey = 0, kFrameSequence, kFrameUuid, kFrameProperties, kFrameBody };
+
+inline constexpr std::size_t kSequenceBytes = 8;
+inline constexpr std::size_t kUuidBytes = 16;
+inline constexpr std::size_t kMaxKeyBytes = 255;
+
+inline constexpr std::string_view kSnapshotRequest = "ICANHAZ?";
+inline constexpr std::string_view kSnapshotEnd = "KTHXBAI";
+inline constexpr std::string_view kHeartbeat = "HUGZ";
+inline constexpr std::string_view kTtlProperty = "ttl";
+
+using Properties = std::map<std::string, std::string>;
+
+struct KvMsg {
+  std::string key;
+  std::int64_t sequence = 0;
+  std::string uuid;  ///< kUuidBytes bytes, or empty
+  Properties properties;
+  std::string body;  ///< msgpack bytes; empty deletes the key
+
+  bool is_delete() const { return body.empty(); }
+  /// The "ttl" property in seconds, 0 when absent. Throws KvstoreError unless it is a finite
+  /// number >= 0.
+  double ttl_s() const;
+  /// Sets the "ttl" property (shortest decimal form); 0 removes it.
+  void set_ttl_s(double ttl_s);
+  bool operator==(const KvMsg& other) const;
+  bool operator!=(const KvMsg& other) const { return !(*this == other); }
+};
+
+/// True for the words the protocol reserves in the key frame ("KTHXBAI", "HUGZ", "ICANHAZ?").
+bool is_command_key(std::string_view key);
+
+/// Throws KvstoreError unless `key` can be set by a client: 1..kMaxKeyBytes bytes, not a command.
+void check_key(std::string_view key);
+
+std::string encode_sequence(std::int64_t sequence);
+/// Throws KvstoreError unless the frame has exactly kSequenceBytes bytes.
+std::int64_t decode_sequence(std::string_view frame);
+
+/// "name=value\n" per property; throws KvstoreError if a name is empty or holds '=' or '\n', or
+/// a value holds '\n'.
+std::string encode_properties(const Properties& properties);
+/// Splits at the first '=' of each line; empty lines are skipped, a last line may lack its '\n'.
+/// Throws KvstoreError for a line without '=' or with an empty name.
+Properties decode_properties(std::string_view frame);
+
+/// kUuidBytes random bytes (a version-4 UUID).
+std::string new_uuid();
+
+/// Throws KvstoreError unless `body` holds exactly one complete msgpack object.
+void check_msgpack(std::string_view body);
+
+/// The kKvmsgFrames frames of a message.
+std::vector<std::string> encode_kvmsg(const KvMsg& msg);
+
+/// Decodes and validates the frames of a kvmsg: frame count, key length, sequence size, uuid size,
+/// property syntax. It does not look at the body (see check_msgpack). Throws KvstoreError naming
+/// the key and what was expected.
+KvMsg decode_kvmsg(const std::vector<std::string_view>& frames);
+
+/// Sends `msg` without blocking, after `prefix` frames (a ROUTER's identity). Returns false if the
+/// socket would block (the message is then not sent); throws zmq::error_t on socket errors.
+bool send_kvmsg(zmq::socket_ref socket, const KvMsg& msg, const std::vector<std::string>& prefix = {});
+
+/// Views of received frames, for decode_kvmsg; valid while `parts` lives.
+std::vector<std::string_view> frame_views(const std::vector<zmq::message_t>& parts);
+
+}  // namespace sectorflow::kvstore

@@ -1,0 +1,132 @@
+// The state schema: which keys sectorflow's services keep in the kvstore and what their values
+// hold. Defined once here; Python uses the same constants and codecs through sectorflow.kvstore.
+//
+// Every value is one msgpack map carrying "version" (kSchemaVersion) and the fields below.
+// Decoders check the version, every required field and its type, and throw KvstoreError naming
+// the record, the field, what was expected and what came.
+//
+//   nodegroups/<uid>          NodeGroupRecord: a NodeGroup that can receive a scan. Set by the
+//                             NodeGroup with a ttl it refreshes while it lives.
+//       uid     str           unique id, also the key suffix; producers route frame f of a scan to
+//                             the (f mod n)-th of the sorted UIDs
+//       host    str           address its PULL sockets are bound to
+//       ports   [u16, ...]    one data port per aggregator thread: thread r pushes to ports[r]
+//       node    str           compute node (host name) it runs on
+//       rank    u32           MPI rank of the process that owns it
+//       status  str           state of the NodeGroup (see the states below)
+//
+//   status/<service>/<name>   ServiceStatus: what one service instance is doing, e.g.
+//                             status/producer/r0t1 (receiver 0, thread 1), status/aggregator/t0,
+//                             status/nodegroup/<uid>, status/kvstore/server. Set with a ttl.
+//       state      str        idle, registering, streaming, draining, writing, writing-to-disk,
+//                             finished, error, serving (free text: these are the usual ones)
+//       scan       u32        current or last scan number (0 before the first scan)
+//       messages   u64        messages handled so far (sent, forwarded or received)
+//       bytes      u64        bytes handled so far
+//       updated_s  float      wall-clock time of this status, seconds since the Unix epoch
+//       <other>    bool | int | float | str   free extra fields (e.g. malformed, expected)
+//
+//   acquire/request           AcquireRequest: the scan the operator asks the producers to run.
+//       scan_number u32, scan_x u32, scan_y u32 (scan shape), rate_hz float (0: as fast as possible)
+//
+// Key parts (uid, service, name) are non-empty and hold no '/'.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace sectorflow::kvstore {
+
+inline constexpr std::uint32_t kSchemaVersion = 1;
+
+inline constexpr std::string_view kNodegroupsPrefix = "nodegroups/";
+inline constexpr std::string_view kStatusPrefix = "status/";
+inline constexpr std::string_view kAcquirePrefix = "acquire/";
+inline constexpr std::string_view kAcquireRequestKey = "acquire/request";
+
+inline constexpr std::string_view kServiceProducer = "producer";
+inline constexpr std::string_view kServiceAggregator = "aggregator";
+inline constexpr std::string_view kServiceNodegroup = "nodegroup";
+inline constexpr std::string_view kServiceKvstore = "kvstore";
+
+inline constexpr std::string_view kStateIdle = "idle";
+inline constexpr std::string_view kStateRegistering = "registering";
+inline constexpr std::string_view kStateStreaming = "streaming";
+inline constexpr std::string_view kStateDraining = "draining";
+inline constexpr std::string_view kStateWriting = "writing";
+inline constexpr std::string_view kStateWritingToDisk = "writing-to-disk";
+inline constexpr std::string_view kStateFinished = "finished";
+inline constexpr std::string_view kStateError = "error";
+inline constexpr std::string_view kStateServing = "serving";
+
+/// "nodegroups/<uid>"; throws KvstoreError if uid is empty or holds '/'.
+std::string nodegroup_key(std::string_view uid);
+/// "status/<service>/<name>"; throws KvstoreError if a part is empty or holds '/'.
+std::string status_key(std::string_view service, std::string_view name);
+/// "status/<service>/", or "status/" for an empty service: the subtree of a service's statuses.
+std::string status_prefix(std::string_view service = {});
+/// (service, name) of a status key; throws KvstoreError for any other key.
+std::pair<std::string, std::string> parse_status_key(std::string_view key);
+/// The uid of a nodegroups/ key; throws KvstoreError for any other key.
+std::string parse_nodegroup_key(std::string_view key);
+
+struct NodeGroupRecord {
+  std::string uid;
+  std::string host;
+  std::vector<std::uint16_t> ports;  ///< ports[r] receives from aggregator thread r
+  std::string node;
+  std::uint32_t rank = 0;
+  std::string status;
+
+  /// "tcp://<host>:<ports[thread]>"; throws KvstoreError if the thread has no port.
+  std::string endpoint(std::size_t thread) const;
+  std::string encode() const;
+  /// Throws KvstoreError naming the uid and the field if the bytes are not a valid record.
+  static NodeGroupRecord decode(std::string_view bytes);
+  bool operator==(const NodeGroupRecord& other) const;
+};
+
+/// The NodeGroups of a nodegroups/ subtree (key -> value), sorted by uid: the routing order.
+/// Throws KvstoreError naming the key of a value that does not decode or whose uid differs.
+std::vector<NodeGroupRecord> nodegroups_from(const std::map<std::string, std::string>& entries);
+
+/// A free extra field of a status.
+using StatusValue = std::variant<bool, std::int64_t, double, std::string>;
+
+struct ServiceStatus {
+  std::string state;
+  std::uint32_t scan = 0;
+  std::uint64_t messages = 0;
+  std::uint64_t bytes = 0;
+  double updated_s = 0.0;  ///< seconds since the Unix epoch; encode() stamps now if 0
+  std::map<std::string, StatusValue> extra;
+
+  /// Throws KvstoreError if the state is empty or an extra field reuses a standard name.
+  std::string encode() const;
+  /// Unknown fields become extra; throws KvstoreError for a missing or mistyped standard field or
+  /// an extra field that is not a bool, integer, float or string.
+  static ServiceStatus decode(std::string_view bytes);
+  bool operator==(const ServiceStatus& other) const;
+};
+
+struct AcquireRequest {
+  std::uint32_t scan_number = 0;
+  std::uint32_t scan_x = 0;
+  std::uint32_t scan_y = 0;
+  double rate_hz = 0.0;  ///< frames per second; 0 means as fast as possible
+
+  std::string encode() const;
+  static AcquireRequest decode(std::string_view bytes);
+  bool operator==(const AcquireRequest& other) const;
+};
+
+/// Seconds since the Unix epoch: the clock of ServiceStatus::updated_s.
+double wall_clock_s();
+
+}  // namespace sectorflow::kvstore

@@ -1,0 +1,35 @@
+"""Server and client options from a loaded configuration (the ``[kvstore]`` table)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sectorflow._core.kvstore import ClientOptions, ServerOptions
+from sectorflow.configs import Config
+
+
+def server_options(config: Config) -> ServerOptions:
+    """Where the server binds (``bind_host``, ports P..P+2) and its heartbeat."""
+    kv = config.kvstore
+    return ServerOptions(bind_host=kv.bind_host, port=kv.port, heartbeat_ms=kv.heartbeat_ms)
+
+
+def client_options(
+    config: Config, subtree: str = "", log: Callable[[str], None] | None = None
+) -> ClientOptions:
+    """How a client reaches the server (``host``, port P) and when it declares it silent.
+
+    Args:
+        config: the loaded configuration.
+        subtree: key prefix the replica holds ("" for everything).
+        log: called on the agent thread with each state change and resync.
+    """
+    kv = config.kvstore
+    return ClientOptions(
+        host=kv.host,
+        port=kv.port,
+        subtree=subtree,
+        heartbeat_ms=kv.heartbeat_ms,
+        silence_heartbeats=kv.silence_heartbeats,
+        log=log,
+    )

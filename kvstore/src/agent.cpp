@@ -1,0 +1,328 @@
+#include "agent.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <zmq_addon.hpp>
+
+#include "sectorflow/kvstore/errors.hpp"
+
+namespace sectorflow::kvstore::detail {
+namespace {
+
+// Messages read from one socket per wakeup, so that commands and timers keep their turn.
+constexpr int kBatch = 256;
+// Refresh an own key this many times per ttl: two refreshes may be lost before it expires.
+constexpr double kRefreshesPerTtl = 3.0;
+
+bool readable(const zmq::socket_t& socket) {
+  return (socket.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+}
+
+}  // namespace
+
+Agent::Agent(const ClientOptions& options, Replica& replica, ClientStatus& status, CommandQueue& commands)
+    : options_(options),
+      replica_(replica),
+      status_(status),
+      commands_(commands),
+      silence_(std::chrono::milliseconds(options.heartbeat_ms) * options.silence_heartbeats),
+      full_tree_(options.subtree.empty()) {}
+
+void Agent::run() noexcept {
+  try {
+    loop();
+  } catch (const std::exception& error) {
+    log(std::string("agent stopped by an error: ") + error.what());
+  }
+  try {
+    disconnect();
+  } catch (const std::exception& error) {
+    log(std::string("closing the sockets failed: ") + error.what());
+  }
+  status_.set_state(ClientState::kClosed);
+}
+
+void Agent::log(const std::string& message) const {
+  if (options_.log) options_.log(message);
+}
+
+std::string Agent::endpoint(int offset) const {
+  return "tcp://" + options_.host + ":" + std::to_string(options_.port + offset);
+}
+
+void Agent::enter(ClientState state) {
+  if (state == state_) return;
+  state_ = state;
+  status_.set_state(state);
+}
+
+void Agent::connect() {
+  // Said once per outage, not at every retry while the server stays away.
+  const bool announce = state_ != ClientState::kConnecting || !snapshot_;
+  disconnect();
+  server_subscriptions_ = 0;
+  server_seen_ = false;
+  silence_deadline_ = Clock::now() + silence_;
+  enter(ClientState::kConnecting);
+  if (announce) log("connecting to " + endpoint(0) + " (subtree '" + options_.subtree + "')");
+  try {
+    subscriber_.emplace(context_, zmq::socket_type::sub);
+    subscriber_->set(zmq::sockopt::linger, 0);
+    subscriber_->set(zmq::sockopt::subscribe, options_.subtree);
+    if (!full_tree_) subscriber_->set(zmq::sockopt::subscribe, std::string(kHeartbeat));
+    subscriber_->connect(endpoint(1));
+    snapshot_.emplace(context_, zmq::socket_type::dealer);
+    snapshot_->set(zmq::sockopt::linger, 0);
+    snapshot_->connect(endpoint(0));
+    publisher_.emplace(context_, zmq::socket_type::xpub);
+    publisher_->set(zmq::sockopt::linger, 0);
+    publisher_->set(zmq::sockopt::xpub_verbose, 1);  // hear every (re)subscription of the server
+    publisher_->connect(endpoint(2));
+  } catch (const zmq::error_t& error) {
+    log("cannot connect to " + endpoint(0) + ": " + error.what() + "; retrying");
+    disconnect();
+  }
+}
+
+void Agent::disconnect() {
+  snapshot_.reset();
+  subscriber_.reset();
+  publisher_.reset();
+}
+
+void Agent::loop() {
+  connect();
+  while (true) {
+    std::vector<zmq_pollitem_t> items{{nullptr, commands_.fd(), ZMQ_POLLIN, 0}};
+    if (subscriber_) {
+      items.push_back({subscriber_->handle(), 0, ZMQ_POLLIN, 0});
+      items.push_back({snapshot_->handle(), 0, ZMQ_POLLIN, 0});
+      items.push_back({publisher_->handle(), 0, ZMQ_POLLIN, 0});
+    }
+    const auto timeout =
+        std::chrono::ceil<std::chrono::milliseconds>(std::max(wake_time() - Clock::now(), Clock::duration{}));
+    try {
+      zmq::poll(items, timeout);
+    } catch (const zmq::error_t& error) {
+      if (error.num() != EINTR) throw;
+    }
+    handle_commands();
+    if (subscriber_) {
+      handle_subscriptions();
+      for (int i = 0; i < kBatch && readable(*subscriber_); ++i) {
+        if (auto msg = receive(*subscriber_)) handle_published(*msg);
+      }
+      for (int i = 0; i < kBatch && snapshot_ && readable(*snapshot_); ++i) {
+        if (auto msg = receive(*snapshot_)) handle_snapshot(*msg);
+      }
+    }
+    const auto now = Clock::now();
+    if (now >= silence_deadline_) {
+      if (state_ != ClientState::kConnecting) {
+        log("no message from the server for " + std::to_string(options_.silence_heartbeats) +
+            " heartbeats: reconnecting");
+        status_.count([](ClientStats& s) { ++s.resyncs; });
+      }
+      connect();
+    }
+    flush(now);
+    if (closing_ && (outbox_.empty() || now >= closing_deadline_)) {
+      goodbye();
+      return;
+    }
+  }
+}
+
+Agent::Clock::time_point Agent::wake_time() const {
+  Clock::time_point wake = silence_deadline_;
+  if (closing_) wake = std::min(wake, closing_deadline_);
+  if (server_subscriptions_ > 0) {
+    for (const auto& [key, own] : own_) {
+      if (own.ttl_s > 0.0) wake = std::min(wake, own.next_refresh);
+    }
+  }
+  return wake;
+}
+
+void Agent::handle_commands() {
+  for (Command& command : commands_.take()) {
+    switch (command.kind) {
+      case Command::Kind::kSet:
+        own_[command.key] = OwnKey{std::move(command.value), command.ttl_s, true, Clock::now()};
+        break;
+      case Command::Kind::kSetOnce: {
+        KvMsg msg;
+        msg.key = std::move(command.key);
+        msg.body = std::move(command.value);
+        msg.set_ttl_s(command.ttl_s);
+        outbox_.push_back(std::move(msg));
+        break;
+      }
+      case Command::Kind::kErase: {
+        own_.erase(command.key);
+        KvMsg msg;
+        msg.key = std::move(command.key);
+        outbox_.push_back(std::move(msg));
+        break;
+      }
+      case Command::Kind::kClose:
+        closing_ = true;
+        closing_deadline_ = Clock::now() + silence_;
+        break;
+    }
+  }
+}
+
+std::optional<KvMsg> Agent::receive(zmq::socket_t& socket) {
+  std::vector<zmq::message_t> parts;
+  if (!zmq::recv_multipart(socket, std::back_inserter(parts), zmq::recv_flags::dontwait)) return std::nullopt;
+  try {
+    return decode_kvmsg(frame_views(parts));
+  } catch (const KvstoreError& error) {
+    status_.count([](ClientStats& s) { ++s.malformed; });
+    log(std::string("dropped a malformed message from the server: ") + error.what());
+    return std::nullopt;
+  }
+}
+
+// The XPUB's input: 0x01 + topic when the server's collector subscribes, 0x00 when it goes away.
+void Agent::handle_subscriptions() {
+  while (publisher_ && readable(*publisher_)) {
+    zmq::message_t message;
+    if (!publisher_->recv(message, zmq::recv_flags::dontwait)) break;
+    if (message.size() == 0) continue;
+    if (message.data<unsigned char>()[0] == 0) {
+      server_subscriptions_ = std::max(0, server_subscriptions_ - 1);
+      continue;
+    }
+    ++server_subscriptions_;
+    for (auto& [key, own] : own_) own.dirty = true;
+    if (server_seen_ && state_ != ClientState::kConnecting) resync("the server subscribed again (it restarted)");
+    if (server_seen_ && !own_.empty()) log("republishing " + std::to_string(own_.size()) + " own keys");
+    server_seen_ = true;
+  }
+}
+
+void Agent::handle_published(const KvMsg& msg) {
+  silence_deadline_ = Clock::now() + silence_;
+  switch (state_) {
+    case ClientState::kConnecting:
+      // Our subscription is live: every update after the snapshot will reach us.
+      resync("");
+      break;
+    case ClientState::kSyncing:
+      if (msg.key != kHeartbeat) buffered_.push_back(msg);
+      break;
+    case ClientState::kActive:
+      apply_published(msg);
+      break;
+    case ClientState::kClosed:
+      break;
+  }
+}
+
+void Agent::resync(const std::string& why) {
+  if (!why.empty()) {
+    log(why + ": resyncing");
+    status_.count([](ClientStats& s) { ++s.resyncs; });
+  }
+  snapshot_entries_.clear();
+  buffered_.clear();
+  const std::vector<zmq::const_buffer> request{zmq::buffer(kSnapshotRequest), zmq::buffer(options_.subtree)};
+  if (!zmq::send_multipart(*snapshot_, request, zmq::send_flags::dontwait)) {
+    log("snapshot request not sent (no connection yet); retrying after the silence period");
+  }
+  enter(ClientState::kSyncing);
+}
+
+void Agent::handle_snapshot(const KvMsg& msg) {
+  silence_deadline_ = Clock::now() + silence_;
+  if (state_ != ClientState::kSyncing) return;  // a late reply to an abandoned request
+  if (msg.key != kSnapshotEnd) {
+    if (!msg.body.empty() && in_subtree(msg.key)) snapshot_entries_[msg.key] = msg.body;
+    return;
+  }
+  const std::size_t keys = snapshot_entries_.size();
+  sequence_ = msg.sequence;
+  replica_.replace(std::exchange(snapshot_entries_, {}), sequence_);
+  status_.count([](ClientStats& s) { ++s.snapshots; });
+  enter(ClientState::kActive);
+  log("synced: " + std::to_string(keys) + " keys at sequence " + std::to_string(sequence_));
+  for (auto& [key, own] : own_) own.dirty = true;  // the server may have lost them
+  for (const KvMsg& update : std::exchange(buffered_, {})) {
+    if (state_ != ClientState::kActive) break;  // a gap in the buffer started another resync
+    if (update.sequence > sequence_) apply_published(update);
+  }
+}
+
+void Agent::apply_published(const KvMsg& msg) {
+  if (msg.key == kHeartbeat) {
+    if (msg.sequence < sequence_) {
+      resync("the server's sequence went back from " + std::to_string(sequence_) + " to " +
+             std::to_string(msg.sequence) + " (it restarted)");
+    } else if (msg.sequence > sequence_) {
+      if (full_tree_) {
+        resync("missed updates " + std::to_string(sequence_ + 1) + " to " + std::to_string(msg.sequence));
+      } else {
+        sequence_ = msg.sequence;  // the updates in between were outside our subtree
+        replica_.advance(sequence_);
+      }
+    }
+    return;
+  }
+  if (msg.sequence <= sequence_) {
+    status_.count([](ClientStats& s) { ++s.stale; });
+    return;
+  }
+  if (full_tree_ && msg.sequence != sequence_ + 1) {
+    resync("missed updates " + std::to_string(sequence_ + 1) + " to " + std::to_string(msg.sequence - 1));
+    return;
+  }
+  sequence_ = msg.sequence;
+  if (in_subtree(msg.key)) {
+    replica_.apply(msg.key, msg.body, sequence_);
+    status_.count([](ClientStats& s) { ++s.updates; });
+  } else {
+    replica_.advance(sequence_);
+  }
+}
+
+bool Agent::in_subtree(const std::string& key) const {
+  return key.compare(0, options_.subtree.size(), options_.subtree) == 0;
+}
+
+void Agent::send(KvMsg msg) {
+  msg.uuid = new_uuid();
+  send_kvmsg(*publisher_, msg);
+  status_.count([](ClientStats& s) { ++s.sent; });
+}
+
+void Agent::flush(Clock::time_point now) {
+  if (!publisher_ || server_subscriptions_ == 0) return;
+  for (KvMsg& msg : std::exchange(outbox_, {})) send(std::move(msg));
+  for (auto& [key, own] : own_) {
+    if (!own.dirty && (own.ttl_s <= 0.0 || now < own.next_refresh)) continue;
+    KvMsg msg;
+    msg.key = key;
+    msg.body = own.value;
+    msg.set_ttl_s(own.ttl_s);
+    send(std::move(msg));
+    own.dirty = false;
+    own.next_refresh = now + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(own.ttl_s / kRefreshesPerTtl));
+  }
+}
+
+void Agent::goodbye() {
+  if (!publisher_ || server_subscriptions_ == 0) return;
+  for (const auto& [key, own] : own_) {
+    KvMsg deletion;
+    deletion.key = key;
+    send(std::move(deletion));
+  }
+  // Let ZeroMQ deliver the goodbye before the context closes (bounded by one silence period).
+  publisher_->set(zmq::sockopt::linger,
+                  static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(silence_).count()));
+}
+
+}  // namespace sectorflow::kvstore::detail

@@ -1,0 +1,86 @@
+// The client's background agent: owns the sockets, runs the connecting -> syncing -> active state
+// machine described in client.hpp, keeps the replica current and this client's own keys alive.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "client_status.hpp"
+#include "commands.hpp"
+#include "replica.hpp"
+#include "sectorflow/kvstore/client.hpp"
+#include "sectorflow/kvstore/kvmsg.hpp"
+
+namespace sectorflow::kvstore::detail {
+
+class Agent {
+ public:
+  Agent(const ClientOptions& options, Replica& replica, ClientStatus& status, CommandQueue& commands);
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  /// The agent thread's body: returns after a kClose command, once the goodbye is sent.
+  void run() noexcept;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  struct OwnKey {
+    std::string value;
+    double ttl_s = 0.0;
+    bool dirty = true;  ///< to send as soon as the server listens
+    Clock::time_point next_refresh;
+  };
+
+  void loop();
+  void connect();
+  void disconnect();
+  void enter(ClientState state);
+  void log(const std::string& message) const;
+  std::string endpoint(int offset) const;
+
+  void handle_commands();
+  void handle_subscriptions();
+  void handle_published(const KvMsg& msg);
+  void handle_snapshot(const KvMsg& msg);
+  void apply_published(const KvMsg& msg);
+  void resync(const std::string& why);
+  void flush(Clock::time_point now);
+  void goodbye();
+  void send(KvMsg msg);
+  std::optional<KvMsg> receive(zmq::socket_t& socket);
+  bool in_subtree(const std::string& key) const;
+  Clock::time_point wake_time() const;
+
+  const ClientOptions& options_;
+  Replica& replica_;
+  ClientStatus& status_;
+  CommandQueue& commands_;
+  const Clock::duration silence_;
+  const bool full_tree_;
+
+  zmq::context_t context_{1};
+  std::optional<zmq::socket_t> snapshot_;    // DEALER -> P
+  std::optional<zmq::socket_t> subscriber_;  // SUB -> P + 1
+  std::optional<zmq::socket_t> publisher_;   // XPUB -> P + 2; its input is the server's subscription
+
+  ClientState state_ = ClientState::kConnecting;
+  Clock::time_point silence_deadline_;
+  std::int64_t sequence_ = 0;
+  std::map<std::string, std::string> snapshot_entries_;
+  std::vector<KvMsg> buffered_;  // published while syncing
+  int server_subscriptions_ = 0;  // live subscriptions of the server's collector to our XPUB
+  bool server_seen_ = false;      // the server subscribed at least once on these sockets
+
+  std::map<std::string, OwnKey> own_;
+  std::vector<KvMsg> outbox_;  // one-shot writes and deletions waiting for the server
+  bool closing_ = false;
+  Clock::time_point closing_deadline_;
+};
+
+}  // namespace sectorflow::kvstore::detail

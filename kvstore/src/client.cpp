@@ -1,0 +1,130 @@
+#include "sectorflow/kvstore/client.hpp"
+
+#include <cmath>
+#include <thread>
+
+#include "agent.hpp"
+#include "client_status.hpp"
+#include "commands.hpp"
+#include "replica.hpp"
+#include "sectorflow/kvstore/errors.hpp"
+#include "sectorflow/kvstore/kvmsg.hpp"
+
+namespace sectorflow::kvstore {
+
+const char* to_string(ClientState state) {
+  switch (state) {
+    case ClientState::kConnecting: return "connecting";
+    case ClientState::kSyncing: return "syncing";
+    case ClientState::kActive: return "active";
+    case ClientState::kClosed: return "closed";
+  }
+  return "unknown";
+}
+
+struct Client::Impl {
+  explicit Impl(ClientOptions opts)
+      : options(std::move(opts)), replica([this](const std::string& message) {
+          if (options.log) options.log(message);
+        }) {}
+
+  ClientOptions options;
+  detail::Replica replica;
+  detail::ClientStatus status;
+  detail::CommandQueue commands;
+  std::unique_ptr<detail::Agent> agent;
+  std::thread thread;
+  std::mutex close_mutex;
+};
+
+namespace {
+
+void check_value(const std::string& key, const std::string& value, double ttl_s) {
+  check_key(key);
+  if (value.empty()) throw KvstoreError("kvstore set '" + key + "': empty value; use erase() to delete a key");
+  try {
+    check_msgpack(value);
+  } catch (const KvstoreError& error) {
+    throw KvstoreError("kvstore set '" + key + "': " + error.what() + "; values are msgpack bytes");
+  }
+  if (!std::isfinite(ttl_s) || ttl_s < 0.0) {
+    throw KvstoreError("kvstore set '" + key + "': ttl_s " + std::to_string(ttl_s) +
+                       " is not a number of seconds >= 0 (0: no expiry)");
+  }
+}
+
+}  // namespace
+
+Client::Client(ClientOptions options) {
+  if (options.host.empty()) throw KvstoreError("kvstore client: no server host given");
+  if (options.port == 0 || options.port > 65533) {
+    throw KvstoreError("kvstore client: port " + std::to_string(options.port) +
+                       " out of range; the server uses P, P + 1 and P + 2, so P must be from 1 to 65533");
+  }
+  if (options.heartbeat_ms == 0 || options.silence_heartbeats <= 0) {
+    throw KvstoreError("kvstore client: heartbeat " + std::to_string(options.heartbeat_ms) +
+                       " ms and silence_heartbeats " + std::to_string(options.silence_heartbeats) +
+                       " must both be positive");
+  }
+  impl_ = std::make_unique<Impl>(std::move(options));
+  impl_->agent = std::make_unique<detail::Agent>(impl_->options, impl_->replica, impl_->status, impl_->commands);
+  impl_->thread = std::thread([agent = impl_->agent.get()] { agent->run(); });
+}
+
+Client::~Client() {
+  try {
+    close();
+  } catch (...) {
+    // A destructor must not throw; close() only fails if the thread cannot be joined.
+  }
+}
+
+void Client::close() {
+  const std::lock_guard<std::mutex> lock(impl_->close_mutex);
+  if (!impl_->thread.joinable()) return;
+  if (!impl_->commands.closed()) impl_->commands.push({detail::Command::Kind::kClose, {}, {}, 0.0});
+  impl_->thread.join();
+  impl_->agent.reset();  // closes the context, after the goodbye has left
+}
+
+void Client::set(const std::string& key, std::string value, double ttl_s) {
+  check_value(key, value, ttl_s);
+  impl_->commands.push({detail::Command::Kind::kSet, key, std::move(value), ttl_s});
+}
+
+void Client::set_once(const std::string& key, std::string value, double ttl_s) {
+  check_value(key, value, ttl_s);
+  impl_->commands.push({detail::Command::Kind::kSetOnce, key, std::move(value), ttl_s});
+}
+
+void Client::erase(const std::string& key) {
+  check_key(key);
+  impl_->commands.push({detail::Command::Kind::kErase, key, {}, 0.0});
+}
+
+std::optional<std::string> Client::get(const std::string& key) const { return impl_->replica.get(key); }
+
+std::map<std::string, std::string> Client::subtree(const std::string& prefix) const {
+  return impl_->replica.subtree(prefix);
+}
+
+std::int64_t Client::sequence() const { return impl_->replica.sequence(); }
+
+ClientState Client::state() const { return impl_->status.state(); }
+
+bool Client::synced() const { return impl_->status.state() == ClientState::kActive; }
+
+bool Client::wait_synced(std::chrono::milliseconds timeout) const { return impl_->status.wait_active(timeout); }
+
+ClientStats Client::stats() const { return impl_->status.stats(); }
+
+const ClientOptions& Client::options() const { return impl_->options; }
+
+std::uint64_t Client::on_change(const std::string& prefix, ChangeCallback callback) {
+  if (!callback) throw KvstoreError("kvstore on_change('" + prefix + "'): empty callback");
+  return impl_->replica.add_callback(prefix, std::move(callback));
+}
+
+void Client::remove_callback(std::uint64_t id) { impl_->replica.remove_callback(id); }
+
+}  // namespace sectorflow::kvstore

@@ -1,0 +1,35 @@
+#include "client_status.hpp"
+
+namespace sectorflow::kvstore::detail {
+
+void ClientStatus::set_state(ClientState state) {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    state_ = state;
+  }
+  changed_.notify_all();
+}
+
+ClientState ClientStatus::state() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return state_;
+}
+
+bool ClientStatus::wait_active(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait_for(lock, timeout,
+                    [this] { return state_ == ClientState::kActive || state_ == ClientState::kClosed; });
+  return state_ == ClientState::kActive;
+}
+
+void ClientStatus::count(const std::function<void(ClientStats&)>& change) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  change(stats_);
+}
+
+ClientStats ClientStatus::stats() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+}  // namespace sectorflow::kvstore::detail

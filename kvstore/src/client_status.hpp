@@ -1,0 +1,30 @@
+// What the agent tells the frontend: its state (with a wait for "active") and its counters.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+
+#include "sectorflow/kvstore/client.hpp"
+
+namespace sectorflow::kvstore::detail {
+
+class ClientStatus {
+ public:
+  void set_state(ClientState state);
+  ClientState state() const;
+  /// Waits until the state is active (true) or closed or the timeout passed (false).
+  bool wait_active(std::chrono::milliseconds timeout) const;
+
+  void count(const std::function<void(ClientStats&)>& change);
+  ClientStats stats() const;
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  ClientState state_ = ClientState::kConnecting;
+  ClientStats stats_;
+};
+
+}  // namespace sectorflow::kvstore::detail

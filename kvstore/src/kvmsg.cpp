@@ -1,0 +1,203 @@
+#include "sectorflow/kvstore/kvmsg.hpp"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <msgpack.hpp>
+#include <random>
+#include <zmq_addon.hpp>
+
+#include "sectorflow/kvstore/errors.hpp"
+
+namespace sectorflow::kvstore {
+namespace {
+
+std::string shown(std::string_view text) {
+  constexpr std::size_t kShown = 40;
+  std::string out = "'";
+  out.append(text.substr(0, kShown));
+  if (text.size() > kShown) out += "...";
+  return out + "'";
+}
+
+std::string about(std::string_view key) { return "kvmsg " + shown(key); }
+
+std::string sequence_size_error(std::size_t size) {
+  return "sequence frame of " + std::to_string(size) + " bytes, expected " + std::to_string(kSequenceBytes) +
+         " (big-endian int64)";
+}
+
+// `what` starts the error message ("kvmsg" or "kvmsg 'key'").
+Properties parse_properties(std::string_view frame, const std::string& what) {
+  Properties properties;
+  while (!frame.empty()) {
+    const std::size_t end = frame.find('\n');
+    const std::string_view line = frame.substr(0, end);
+    frame = end == std::string_view::npos ? std::string_view() : frame.substr(end + 1);
+    if (line.empty()) continue;
+    const std::size_t equals = line.find('=');
+    if (equals == std::string_view::npos || equals == 0) {
+      throw KvstoreError(what + ": property line " + shown(line) + " is not name=value");
+    }
+    properties[std::string(line.substr(0, equals))] = std::string(line.substr(equals + 1));
+  }
+  return properties;
+}
+
+}  // namespace
+
+double KvMsg::ttl_s() const {
+  const auto found = properties.find(std::string(kTtlProperty));
+  if (found == properties.end()) return 0.0;
+  const std::string& text = found->second;
+  double value = 0.0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value) || value < 0.0) {
+    throw KvstoreError(about(key) + ": property ttl=" + shown(text) + " is not a number of seconds >= 0");
+  }
+  return value;
+}
+
+void KvMsg::set_ttl_s(double ttl_s) {
+  if (!std::isfinite(ttl_s) || ttl_s < 0.0) {
+    throw KvstoreError(about(key) + ": ttl " + std::to_string(ttl_s) + " s: expected a finite number >= 0");
+  }
+  if (ttl_s == 0.0) {
+    properties.erase(std::string(kTtlProperty));
+    return;
+  }
+  std::array<char, 32> buffer{};
+  const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), ttl_s);
+  properties[std::string(kTtlProperty)] = std::string(buffer.data(), result.ptr);
+}
+
+bool KvMsg::operator==(const KvMsg& o) const {
+  return key == o.key && sequence == o.sequence && uuid == o.uuid && properties == o.properties && body == o.body;
+}
+
+bool is_command_key(std::string_view key) {
+  return key == kSnapshotEnd || key == kHeartbeat || key == kSnapshotRequest;
+}
+
+void check_key(std::string_view key) {
+  if (key.empty()) throw KvstoreError("kvmsg: empty key; a key names the value, e.g. 'status/producer/r0t0'");
+  if (key.size() > kMaxKeyBytes) {
+    throw KvstoreError(about(key) + ": key of " + std::to_string(key.size()) + " bytes, at most " +
+                       std::to_string(kMaxKeyBytes) + " allowed");
+  }
+  if (is_command_key(key)) throw KvstoreError(about(key) + ": this key is a protocol command word, not a key");
+}
+
+std::string encode_sequence(std::int64_t sequence) {
+  std::string frame(kSequenceBytes, '\0');
+  const auto value = static_cast<std::uint64_t>(sequence);
+  for (std::size_t i = 0; i < kSequenceBytes; ++i) {
+    frame[i] = static_cast<char>((value >> (8 * (kSequenceBytes - 1 - i))) & 0xffU);
+  }
+  return frame;
+}
+
+std::int64_t decode_sequence(std::string_view frame) {
+  if (frame.size() != kSequenceBytes) throw KvstoreError("kvmsg: " + sequence_size_error(frame.size()));
+  std::uint64_t value = 0;
+  for (const char byte : frame) value = (value << 8) | static_cast<unsigned char>(byte);
+  return static_cast<std::int64_t>(value);
+}
+
+std::string encode_properties(const Properties& properties) {
+  std::string frame;
+  for (const auto& [name, value] : properties) {
+    if (name.empty() || name.find_first_of("=\n") != std::string::npos) {
+      throw KvstoreError("kvmsg: property name " + shown(name) + " must be non-empty without '=' or newline");
+    }
+    if (value.find('\n') != std::string::npos) {
+      throw KvstoreError("kvmsg: property " + name + " holds a newline");
+    }
+    frame += name;
+    frame += '=';
+    frame += value;
+    frame += '\n';
+  }
+  return frame;
+}
+
+Properties decode_properties(std::string_view frame) { return parse_properties(frame, "kvmsg"); }
+
+std::string new_uuid() {
+  thread_local std::mt19937_64 generator{std::random_device{}()};
+  std::string uuid(kUuidBytes, '\0');
+  for (std::size_t i = 0; i < kUuidBytes; i += 8) {
+    const std::uint64_t bits = generator();
+    for (std::size_t j = 0; j < 8; ++j) uuid[i + j] = static_cast<char>((bits >> (8 * j)) & 0xffU);
+  }
+  uuid[6] = static_cast<char>((static_cast<unsigned char>(uuid[6]) & 0x0fU) | 0x40U);  // version 4
+  uuid[8] = static_cast<char>((static_cast<unsigned char>(uuid[8]) & 0x3fU) | 0x80U);  // RFC 4122 variant
+  return uuid;
+}
+
+void check_msgpack(std::string_view body) {
+  std::size_t offset = 0;
+  try {
+    const msgpack::object_handle handle = msgpack::unpack(body.data(), body.size(), offset);
+    (void)handle;
+  } catch (const std::exception& error) {
+    throw KvstoreError("body of " + std::to_string(body.size()) + " bytes is not valid msgpack (" + error.what() + ")");
+  }
+  if (offset != body.size()) {
+    throw KvstoreError("body is not one msgpack object: " + std::to_string(body.size() - offset) +
+                       " bytes follow the first object");
+  }
+}
+
+std::vector<std::string> encode_kvmsg(const KvMsg& msg) {
+  if (!msg.uuid.empty() && msg.uuid.size() != kUuidBytes) {
+    throw KvstoreError(about(msg.key) + ": uuid of " + std::to_string(msg.uuid.size()) + " bytes, expected " +
+                       std::to_string(kUuidBytes) + " or none");
+  }
+  return {msg.key, encode_sequence(msg.sequence), msg.uuid, encode_properties(msg.properties), msg.body};
+}
+
+KvMsg decode_kvmsg(const std::vector<std::string_view>& frames) {
+  if (frames.size() != kKvmsgFrames) {
+    throw KvstoreError("kvmsg: " + std::to_string(frames.size()) + " frames, expected " +
+                       std::to_string(kKvmsgFrames) + " (key, sequence, uuid, properties, body)");
+  }
+  KvMsg msg;
+  msg.key = std::string(frames[kFrameKey]);
+  if (msg.key.empty()) throw KvstoreError("kvmsg: empty key frame");
+  if (msg.key.size() > kMaxKeyBytes) {
+    throw KvstoreError(about(msg.key) + ": key of " + std::to_string(msg.key.size()) + " bytes, at most " +
+                       std::to_string(kMaxKeyBytes) + " allowed");
+  }
+  if (frames[kFrameSequence].size() != kSequenceBytes) {
+    throw KvstoreError(about(msg.key) + ": " + sequence_size_error(frames[kFrameSequence].size()));
+  }
+  msg.sequence = decode_sequence(frames[kFrameSequence]);
+  msg.properties = parse_properties(frames[kFrameProperties], about(msg.key));
+  const std::string_view uuid = frames[kFrameUuid];
+  if (!uuid.empty() && uuid.size() != kUuidBytes) {
+    throw KvstoreError(about(msg.key) + ": uuid frame of " + std::to_string(uuid.size()) + " bytes, expected " +
+                       std::to_string(kUuidBytes) + " or none");
+  }
+  msg.uuid = std::string(uuid);
+  msg.body = std::string(frames[kFrameBody]);
+  return msg;
+}
+
+bool send_kvmsg(zmq::socket_ref socket, const KvMsg& msg, const std::vector<std::string>& prefix) {
+  std::vector<zmq::const_buffer> parts;
+  parts.reserve(prefix.size() + kKvmsgFrames);
+  for (const std::string& frame : prefix) parts.emplace_back(frame.data(), frame.size());
+  const std::vector<std::string> frames = encode_kvmsg(msg);
+  for (const std::string& frame : frames) parts.emplace_back(frame.data(), frame.size());
+  return zmq::send_multipart(socket, parts, zmq::send_flags::dontwait).has_value();
+}
+
+std::vector<std::string_view> frame_views(const std::vector<zmq::message_t>& parts) {
+  std::vector<std::string_view> views;
+  views.reserve(parts.size());
+  for (const zmq::message_t& part : parts) views.emplace_back(part.data<char>(), part.size());
+  return views;
+}
+
+}  // namespace sectorflow::kvstore

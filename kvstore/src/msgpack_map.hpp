@@ -1,0 +1,49 @@
+// Reading a schema record: a msgpack map with string keys, fields fetched by name and type, and
+// errors that name the record and the field. Private to the kvstore library.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <msgpack.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sectorflow::kvstore::detail {
+
+class MsgpackMap {
+ public:
+  /// Parses `bytes`; `what` names the record in errors ("NodeGroupRecord"). Throws KvstoreError
+  /// unless the bytes are one msgpack map with string keys whose "version" is kSchemaVersion.
+  MsgpackMap(std::string_view bytes, std::string what);
+
+  /// Adds "'<label>'" after the record name in later errors (e.g. the uid once it is known).
+  void name(const std::string& label);
+
+  bool has(const std::string& key) const { return fields_.count(key) != 0; }
+  std::string string(const std::string& key) const;
+  std::uint64_t unsigned_int(const std::string& key, std::uint64_t max) const;
+  double number(const std::string& key) const;
+  std::vector<std::uint16_t> ports(const std::string& key) const;
+  /// Throws KvstoreError if a field outside `known` is present.
+  void reject_unknown(std::initializer_list<std::string_view> known) const;
+  const std::map<std::string, const msgpack::object*>& fields() const { return fields_; }
+  /// "<what> '<label>': <field> '<key>'": the start of an error message about one field.
+  std::string about(const std::string& key) const;
+
+ private:
+  const msgpack::object& get(const std::string& key) const;
+
+  msgpack::object_handle handle_;
+  std::string what_;
+  std::map<std::string, const msgpack::object*> fields_;
+};
+
+/// A short description of a msgpack object's type for error messages ("a string", "an array").
+std::string type_name(const msgpack::object& object);
+
+/// Packs a string key (msgpack str).
+void pack_key(msgpack::packer<msgpack::sbuffer>& packer, std::string_view key);
+
+}  // namespace sectorflow::kvstore::detail

@@ -1,0 +1,289 @@
+#include "sectorflow/kvstore/schema.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <msgpack.hpp>
+
+#include "msgpack_map.hpp"
+#include "sectorflow/kvstore/errors.hpp"
+
+namespace sectorflow::kvstore {
+namespace {
+
+using detail::pack_key;
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+constexpr std::string_view kStatusFields[] = {"version", "state", "scan", "messages", "bytes", "updated_s"};
+
+void check_part(std::string_view part, std::string_view what) {
+  if (part.empty() || part.find('/') != std::string_view::npos) {
+    throw KvstoreError("kvstore key: " + std::string(what) + " '" + std::string(part) +
+                       "' must be non-empty and hold no '/'");
+  }
+}
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+void pack_string(Packer& packer, std::string_view value) { pack_key(packer, value); }
+
+std::string bytes_of(const msgpack::sbuffer& buffer) { return std::string(buffer.data(), buffer.size()); }
+
+StatusValue extra_value(const msgpack::object& object, const detail::MsgpackMap& map, const std::string& key) {
+  switch (object.type) {
+    case msgpack::type::BOOLEAN: return object.via.boolean;
+    case msgpack::type::POSITIVE_INTEGER:
+      if (object.via.u64 > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        throw KvstoreError(map.about(key) + ": integer " + std::to_string(object.via.u64) + " does not fit int64");
+      }
+      return static_cast<std::int64_t>(object.via.u64);
+    case msgpack::type::NEGATIVE_INTEGER: return object.via.i64;
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return object.via.f64;
+    case msgpack::type::STR: return std::string(object.via.str.ptr, object.via.str.size);
+    default:
+      throw KvstoreError(map.about(key) + ": extra fields hold a bool, integer, float or string, got " +
+                         detail::type_name(object));
+  }
+}
+
+}  // namespace
+
+std::string nodegroup_key(std::string_view uid) {
+  check_part(uid, "NodeGroup uid");
+  return std::string(kNodegroupsPrefix) + std::string(uid);
+}
+
+std::string status_key(std::string_view service, std::string_view name) {
+  check_part(service, "service");
+  check_part(name, "service name");
+  return std::string(kStatusPrefix) + std::string(service) + "/" + std::string(name);
+}
+
+std::string status_prefix(std::string_view service) {
+  if (service.empty()) return std::string(kStatusPrefix);
+  check_part(service, "service");
+  return std::string(kStatusPrefix) + std::string(service) + "/";
+}
+
+std::pair<std::string, std::string> parse_status_key(std::string_view key) {
+  const std::string_view rest = key.substr(std::min(key.size(), kStatusPrefix.size()));
+  const std::size_t slash = rest.find('/');
+  if (!starts_with(key, kStatusPrefix) || slash == std::string_view::npos || slash == 0 ||
+      slash + 1 == rest.size() || rest.find('/', slash + 1) != std::string_view::npos) {
+    throw KvstoreError("kvstore key '" + std::string(key) + "' is not a status key (status/<service>/<name>)");
+  }
+  return {std::string(rest.substr(0, slash)), std::string(rest.substr(slash + 1))};
+}
+
+std::string parse_nodegroup_key(std::string_view key) {
+  const std::string_view uid = key.substr(std::min(key.size(), kNodegroupsPrefix.size()));
+  if (!starts_with(key, kNodegroupsPrefix) || uid.empty() || uid.find('/') != std::string_view::npos) {
+    throw KvstoreError("kvstore key '" + std::string(key) + "' is not a NodeGroup key (nodegroups/<uid>)");
+  }
+  return std::string(uid);
+}
+
+// ---------------------------------------------------------------------------------------------
+// NodeGroupRecord
+
+std::string NodeGroupRecord::endpoint(std::size_t thread) const {
+  if (thread >= ports.size()) {
+    throw KvstoreError("NodeGroup '" + uid + "' has " + std::to_string(ports.size()) +
+                       " ports, none for aggregator thread " + std::to_string(thread) +
+                       " (the NodeGroup needs one port per aggregator thread)");
+  }
+  return "tcp://" + host + ":" + std::to_string(ports[thread]);
+}
+
+std::string NodeGroupRecord::encode() const {
+  check_part(uid, "NodeGroup uid");
+  msgpack::sbuffer buffer(128);
+  Packer packer(buffer);
+  packer.pack_map(7);
+  pack_key(packer, "version");
+  packer.pack_uint32(kSchemaVersion);
+  pack_key(packer, "uid");
+  pack_string(packer, uid);
+  pack_key(packer, "host");
+  pack_string(packer, host);
+  pack_key(packer, "ports");
+  packer.pack_array(static_cast<std::uint32_t>(ports.size()));
+  for (const std::uint16_t port : ports) packer.pack_uint16(port);
+  pack_key(packer, "node");
+  pack_string(packer, node);
+  pack_key(packer, "rank");
+  packer.pack_uint32(rank);
+  pack_key(packer, "status");
+  pack_string(packer, status);
+  return bytes_of(buffer);
+}
+
+NodeGroupRecord NodeGroupRecord::decode(std::string_view bytes) {
+  detail::MsgpackMap map(bytes, "NodeGroupRecord");
+  NodeGroupRecord record;
+  record.uid = map.string("uid");
+  map.name(record.uid);
+  map.reject_unknown({"version", "uid", "host", "ports", "node", "rank", "status"});
+  record.host = map.string("host");
+  record.ports = map.ports("ports");
+  record.node = map.string("node");
+  record.rank = static_cast<std::uint32_t>(map.unsigned_int("rank", std::numeric_limits<std::uint32_t>::max()));
+  record.status = map.string("status");
+  if (record.uid.empty() || record.uid.find('/') != std::string::npos) {
+    throw KvstoreError(map.about("uid") + ": must be non-empty and hold no '/'");
+  }
+  if (record.host.empty()) throw KvstoreError(map.about("host") + ": empty; the NodeGroup must say where it listens");
+  if (record.ports.empty()) throw KvstoreError(map.about("ports") + ": empty; one port per aggregator thread");
+  return record;
+}
+
+bool NodeGroupRecord::operator==(const NodeGroupRecord& o) const {
+  return uid == o.uid && host == o.host && ports == o.ports && node == o.node && rank == o.rank && status == o.status;
+}
+
+std::vector<NodeGroupRecord> nodegroups_from(const std::map<std::string, std::string>& entries) {
+  std::vector<NodeGroupRecord> records;
+  for (const auto& [key, value] : entries) {
+    const std::string uid = parse_nodegroup_key(key);
+    NodeGroupRecord record;
+    try {
+      record = NodeGroupRecord::decode(value);
+    } catch (const KvstoreError& error) {
+      throw KvstoreError(key + ": " + error.what());
+    }
+    if (record.uid != uid) throw KvstoreError(key + ": holds the record of uid '" + record.uid + "'");
+    records.push_back(std::move(record));
+  }
+  std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.uid < b.uid; });
+  return records;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ServiceStatus
+
+std::string ServiceStatus::encode() const {
+  if (state.empty()) throw KvstoreError("ServiceStatus: empty state; say what the service is doing, e.g. 'idle'");
+  for (const auto& [key, value] : extra) {
+    if (std::find(std::begin(kStatusFields), std::end(kStatusFields), key) != std::end(kStatusFields)) {
+      throw KvstoreError("ServiceStatus: extra field '" + key + "' reuses a standard field name");
+    }
+  }
+  msgpack::sbuffer buffer(128);
+  Packer packer(buffer);
+  packer.pack_map(static_cast<std::uint32_t>(std::size(kStatusFields) + extra.size()));
+  pack_key(packer, "version");
+  packer.pack_uint32(kSchemaVersion);
+  pack_key(packer, "state");
+  pack_string(packer, state);
+  pack_key(packer, "scan");
+  packer.pack_uint32(scan);
+  pack_key(packer, "messages");
+  packer.pack_uint64(messages);
+  pack_key(packer, "bytes");
+  packer.pack_uint64(bytes);
+  pack_key(packer, "updated_s");
+  packer.pack_double(updated_s != 0.0 ? updated_s : wall_clock_s());
+  for (const auto& [key, value] : extra) {
+    pack_key(packer, key);
+    std::visit(
+        [&packer](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            v ? packer.pack_true() : packer.pack_false();
+          } else if constexpr (std::is_same_v<T, std::int64_t>) {
+            packer.pack_int64(v);
+          } else if constexpr (std::is_same_v<T, double>) {
+            packer.pack_double(v);
+          } else {
+            pack_string(packer, v);
+          }
+        },
+        value);
+  }
+  return bytes_of(buffer);
+}
+
+ServiceStatus ServiceStatus::decode(std::string_view bytes) {
+  detail::MsgpackMap map(bytes, "ServiceStatus");
+  ServiceStatus status;
+  status.state = map.string("state");
+  status.scan = static_cast<std::uint32_t>(map.unsigned_int("scan", std::numeric_limits<std::uint32_t>::max()));
+  status.messages = map.unsigned_int("messages", std::numeric_limits<std::uint64_t>::max());
+  status.bytes = map.unsigned_int("bytes", std::numeric_limits<std::uint64_t>::max());
+  status.updated_s = map.number("updated_s");
+  for (const auto& [key, object] : map.fields()) {
+    if (std::find(std::begin(kStatusFields), std::end(kStatusFields), key) == std::end(kStatusFields)) {
+      status.extra[key] = extra_value(*object, map, key);
+    }
+  }
+  return status;
+}
+
+bool ServiceStatus::operator==(const ServiceStatus& o) const {
+  return state == o.state && scan == o.scan && messages == o.messages && bytes == o.bytes &&
+         updated_s == o.updated_s && extra == o.extra;
+}
+
+// ---------------------------------------------------------------------------------------------
+// AcquireRequest
+
+namespace {
+
+void check_request(const AcquireRequest& request) {
+  if (request.scan_x == 0 || request.scan_y == 0) {
+    throw KvstoreError("AcquireRequest scan " + std::to_string(request.scan_number) + ": scan shape " +
+                       std::to_string(request.scan_x) + " x " + std::to_string(request.scan_y) +
+                       " is empty; expected at least 1 x 1");
+  }
+  if (!(request.rate_hz >= 0.0)) {
+    throw KvstoreError("AcquireRequest scan " + std::to_string(request.scan_number) + ": rate_hz " +
+                       std::to_string(request.rate_hz) + " is negative; 0 means as fast as possible");
+  }
+}
+
+}  // namespace
+
+std::string AcquireRequest::encode() const {
+  check_request(*this);
+  msgpack::sbuffer buffer(64);
+  Packer packer(buffer);
+  packer.pack_map(5);
+  pack_key(packer, "version");
+  packer.pack_uint32(kSchemaVersion);
+  pack_key(packer, "scan_number");
+  packer.pack_uint32(scan_number);
+  pack_key(packer, "scan_x");
+  packer.pack_uint32(scan_x);
+  pack_key(packer, "scan_y");
+  packer.pack_uint32(scan_y);
+  pack_key(packer, "rate_hz");
+  packer.pack_double(rate_hz);
+  return bytes_of(buffer);
+}
+
+AcquireRequest AcquireRequest::decode(std::string_view bytes) {
+  detail::MsgpackMap map(bytes, "AcquireRequest");
+  map.reject_unknown({"version", "scan_number", "scan_x", "scan_y", "rate_hz"});
+  constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
+  AcquireRequest request;
+  request.scan_number = static_cast<std::uint32_t>(map.unsigned_int("scan_number", kU32));
+  request.scan_x = static_cast<std::uint32_t>(map.unsigned_int("scan_x", kU32));
+  request.scan_y = static_cast<std::uint32_t>(map.unsigned_int("scan_y", kU32));
+  request.rate_hz = map.number("rate_hz");
+  check_request(request);
+  return request;
+}
+
+bool AcquireRequest::operator==(const AcquireRequest& o) const {
+  return scan_number == o.scan_number && scan_x == o.scan_x && scan_y == o.scan_y && rate_hz == o.rate_hz;
+}
+
+double wall_clock_s() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace sectorflow::kvstore

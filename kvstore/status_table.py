@@ -1,0 +1,91 @@
+"""The live state of a kvstore replica as text tables: services, NodeGroups, the acquire request."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sectorflow._core import kvstore as _core
+
+SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "EXTRA")
+NODEGROUP_HEADERS = ("UID", "HOST", "PORTS", "NODE", "RANK", "STATUS")
+
+
+def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
+    """Tables of every status, NodeGroup and acquire request in ``entries`` (key -> value bytes).
+
+    A value that does not decode is shown as ``invalid`` with the reason, never skipped.
+
+    Args:
+        entries: a replica's content, e.g. ``client.subtree()``.
+        now_s: the current Unix time, for the age of each status.
+        title: the first line (which server, which sequence).
+    """
+    lines = [title, ""]
+    services = _service_rows(entries, now_s)
+    lines.append(_table(SERVICE_HEADERS, services) if services else "no service has published a status")
+    lines.append("")
+    nodegroups = _nodegroup_rows(entries)
+    lines.append(_table(NODEGROUP_HEADERS, nodegroups) if nodegroups else "no NodeGroup is registered")
+    request = entries.get(_core.ACQUIRE_REQUEST_KEY)
+    if request is not None:
+        lines.append("")
+        lines.append(f"{_core.ACQUIRE_REQUEST_KEY}: {_describe_request(request)}")
+    return "\n".join(lines)
+
+
+def _service_rows(entries: Mapping[str, bytes], now_s: float) -> list[tuple[str, ...]]:
+    rows = []
+    for key, raw in sorted(entries.items()):
+        if not key.startswith(_core.STATUS_PREFIX):
+            continue
+        try:
+            service, name = _core.parse_status_key(key)
+            status = _core.ServiceStatus.decode(raw)
+        except _core.KvstoreError as error:
+            rows.append((key, "", "invalid", "", "", "", "", str(error)))
+            continue
+        extra = " ".join(f"{k}={v}" for k, v in sorted(status.extra.items()))
+        age = f"{max(0.0, now_s - status.updated_s):.1f}s"
+        rows.append((service, name, status.state, str(status.scan), f"{status.messages:,}",
+                     _human_bytes(status.bytes), age, extra))
+    return rows
+
+
+def _nodegroup_rows(entries: Mapping[str, bytes]) -> list[tuple[str, ...]]:
+    rows = []
+    for key, raw in sorted(entries.items()):
+        if not key.startswith(_core.NODEGROUPS_PREFIX):
+            continue
+        try:
+            record = _core.NodeGroupRecord.decode(raw)
+        except _core.KvstoreError as error:
+            rows.append((key, "", "", "", "", f"invalid: {error}"))
+            continue
+        ports = ",".join(str(port) for port in record.ports)
+        rows.append((record.uid, record.host, ports, record.node, str(record.rank), record.status))
+    return rows
+
+
+def _describe_request(raw: bytes) -> str:
+    try:
+        request = _core.AcquireRequest.decode(raw)
+    except _core.KvstoreError as error:
+        return f"invalid: {error}"
+    rate = "as fast as possible" if request.rate_hz == 0 else f"{request.rate_hz:g} Hz"
+    return f"scan {request.scan_number}, {request.scan_x} x {request.scan_y} positions, {rate}"
+
+
+def _human_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{count} B"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
+             for row in [headers, *rows]]
+    return "\n".join(lines)

@@ -146,23 +146,24 @@ Agent::Clock::time_point Agent::wake_time() const {
 
 void Agent::handle_commands() {
   for (Command& command : commands_.take()) {
+    const std::uint64_t order = next_order_++;
     switch (command.kind) {
       case Command::Kind::kSet:
-        own_[command.key] = OwnKey{std::move(command.value), command.ttl_s, true, Clock::now()};
+        own_[command.key] = OwnKey{std::move(command.value), command.ttl_s, true, order, Clock::now()};
         break;
       case Command::Kind::kSetOnce: {
         KvMsg msg;
         msg.key = std::move(command.key);
         msg.body = std::move(command.value);
         msg.set_ttl_s(command.ttl_s);
-        outbox_.push_back(std::move(msg));
+        outbox_.emplace_back(order, std::move(msg));
         break;
       }
       case Command::Kind::kErase: {
         own_.erase(command.key);
         KvMsg msg;
         msg.key = std::move(command.key);
-        outbox_.push_back(std::move(msg));
+        outbox_.emplace_back(order, std::move(msg));
         break;
       }
       case Command::Kind::kClose:
@@ -299,18 +300,21 @@ void Agent::send(KvMsg msg) {
 
 void Agent::flush(Clock::time_point now) {
   if (!publisher_ || server_subscriptions_ == 0) return;
-  for (KvMsg& msg : std::exchange(outbox_, {})) send(std::move(msg));
+  // New writes leave in the order they were made; refreshes follow.
+  std::vector<std::pair<std::uint64_t, KvMsg>> writes = std::exchange(outbox_, {});
   for (auto& [key, own] : own_) {
     if (!own.dirty && (own.ttl_s <= 0.0 || now < own.next_refresh)) continue;
     KvMsg msg;
     msg.key = key;
     msg.body = own.value;
     msg.set_ttl_s(own.ttl_s);
-    send(std::move(msg));
+    writes.emplace_back(own.dirty ? own.order : next_order_, std::move(msg));
     own.dirty = false;
     own.next_refresh = now + std::chrono::duration_cast<Clock::duration>(
                                  std::chrono::duration<double>(own.ttl_s / kRefreshesPerTtl));
   }
+  std::stable_sort(writes.begin(), writes.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [order, msg] : writes) send(std::move(msg));
 }
 
 void Agent::goodbye() {

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 
@@ -33,7 +34,8 @@ class Agent {
   struct OwnKey {
     std::string value;
     double ttl_s = 0.0;
-    bool dirty = true;  ///< to send as soon as the server listens
+    bool dirty = true;       ///< to send as soon as the server listens
+    std::uint64_t order = 0;  ///< when it was set, so that writes leave in call order
     Clock::time_point next_refresh;
   };
 
@@ -78,7 +80,8 @@ class Agent {
   bool server_seen_ = false;      // the server subscribed at least once on these sockets
 
   std::map<std::string, OwnKey> own_;
-  std::vector<KvMsg> outbox_;  // one-shot writes and deletions waiting for the server
+  std::vector<std::pair<std::uint64_t, KvMsg>> outbox_;  // one-shot writes and deletions, with their order
+  std::uint64_t next_order_ = 0;
   bool closing_ = false;
   Clock::time_point closing_deadline_;
 };

@@ -1,5 +1,6 @@
 #include "msgpack_map.hpp"
 
+#include <cstring>
 #include <limits>
 
 #include "sectorflow/kvstore/errors.hpp"
@@ -26,6 +27,15 @@ std::string type_name(const msgpack::object& object) {
 void pack_key(msgpack::packer<msgpack::sbuffer>& packer, std::string_view key) {
   packer.pack_str(static_cast<std::uint32_t>(key.size()));
   packer.pack_str_body(key.data(), static_cast<std::uint32_t>(key.size()));
+}
+
+void pack_float64(msgpack::sbuffer& buffer, double value) {
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  char bytes[9];
+  bytes[0] = static_cast<char>(0xcb);
+  for (int i = 0; i < 8; ++i) bytes[1 + i] = static_cast<char>((bits >> (56 - 8 * i)) & 0xffU);
+  buffer.write(bytes, sizeof bytes);
 }
 
 MsgpackMap::MsgpackMap(std::string_view bytes, std::string what) : what_(std::move(what)) {

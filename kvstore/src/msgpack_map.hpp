@@ -46,4 +46,8 @@ std::string type_name(const msgpack::object& object);
 /// Packs a string key (msgpack str).
 void pack_key(msgpack::packer<msgpack::sbuffer>& packer, std::string_view key);
 
+/// Appends a msgpack float 64 even for integral values (msgpack-c's pack_double writes 1000.0 as
+/// the integer 1000), so that a float field stays a float for every reader.
+void pack_float64(msgpack::sbuffer& buffer, double value);
+
 }  // namespace sectorflow::kvstore::detail

@@ -185,18 +185,18 @@ std::string ServiceStatus::encode() const {
   pack_key(packer, "bytes");
   packer.pack_uint64(bytes);
   pack_key(packer, "updated_s");
-  packer.pack_double(updated_s != 0.0 ? updated_s : wall_clock_s());
+  detail::pack_float64(buffer, updated_s != 0.0 ? updated_s : wall_clock_s());
   for (const auto& [key, value] : extra) {
     pack_key(packer, key);
     std::visit(
-        [&packer](const auto& v) {
+        [&packer, &buffer](const auto& v) {
           using T = std::decay_t<decltype(v)>;
           if constexpr (std::is_same_v<T, bool>) {
             v ? packer.pack_true() : packer.pack_false();
           } else if constexpr (std::is_same_v<T, std::int64_t>) {
             packer.pack_int64(v);
           } else if constexpr (std::is_same_v<T, double>) {
-            packer.pack_double(v);
+            detail::pack_float64(buffer, v);
           } else {
             pack_string(packer, v);
           }
@@ -260,7 +260,7 @@ std::string AcquireRequest::encode() const {
   pack_key(packer, "scan_y");
   packer.pack_uint32(scan_y);
   pack_key(packer, "rate_hz");
-  packer.pack_double(rate_hz);
+  detail::pack_float64(buffer, rate_hz);
   return bytes_of(buffer);
 }
 

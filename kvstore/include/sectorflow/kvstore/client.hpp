@@ -18,6 +18,8 @@
 // subscribes to its XPUB, refreshes those with a ttl every ttl/3 while the client lives, sends them
 // again whenever the server (re)subscribes (a restarted server is re-populated by its clients) and
 // deletes them when the client closes (goodbye). A client that is killed leaves them to expire.
+// Writes reach the server in the order of the calls; several set() of one key made before the
+// agent sends it coalesce into the last value.
 //
 // Threads: every public method is thread-safe. set(), set_once() and erase() only queue a command
 // and never wait for the network; get(), subtree() and sequence() read the replica under a shared
@@ -105,7 +107,8 @@ class Client {
   /// (including the changes a resync brings). Values equal to the replica's are no change.
   /// Returns an id for remove_callback.
   std::uint64_t on_change(const std::string& prefix, ChangeCallback callback);
-  /// Stops calls to a callback; a call already running finishes. Unknown ids are ignored.
+  /// Stops calls to a callback; a call already started (or about to start) on the agent thread
+  /// still runs. Unknown ids are ignored.
   void remove_callback(std::uint64_t id);
 
   /// Sends pending one-shot writes, deletes the own keys (goodbye), stops the agent and closes

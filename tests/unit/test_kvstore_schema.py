@@ -1,0 +1,171 @@
+"""The state schema: keys, and the records other components decode in C++.
+
+Golden records in tests/data/*_v1.msgpack were packed by the ``msgpack`` package from plain
+dicts, so these tests check the C++ codecs against an independent implementation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from sectorflow.kvstore import (
+    ACQUIRE_REQUEST_KEY,
+    NODEGROUPS_PREFIX,
+    SCHEMA_VERSION,
+    AcquireRequest,
+    KvstoreError,
+    NodeGroupRecord,
+    ServiceStatus,
+    nodegroup_key,
+    nodegroups_from,
+    parse_nodegroup_key,
+    parse_status_key,
+    status_key,
+    status_prefix,
+)
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+GOLDEN_NODEGROUP = NodeGroupRecord(
+    uid="ng-0001", host="10.0.0.7", ports=[6200, 6201, 6202, 6203], node="nid001234", rank=3, status="idle"
+)
+
+
+def packed(**fields: object) -> bytes:
+    return msgpack.packb({"version": SCHEMA_VERSION, **fields})
+
+
+def test_keys_are_built_and_parsed() -> None:
+    assert nodegroup_key("ng-1") == "nodegroups/ng-1" and NODEGROUPS_PREFIX == "nodegroups/"
+    assert status_key("producer", "r0t1") == "status/producer/r0t1"
+    assert status_prefix("aggregator") == "status/aggregator/" and status_prefix() == "status/"
+    assert parse_status_key("status/nodegroup/ng-1") == ("nodegroup", "ng-1")
+    assert parse_nodegroup_key("nodegroups/ng-1") == "ng-1"
+    assert ACQUIRE_REQUEST_KEY == "acquire/request"
+
+
+@pytest.mark.parametrize("bad", ["", "a/b"])
+def test_key_parts_must_be_non_empty_without_slash(bad: str) -> None:
+    with pytest.raises(KvstoreError, match=f"'{bad}' must be non-empty and hold no '/'"):
+        status_key("producer", bad)
+    with pytest.raises(KvstoreError, match="must be non-empty and hold no '/'"):
+        nodegroup_key(bad)
+
+
+def test_other_keys_are_not_status_keys() -> None:
+    with pytest.raises(KvstoreError, match=r"'nodegroups/x' is not a status key \(status/<service>/<name>\)"):
+        parse_status_key("nodegroups/x")
+    with pytest.raises(KvstoreError, match="is not a NodeGroup key"):
+        parse_nodegroup_key("status/a/b")
+
+
+def test_nodegroup_record_matches_the_golden_bytes() -> None:
+    golden = (DATA / "nodegroup_record_v1.msgpack").read_bytes()
+    assert NodeGroupRecord.decode(golden) == GOLDEN_NODEGROUP
+    assert GOLDEN_NODEGROUP.encode() == golden
+
+
+def test_nodegroup_endpoint_per_aggregator_thread() -> None:
+    assert GOLDEN_NODEGROUP.endpoint(2) == "tcp://10.0.0.7:6202"
+    with pytest.raises(KvstoreError, match="has 4 ports, none for aggregator thread 4"):
+        GOLDEN_NODEGROUP.endpoint(4)
+
+
+def test_nodegroup_decode_names_the_missing_field() -> None:
+    value = packed(uid="ng-7", host="h", ports=[1], node="n", rank=0)
+    with pytest.raises(KvstoreError, match="NodeGroupRecord 'ng-7': missing field 'status'"):
+        NodeGroupRecord.decode(value)
+
+
+def test_nodegroup_decode_names_a_mistyped_field() -> None:
+    value = packed(uid="ng-7", host="h", ports="6200", node="n", rank=0, status="idle")
+    with pytest.raises(KvstoreError, match="NodeGroupRecord 'ng-7': field 'ports': expected an array of ports, got a string"):
+        NodeGroupRecord.decode(value)
+    value = packed(uid="ng-7", host="h", ports=[70000], node="n", rank=0, status="idle")
+    with pytest.raises(KvstoreError, match="element 0 is not a port from 1 to 65535"):
+        NodeGroupRecord.decode(value)
+
+
+def test_nodegroup_decode_rejects_unknown_fields_and_versions() -> None:
+    value = packed(uid="ng-7", host="h", ports=[1], node="n", rank=0, status="idle", prot=[2])
+    with pytest.raises(KvstoreError, match="unknown field 'prot'"):
+        NodeGroupRecord.decode(value)
+    value = msgpack.packb({"version": 99, "uid": "ng-7"})
+    with pytest.raises(KvstoreError, match="schema version 99, this program reads version 1"):
+        NodeGroupRecord.decode(value)
+
+
+def test_nodegroup_decode_rejects_what_is_not_a_map() -> None:
+    with pytest.raises(KvstoreError, match="NodeGroupRecord: expected a msgpack map, got an array"):
+        NodeGroupRecord.decode(msgpack.packb([1, 2]))
+    with pytest.raises(KvstoreError, match="NodeGroupRecord: not valid msgpack"):
+        NodeGroupRecord.decode(b"\xc1")
+
+
+def test_nodegroups_from_a_subtree_are_sorted_by_uid() -> None:
+    records = [NodeGroupRecord(uid=uid, host="h", ports=[6000 + i], status="idle") for i, uid in enumerate("cab")]
+    entries = {nodegroup_key(r.uid): r.encode() for r in records}
+    assert [r.uid for r in nodegroups_from(entries)] == ["a", "b", "c"]
+
+
+def test_nodegroups_from_names_the_key_of_a_bad_record() -> None:
+    entries = {"nodegroups/a": NodeGroupRecord(uid="b", host="h", ports=[1]).encode()}
+    with pytest.raises(KvstoreError, match="nodegroups/a: holds the record of uid 'b'"):
+        nodegroups_from(entries)
+    with pytest.raises(KvstoreError, match="nodegroups/x: NodeGroupRecord: not valid msgpack"):
+        nodegroups_from({"nodegroups/x": b"\xc1"})
+
+
+def test_service_status_matches_the_golden_bytes_with_extra_fields() -> None:
+    golden = (DATA / "service_status_v1.msgpack").read_bytes()
+    status = ServiceStatus.decode(golden)
+    assert (status.state, status.scan, status.messages, status.bytes) == ("streaming", 17, 123456, 20480000000)
+    assert status.updated_s == 1767225600.25
+    assert status.extra == {"expected": 400, "fallback": False, "note": "r0"}
+    assert status.encode() == golden
+
+
+def test_service_status_float_fields_stay_floats() -> None:
+    status = ServiceStatus(state="idle", updated_s=1000.0, extra={"rate": 2.0})
+    assert msgpack.unpackb(status.encode()) == {
+        "version": 1, "state": "idle", "scan": 0, "messages": 0, "bytes": 0, "updated_s": 1000.0, "rate": 2.0
+    }
+    assert isinstance(msgpack.unpackb(status.encode())["rate"], float)
+
+
+def test_service_status_stamps_the_time_when_not_given() -> None:
+    decoded = ServiceStatus.decode(ServiceStatus(state="idle").encode())
+    assert decoded.updated_s > 1.7e9
+
+
+def test_service_status_rejects_extra_fields_shadowing_standard_ones() -> None:
+    with pytest.raises(KvstoreError, match="extra field 'scan' reuses a standard field name"):
+        ServiceStatus(state="idle", extra={"scan": 3}).encode()
+    with pytest.raises(KvstoreError, match="empty state"):
+        ServiceStatus(state="").encode()
+
+
+def test_service_status_decode_names_bad_fields() -> None:
+    value = packed(state="idle", scan=-1, messages=0, bytes=0, updated_s=0.0)
+    with pytest.raises(KvstoreError, match="ServiceStatus: field 'scan': expected an unsigned integer, got a negative integer"):
+        ServiceStatus.decode(value)
+    value = packed(state="idle", scan=1, messages=0, bytes=0, updated_s=0.0, routing=["a"])
+    with pytest.raises(KvstoreError, match="field 'routing': extra fields hold a bool, integer, float or string, got an array"):
+        ServiceStatus.decode(value)
+
+
+def test_acquire_request_matches_the_golden_bytes() -> None:
+    golden = (DATA / "acquire_request_v1.msgpack").read_bytes()
+    request = AcquireRequest.decode(golden)
+    assert request == AcquireRequest(scan_number=17, scan_x=128, scan_y=64, rate_hz=1000.0)
+    assert request.encode() == golden
+
+
+def test_acquire_request_validates_the_scan_shape() -> None:
+    with pytest.raises(KvstoreError, match="AcquireRequest scan 3: scan shape 0 x 64 is empty"):
+        AcquireRequest(scan_number=3, scan_x=0, scan_y=64).encode()
+    with pytest.raises(KvstoreError, match="missing field 'rate_hz'"):
+        AcquireRequest.decode(packed(scan_number=1, scan_x=1, scan_y=1))

@@ -1,0 +1,36 @@
+"""The tables of `sectorflow status`, rendered from replica content."""
+
+from __future__ import annotations
+
+from sectorflow.kvstore import AcquireRequest, NodeGroupRecord, ServiceStatus, nodegroup_key, status_key
+from sectorflow.kvstore.status_table import render
+
+
+def test_tables_show_every_service_and_nodegroup() -> None:
+    entries = {
+        status_key("producer", "r0t1"): ServiceStatus(
+            state="streaming", scan=12, messages=3400, bytes=5_600_000, updated_s=990.0, extra={"expected": 4000}
+        ).encode(),
+        nodegroup_key("ng-1"): NodeGroupRecord(uid="ng-1", host="10.1.2.3", ports=[6200, 6201], node="nid7",
+                                               rank=2, status="idle").encode(),
+        "acquire/request": AcquireRequest(scan_number=12, scan_x=128, scan_y=128).encode(),
+    }
+    text = render(entries, now_s=1000.0, title="kvstore tcp://h:1: sequence 9, live")
+    lines = text.splitlines()
+    assert lines[0] == "kvstore tcp://h:1: sequence 9, live"
+    row = next(line for line in lines if line.startswith("producer"))
+    assert row.split() == ["producer", "r0t1", "streaming", "12", "3,400", "5.6", "MB", "10.0s", "expected=4000"]
+    row = next(line for line in lines if line.startswith("ng-1"))
+    assert row.split() == ["ng-1", "10.1.2.3", "6200,6201", "nid7", "2", "idle"]
+    assert "acquire/request: scan 12, 128 x 128 positions, as fast as possible" in lines
+
+
+def test_an_invalid_value_is_shown_with_its_reason() -> None:
+    text = render({"status/producer/r0t0": b"\xc1", "nodegroups/x": b"\x01"}, now_s=0.0, title="t")
+    assert "status/producer/r0t0" in text and "ServiceStatus: not valid msgpack" in text
+    assert "invalid: NodeGroupRecord: expected a msgpack map, got an unsigned integer" in text
+
+
+def test_empty_state_says_so() -> None:
+    text = render({}, now_s=0.0, title="t")
+    assert "no service has published a status" in text and "no NodeGroup is registered" in text

@@ -18,7 +18,7 @@ from sectorflow._core.protocol import (
     decode_info,
     encode_header,
     encode_info,
-    peek_frame_number,
+    peek_frame,
 )
 
 __all__ = [
@@ -33,5 +33,5 @@ __all__ = [
     "decode_info",
     "encode_header",
     "encode_info",
-    "peek_frame_number",
+    "peek_frame",
 ]

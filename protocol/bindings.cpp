@@ -75,8 +75,12 @@ void bind_protocol(py::module_& m) {
         "Encode a data header; returns the first frame of a data message.");
   m.def("decode_header", [](const py::buffer& b) { auto [p, n] = view(b); return decode_header(p, n); },
         py::arg("frame"), "Decode and validate a data header; raises ProtocolError naming the field.");
-  m.def("peek_frame_number", [](const py::buffer& b) { auto [p, n] = view(b); return peek_frame_number(p, n); },
-        py::arg("frame"), "Frame number of a header after checking its type, length and version.");
+  m.def("peek_frame", [](const py::buffer& b) {
+          auto [p, n] = view(b);
+          const FrameRef ref = peek_frame(p, n);
+          return py::make_tuple(ref.scan_number, ref.frame_number);
+        },
+        py::arg("frame"), "(scan_number, frame_number) of a header after checking its type, length and version.");
   m.def("check_payload", &check_payload, py::arg("header"), py::arg("payload_bytes"), py::arg("geometry"),
         "Raise ProtocolError unless the payload size and sector index fit the geometry.");
 

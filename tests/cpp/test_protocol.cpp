@@ -27,7 +27,9 @@ sp::DataHeader golden_header() { return sp::DataHeader{7, 1234, 3, 128, 64, 82, 
 TEST(DataHeader, GoldenBytesDecode) {
   const std::string bytes = golden("data_header_v1.bin");
   EXPECT_EQ(sp::decode_header(bytes.data(), bytes.size()), golden_header());
-  EXPECT_EQ(sp::peek_frame_number(bytes.data(), bytes.size()), 1234u);
+  const sp::FrameRef ref = sp::peek_frame(bytes.data(), bytes.size());
+  EXPECT_EQ(ref.scan_number, 7u);
+  EXPECT_EQ(ref.frame_number, 1234u);
 }
 
 TEST(DataHeader, EncodesToGoldenBytes) { EXPECT_EQ(sp::encode_header(golden_header()), golden("data_header_v1.bin")); }

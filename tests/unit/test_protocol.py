@@ -19,7 +19,7 @@ from sectorflow.protocol import (
     decode_info,
     encode_header,
     encode_info,
-    peek_frame_number,
+    peek_frame,
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -61,8 +61,8 @@ def test_golden_header_bytes_decode_and_reencode_identically() -> None:
     assert encode_header(GOLDEN_HEADER) == golden
 
 
-def test_peek_frame_number_reads_only_the_frame_number() -> None:
-    assert peek_frame_number(encode_header(GOLDEN_HEADER)) == 1234
+def test_peek_frame_reads_scan_and_frame_number() -> None:
+    assert peek_frame(encode_header(GOLDEN_HEADER)) == (7, 1234)
 
 
 def test_decode_accepts_any_buffer_without_copying_semantics() -> None:
@@ -98,7 +98,7 @@ def test_decoder_rejects_malformed_headers_naming_the_field(frame: bytes, messag
 
 def test_peek_rejects_a_wrong_version_too() -> None:
     with pytest.raises(ProtocolError, match="expected 1, got 9"):
-        peek_frame_number(msgpack.packb(header_list(version=9)))
+        peek_frame(msgpack.packb(header_list(version=9)))
 
 
 def test_protocol_error_is_a_value_error() -> None:

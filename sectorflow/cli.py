@@ -20,7 +20,7 @@ from sectorflow.logs import configure_logging
 from sectorflow.protocol import ProtocolError
 
 # Modules that contribute subcommands, in the order --help lists them.
-SUBCOMMAND_MODULES: tuple[str, ...] = ()
+SUBCOMMAND_MODULES: tuple[str, ...] = ("sectorflow.simulator.cli",)
 
 EXPECTED_ERRORS = (SectorflowError, ConfigError, ProtocolError, OSError)
 

@@ -37,20 +37,21 @@ std::string RawFileReader::size_hint() const {
 }
 
 bool RawFileReader::next(DataHeader& header, void* payload, std::size_t payload_bytes) {
-  const std::string record = path_ + ": record " + std::to_string(records_) + " at byte " + std::to_string(offset_);
-  if (!file_) throw RawFileError(record + ": the file is closed");
+  // Built only on the way to an error: next() runs once per sector during a replay.
+  auto record = [&] { return path_ + ": record " + std::to_string(records_) + " at byte " + std::to_string(offset_); };
+  if (!file_) throw RawFileError(record() + ": the file is closed");
   if (payload_bytes != geometry_.sector_bytes()) {
-    throw RawFileError(record + ": payload buffer of " + std::to_string(payload_bytes) + " bytes, expected " +
+    throw RawFileError(record() + ": payload buffer of " + std::to_string(payload_bytes) + " bytes, expected " +
                        std::to_string(geometry_.sector_bytes()));
   }
   const std::size_t record_bytes = kRawHeaderBytes + payload_bytes;
   auto truncated = [&](std::size_t got) {
-    return RawFileError(record + ": truncated record, " + std::to_string(got) + " of " +
+    return RawFileError(record() + ": truncated record, " + std::to_string(got) + " of " +
                         std::to_string(record_bytes) + " bytes (16-byte header + " + std::to_string(payload_bytes) +
                         "-byte sector); the file ends at byte " + std::to_string(offset_ + got));
   };
   auto invalid = [&](const std::string& what) { return RawFileError(what + size_hint()); };
-  auto read_failed = [&]() { return RawFileError(record + ": read failed: " + errno_text(errno)); };
+  auto read_failed = [&]() { return RawFileError(record() + ": read failed: " + errno_text(errno)); };
 
   unsigned char raw_header[kRawHeaderBytes];
   const std::size_t got_header = std::fread(raw_header, 1, kRawHeaderBytes, file_.get());
@@ -66,22 +67,22 @@ bool RawFileReader::next(DataHeader& header, void* payload, std::size_t payload_
   }
 
   header = decode_raw_header(raw_header, name_);
-  const std::string located = record + " (" + header.where() + ")";
+  auto located = [&] { return record() + " (" + header.where() + ")"; };
   if (header.scan_number != name_.scan_number) {
-    throw invalid(located + ": scan number " + std::to_string(header.scan_number) + ", but the file name says " +
+    throw invalid(located() + ": scan number " + std::to_string(header.scan_number) + ", but the file name says " +
                        std::to_string(name_.scan_number));
   }
   if (header.scan_x == 0 || header.scan_y == 0) {
-    throw invalid(located + ": scan shape must be positive, got " + std::to_string(header.scan_x) + " x " +
+    throw invalid(located() + ": scan shape must be positive, got " + std::to_string(header.scan_x) + " x " +
                        std::to_string(header.scan_y));
   }
   if (records_ > 0 && (header.scan_x != scan_x_ || header.scan_y != scan_y_)) {
-    throw invalid(located + ": scan shape " + std::to_string(header.scan_x) + " x " +
+    throw invalid(located() + ": scan shape " + std::to_string(header.scan_x) + " x " +
                        std::to_string(header.scan_y) + " differs from the first record's " + std::to_string(scan_x_) +
                        " x " + std::to_string(scan_y_));
   }
   if (header.position_x >= header.scan_x || header.position_y >= header.scan_y) {
-    throw invalid(located + ": probe position (" + std::to_string(header.position_x) + ", " +
+    throw invalid(located() + ": probe position (" + std::to_string(header.position_x) + ", " +
                        std::to_string(header.position_y) + ") lies outside the scan of " +
                        std::to_string(header.scan_x) + " x " + std::to_string(header.scan_y));
   }

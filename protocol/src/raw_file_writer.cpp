@@ -2,6 +2,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -83,28 +84,29 @@ RawFileWriter& RawFileWriter::operator=(RawFileWriter&& other) noexcept {
 }
 
 void RawFileWriter::write(const DataHeader& header, const void* payload, std::size_t payload_bytes) {
-  const std::string record = path_ + ": record " + std::to_string(records_) + " (" + header.where() + ")";
-  if (fd_ < 0) throw RawFileError(record + ": the file is closed");
+  // Built only on the way to an error: write() runs once per sector in the producer's fallback.
+  auto record = [&] { return path_ + ": record " + std::to_string(records_) + " (" + header.where() + ")"; };
+  if (fd_ < 0) throw RawFileError(record() + ": the file is closed");
   if (header.scan_number != name_.scan_number || header.sector != name_.sector) {
-    throw RawFileError(record + ": this file holds scan " + std::to_string(name_.scan_number) + ", sector " +
+    throw RawFileError(record() + ": this file holds scan " + std::to_string(name_.scan_number) + ", sector " +
                        std::to_string(name_.sector));
   }
   if (header.scan_x == 0 || header.scan_y == 0) {
-    throw RawFileError(record + ": scan shape must be positive, got " + std::to_string(header.scan_x) + " x " +
+    throw RawFileError(record() + ": scan shape must be positive, got " + std::to_string(header.scan_x) + " x " +
                        std::to_string(header.scan_y));
   }
   if (records_ > 0 && (header.scan_x != scan_x_ || header.scan_y != scan_y_)) {
-    throw RawFileError(record + ": scan shape " + std::to_string(header.scan_x) + " x " +
+    throw RawFileError(record() + ": scan shape " + std::to_string(header.scan_x) + " x " +
                        std::to_string(header.scan_y) + " differs from the file's " + std::to_string(scan_x_) + " x " +
                        std::to_string(scan_y_));
   }
   if (header.position_x >= header.scan_x || header.position_y >= header.scan_y) {
-    throw RawFileError(record + ": probe position (" + std::to_string(header.position_x) + ", " +
+    throw RawFileError(record() + ": probe position (" + std::to_string(header.position_x) + ", " +
                        std::to_string(header.position_y) + ") lies outside the scan of " +
                        std::to_string(header.scan_x) + " x " + std::to_string(header.scan_y));
   }
   if (payload_bytes != geometry_.sector_bytes()) {
-    throw RawFileError(record + ": payload of " + std::to_string(payload_bytes) + " bytes, expected " +
+    throw RawFileError(record() + ": payload of " + std::to_string(payload_bytes) + " bytes, expected " +
                        std::to_string(geometry_.sector_bytes()));
   }
   unsigned char raw_header[kRawHeaderBytes];

@@ -21,6 +21,7 @@ from sectorflow.protocol import ProtocolError
 
 # Modules that contribute subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "sectorflow.simulator.cli",
     "sectorflow.session.cli",
 )
 

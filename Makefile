@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # Debian: libzmq + cppzmq + msgpack-cxx for the C++ core, MPICH for mpi4py (built against it,
 # see README "Why Debian's MPICH"), Slurm + munge for the streaming-session tests.
 DEB_PACKAGES := g++ cmake ninja-build pkg-config libzmq3-dev cppzmq-dev libmsgpack-cxx-dev \
-                mpich libmpich-dev slurm-wlm munge iproute2
+                mpich libmpich-dev slurm-wlm munge iproute2 libgtest-dev
 
 .PHONY: all deps venv build demo test test-unit bench clean
 
@@ -37,12 +37,13 @@ $(VENV)/.deps-stamp: pyproject.toml | deps
 venv: $(VENV)/.deps-stamp
 
 build: venv
-	$(PIP) install -q --no-build-isolation -e . -Cbuild-dir=build
+	$(PIP) install -q --no-build-isolation -e . -Cbuild-dir=build -Ccmake.define.SECTORFLOW_BUILD_TESTS=ON
 
 demo: build
 	$(VENV)/bin/sectorflow demo --config $(CONFIG)
 
 test: build
+	ctest --test-dir build --output-on-failure
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: build

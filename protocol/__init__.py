@@ -3,35 +3,54 @@
 Data message: two ZeroMQ frames, a msgpack header array
 ``[version, scan_number, frame_number, sector, scan_x, scan_y, position_x, position_y, thread_id]``
 and the raw sector payload. Info message: one frame, a msgpack map with the scan's routing list
-and UID -> expected message count. The codec is the C++ one; this package re-exports it.
+and UID -> expected message count. Raw fallback files: the 4D Camera's version-5 format that
+stempy reads, ``data_scan{scan:010d}_module{sector}_{thread}.data``, records of a 16-byte
+little-endian header (uint32 scan_number, uint32 frame_number, uint16 scan_size x, y, uint16
+scan_pos x, y) and the sector's pixels. The codecs are the C++ ones; this package re-exports them.
 """
 
 from sectorflow._core.protocol import (
     DATA_HEADER_VERSION,
     INFO_VERSION,
+    RAW_HEADER_BYTES,
     DataHeader,
     Geometry,
     InfoMessage,
     ProtocolError,
+    RawFileError,
+    RawFileName,
+    RawFileReader,
+    RawFileWriter,
     check_payload,
     decode_header,
     decode_info,
     encode_header,
     encode_info,
-    peek_frame_number,
+    find_raw_files,
+    parse_raw_file_name,
+    peek_frame,
+    raw_file_name,
 )
 
 __all__ = [
     "DATA_HEADER_VERSION",
     "INFO_VERSION",
+    "RAW_HEADER_BYTES",
     "DataHeader",
     "Geometry",
     "InfoMessage",
     "ProtocolError",
+    "RawFileError",
+    "RawFileName",
+    "RawFileReader",
+    "RawFileWriter",
     "check_payload",
     "decode_header",
     "decode_info",
     "encode_header",
     "encode_info",
-    "peek_frame_number",
+    "find_raw_files",
+    "parse_raw_file_name",
+    "peek_frame",
+    "raw_file_name",
 ]

@@ -1,12 +1,17 @@
 // Python face of the wire contracts: the same codec the C++ services use.
+#include <pybind11/numpy.h>
 #include <pybind11/operators.h>
 #include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <filesystem>
 
 #include "bindings.hpp"
 #include "sectorflow/protocol/data_message.hpp"
 #include "sectorflow/protocol/errors.hpp"
 #include "sectorflow/protocol/geometry.hpp"
 #include "sectorflow/protocol/info_message.hpp"
+#include "sectorflow/protocol/raw_file.hpp"
 
 namespace py = pybind11;
 
@@ -19,11 +24,24 @@ std::pair<const void*, std::size_t> view(const py::buffer& buffer) {
   return {info.ptr, static_cast<std::size_t>(info.size * info.itemsize)};
 }
 
+// A buffer the C++ side may treat as one flat run of bytes.
+bool c_contiguous(const py::buffer_info& info) {
+  py::ssize_t expected = info.itemsize;
+  for (py::ssize_t i = info.ndim; i-- > 0;) {
+    if (info.shape[i] != 1 && info.strides[i] != expected) return false;
+    expected *= info.shape[i];
+  }
+  return true;
+}
+
+void bind_raw_files(py::module_& m);
+
 }  // namespace
 
 void bind_protocol(py::module_& m) {
   using namespace sectorflow::protocol;
-  py::register_exception<ProtocolError>(m, "ProtocolError", PyExc_ValueError);
+  const auto& protocol_error = py::register_exception<ProtocolError>(m, "ProtocolError", PyExc_ValueError);
+  py::register_exception<RawFileError>(m, "RawFileError", protocol_error);
   m.attr("DATA_HEADER_VERSION") = kDataHeaderVersion;
   m.attr("INFO_VERSION") = kInfoVersion;
 
@@ -75,8 +93,12 @@ void bind_protocol(py::module_& m) {
         "Encode a data header; returns the first frame of a data message.");
   m.def("decode_header", [](const py::buffer& b) { auto [p, n] = view(b); return decode_header(p, n); },
         py::arg("frame"), "Decode and validate a data header; raises ProtocolError naming the field.");
-  m.def("peek_frame_number", [](const py::buffer& b) { auto [p, n] = view(b); return peek_frame_number(p, n); },
-        py::arg("frame"), "Frame number of a header after checking its type, length and version.");
+  m.def("peek_frame", [](const py::buffer& b) {
+          auto [p, n] = view(b);
+          const FrameRef ref = peek_frame(p, n);
+          return py::make_tuple(ref.scan_number, ref.frame_number);
+        },
+        py::arg("frame"), "(scan_number, frame_number) of a header after checking its type, length and version.");
   m.def("check_payload", &check_payload, py::arg("header"), py::arg("payload_bytes"), py::arg("geometry"),
         "Raise ProtocolError unless the payload size and sector index fit the geometry.");
 
@@ -104,6 +126,113 @@ void bind_protocol(py::module_& m) {
   m.def("encode_info", [](const InfoMessage& i) { return py::bytes(encode_info(i)); }, py::arg("info"));
   m.def("decode_info", [](const py::buffer& b) { auto [p, n] = view(b); return decode_info(p, n); },
         py::arg("frame"), "Decode and validate an info message; raises ProtocolError naming the key.");
+
+  bind_raw_files(m);
 }
+
+namespace {
+
+void bind_raw_files(py::module_& m) {
+  using namespace sectorflow::protocol;
+  m.attr("RAW_HEADER_BYTES") = kRawHeaderBytes;
+
+  py::class_<RawFileName>(m, "RawFileName", "What a raw file's name says: scan, sector, producer thread.")
+      .def(py::init([](std::uint32_t scan_number, std::uint32_t sector, std::uint32_t thread_id) {
+             return RawFileName{scan_number, sector, thread_id};
+           }),
+           py::kw_only(), py::arg("scan_number"), py::arg("sector"), py::arg("thread_id") = 0)
+      .def_readonly("scan_number", &RawFileName::scan_number)
+      .def_readonly("sector", &RawFileName::sector)
+      .def_readonly("thread_id", &RawFileName::thread_id)
+      .def(py::self == py::self)
+      .def("__repr__", [](const RawFileName& n) { return "RawFileName('" + raw_file_name(n) + "')"; });
+
+  m.def("raw_file_name",
+        [](std::uint32_t scan_number, std::uint32_t sector, std::uint32_t thread_id) {
+          return raw_file_name(RawFileName{scan_number, sector, thread_id});
+        },
+        py::arg("scan_number"), py::arg("sector"), py::arg("thread_id") = 0,
+        "data_scan{scan_number:010d}_module{sector}_{thread_id}.data");
+  m.def("parse_raw_file_name", [](const std::filesystem::path& path) { return parse_raw_file_name(path.string()); },
+        py::arg("path"), "The RawFileName a path's file name encodes, or None if it does not follow the pattern.");
+  m.def("find_raw_files",
+        [](const std::filesystem::path& directory, std::uint32_t scan_number) {
+          return find_raw_files(directory.string(), scan_number);
+        },
+        py::arg("directory"), py::arg("scan_number"),
+        "Paths of the scan's raw files in `directory`, sorted by sector then thread. Raises RawFileError "
+        "if the directory cannot be listed.");
+
+  py::class_<RawFileWriter>(m, "RawFileWriter",
+                            "Appends records to a new raw file data_scan..._module{sector}_{thread_id}.data; "
+                            "a context manager that closes it.")
+      .def(py::init([](const std::filesystem::path& directory, std::uint32_t scan_number, std::uint32_t sector,
+                       std::uint32_t thread_id, const Geometry& geometry) {
+             return RawFileWriter(directory.string(), scan_number, sector, thread_id, geometry);
+           }),
+           py::arg("directory"), py::arg("scan_number"), py::arg("sector"), py::arg("thread_id"), py::arg("geometry"),
+           "Creates the directory if needed and the file in it; raises RawFileError if the file exists "
+           "or cannot be created.")
+      .def("write",
+           [](RawFileWriter& writer, const DataHeader& header, const py::buffer& payload) {
+             const py::buffer_info info = payload.request();
+             if (!c_contiguous(info)) throw RawFileError(writer.path() + ": the payload must be C-contiguous");
+             const auto bytes = static_cast<std::size_t>(info.size * info.itemsize);
+             py::gil_scoped_release release;
+             writer.write(header, info.ptr, bytes);
+           },
+           py::arg("header"), py::arg("payload"),
+           "Append one record: the header's scan, frame, shape and position, then the payload (any "
+           "C-contiguous buffer of exactly one sector; copied, not kept). Releases the GIL.")
+      .def("flush", &RawFileWriter::flush, py::call_guard<py::gil_scoped_release>())
+      .def("close", &RawFileWriter::close, py::call_guard<py::gil_scoped_release>(),
+           "Flush and close; raises RawFileError if the last write fails.")
+      .def_property_readonly("is_open", &RawFileWriter::is_open)
+      .def_property_readonly("path", &RawFileWriter::path)
+      .def_property_readonly("records", &RawFileWriter::records)
+      .def_property_readonly("bytes_written", &RawFileWriter::bytes_written)
+      .def("__enter__", [](RawFileWriter& writer) -> RawFileWriter& { return writer; },
+           py::return_value_policy::reference)
+      .def("__exit__", [](RawFileWriter& writer, const py::object&, const py::object&, const py::object&) {
+        writer.close();
+      });
+
+  py::class_<RawFileReader>(m, "RawFileReader",
+                            "Iterates the records of one raw file as (DataHeader, pixels), validating each; "
+                            "pixels is a new (sector_rows, sector_cols) array.")
+      .def(py::init([](const std::filesystem::path& path, const Geometry& geometry) {
+             return std::make_unique<RawFileReader>(path.string(), geometry);
+           }),
+           py::arg("path"), py::arg("geometry"))
+      .def("__iter__", [](RawFileReader& reader) -> RawFileReader& { return reader; },
+           py::return_value_policy::reference)
+      .def("__next__",
+           [](RawFileReader& reader) {
+             const Geometry& geometry = reader.geometry();
+             py::array pixels(py::dtype("uint" + std::to_string(8 * geometry.itemsize)),
+                              {std::size_t{geometry.sector_rows}, std::size_t{geometry.sector_cols}});
+             void* data = pixels.mutable_data();
+             DataHeader header;
+             bool more = false;
+             {
+               py::gil_scoped_release release;
+               more = reader.next(header, data, geometry.sector_bytes());
+             }
+             if (!more) throw py::stop_iteration();
+             return py::make_tuple(header, pixels);
+           })
+      .def_property_readonly("path", &RawFileReader::path)
+      .def_property_readonly("name", &RawFileReader::name)
+      .def_property_readonly("offset", &RawFileReader::offset, "Byte offset of the next record.")
+      .def_property_readonly("records", &RawFileReader::records, "Records read so far.")
+      .def("close", &RawFileReader::close)
+      .def("__enter__", [](RawFileReader& reader) -> RawFileReader& { return reader; },
+           py::return_value_policy::reference)
+      .def("__exit__", [](RawFileReader& reader, const py::object&, const py::object&, const py::object&) {
+        reader.close();
+      });
+}
+
+}  // namespace
 
 }  // namespace sectorflow::bindings

@@ -20,7 +20,11 @@ from sectorflow.logs import configure_logging
 from sectorflow.protocol import ProtocolError
 
 # Modules that contribute subcommands, in the order --help lists them.
-SUBCOMMAND_MODULES: tuple[str, ...] = ("sectorflow.kvstore.cli",)
+SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "sectorflow.kvstore.cli",
+    "sectorflow.simulator.cli",
+    "sectorflow.session.cli",
+)
 
 EXPECTED_ERRORS = (SectorflowError, ConfigError, ProtocolError, OSError)
 

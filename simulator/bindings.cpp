@@ -1,7 +1,143 @@
+// Python face of the detector simulator: the same C++ generator the producer runs.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <string>
+
 #include "bindings.hpp"
+#include "sectorflow/protocol/geometry.hpp"
+#include "sectorflow/simulator/pacer.hpp"
+#include "sectorflow/simulator/settings.hpp"
+#include "sectorflow/simulator/simulator.hpp"
+
+namespace py = pybind11;
 
 namespace sectorflow::bindings {
+namespace {
 
-void bind_simulator(pybind11::module_& /*m*/) {}
+using simulator::Simulator;
+
+py::dtype pixel_dtype(const protocol::Geometry& geometry) {
+  return py::dtype("uint" + std::to_string(8 * geometry.itemsize));
+}
+
+// A buffer the C++ side may treat as one flat run of bytes.
+bool c_contiguous(const py::buffer_info& info) {
+  py::ssize_t expected = info.itemsize;
+  for (py::ssize_t i = info.ndim; i-- > 0;) {
+    if (info.shape[i] != 1 && info.strides[i] != expected) return false;
+    expected *= info.shape[i];
+  }
+  return true;
+}
+
+py::array new_image(const protocol::Geometry& geometry, std::size_t rows, std::size_t cols) {
+  return py::array(pixel_dtype(geometry), {rows, cols});
+}
+
+}  // namespace
+
+void bind_simulator(py::module_& m) {
+  using namespace sectorflow::simulator;
+  py::register_exception<SimulatorError>(m, "SimulatorError",
+                                         py::module_::import("sectorflow.errors").attr("SectorflowError"));
+
+  const SimulatorSettings defaults;
+  py::class_<SimulatorSettings>(m, "SimulatorSettings",
+                                "What the simulated detector looks like (the [simulator] configuration table).")
+      .def(py::init([](std::uint64_t seed, double dose_per_frame, double electron_adu, double electron_spread_px,
+                       double dark_mean_adu, double dark_sigma_adu, double bright_field_radius_px,
+                       double dropped_fraction) {
+             SimulatorSettings s{seed,          dose_per_frame, electron_adu,           electron_spread_px,
+                                 dark_mean_adu, dark_sigma_adu, bright_field_radius_px, dropped_fraction};
+             s.validate();
+             return s;
+           }),
+           py::kw_only(), py::arg("seed") = defaults.seed, py::arg("dose_per_frame") = defaults.dose_per_frame,
+           py::arg("electron_adu") = defaults.electron_adu,
+           py::arg("electron_spread_px") = defaults.electron_spread_px,
+           py::arg("dark_mean_adu") = defaults.dark_mean_adu, py::arg("dark_sigma_adu") = defaults.dark_sigma_adu,
+           py::arg("bright_field_radius_px") = defaults.bright_field_radius_px,
+           py::arg("dropped_fraction") = defaults.dropped_fraction,
+           "Raises SimulatorError naming the first setting out of range.")
+      .def_readonly("seed", &SimulatorSettings::seed)
+      .def_readonly("dose_per_frame", &SimulatorSettings::dose_per_frame)
+      .def_readonly("electron_adu", &SimulatorSettings::electron_adu)
+      .def_readonly("electron_spread_px", &SimulatorSettings::electron_spread_px)
+      .def_readonly("dark_mean_adu", &SimulatorSettings::dark_mean_adu)
+      .def_readonly("dark_sigma_adu", &SimulatorSettings::dark_sigma_adu)
+      .def_readonly("bright_field_radius_px", &SimulatorSettings::bright_field_radius_px)
+      .def_readonly("dropped_fraction", &SimulatorSettings::dropped_fraction)
+      .def("__repr__", [](const SimulatorSettings& s) {
+        return "SimulatorSettings(seed=" + std::to_string(s.seed) + ", dose_per_frame=" +
+               std::to_string(s.dose_per_frame) + ", ...)";
+      });
+
+  py::class_<Simulator>(m, "Simulator",
+                        "Deterministic 4D-STEM detector: sector s of frame f of scan n depends only on (seed, n, f, s).")
+      .def(py::init<const SimulatorSettings&, const protocol::Geometry&>(), py::arg("settings"), py::arg("geometry"),
+           "Raises SimulatorError for bad settings or an item size other than 1, 2 or 4.")
+      .def_property_readonly("settings", &Simulator::settings)
+      .def_property_readonly("geometry", &Simulator::geometry)
+      .def("generate_sector",
+           [](const Simulator& sim, std::uint32_t scan, std::uint32_t frame, std::uint32_t sector, py::buffer out) {
+             const py::buffer_info info = out.request(/*writable=*/true);
+             if (!c_contiguous(info)) throw simulator::SimulatorError("generate_sector: `out` must be C-contiguous");
+             const auto bytes = static_cast<std::size_t>(info.size * info.itemsize);
+             py::gil_scoped_release release;
+             sim.generate_sector(scan, frame, sector, info.ptr, bytes);
+           },
+           py::arg("scan"), py::arg("frame"), py::arg("sector"), py::arg("out"),
+           "Write the sector into `out`, a writable C-contiguous buffer of exactly geometry.sector_bytes "
+           "bytes that the caller owns and may reuse. Releases the GIL.")
+      .def("sector",
+           [](const Simulator& sim, std::uint32_t scan, std::uint32_t frame, std::uint32_t sector) {
+             const protocol::Geometry& g = sim.geometry();
+             py::array image = new_image(g, g.sector_rows, g.sector_cols);
+             void* data = image.mutable_data();
+             const std::size_t bytes = g.sector_bytes();
+             py::gil_scoped_release release;
+             sim.generate_sector(scan, frame, sector, data, bytes);
+             return image;
+           },
+           py::arg("scan"), py::arg("frame"), py::arg("sector"),
+           "A new (sector_rows, sector_cols) array of the sector.")
+      .def("frame",
+           [](const Simulator& sim, std::uint32_t scan, std::uint32_t frame) {
+             const protocol::Geometry& g = sim.geometry();
+             py::array image = new_image(g, g.frame_rows, g.frame_cols);
+             void* data = image.mutable_data();
+             const std::size_t bytes = g.frame_pixels() * g.itemsize;
+             py::gil_scoped_release release;
+             sim.generate_frame(scan, frame, data, bytes);
+             return image;
+           },
+           py::arg("scan"), py::arg("frame"), "A new (frame_rows, frame_cols) array: every sector in place.")
+      .def("dropped", &Simulator::dropped, py::arg("scan"), py::arg("frame"), py::arg("sector"),
+           "Whether this sector is lost upstream (probability settings.dropped_fraction).")
+      .def("electron_count", &Simulator::electron_count, py::arg("scan"), py::arg("frame"),
+           "Ground truth: the number of electrons that struck the frame.")
+      .def("electrons",
+           [](const Simulator& sim, std::uint32_t scan, std::uint32_t frame) {
+             const std::vector<Electron> electrons = sim.electrons(scan, frame);
+             py::array_t<double> positions({electrons.size(), std::size_t{2}});
+             auto view = positions.mutable_unchecked<2>();
+             for (std::size_t i = 0; i < electrons.size(); ++i) {
+               view(i, 0) = electrons[i].row;
+               view(i, 1) = electrons[i].col;
+             }
+             return positions;
+           },
+           py::arg("scan"), py::arg("frame"),
+           "Ground truth: an (n, 2) float64 array of strike positions (row, col) in frame pixels; "
+           "pixel (r, c) covers [r, r+1) x [c, c+1).");
+
+  py::class_<Pacer>(m, "Pacer", "Paces frames to a rate: frame i is due at epoch + i / rate_hz.")
+      .def(py::init<double>(), py::arg("rate_hz"), "0 means unpaced; the epoch is now.")
+      .def_property_readonly("rate_hz", &Pacer::rate_hz)
+      .def("restart", &Pacer::restart, "Make now the epoch.")
+      .def("wait", &Pacer::wait, py::arg("index"), py::call_guard<py::gil_scoped_release>(),
+           "Block until frame `index` is due (at once if unpaced or late). Releases the GIL.");
+}
 
 }  // namespace sectorflow::bindings

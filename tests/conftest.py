@@ -1,114 +1,17 @@
-"""Fixtures every test shares: free loopback ports, configs written to tmp, waiting on conditions
-with a deadline, and real processes that are always torn down.
-
-No test sleeps to synchronise: ``wait_until`` polls a condition and fails with a message naming
-what it waited for when the deadline passes.
-"""
+"""Fixtures every test shares; the helpers behind them live in support.py."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+# Re-exported so that `from conftest import wait_until` keeps working where no nested conftest shadows it.
+from support import Processes, deep_update, free_port, free_port_block, wait_until, write_toml  # noqa: F401
 
 from sectorflow.configs import DEFAULT_CONFIG, Config, load_config
-
-REPO = Path(__file__).resolve().parents[1]
-LOOPBACK = "127.0.0.1"
-
-
-def free_port() -> int:
-    """A TCP port on loopback that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
-
-
-def free_port_block(count: int) -> int:
-    """The first of ``count`` consecutive free loopback ports (the kvstore uses P, P+1, P+2)."""
-    for _ in range(200):
-        base = free_port()
-        if base + count > 65535:
-            continue
-        sockets = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind((LOOPBACK, port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError(f"no block of {count} free ports on {LOOPBACK}")
-
-
-def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.02) -> Any:
-    """Poll ``condition`` until it returns a truthy value; fail naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(interval_s)  # polling interval of a deadline wait, not synchronisation
-
-
-def _deep_update(base: dict, overrides: dict) -> dict:
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _deep_update(base[key], value)
-        else:
-            base[key] = value
-    return base
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    raise TypeError(f"cannot write {value!r} as TOML")
-
-
-def write_toml(data: dict, path: Path) -> Path:
-    """Write a (two-level) TOML document: tables, arrays of tables and scalars."""
-    lines: list[str] = []
-    for key, value in data.items():
-        if not isinstance(value, (dict, list)):
-            lines.append(f"{key} = {_toml_value(value)}")
-    for key, value in data.items():
-        if isinstance(value, dict):
-            lines.append(f"\n[{key}]")
-            nested = {}
-            for k, v in value.items():
-                if isinstance(v, dict):
-                    nested[k] = v
-                else:
-                    lines.append(f"{k} = {_toml_value(v)}")
-            for k, v in nested.items():
-                lines.append(f"\n[{key}.{k}]")
-                lines.extend(f"{kk} = {_toml_value(vv)}" for kk, vv in v.items())
-        elif isinstance(value, list):
-            for item in value:
-                lines.append(f"\n[[{key}]]")
-                lines.extend(f"{k} = {_toml_value(v)}" for k, v in item.items())
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 @pytest.fixture
@@ -127,64 +30,11 @@ def make_config(tmp_path: Path) -> Callable[..., tuple[Config, Path]]:
         data["aggregator"]["base_port"] = free_port_block(n_receivers)
         data["producer"]["fallback_dir"] = str(tmp_path / "raw")
         data["nodegroup"]["output_dir"] = str(tmp_path / "counted")
-        _deep_update(data, overrides)
+        deep_update(data, overrides)
         path = write_toml(data, tmp_path / f"config{next(counter)}.toml")
         return load_config(path), path
 
     return make
-
-
-class Processes:
-    """Real subprocesses started by a test; all are stopped (TERM, then KILL) at teardown."""
-
-    def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.started: list[tuple[subprocess.Popen, Path]] = []
-
-    def start(self, *args: str, name: str = "proc", env: dict[str, str] | None = None) -> subprocess.Popen:
-        """Start ``args``; stdout and stderr go to ``<log_dir>/<name>.log`` (see ``log``)."""
-        log = self.log_dir / f"{name}.log"
-        handle = open(log, "wb")
-        process = subprocess.Popen(
-            list(args), stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, **(env or {})}, start_new_session=True,
-        )
-        handle.close()
-        self.started.append((process, log))
-        return process
-
-    def sectorflow(self, *args: str, name: str = "sectorflow", env: dict[str, str] | None = None) -> subprocess.Popen:
-        """Start the ``sectorflow`` CLI of this interpreter's environment."""
-        return self.start(sys.executable, "-m", "sectorflow", *args, name=name, env=env)
-
-    @staticmethod
-    def log(process: subprocess.Popen, processes: "Processes") -> str:
-        for p, log in processes.started:
-            if p is process:
-                return log.read_text(errors="replace")
-        return ""
-
-    def output(self, process: subprocess.Popen) -> str:
-        """Everything the process wrote so far."""
-        return Processes.log(process, self)
-
-    def stop(self, process: subprocess.Popen, timeout_s: float = 10.0) -> int:
-        """SIGTERM the process group, SIGKILL after ``timeout_s``; returns the exit code."""
-        if process.poll() is None:
-            try:
-                os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout_s)
-        return process.returncode
-
-    def stop_all(self) -> None:
-        for process, _ in reversed(self.started):
-            self.stop(process)
 
 
 @pytest.fixture

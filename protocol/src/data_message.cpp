@@ -115,9 +115,10 @@ DataHeader decode_header(const void* data, std::size_t size) {
   return h;
 }
 
-std::uint32_t peek_frame_number(const void* data, std::size_t size) {
+FrameRef peek_frame(const void* data, std::size_t size) {
   const msgpack::object_handle handle = unpack_array(data, size);
-  return as_u32(handle.get().via.array.ptr[kFieldFrameNumber], kFieldFrameNumber);
+  const msgpack::object* f = handle.get().via.array.ptr;
+  return FrameRef{as_u32(f[kFieldScanNumber], kFieldScanNumber), as_u32(f[kFieldFrameNumber], kFieldFrameNumber)};
 }
 
 void check_payload(const DataHeader& header, std::size_t payload_bytes, const Geometry& geometry) {

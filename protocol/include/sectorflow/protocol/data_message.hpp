@@ -56,9 +56,16 @@ std::string encode_header(const DataHeader& header);
 /// the scan). Throws ProtocolError naming the field, what was expected and what came.
 DataHeader decode_header(const void* data, std::size_t size);
 
-/// Reads only the frame number after checking type, field count and version: the aggregator's
-/// hot path, which must not pay for the full decode. Throws ProtocolError like decode_header.
-std::uint32_t peek_frame_number(const void* data, std::size_t size);
+/// What the aggregator routes by: the routing list is per scan, the NodeGroup per frame.
+struct FrameRef {
+  std::uint32_t scan_number = 0;
+  std::uint32_t frame_number = 0;
+};
+
+/// Reads only scan and frame number after checking type, field count and version: the
+/// aggregator's hot path, which must not pay for the full decode. Throws ProtocolError like
+/// decode_header.
+FrameRef peek_frame(const void* data, std::size_t size);
 
 /// Throws ProtocolError unless the payload size equals the geometry's sector size and the sector
 /// index exists in the geometry.

@@ -12,4 +12,11 @@ class ProtocolError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A raw fallback file that cannot be written or read (raw_file.hpp); the message names the file,
+/// and for a bad record its index and byte offset.
+class RawFileError : public ProtocolError {
+ public:
+  using ProtocolError::ProtocolError;
+};
+
 }  // namespace sectorflow::protocol

@@ -1,0 +1,41 @@
+"""Render the configuration reference (README.md, "Configuration") from the schema.
+
+Run ``python -m sectorflow.configs.reference`` to print it; a test checks the README matches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+from .schema import Config, ReceiverConfig
+
+
+def reference_markdown() -> str:
+    """One table row per key: key, default, meaning (with its allowed range or choices)."""
+    rows = ["| key | default | meaning |", "| --- | --- | --- |"]
+    hints = typing.get_type_hints(Config)
+    for f in dataclasses.fields(Config):
+        if f.name == "source":
+            continue
+        table = ReceiverConfig if f.name == "receivers" else hints[f.name]
+        prefix = "[[receivers]]" if f.name == "receivers" else f"[{f.name}]"
+        for sub in dataclasses.fields(table):
+            default = sub.default if sub.default is not dataclasses.MISSING else sub.default_factory()
+            rows.append(f"| `{prefix} {sub.name}` | `{default!r}` | {_meaning(sub)} |")
+    return "\n".join(rows)
+
+
+def _meaning(f: dataclasses.Field) -> str:
+    rules = f.metadata
+    text = rules.get("doc", "")
+    if "choices" in rules:
+        text += f" (one of {', '.join(map(str, rules['choices']))})"
+    elif "min" in rules or "max" in rules:
+        low, high = rules.get("min"), rules.get("max")
+        text += f" ({low} to {high})" if high is not None else f" (at least {low})"
+    return text
+
+
+if __name__ == "__main__":
+    print(reference_markdown())

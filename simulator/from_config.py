@@ -1,0 +1,34 @@
+"""Build the detector simulator from a validated configuration."""
+
+from __future__ import annotations
+
+from sectorflow._core.simulator import Pacer, Simulator, SimulatorSettings
+from sectorflow.configs import Config, SimulatorConfig
+
+
+def settings_from_config(simulator: SimulatorConfig) -> SimulatorSettings:
+    """The C++ settings for a ``[simulator]`` table (everything except ``rate_hz``, the pacer's).
+
+    Raises SimulatorError if a value is outside what the generator supports (for example an
+    electron spread above 10 pixels), naming the setting.
+    """
+    return SimulatorSettings(
+        seed=simulator.seed,
+        dose_per_frame=simulator.dose_per_frame,
+        electron_adu=simulator.electron_adu,
+        electron_spread_px=simulator.electron_spread_px,
+        dark_mean_adu=simulator.dark_mean_adu,
+        dark_sigma_adu=simulator.dark_sigma_adu,
+        bright_field_radius_px=simulator.bright_field_radius_px,
+        dropped_fraction=simulator.dropped_fraction,
+    )
+
+
+def simulator_from_config(config: Config) -> Simulator:
+    """The simulator of ``config``: its ``[simulator]`` settings on its ``[detector]`` geometry."""
+    return Simulator(settings_from_config(config.simulator), config.geometry())
+
+
+def pacer_from_config(config: Config) -> Pacer:
+    """A pacer at ``simulator.rate_hz`` frames per second (0: unpaced), its epoch now."""
+    return Pacer(config.simulator.rate_hz)

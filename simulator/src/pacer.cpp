@@ -1,0 +1,25 @@
+#include "sectorflow/simulator/pacer.hpp"
+
+#include <cmath>
+#include <string>
+#include <thread>
+
+#include "sectorflow/simulator/settings.hpp"
+
+namespace sectorflow::simulator {
+
+Pacer::Pacer(double rate_hz) : rate_hz_(rate_hz), epoch_(std::chrono::steady_clock::now()) {
+  if (!std::isfinite(rate_hz) || rate_hz < 0.0) {
+    throw SimulatorError("pacer: rate_hz = " + std::to_string(rate_hz) + ": expected 0 (unpaced) or a positive rate");
+  }
+}
+
+void Pacer::restart() { epoch_ = std::chrono::steady_clock::now(); }
+
+void Pacer::wait(std::uint64_t index) const {
+  if (rate_hz_ <= 0.0) return;
+  const std::chrono::duration<double> offset(static_cast<double>(index) / rate_hz_);
+  std::this_thread::sleep_until(epoch_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(offset));
+}
+
+}  // namespace sectorflow::simulator

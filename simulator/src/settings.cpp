@@ -1,0 +1,31 @@
+#include "sectorflow/simulator/settings.hpp"
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+namespace sectorflow::simulator {
+namespace {
+
+void check(const char* name, double value, double low, double high) {
+  if (std::isfinite(value) && value >= low && value <= high) return;
+  std::ostringstream message;
+  message << "simulator setting '" << name << "' = " << value << ": expected a value from " << low << " to "
+          << high;
+  throw SimulatorError(message.str());
+}
+
+}  // namespace
+
+void SimulatorSettings::validate() const {
+  constexpr double kHuge = 1.0e12;
+  check("dose_per_frame", dose_per_frame, 0.0, kMaxDosePerFrame);
+  check("electron_adu", electron_adu, 0.0, kHuge);
+  check("electron_spread_px", electron_spread_px, 0.0, kMaxElectronSpreadPx);
+  check("dark_mean_adu", dark_mean_adu, 0.0, kHuge);
+  check("dark_sigma_adu", dark_sigma_adu, 0.0, kHuge);
+  check("bright_field_radius_px", bright_field_radius_px, 0.0, kHuge);
+  check("dropped_fraction", dropped_fraction, 0.0, 1.0);
+}
+
+}  // namespace sectorflow::simulator

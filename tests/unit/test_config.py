@@ -1,0 +1,138 @@
+"""Configuration: every shipped file loads; every kind of mistake is one line naming file and key."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import write_toml
+
+from sectorflow.configs import CONFIG_DIR, DEFAULT_CONFIG, ConfigError, config_from_dict, load_config
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_config_loads(path: Path) -> None:
+    config = load_config(path)
+    assert config.n_receivers == config.detector.n_sectors
+    assert config.source == str(path)
+
+
+def test_local_is_the_default_and_runs_everything_on_loopback() -> None:
+    config = load_config()
+    assert config.source == str(DEFAULT_CONFIG)
+    hosts = {config.kvstore.host, config.aggregator.host, config.nodegroup.host} | {r.host for r in config.receivers}
+    assert hosts == {"127.0.0.1"}
+
+
+def test_4dcamera_has_the_real_geometry() -> None:
+    config = load_config(CONFIG_DIR / "4dcamera.toml")
+    d = config.detector
+    assert (d.frame_rows, d.frame_cols, d.sector_rows, d.sector_cols, d.dtype) == (576, 576, 144, 576, "uint16")
+    assert config.n_receivers == 4 and all(r.threads > 1 for r in config.receivers)
+    assert config.geometry().sector_bytes == 144 * 576 * 2
+
+
+def local(**changes: Any) -> dict:
+    data = tomllib.loads(DEFAULT_CONFIG.read_text())
+    for table, values in changes.items():
+        if isinstance(values, dict):
+            data.setdefault(table, {}).update(values)
+        else:
+            data[table] = values
+    return data
+
+
+def error_of(data: dict) -> str:
+    with pytest.raises(ConfigError) as error:
+        config_from_dict(data, source="beamline.toml")
+    message = str(error.value)
+    assert "\n" not in message
+    return message
+
+
+def test_typo_in_a_key_suggests_the_right_one() -> None:
+    assert error_of(local(kvstore={"prot": 1})) == "beamline.toml: unknown key 'kvstore.prot'; did you mean 'port'?"
+
+
+def test_unknown_table_is_named() -> None:
+    assert "unknown key 'agregator'; did you mean 'aggregator'?" in error_of(local(agregator={"hwm": 1}))
+
+
+def test_wrong_type_names_key_and_expectation() -> None:
+    message = error_of(local(aggregator={"hwm": "many"}))
+    assert message.startswith("beamline.toml: 'aggregator.hwm' = 'many': expected an integer")
+
+
+def test_boolean_is_not_taken_for_an_integer() -> None:
+    assert "'nodegroup.groups_per_rank' = True: expected an integer" in error_of(local(nodegroup={"groups_per_rank": True}))
+
+
+def test_port_out_of_range() -> None:
+    message = error_of(local(aggregator={"base_port": 70000}))
+    assert "'aggregator.base_port' = 70000: expected a value from 1 to 65535" in message
+
+
+def test_thread_ports_past_65535_are_rejected() -> None:
+    assert "thread ports up to base_port + 3 must stay below 65536" in error_of(local(aggregator={"base_port": 65534}))
+
+
+def test_sectors_that_do_not_tile_the_frame() -> None:
+    message = error_of(local(detector={"sector_rows": 100}))
+    assert "[detector] sectors of 100 x 576 do not tile a frame of 576 x 576" in message
+
+
+def test_receiver_count_must_match_sectors() -> None:
+    data = local()
+    data["receivers"] = data["receivers"][:3]
+    assert "'receivers' lists 3 receivers but the detector has 4 sectors" in error_of(data)
+
+
+def test_unknown_key_inside_a_receiver() -> None:
+    data = local()
+    data["receivers"][1]["thread"] = 2
+    assert "unknown key 'receivers[1].thread'; did you mean 'threads'?" in error_of(data)
+
+
+def test_choice_outside_the_allowed_set() -> None:
+    assert "'slurm.launcher' = 'aprun': expected one of 'srun', 'mpiexec'" in error_of(local(slurm={"launcher": "aprun"}))
+
+
+def test_table_where_a_value_belongs() -> None:
+    assert "[kvstore]: expected a table, got an integer" in error_of(local(kvstore=5))
+
+
+def test_missing_file_lists_the_shipped_ones(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"no such configuration file \(shipped ones: 4dcamera.toml, local.toml"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text("[kvstore\nport = 1\n")
+    with pytest.raises(ConfigError, match=f"{path}: not valid TOML"):
+        load_config(path)
+
+
+def test_a_non_4dcamera_geometry_is_accepted(tmp_path: Path) -> None:
+    data = local(detector={"frame_rows": 32, "frame_cols": 64, "sector_rows": 16, "sector_cols": 32})
+    data["receivers"] = [{"host": "127.0.0.1", "threads": 2}] * 4
+    config = load_config(write_toml(data, tmp_path / "small.toml"))
+    assert config.detector.n_sectors == 4
+    assert config.geometry().sector_row0(3) == 16 and config.geometry().sector_col0(3) == 32
+
+
+def test_config_objects_are_frozen() -> None:
+    config = load_config()
+    with pytest.raises(AttributeError):
+        config.kvstore.port = 1  # type: ignore[misc]
+
+
+def test_readme_configuration_reference_matches_the_schema() -> None:
+    from sectorflow.configs.reference import reference_markdown
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    begin = readme.index("<!-- reference:begin")
+    section = readme[readme.index("\n", begin) + 1 : readme.index("<!-- reference:end -->")]
+    assert section.strip() == reference_markdown().strip(), "regenerate with python -m sectorflow.configs.reference"

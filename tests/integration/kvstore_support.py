@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import Processes, wait_until
+from support import Processes, wait_until
 
 from sectorflow.configs import Config
 from sectorflow.kvstore import Client, ServiceStatus, client_options, status_key

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import msgpack
 import zmq
-from conftest import Processes, wait_until
+from support import Processes, wait_until
 from kvstore_support import (  # noqa: F401  (fixtures)
     KvServer,
     clients,

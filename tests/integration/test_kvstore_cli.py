@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Processes, wait_until
+from support import Processes, wait_until
 from kvstore_support import KvServer, clients, kvstore  # noqa: F401  (fixtures)
 
 from sectorflow.kvstore import Client, NodeGroupRecord, ServiceStatus, nodegroup_key, status_key

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import msgpack
 import pytest
 import zmq
-from conftest import wait_until
+from support import wait_until
 from kvstore_support import KvServer, clients, kvstore, server_status  # noqa: F401  (fixtures)
 
 from sectorflow.kvstore import Client, ServiceStatus, status_key

@@ -1,0 +1,187 @@
+// The kvstore from C++ alone, as a producer or aggregator uses it: the golden kvmsg frames and
+// schema records (also decoded by tests/unit/test_kvmsg.py and test_kvstore_schema.py), and a
+// server and clients in one process over real loopback sockets.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sectorflow/kvstore/client.hpp"
+#include "sectorflow/kvstore/errors.hpp"
+#include "sectorflow/kvstore/kvmsg.hpp"
+#include "sectorflow/kvstore/schema.hpp"
+#include "sectorflow/kvstore/server.hpp"
+
+namespace kv = sectorflow::kvstore;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string golden(const std::string& name) {
+  std::ifstream in(std::string(SECTORFLOW_TEST_DATA) + "/" + name, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open golden file " + name);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// tests/data/*.frames: each frame is a 4-byte big-endian length and its bytes.
+std::vector<std::string> golden_frames(const std::string& name) {
+  const std::string raw = golden(name);
+  std::vector<std::string> frames;
+  for (std::size_t offset = 0; offset + 4 <= raw.size();) {
+    std::size_t size = 0;
+    for (int i = 0; i < 4; ++i) size = (size << 8) | static_cast<unsigned char>(raw[offset + i]);
+    frames.push_back(raw.substr(offset + 4, size));
+    offset += 4 + size;
+  }
+  return frames;
+}
+
+kv::KvMsg decode(const std::vector<std::string>& frames) {
+  return kv::decode_kvmsg(std::vector<std::string_view>(frames.begin(), frames.end()));
+}
+
+// Polls `condition` every 10 ms until it holds or `timeout` passes (a deadline, not a speed test).
+bool wait_for(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+// A server on three free consecutive loopback ports, running in a thread.
+class RunningServer {
+ public:
+  RunningServer() {
+    std::mt19937 random{std::random_device{}()};
+    std::uniform_int_distribution<int> ports(20000, 60000);
+    for (int attempt = 0; attempt < 50 && !server_; ++attempt) {
+      try {
+        server_ = std::make_unique<kv::Server>(
+            kv::ServerOptions{"127.0.0.1", static_cast<std::uint16_t>(ports(random)), 100, "server"});
+      } catch (const kv::KvstoreError&) {
+        // taken: try another block
+      }
+    }
+    if (!server_) throw std::runtime_error("no three free consecutive ports on 127.0.0.1");
+    thread_ = std::thread([this] { server_->run(); });
+  }
+  ~RunningServer() {
+    server_->stop();
+    thread_.join();
+  }
+  kv::ClientOptions client(const std::string& subtree = "") const {
+    return kv::ClientOptions{"127.0.0.1", server_->options().port, subtree, 100, 3, {}};
+  }
+  kv::Server& server() { return *server_; }
+
+ private:
+  std::unique_ptr<kv::Server> server_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST(KvMsg, GoldenKvpubDecodes) {
+  const kv::KvMsg msg = decode(golden_frames("kvmsg_kvpub.frames"));
+  EXPECT_EQ(msg.key, "status/producer/r0t0");
+  EXPECT_EQ(msg.sequence, 1234567890123);
+  EXPECT_EQ(msg.uuid.size(), kv::kUuidBytes);
+  EXPECT_DOUBLE_EQ(msg.ttl_s(), 2.5);
+  EXPECT_NO_THROW(kv::check_msgpack(msg.body));
+  EXPECT_EQ(kv::encode_kvmsg(msg), golden_frames("kvmsg_kvpub.frames"));
+}
+
+TEST(KvMsg, GoldenKthxbaiCarriesSequenceAndSubtree) {
+  const kv::KvMsg msg = decode(golden_frames("kvmsg_kthxbai.frames"));
+  EXPECT_EQ(msg.key, kv::kSnapshotEnd);
+  EXPECT_EQ(msg.sequence, 42);
+  EXPECT_EQ(msg.body, "status/");
+}
+
+TEST(KvMsg, ShortSequenceIsRejectedNamingTheKey) {
+  std::vector<std::string> frames = golden_frames("kvmsg_kvpub.frames");
+  frames[kv::kFrameSequence].resize(4);
+  try {
+    decode(frames);
+    FAIL() << "a 4-byte sequence was accepted";
+  } catch (const kv::KvstoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("kvmsg 'status/producer/r0t0': sequence frame of 4 bytes, expected 8"),
+              std::string::npos);
+  }
+}
+
+TEST(Schema, GoldenRecordsRoundTrip) {
+  const std::string nodegroup = golden("nodegroup_record_v1.msgpack");
+  const kv::NodeGroupRecord record = kv::NodeGroupRecord::decode(nodegroup);
+  EXPECT_EQ(record.uid, "ng-0001");
+  EXPECT_EQ(record.ports, (std::vector<std::uint16_t>{6200, 6201, 6202, 6203}));
+  EXPECT_EQ(record.endpoint(1), "tcp://10.0.0.7:6201");
+  EXPECT_EQ(record.encode(), nodegroup);
+
+  const std::string status = golden("service_status_v1.msgpack");
+  const kv::ServiceStatus decoded = kv::ServiceStatus::decode(status);
+  EXPECT_EQ(decoded.state, "streaming");
+  EXPECT_EQ(std::get<std::int64_t>(decoded.extra.at("expected")), 400);
+  EXPECT_EQ(decoded.encode(), status);
+
+  const std::string request = golden("acquire_request_v1.msgpack");
+  EXPECT_EQ(kv::AcquireRequest::decode(request), (kv::AcquireRequest{17, 128, 64, 1000.0}));
+  EXPECT_EQ(kv::AcquireRequest::decode(request).encode(), request);
+}
+
+TEST(Schema, MissingFieldIsNamed) {
+  try {
+    kv::NodeGroupRecord::decode(kv::AcquireRequest{1, 1, 1, 0.0}.encode());
+    FAIL() << "an acquire request decoded as a NodeGroup";
+  } catch (const kv::KvstoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("NodeGroupRecord: missing field 'uid'"), std::string::npos);
+  }
+}
+
+TEST(ClientServer, RegistrationReachesAnotherReplicaAndLeavesWithTheClient) {
+  RunningServer running;
+  kv::Client watcher(running.client(std::string(kv::kNodegroupsPrefix)));
+  std::mutex mutex;
+  std::vector<std::pair<std::string, bool>> changes;
+  watcher.on_change("", [&](const std::string& key, const std::optional<std::string>& value) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    changes.emplace_back(key, value.has_value());
+  });
+  ASSERT_TRUE(watcher.wait_synced(10s));
+
+  const kv::NodeGroupRecord record{"ng-1", "127.0.0.1", {6200, 6201}, "node0", 0, std::string(kv::kStateIdle)};
+  {
+    kv::Client nodegroup(running.client());
+    nodegroup.set(kv::nodegroup_key(record.uid), record.encode(), 1.0);
+    nodegroup.set(kv::status_key(kv::kServiceNodegroup, record.uid), kv::ServiceStatus{"idle", 0, 0, 0, 0.0, {}}.encode());
+    ASSERT_TRUE(wait_for([&] { return watcher.get(kv::nodegroup_key(record.uid)).has_value(); }));
+    const auto groups = kv::nodegroups_from(watcher.subtree(std::string(kv::kNodegroupsPrefix)));
+    ASSERT_EQ(groups.size(), 1u);
+    EXPECT_EQ(groups[0], record);
+    EXPECT_FALSE(watcher.get(kv::status_key(kv::kServiceNodegroup, record.uid)).has_value()) << "outside the subtree";
+  }  // the destructor says goodbye
+  ASSERT_TRUE(wait_for([&] { return !watcher.get(kv::nodegroup_key(record.uid)).has_value(); }));
+  const std::lock_guard<std::mutex> lock(mutex);
+  EXPECT_EQ(changes, (std::vector<std::pair<std::string, bool>>{{"nodegroups/ng-1", true}, {"nodegroups/ng-1", false}}));
+  EXPECT_EQ(running.server().stats().malformed, 0u);
+}
+
+TEST(ClientServer, SetRejectsValuesThatAreNotMsgpack) {
+  RunningServer running;
+  kv::Client client(running.client());
+  EXPECT_THROW(client.set("status/producer/x", "\xc1"), kv::KvstoreError);
+  EXPECT_THROW(client.set("status/producer/x", ""), kv::KvstoreError);
+  EXPECT_THROW(client.set("HUGZ", kv::AcquireRequest{1, 1, 1, 0.0}.encode()), kv::KvstoreError);
+}

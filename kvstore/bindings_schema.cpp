@@ -104,7 +104,8 @@ void bind_records(py::module_& m) {
       .def_readwrite("messages", &ServiceStatus::messages)
       .def_readwrite("bytes", &ServiceStatus::bytes)
       .def_readwrite("updated_s", &ServiceStatus::updated_s)
-      .def_readwrite("extra", &ServiceStatus::extra, "Free fields (bool, int, float, str); assign a new dict to change.")
+      .def_readwrite("extra", &ServiceStatus::extra,
+                     "Free fields (bool, int, float, str); assign a new dict to change.")
       .def("encode", [](const ServiceStatus& s) { return py::bytes(s.encode()); })
       .def_static("decode", [](const py::buffer& b) { return ServiceStatus::decode(bytes_of(b)); }, py::arg("value"))
       .def("__eq__", [](const ServiceStatus& a, const ServiceStatus& b) { return a == b; })

@@ -13,6 +13,8 @@ namespace {
 constexpr int kBatch = 256;
 // Refresh an own key this many times per ttl: two refreshes may be lost before it expires.
 constexpr double kRefreshesPerTtl = 3.0;
+// Writes queued in the XPUB before the agent waits for it to drain (it never drops: XPUB_NODROP).
+constexpr int kPublisherHwm = 100000;
 
 bool readable(const zmq::socket_t& socket) {
   return (socket.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
@@ -29,10 +31,21 @@ Agent::Agent(const ClientOptions& options, Replica& replica, ClientStatus& statu
       full_tree_(options.subtree.empty()) {}
 
 void Agent::run() noexcept {
-  try {
-    loop();
-  } catch (const std::exception& error) {
-    log(std::string("agent stopped by an error: ") + error.what());
+  while (true) {
+    try {
+      loop();
+      break;
+    } catch (const std::exception& error) {
+      log(std::string("agent error: ") + error.what() + "; reconnecting after one heartbeat");
+    }
+    if (closing_) break;
+    try {
+      // Back off before reconnecting (a persistent error must not spin), but stay closable.
+      zmq_pollitem_t doorbell{nullptr, commands_.fd(), ZMQ_POLLIN, 0};
+      zmq::poll(&doorbell, 1, std::chrono::milliseconds(options_.heartbeat_ms));
+    } catch (const zmq::error_t&) {
+      // EINTR: reconnect at once
+    }
   }
   try {
     disconnect();
@@ -62,6 +75,7 @@ void Agent::connect() {
   disconnect();
   server_subscriptions_ = 0;
   server_seen_ = false;
+  publisher_full_ = false;
   silence_deadline_ = Clock::now() + silence_;
   enter(ClientState::kConnecting);
   if (announce) log("connecting to " + endpoint(0) + " (subtree '" + options_.subtree + "')");
@@ -77,6 +91,8 @@ void Agent::connect() {
     publisher_.emplace(context_, zmq::socket_type::xpub);
     publisher_->set(zmq::sockopt::linger, 0);
     publisher_->set(zmq::sockopt::xpub_verbose, 1);  // hear every (re)subscription of the server
+    publisher_->set(zmq::sockopt::xpub_nodrop, 1);   // a full queue refuses writes instead of losing them
+    publisher_->set(zmq::sockopt::sndhwm, kPublisherHwm);
     publisher_->connect(endpoint(2));
   } catch (const zmq::error_t& error) {
     log("cannot connect to " + endpoint(0) + ": " + error.what() + "; retrying");
@@ -97,7 +113,8 @@ void Agent::loop() {
     if (subscriber_) {
       items.push_back({subscriber_->handle(), 0, ZMQ_POLLIN, 0});
       items.push_back({snapshot_->handle(), 0, ZMQ_POLLIN, 0});
-      items.push_back({publisher_->handle(), 0, ZMQ_POLLIN, 0});
+      const short publisher_events = static_cast<short>(ZMQ_POLLIN | (publisher_full_ ? ZMQ_POLLOUT : 0));
+      items.push_back({publisher_->handle(), 0, publisher_events, 0});
     }
     const auto timeout =
         std::chrono::ceil<std::chrono::milliseconds>(std::max(wake_time() - Clock::now(), Clock::duration{}));
@@ -126,7 +143,7 @@ void Agent::loop() {
       connect();
     }
     flush(now);
-    if (closing_ && (outbox_.empty() || now >= closing_deadline_)) {
+    if (closing_ && (!one_shot_pending() || now >= closing_deadline_)) {
       goodbye();
       return;
     }
@@ -136,10 +153,8 @@ void Agent::loop() {
 Agent::Clock::time_point Agent::wake_time() const {
   Clock::time_point wake = silence_deadline_;
   if (closing_) wake = std::min(wake, closing_deadline_);
-  if (server_subscriptions_ > 0) {
-    for (const auto& [key, own] : own_) {
-      if (own.ttl_s > 0.0) wake = std::min(wake, own.next_refresh);
-    }
+  if (server_subscriptions_ > 0 && !publisher_full_ && !refresh_.empty()) {
+    wake = std::min(wake, refresh_.begin()->first);
   }
   return wake;
 }
@@ -148,22 +163,32 @@ void Agent::handle_commands() {
   for (Command& command : commands_.take()) {
     const std::uint64_t order = next_order_++;
     switch (command.kind) {
-      case Command::Kind::kSet:
-        own_[command.key] = OwnKey{std::move(command.value), command.ttl_s, true, order, Clock::now()};
+      case Command::Kind::kSet: {
+        const auto [found, is_new] = own_.try_emplace(command.key);
+        OwnKey& own = found->second;
+        if (!is_new) pending_.erase(own.order);  // an unsent older value of this key is replaced
+        own.value = std::move(command.value);
+        own.ttl_s = command.ttl_s;
+        own.order = order;
+        pending_[order] = Pending{std::move(command.key), std::nullopt};
         break;
+      }
       case Command::Kind::kSetOnce: {
         KvMsg msg;
-        msg.key = std::move(command.key);
+        msg.key = command.key;
         msg.body = std::move(command.value);
         msg.set_ttl_s(command.ttl_s);
-        outbox_.emplace_back(order, std::move(msg));
+        pending_[order] = Pending{std::move(command.key), std::move(msg)};
         break;
       }
       case Command::Kind::kErase: {
-        own_.erase(command.key);
+        if (const auto own = own_.find(command.key); own != own_.end()) {
+          pending_.erase(own->second.order);
+          own_.erase(own);
+        }
         KvMsg msg;
-        msg.key = std::move(command.key);
-        outbox_.emplace_back(order, std::move(msg));
+        msg.key = command.key;
+        pending_[order] = Pending{std::move(command.key), std::move(msg)};
         break;
       }
       case Command::Kind::kClose:
@@ -172,6 +197,14 @@ void Agent::handle_commands() {
         break;
     }
   }
+}
+
+void Agent::republish_own_keys() {
+  for (const auto& [key, own] : own_) pending_.emplace(own.order, Pending{key, std::nullopt});
+}
+
+bool Agent::one_shot_pending() const {
+  return std::any_of(pending_.begin(), pending_.end(), [](const auto& entry) { return entry.second.once.has_value(); });
 }
 
 std::optional<KvMsg> Agent::receive(zmq::socket_t& socket) {
@@ -197,7 +230,7 @@ void Agent::handle_subscriptions() {
       continue;
     }
     ++server_subscriptions_;
-    for (auto& [key, own] : own_) own.dirty = true;
+    republish_own_keys();
     if (server_seen_ && state_ != ClientState::kConnecting) resync("the server subscribed again (it restarted)");
     if (server_seen_ && !own_.empty()) log("republishing " + std::to_string(own_.size()) + " own keys");
     server_seen_ = true;
@@ -249,7 +282,7 @@ void Agent::handle_snapshot(const KvMsg& msg) {
   status_.count([](ClientStats& s) { ++s.snapshots; });
   enter(ClientState::kActive);
   log("synced: " + std::to_string(keys) + " keys at sequence " + std::to_string(sequence_));
-  for (auto& [key, own] : own_) own.dirty = true;  // the server may have lost them
+  republish_own_keys();  // the server may have lost them
   for (const KvMsg& update : std::exchange(buffered_, {})) {
     if (state_ != ClientState::kActive) break;  // a gap in the buffer started another resync
     if (update.sequence > sequence_) apply_published(update);
@@ -292,37 +325,61 @@ bool Agent::in_subtree(const std::string& key) const {
   return key.compare(0, options_.subtree.size(), options_.subtree) == 0;
 }
 
-void Agent::send(KvMsg msg) {
+bool Agent::send(KvMsg msg, zmq::send_flags flags) {
   msg.uuid = new_uuid();
-  send_kvmsg(*publisher_, msg);
+  if (!send_kvmsg(*publisher_, msg, {}, flags)) return false;
   status_.count([](ClientStats& s) { ++s.sent; });
+  return true;
 }
 
 void Agent::flush(Clock::time_point now) {
   if (!publisher_ || server_subscriptions_ == 0) return;
-  // New writes leave in the order they were made; refreshes follow.
-  std::vector<std::pair<std::uint64_t, KvMsg>> writes = std::exchange(outbox_, {});
-  for (auto& [key, own] : own_) {
-    if (!own.dirty && (own.ttl_s <= 0.0 || now < own.next_refresh)) continue;
+  publisher_full_ = false;
+  const auto send_own = [this, now](const std::string& key, OwnKey& own) {
     KvMsg msg;
     msg.key = key;
     msg.body = own.value;
     msg.set_ttl_s(own.ttl_s);
-    writes.emplace_back(own.dirty ? own.order : next_order_, std::move(msg));
-    own.dirty = false;
-    own.next_refresh = now + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(own.ttl_s / kRefreshesPerTtl));
+    if (!send(std::move(msg))) return false;
+    if (own.ttl_s > 0.0) {
+      own.next_refresh = now + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(own.ttl_s / kRefreshesPerTtl));
+      refresh_.emplace(own.next_refresh, key);
+    }
+    return true;
+  };
+  for (auto it = pending_.begin(); it != pending_.end(); it = pending_.erase(it)) {
+    Pending& pending = it->second;
+    const auto own = own_.find(pending.key);
+    const bool sent = pending.once ? send(*pending.once) : own == own_.end() || send_own(own->first, own->second);
+    if (!sent) {
+      publisher_full_ = true;  // keep the rest, in order, for when the XPUB drains
+      return;
+    }
   }
-  std::stable_sort(writes.begin(), writes.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& [order, msg] : writes) send(std::move(msg));
+  while (!refresh_.empty() && refresh_.begin()->first <= now) {
+    const auto [due, key] = *refresh_.begin();
+    const auto own = own_.find(key);
+    // Skip entries left behind by a later send or an erase of the key.
+    if (own != own_.end() && own->second.ttl_s > 0.0 && own->second.next_refresh == due &&
+        !send_own(key, own->second)) {
+      publisher_full_ = true;
+      return;
+    }
+    refresh_.erase(refresh_.begin());
+  }
 }
 
 void Agent::goodbye() {
   if (!publisher_ || server_subscriptions_ == 0) return;
+  // Block for room in the XPUB if needed, but no longer than one silence period in all.
+  const auto deadline = Clock::now() + silence_;
   for (const auto& [key, own] : own_) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    publisher_->set(zmq::sockopt::sndtimeo, static_cast<int>(std::max<std::int64_t>(left, 0)));
     KvMsg deletion;
     deletion.key = key;
-    send(std::move(deletion));
+    if (!send(std::move(deletion), zmq::send_flags::none)) break;
   }
   // Let ZeroMQ deliver the goodbye before the context closes (bounded by one silence period).
   publisher_->set(zmq::sockopt::linger,

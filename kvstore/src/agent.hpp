@@ -34,9 +34,14 @@ class Agent {
   struct OwnKey {
     std::string value;
     double ttl_s = 0.0;
-    bool dirty = true;       ///< to send as soon as the server listens
-    std::uint64_t order = 0;  ///< when it was set, so that writes leave in call order
-    Clock::time_point next_refresh;
+    std::uint64_t order = 0;             ///< when it was last set: writes leave in call order
+    Clock::time_point next_refresh{};    ///< valid entry of refresh_ while the key has a ttl
+  };
+  /// A write waiting for the server: an own key (sent with its current value) or a one-shot
+  /// message (set_once, erase).
+  struct Pending {
+    std::string key;
+    std::optional<KvMsg> once;
   };
 
   void loop();
@@ -53,8 +58,10 @@ class Agent {
   void apply_published(const KvMsg& msg);
   void resync(const std::string& why);
   void flush(Clock::time_point now);
+  void republish_own_keys();
+  bool one_shot_pending() const;
   void goodbye();
-  void send(KvMsg msg);
+  bool send(KvMsg msg, zmq::send_flags flags = zmq::send_flags::dontwait);
   std::optional<KvMsg> receive(zmq::socket_t& socket);
   bool in_subtree(const std::string& key) const;
   Clock::time_point wake_time() const;
@@ -77,10 +84,12 @@ class Agent {
   std::map<std::string, std::string> snapshot_entries_;
   std::vector<KvMsg> buffered_;  // published while syncing
   int server_subscriptions_ = 0;  // live subscriptions of the server's collector to our XPUB
+  bool publisher_full_ = false;   // the XPUB reached its high-water mark: wait until it is writable
   bool server_seen_ = false;      // the server subscribed at least once on these sockets
 
   std::map<std::string, OwnKey> own_;
-  std::vector<std::pair<std::uint64_t, KvMsg>> outbox_;  // one-shot writes and deletions, with their order
+  std::map<std::uint64_t, Pending> pending_;  // by call order
+  std::multimap<Clock::time_point, std::string> refresh_;  // own keys with a ttl; stale entries skipped
   std::uint64_t next_order_ = 0;
   bool closing_ = false;
   Clock::time_point closing_deadline_;

@@ -184,13 +184,14 @@ KvMsg decode_kvmsg(const std::vector<std::string_view>& frames) {
   return msg;
 }
 
-bool send_kvmsg(zmq::socket_ref socket, const KvMsg& msg, const std::vector<std::string>& prefix) {
+bool send_kvmsg(zmq::socket_ref socket, const KvMsg& msg, const std::vector<std::string>& prefix,
+                zmq::send_flags flags) {
   std::vector<zmq::const_buffer> parts;
   parts.reserve(prefix.size() + kKvmsgFrames);
   for (const std::string& frame : prefix) parts.emplace_back(frame.data(), frame.size());
   const std::vector<std::string> frames = encode_kvmsg(msg);
   for (const std::string& frame : frames) parts.emplace_back(frame.data(), frame.size());
-  return zmq::send_multipart(socket, parts, zmq::send_flags::dontwait).has_value();
+  return zmq::send_multipart(socket, parts, flags).has_value();
 }
 
 std::vector<std::string_view> frame_views(const std::vector<zmq::message_t>& parts) {

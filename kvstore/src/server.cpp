@@ -47,6 +47,7 @@ struct Server::Impl {
   std::atomic<bool> stop_requested{false};
 
   std::map<std::string, Entry> map;
+  std::multimap<Clock::time_point, std::string> expiries;  // entries whose key was set again are skipped
   std::int64_t sequence = 0;
   std::string status_key = kvstore::status_key(kServiceKvstore, options.status_name);
 
@@ -142,6 +143,7 @@ struct Server::Impl {
         expires = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_s));
       }
       std::string key = msg.key;  // not map[msg.key] = ...move(msg): the right side is evaluated first
+      if (expires) expiries.emplace(*expires, key);
       map[std::move(key)] = Entry{std::move(msg), expires};
     }
     count([body_bytes](ServerStats& s) {
@@ -152,27 +154,28 @@ struct Server::Impl {
 
   void expire(Clock::time_point now) {
     std::uint64_t expired = 0;
-    for (auto it = map.begin(); it != map.end();) {
-      if (it->second.expires && *it->second.expires <= now) {
-        KvMsg deletion;
-        deletion.key = it->first;
-        deletion.uuid = it->second.msg.uuid;
-        publish(deletion);
-        it = map.erase(it);
-        ++expired;
-      } else {
-        ++it;
-      }
+    for (auto next = next_expiry(); next && *next <= now; next = next_expiry()) {
+      const auto entry = map.find(expiries.begin()->second);
+      expiries.erase(expiries.begin());
+      KvMsg deletion;
+      deletion.key = entry->first;
+      deletion.uuid = entry->second.msg.uuid;
+      publish(deletion);
+      map.erase(entry);
+      ++expired;
     }
     if (expired != 0) count([expired](ServerStats& s) { s.expired += expired; });
   }
 
-  std::optional<Clock::time_point> next_expiry() const {
-    std::optional<Clock::time_point> next;
-    for (const auto& [key, entry] : map) {
-      if (entry.expires && (!next || *entry.expires < *next)) next = entry.expires;
+  // The earliest expiry of a live entry; drops index entries of keys set again, deleted or expired.
+  std::optional<Clock::time_point> next_expiry() {
+    while (!expiries.empty()) {
+      const auto& [when, key] = *expiries.begin();
+      const auto found = map.find(key);
+      if (found != map.end() && found->second.expires == when) return when;
+      expiries.erase(expiries.begin());
     }
-    return next;
+    return std::nullopt;
   }
 
   // The server's own status, published when a counter changed since the last time.

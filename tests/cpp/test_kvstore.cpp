@@ -165,7 +165,8 @@ TEST(ClientServer, RegistrationReachesAnotherReplicaAndLeavesWithTheClient) {
   {
     kv::Client nodegroup(running.client());
     nodegroup.set(kv::nodegroup_key(record.uid), record.encode(), 1.0);
-    nodegroup.set(kv::status_key(kv::kServiceNodegroup, record.uid), kv::ServiceStatus{"idle", 0, 0, 0, 0.0, {}}.encode());
+    const kv::ServiceStatus idle{std::string(kv::kStateIdle), 0, 0, 0, 0.0, {}};
+    nodegroup.set(kv::status_key(kv::kServiceNodegroup, record.uid), idle.encode());
     ASSERT_TRUE(wait_for([&] { return watcher.get(kv::nodegroup_key(record.uid)).has_value(); }));
     const auto groups = kv::nodegroups_from(watcher.subtree(std::string(kv::kNodegroupsPrefix)));
     ASSERT_EQ(groups.size(), 1u);
@@ -174,7 +175,8 @@ TEST(ClientServer, RegistrationReachesAnotherReplicaAndLeavesWithTheClient) {
   }  // the destructor says goodbye
   ASSERT_TRUE(wait_for([&] { return !watcher.get(kv::nodegroup_key(record.uid)).has_value(); }));
   const std::lock_guard<std::mutex> lock(mutex);
-  EXPECT_EQ(changes, (std::vector<std::pair<std::string, bool>>{{"nodegroups/ng-1", true}, {"nodegroups/ng-1", false}}));
+  const std::vector<std::pair<std::string, bool>> expected{{"nodegroups/ng-1", true}, {"nodegroups/ng-1", false}};
+  EXPECT_EQ(changes, expected);
   EXPECT_EQ(running.server().stats().malformed, 0u);
 }
 

@@ -84,6 +84,20 @@ def test_updates_arrive_in_call_order_without_gap(kvstore: KvServer, clients: Ca
     wire.close()
 
 
+def test_a_burst_of_writes_larger_than_zeromq_queues_arrives_whole(
+    kvstore: KvServer, clients: Callable[..., Client]
+) -> None:
+    observer = clients(kvstore.config, "burst/")
+    assert observer.wait_synced(SYNC_S)
+    writer = clients(kvstore.config)
+    count = 20_000  # twenty times ZeroMQ's default high-water mark
+    for i in range(count):
+        writer.set(f"burst/{i:05d}", packed(i))
+    wait_until(lambda: len(observer.subtree()) == count, SYNC_S, f"{count} keys at the observer")
+    assert observer.get(f"burst/{count - 1:05d}") == packed(count - 1)
+    assert observer.stats().resyncs == 0
+
+
 def test_subtree_replica_holds_only_its_subtree(kvstore: KvServer, clients: Callable[..., Client]) -> None:
     full = clients(kvstore.config)
     statuses = clients(kvstore.config, "status/")

@@ -82,7 +82,8 @@ def test_nodegroup_decode_names_the_missing_field() -> None:
 
 def test_nodegroup_decode_names_a_mistyped_field() -> None:
     value = packed(uid="ng-7", host="h", ports="6200", node="n", rank=0, status="idle")
-    with pytest.raises(KvstoreError, match="NodeGroupRecord 'ng-7': field 'ports': expected an array of ports, got a string"):
+    expected = "NodeGroupRecord 'ng-7': field 'ports': expected an array of ports, got a string"
+    with pytest.raises(KvstoreError, match=expected):
         NodeGroupRecord.decode(value)
     value = packed(uid="ng-7", host="h", ports=[70000], node="n", rank=0, status="idle")
     with pytest.raises(KvstoreError, match="element 0 is not a port from 1 to 65535"):
@@ -150,10 +151,12 @@ def test_service_status_rejects_extra_fields_shadowing_standard_ones() -> None:
 
 def test_service_status_decode_names_bad_fields() -> None:
     value = packed(state="idle", scan=-1, messages=0, bytes=0, updated_s=0.0)
-    with pytest.raises(KvstoreError, match="ServiceStatus: field 'scan': expected an unsigned integer, got a negative integer"):
+    expected = "ServiceStatus: field 'scan': expected an unsigned integer, got a negative integer"
+    with pytest.raises(KvstoreError, match=expected):
         ServiceStatus.decode(value)
     value = packed(state="idle", scan=1, messages=0, bytes=0, updated_s=0.0, routing=["a"])
-    with pytest.raises(KvstoreError, match="field 'routing': extra fields hold a bool, integer, float or string, got an array"):
+    expected = "field 'routing': extra fields hold a bool, integer, float or string, got an array"
+    with pytest.raises(KvstoreError, match=expected):
         ServiceStatus.decode(value)
 
 

@@ -19,7 +19,8 @@
 // again whenever the server (re)subscribes (a restarted server is re-populated by its clients) and
 // deletes them when the client closes (goodbye). A client that is killed leaves them to expire.
 // Writes reach the server in the order of the calls; several set() of one key made before the
-// agent sends it coalesce into the last value.
+// agent sends it coalesce into the last value. Nothing is dropped on the way: writes wait in the
+// agent until the server listens and while the XPUB's queue is full.
 //
 // Threads: every public method is thread-safe. set(), set_once() and erase() only queue a command
 // and never wait for the network; get(), subtree() and sequence() read the replica under a shared

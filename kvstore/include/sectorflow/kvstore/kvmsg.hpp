@@ -89,9 +89,11 @@ std::vector<std::string> encode_kvmsg(const KvMsg& msg);
 /// the key and what was expected.
 KvMsg decode_kvmsg(const std::vector<std::string_view>& frames);
 
-/// Sends `msg` without blocking, after `prefix` frames (a ROUTER's identity). Returns false if the
-/// socket would block (the message is then not sent); throws zmq::error_t on socket errors.
-bool send_kvmsg(zmq::socket_ref socket, const KvMsg& msg, const std::vector<std::string>& prefix = {});
+/// Sends `msg` after `prefix` frames (a ROUTER's identity), by default without blocking. Returns
+/// false if the socket would block or its send timeout passed (nothing is sent then); throws
+/// zmq::error_t on socket errors.
+bool send_kvmsg(zmq::socket_ref socket, const KvMsg& msg, const std::vector<std::string>& prefix = {},
+                zmq::send_flags flags = zmq::send_flags::dontwait);
 
 /// Views of received frames, for decode_kvmsg; valid while `parts` lives.
 std::vector<std::string_view> frame_views(const std::vector<zmq::message_t>& parts);

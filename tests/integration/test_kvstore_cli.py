@@ -7,7 +7,6 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from support import Processes, wait_until

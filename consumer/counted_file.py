@@ -77,19 +77,54 @@ def _shape(value: Sequence[int], name: str) -> tuple[int, int]:
     return rows, cols
 
 
-def _position_events(events: Any, position: int, pixels: int) -> np.ndarray:
+def _position_array(events: Any, position: int) -> np.ndarray:
+    if isinstance(events, np.ndarray) and events.dtype == np.uint32 and events.ndim == 1:
+        return np.ascontiguousarray(events)  # the usual case, from the counter: no conversion
     array = np.asarray(events)
     if array.ndim != 1 or not (array.size == 0 or np.issubdtype(array.dtype, np.integer)):
         raise CountingError(
             f"events of position {position} must be a 1-D integer array, got {array.dtype} of shape {array.shape}"
         )
-    if array.size:
-        if array[0] < 0 or array[-1] >= pixels or np.any(np.diff(array.astype(np.int64)) <= 0):
-            raise CountingError(
-                f"events of position {position} must be ascending flat pixel indices below {pixels}, "
-                f"got values from {array.min()} to {array.max()}"
-            )
-    return array.astype(np.uint32, copy=False)
+    if array.size and array.min() < 0:
+        raise CountingError(
+            f"events of position {position} must be ascending flat pixel indices, got {array.min()}"
+        )
+    return np.ascontiguousarray(array.astype(np.uint32))
+
+
+def _validated_events(events: Sequence[Any], pixels: int) -> tuple[np.ndarray, list[int]]:
+    """The events as an object array ready for a vlen write, and the missing positions."""
+    frames = np.empty(len(events), dtype=_VLEN_UINT32)
+    missing = []
+    empty = np.zeros(0, dtype=np.uint32)
+    # Filled one element at a time and written with the low-level call in write_counted_scan:
+    # through numpy or Dataset.__setitem__, event lists of equal length become a 2-D array (the
+    # trap stempy's own save falls into).
+    for position, position_events in enumerate(events):
+        if position_events is None:
+            missing.append(position)
+            frames[position] = empty
+        else:
+            frames[position] = _position_array(position_events, position)
+    # Range and order checked for all positions at once: per position it would dominate the
+    # write of a million-position scan.
+    lengths = np.fromiter((len(e) for e in frames), dtype=np.int64, count=len(frames))
+    if lengths.sum() == 0:
+        return frames, missing
+    flat = np.concatenate(list(frames)).astype(np.int64)
+    starts = np.cumsum(lengths) - lengths
+    rising = np.diff(flat) > 0
+    inner = starts[(starts > 0) & (starts < len(flat))] - 1  # steps from one position to the next
+    rising[inner] = True
+    bad = np.flatnonzero(~rising) + 1 if not rising.all() else np.flatnonzero(flat >= pixels)
+    if bad.size:
+        position = int(np.searchsorted(starts, bad[0], side="right") - 1)
+        values = frames[position]
+        raise CountingError(
+            f"events of position {position} must be ascending flat pixel indices below {pixels}, "
+            f"got {values.tolist()[:8]}{' ...' if len(values) > 8 else ''}"
+        )
+    return frames, missing
 
 
 def _incomplete_lists(incomplete: Mapping[int, Iterable[int]] | Iterable[int] | None) -> tuple[list[int], list[np.ndarray]]:
@@ -149,17 +184,7 @@ def write_counted_scan(
         raise CountingError(
             f"events has {len(events)} entries, expected one per probe position ({scan_rows} x {scan_cols} = {positions})"
         )
-    frames = np.empty(positions, dtype=object)
-    missing = []
-    empty = np.zeros(0, dtype=np.uint32)
-    # Filled one element at a time: numpy would turn equal-length lists into a 2-D array (the
-    # trap stempy's own save falls into).
-    for position, position_events in enumerate(events):
-        if position_events is None:
-            missing.append(position)
-            frames[position] = empty
-        else:
-            frames[position] = _position_events(position_events, position, pixels)
+    frames, missing = _validated_events(events, pixels)
     incomplete_positions, incomplete_sectors = _incomplete_lists(incomplete)
     for position in incomplete_positions:
         if not 0 <= position < positions:
@@ -180,7 +205,7 @@ def write_counted_scan(
         dataset = group.create_dataset("frames", (positions,), dtype=_VLEN_UINT32)
         dataset.attrs["Nx"] = np.int64(frame_rows)
         dataset.attrs["Ny"] = np.int64(frame_cols)
-        dataset[...] = frames
+        dataset.id.write(h5py.h5s.ALL, h5py.h5s.ALL, frames)
         scan = group.create_dataset("scan_positions", data=np.arange(positions, dtype=np.int64))
         scan.attrs["Nx"] = np.int64(scan_cols)
         scan.attrs["Ny"] = np.int64(scan_rows)
@@ -194,11 +219,12 @@ def write_counted_scan(
         completeness.attrs["complete"] = not missing and not incomplete_positions
         completeness.create_dataset("missing_positions", data=np.asarray(missing, dtype=np.int64))
         completeness.create_dataset("incomplete_positions", data=np.asarray(incomplete_positions, dtype=np.int64))
-        sectors = completeness.create_dataset(
-            "incomplete_missing_sectors", (len(incomplete_positions),), dtype=_VLEN_UINT32
-        )
+        sectors = np.empty(len(incomplete_positions), dtype=_VLEN_UINT32)
         for i, missing_sectors in enumerate(incomplete_sectors):
             sectors[i] = missing_sectors
+        dataset = completeness.create_dataset("incomplete_missing_sectors", (len(sectors),), dtype=_VLEN_UINT32)
+        if len(sectors):
+            dataset.id.write(h5py.h5s.ALL, h5py.h5s.ALL, sectors)
         _save_attrs(meta, metadata or {})
     os.replace(partial, target)
     log.info(

@@ -92,6 +92,7 @@ ElectronCounter::ElectronCounter(std::shared_ptr<const Calibration> calibration,
       }
     }
   }
+  candidates_.resize(frame_shape.pixels());
   if (options_.row_dark == RowDark::kMedian) {
     half_row_.resize(frame_shape.cols - frame_shape.cols / 2);
   }
@@ -108,69 +109,110 @@ void ElectronCounter::count(const std::uint16_t* frame, std::vector<std::uint32_
   }
   if (options_.row_dark != RowDark::kNone) {
     row_dark_pass(frame);
-  } else if (calibration_->has_gain()) {
-    threshold_float(frame);
-  } else {
-    if (keep_none_) {
-      return;
+    if (calibration_->has_gain()) {
+      find_maxima(padded_float_, events);
+    } else {
+      find_maxima(padded_integer_, events);
     }
-    threshold_integer(frame);
-  }
-  if (calibration_->has_gain()) {
-    find_maxima(padded_float_, events);
-  } else {
-    find_maxima(padded_integer_, events);
+  } else if (calibration_->has_gain()) {
+    count_float(frame, events);
+  } else if (!keep_none_) {
+    count_integer(frame, events);
   }
 }
 
-void ElectronCounter::threshold_integer(const std::uint16_t* frame) {
+// Rows are thresholded one after the other, and the candidates of row r - 1 are tested as soon
+// as row r exists: the three rows a test reads are then still in the L1 cache.
+void ElectronCounter::count_integer(const std::uint16_t* frame, std::vector<std::uint32_t>& events) {
   const FrameShape& frame_shape = shape();
   const auto span = static_cast<std::uint16_t>(keep_high_ - keep_low_);
   const std::uint16_t* dark = dark_integer_.empty() ? nullptr : dark_integer_.data();
-  candidates_.clear();
+  const std::uint16_t* padded = padded_integer_.data();
+  std::uint32_t* previous = candidates_.data();
+  std::uint32_t* end = previous;
   for (std::uint32_t r = 0; r < frame_shape.rows; ++r) {
     const std::size_t row0 = std::size_t{r} * frame_shape.cols;
     const auto base = static_cast<std::uint32_t>((std::size_t{r} + 1) * stride_ + 1);
-    threshold_row_integer(frame + row0, dark ? dark + row0 : nullptr, keep_low_, span, padded_integer_.data() + base,
-                          frame_shape.cols, base, candidates_);
+    std::uint32_t* current = end;
+    end = threshold_row_integer(frame + row0, dark ? dark + row0 : nullptr, keep_low_, span,
+                                padded_integer_.data() + base, frame_shape.cols, base, current);
+    if (r > 0) {
+      find_row_maxima(padded, previous, current, r - 1, events);
+    }
+    previous = current;
   }
+  find_row_maxima(padded, previous, end, frame_shape.rows - 1, events);
 }
 
-void ElectronCounter::threshold_float(const std::uint16_t* frame) {
+void ElectronCounter::count_float(const std::uint16_t* frame, std::vector<std::uint32_t>& events) {
   const FrameShape& frame_shape = shape();
   const float* dark = calibration_->dark_reference();
   const float* gain = calibration_->gain_factor();
-  candidates_.clear();
+  const float* padded = padded_float_.data();
+  const bool collect = !every_pixel_is_candidate_;
+  std::uint32_t* previous = candidates_.data();
+  std::uint32_t* end = previous;
   for (std::uint32_t r = 0; r < frame_shape.rows; ++r) {
     const std::size_t row0 = std::size_t{r} * frame_shape.cols;
     const auto base = static_cast<std::uint32_t>((std::size_t{r} + 1) * stride_ + 1);
-    threshold_row_float(frame + row0, dark ? dark + row0 : nullptr, gain + row0, float_low_, float_high_,
-                        padded_float_.data() + base, frame_shape.cols, base, !every_pixel_is_candidate_, candidates_);
+    std::uint32_t* current = end;
+    end = threshold_row_float(frame + row0, dark ? dark + row0 : nullptr, gain + row0, float_low_, float_high_,
+                              padded_float_.data() + base, frame_shape.cols, base, collect, current);
+    if (r > 0 && collect) {
+      find_row_maxima(padded, previous, current, r - 1, events);
+    }
+    previous = current;
   }
-  if (every_pixel_is_candidate_) {
-    append_every_pixel(frame_shape, stride_, candidates_);
+  if (collect) {
+    find_row_maxima(padded, previous, end, frame_shape.rows - 1, events);
+  } else {
+    candidate_count_ = static_cast<std::size_t>(append_every_pixel(frame_shape, stride_, candidates_.data()) -
+                                                candidates_.data());
+    find_maxima(padded_float_, events);
   }
 }
 
 template <typename Pixel>
-void ElectronCounter::find_maxima(std::vector<Pixel>& padded, std::vector<std::uint32_t>& events) {
-  const Pixel* s = padded.data();
+void ElectronCounter::find_row_maxima(const Pixel* s, const std::uint32_t* first, const std::uint32_t* last,
+                                      std::uint32_t row, std::vector<std::uint32_t>& events) const {
   const std::size_t w = stride_;
-  const std::uint32_t cols = shape().cols;
-  for (const std::uint32_t p : candidates_) {
+  // Padded index p of row `row` has flat index p - (row + 1) * w - 1 + row * cols.
+  const auto offset = static_cast<std::uint32_t>(2 * std::size_t{row} + w + 1);
+  for (; first != last; ++first) {
+    const std::uint32_t p = *first;
     const Pixel v = s[p];
     const Pixel* up = s + p - w;
     const Pixel* down = s + p + w;
-    if (v > s[p - 1] && v > s[p + 1] && v > up[-1] && v > up[0] && v > up[1] && v > down[-1] && v > down[0] &&
-        v > down[1]) {
-      const std::uint32_t row = static_cast<std::uint32_t>(p / w) - 1;
-      const std::uint32_t col = static_cast<std::uint32_t>(p % w) - 1;
-      events.push_back(row * cols + col);
+    // All eight compared without short-circuit: one branch per candidate instead of several
+    // unpredictable ones.
+    const bool maximum = (v > s[p - 1]) & (v > s[p + 1]) & (v > up[-1]) & (v > up[0]) & (v > up[1]) &
+                         (v > down[-1]) & (v > down[0]) & (v > down[1]);
+    if (maximum) {
+      events.push_back(p - offset);
     }
   }
 }
 
-template void ElectronCounter::find_maxima<std::uint16_t>(std::vector<std::uint16_t>&, std::vector<std::uint32_t>&);
-template void ElectronCounter::find_maxima<float>(std::vector<float>&, std::vector<std::uint32_t>&);
+// The candidates of the whole frame (ascending), tested row by row.
+template <typename Pixel>
+void ElectronCounter::find_maxima(const std::vector<Pixel>& padded, std::vector<std::uint32_t>& events) const {
+  const std::uint32_t* first = candidates_.data();
+  const std::uint32_t* last = first + candidate_count_;
+  std::uint32_t row = 0;
+  while (first != last) {
+    const auto row_end = static_cast<std::uint32_t>((std::size_t{row} + 2) * stride_);  // first index past row
+    const std::uint32_t* split = first;
+    while (split != last && *split < row_end) {
+      ++split;
+    }
+    find_row_maxima(padded.data(), first, split, row, events);
+    first = split;
+    ++row;
+  }
+}
+
+template void ElectronCounter::find_maxima<std::uint16_t>(const std::vector<std::uint16_t>&,
+                                                          std::vector<std::uint32_t>&) const;
+template void ElectronCounter::find_maxima<float>(const std::vector<float>&, std::vector<std::uint32_t>&) const;
 
 }  // namespace sectorflow::consumer

@@ -58,10 +58,11 @@ void ElectronCounter::row_dark_pass(const std::uint16_t* frame) {
   const float* gain = calibration_->gain_factor();
   const auto target = static_cast<float>(options_.optimized_mean);
   const std::uint32_t left = frame_shape.cols / 2;
-  candidates_.clear();
+  candidate_count_ = 0;
   if (!gain && keep_none_) {
     return;
   }
+  std::uint32_t* end = candidates_.data();
   for (std::uint32_t r = 0; r < frame_shape.rows; ++r) {
     const auto base = static_cast<std::uint32_t>((std::size_t{r} + 1) * stride_ + 1);
     for (const auto& [start, stop] : {std::pair{0u, left}, std::pair{left, frame_shape.cols}}) {
@@ -98,15 +99,16 @@ void ElectronCounter::row_dark_pass(const std::uint16_t* frame) {
     }
     if (gain) {
       if (!every_pixel_is_candidate_) {
-        append_row_candidates(padded_float_.data() + base, frame_shape.cols, base, candidates_);
+        end = append_row_candidates(padded_float_.data() + base, frame_shape.cols, base, end);
       }
     } else {
-      append_row_candidates(padded_integer_.data() + base, frame_shape.cols, base, candidates_);
+      end = append_row_candidates(padded_integer_.data() + base, frame_shape.cols, base, end);
     }
   }
   if (gain && every_pixel_is_candidate_) {
-    append_every_pixel(frame_shape, stride_, candidates_);
+    end = append_every_pixel(frame_shape, stride_, candidates_.data());
   }
+  candidate_count_ = static_cast<std::size_t>(end - candidates_.data());
 }
 
 }  // namespace sectorflow::consumer

@@ -4,20 +4,20 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 namespace sectorflow::consumer {
 
 /// Integer path: v = in - dark (uint16 arithmetic; dark may be nullptr), kept iff
-/// (uint16)(v - low) <= span. Appends base + c for each kept nonzero out[c].
-void threshold_row_integer(const std::uint16_t* in, const std::uint16_t* dark, std::uint16_t low, std::uint16_t span,
-                           std::uint16_t* out, std::uint32_t n, std::uint32_t base,
-                           std::vector<std::uint32_t>& candidates);
+/// (uint16)(v - low) <= span. Writes base + c for each kept nonzero out[c] from `candidates` on
+/// (room for n) and returns the end.
+std::uint32_t* threshold_row_integer(const std::uint16_t* in, const std::uint16_t* dark, std::uint16_t low,
+                                     std::uint16_t span, std::uint16_t* out, std::uint32_t n, std::uint32_t base,
+                                     std::uint32_t* candidates);
 
 /// Float path: v = (in - dark) * gain (dark may be nullptr), zeroed iff v <= low or v >= high.
-/// Appends base + c for each nonzero out[c] when `collect` is true.
-void threshold_row_float(const std::uint16_t* in, const float* dark, const float* gain, float low, float high,
-                         float* out, std::uint32_t n, std::uint32_t base, bool collect,
-                         std::vector<std::uint32_t>& candidates);
+/// Writes base + c for each nonzero out[c] when `collect` is true, like the integer path.
+std::uint32_t* threshold_row_float(const std::uint16_t* in, const float* dark, const float* gain, float low,
+                                   float high, float* out, std::uint32_t n, std::uint32_t base, bool collect,
+                                   std::uint32_t* candidates);
 
 }  // namespace sectorflow::consumer

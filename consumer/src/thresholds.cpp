@@ -23,11 +23,14 @@ struct SampleValue {
 
   std::int64_t operator()(std::uint16_t raw, std::size_t pixel) const {
     if constexpr (kGain) {
+      // stempy truncates; floor is the same for the non-negative values stempy can handle, and
+      // below zero it keeps one ADU per bin (truncation would pile (-1, 1) into the zero bin and
+      // squeeze the fitted sigma).
       float value = static_cast<float>(raw);
       if constexpr (kDark) {
-        value = std::trunc(value - dark[pixel]);
+        value = std::floor(value - dark[pixel]);
       }
-      const float scaled = value * gain[pixel];
+      const float scaled = std::floor(value * gain[pixel]);
       if (!(std::fabs(scaled) < 2147483648.0f)) {
         throw CountingError("sample value " + std::to_string(scaled) + " at pixel " + std::to_string(pixel) +
                             " is out of range; check the gain map");

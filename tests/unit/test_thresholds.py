@@ -131,6 +131,12 @@ def test_dark_subtracted_values_below_zero_stay_negative(tmp_path):
     assert statistics.optimized_mean == pytest.approx(0.5, abs=0.2)
     assert statistics.optimized_std_dev == pytest.approx(2.25, abs=0.2)
 
+    # With a gain the values are floats floored to whole ADU (about -1 on average here); the
+    # noise keeps its width instead of piling up at 0.
+    with_gain = calculate_thresholds(frame, dark_reference=dark, gain=gain_map(shape))
+    assert with_gain.optimized_mean == pytest.approx(-1.0, abs=0.3)
+    assert with_gain.optimized_std_dev == pytest.approx(2.25, abs=0.25)
+
 
 def test_thresholds_for_scan_follows_the_configuration():
     frames = simulated_frames(2, (64, 64), electrons_per_frame=10, seed=12)

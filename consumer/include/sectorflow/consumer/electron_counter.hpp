@@ -57,9 +57,12 @@ class ElectronCounter {
 
  private:
   template <typename Pixel>
-  void find_maxima(std::vector<Pixel>& padded, std::vector<std::uint32_t>& events);
-  void threshold_integer(const std::uint16_t* frame);
-  void threshold_float(const std::uint16_t* frame);
+  void find_maxima(const std::vector<Pixel>& padded, std::vector<std::uint32_t>& events) const;
+  template <typename Pixel>
+  void find_row_maxima(const Pixel* padded, const std::uint32_t* first, const std::uint32_t* last, std::uint32_t row,
+                       std::vector<std::uint32_t>& events) const;
+  void count_integer(const std::uint16_t* frame, std::vector<std::uint32_t>& events);
+  void count_float(const std::uint16_t* frame, std::vector<std::uint32_t>& events);
   void row_dark_pass(const std::uint16_t* frame);
 
   std::shared_ptr<const Calibration> calibration_;
@@ -79,7 +82,9 @@ class ElectronCounter {
   // test needs no edge cases: a missing neighbour never beats a candidate.
   std::vector<std::uint16_t> padded_integer_;
   std::vector<float> padded_float_;
-  std::vector<std::uint32_t> candidates_;  // padded indices of surviving pixels
+  // Padded indices of the surviving pixels: room for every pixel, filled up to candidate_count_.
+  std::vector<std::uint32_t> candidates_;
+  std::size_t candidate_count_ = 0;
   std::vector<float> half_row_;            // scratch of the row-dark median
 };
 

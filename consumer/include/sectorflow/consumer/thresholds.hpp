@@ -1,14 +1,16 @@
 // Counting thresholds from a sample of frames, as stempy's calculate_thresholds computes them
 // (DESIGN.md, "Electron counting"):
 //   1. every pixel of every sample frame, dark-subtracted and gain-corrected, as an integer ADU
-//      value: raw - trunc(dark) without gain; trunc(trunc(raw - dark) * gain_factor) with gain;
+//      value: raw - trunc(dark) without gain; floor(floor(raw - dark) * gain_factor) with gain
+//      (stempy truncates, the same for the non-negative values it handles);
 //   2. mean and standard deviation (n - 1) of those values; x-ray threshold = mean + x_sigma * std;
 //   3. a histogram with one bin per ADU over [min_bin, max_bin), the range stempy uses;
 //   4. a Gaussian a * exp(-(x - mu)^2 / (2 sigma^2)) fitted to the histogram by least squares,
 //      started from (highest count, mean, std): optimized mean = mu, optimized std = |sigma|;
 //   5. background threshold = optimized mean + background_sigma * optimized std.
 // Unlike stempy, a value below zero stays negative instead of wrapping around uint16 (stempy then
-// fails or fits garbage); whenever no value is negative the statistics are stempy's.
+// fails or fits garbage), so a dark reference at the noise level works; whenever no value is
+// negative the statistics are stempy's.
 #pragma once
 
 #include <cstdint>

@@ -127,7 +127,9 @@ def _validated_events(events: Sequence[Any], pixels: int) -> tuple[np.ndarray, l
     return frames, missing
 
 
-def _incomplete_lists(incomplete: Mapping[int, Iterable[int]] | Iterable[int] | None) -> tuple[list[int], list[np.ndarray]]:
+def _incomplete_lists(
+    incomplete: Mapping[int, Iterable[int]] | Iterable[int] | None,
+) -> tuple[list[int], list[np.ndarray]]:
     if incomplete is None:
         return [], []
     if isinstance(incomplete, Mapping):
@@ -182,7 +184,8 @@ def write_counted_scan(
     pixels = frame_rows * frame_cols
     if len(events) != positions:
         raise CountingError(
-            f"events has {len(events)} entries, expected one per probe position ({scan_rows} x {scan_cols} = {positions})"
+            f"events has {len(events)} entries, expected one per probe position "
+            f"({scan_rows} x {scan_cols} = {positions})"
         )
     frames, missing = _validated_events(events, pixels)
     incomplete_positions, incomplete_sectors = _incomplete_lists(incomplete)

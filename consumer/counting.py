@@ -277,13 +277,15 @@ class Counter:
 
         :param statistics: from :func:`calculate_thresholds` or :func:`given_thresholds`.
         :param frame_shape: (rows, cols) of every frame.
-        :param kwargs: dark_reference, gain, row_dark, threads as for :class:`Counter`.
+        :param kwargs: dark_reference, gain, row_dark, optimized_mean (default: the statistics'),
+            threads, as for :class:`Counter`.
         """
+        if kwargs.get("row_dark") not in (None, "none"):
+            kwargs.setdefault("optimized_mean", statistics.optimized_mean)
         return cls(
             frame_shape,
             background_threshold=statistics.background_threshold,
             x_ray_threshold=statistics.x_ray_threshold,
-            optimized_mean=statistics.optimized_mean if kwargs.get("row_dark") else None,
             **kwargs,
         )
 
@@ -302,6 +304,17 @@ class Counter:
     def options(self) -> CountingOptions:
         """Thresholds and row-dark settings in use."""
         return self._counter.options
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """How frames are corrected, for /metadata/electron_counting beside the statistics."""
+        row_dark = self._counter.options.row_dark
+        return {
+            "dark_reference_applied": self._calibration.has_dark_reference,
+            "gain_applied": self._calibration.has_gain,
+            "row_dark": row_dark.name,
+            "row_dark_level": self._counter.options.optimized_mean if row_dark != RowDark.none else 0.0,
+        }
 
     def count(self, frame: np.ndarray) -> np.ndarray:
         """Count one frame.

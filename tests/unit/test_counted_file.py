@@ -75,7 +75,8 @@ def test_file_layout_matches_stempy_attributes(tmp_path):
     # The meaning, as stempy 3.6.0 writes it: frames Nx/Ny = frame rows/cols, scan Nx/Ny = scan cols/rows.
     with h5py.File(tmp_path / "ours.h5", "r") as f:
         assert (f["electron_events/frames"].attrs["Nx"], f["electron_events/frames"].attrs["Ny"]) == FRAME
-        assert (f["electron_events/scan_positions"].attrs["Ny"], f["electron_events/scan_positions"].attrs["Nx"]) == SCAN
+        scan = f["electron_events/scan_positions"]
+        assert (scan.attrs["Ny"], scan.attrs["Nx"]) == SCAN
 
 
 def test_equal_event_counts_are_written(tmp_path):
@@ -91,9 +92,10 @@ def test_missing_and_incomplete_positions_are_recorded(tmp_path):
     events, statistics = counted_events(seed=3)
     events[5] = None
     events[11] = None
+    counter = Counter(FRAME, background_threshold=statistics.background_threshold, dark_reference=np.zeros(FRAME),
+                      row_dark="median", optimized_mean=statistics.optimized_mean)
     write_counted_scan(tmp_path / "scan.h5", events, scan_shape=SCAN, frame_shape=FRAME, statistics=statistics,
-                       incomplete={7: [2], 0: [1, 3]}, counting={"dark_reference": False, "row_dark": "none"},
-                       metadata={"scan": {"number": 17}})
+                       incomplete={7: [2], 0: [1, 3]}, counting=counter.metadata, metadata={"scan": {"number": 17}})
 
     loaded = stio.load_electron_counts(str(tmp_path / "scan.h5"))
     assert loaded.data[5, 0].size == 0 and loaded.data[11, 0].size == 0
@@ -102,7 +104,10 @@ def test_missing_and_incomplete_positions_are_recorded(tmp_path):
     assert completeness["missing_positions"] == 2
     assert completeness["incomplete_frames"] == 2
     assert not completeness["complete"]
-    assert loaded.metadata["electron_counting"]["row_dark"] == "none"
+    counting = loaded.metadata["electron_counting"]
+    assert counting["row_dark"] == "median"
+    assert counting["row_dark_level"] == statistics.optimized_mean
+    assert counting["dark_reference_applied"] and not counting["gain_applied"]
     assert loaded.metadata["scan"]["number"] == 17
 
     scan = read_counted_scan(tmp_path / "scan.h5")

@@ -4,6 +4,8 @@ clear CountingError."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 import stempy.image as stim
@@ -93,6 +95,21 @@ def test_batch_equals_frame_by_frame(threads):
         np.testing.assert_array_equal(as_stack[i], expected)
         np.testing.assert_array_equal(as_list[i], expected)
         np.testing.assert_array_equal(events[offsets[i]:offsets[i + 1]], expected)
+
+
+def test_counter_shared_by_python_threads_counts_every_frame_right():
+    frames = simulated_frames(6, (64, 80), electrons_per_frame=60, seed=4)
+    counter = Counter((64, 80), background_threshold=30.4, x_ray_threshold=420.0, threads=2)
+    expected = [stempy_events(frame, 30.4, 420.0) for frame in frames]
+
+    def count_all(_: int) -> list:
+        return [counter.count(frame) for frame in frames] + counter.count_batch(frames)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        results = list(pool.map(count_all, range(6), timeout=60))
+    for result in results:
+        for index, events in enumerate(result):
+            np.testing.assert_array_equal(events, expected[index % 6])
 
 
 def test_empty_batch_gives_no_frames():

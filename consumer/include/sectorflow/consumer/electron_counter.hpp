@@ -6,15 +6,19 @@
 //   - pixels at or below the background threshold or at or above the x-ray threshold become 0;
 //   - an event is a pixel strictly greater than each of its existing 8 neighbours;
 //   - events are flat indices row * cols + col, ascending.
+// (stempy's electron_count over a reader truncates raw - dark instead of the dark alone, so a
+// pixel can differ by one ADU there; sectorflow follows electron_count_frame.)
 // Row-dark correction (stempy's electron_count with apply_row_dark_subtraction) instead scales
 // each half row by optimized_mean / (mean or median of its raw pixels) after subtracting the dark
 // reference, with stempy's uint16 truncations, then applies the gain and the thresholds. (On a
 // non-square frame stempy swaps width and height there and splits the buffer into half rows of
 // the wrong length; we use the real rows. The 4D Camera's frames are square.)
 //
-// Speed: the threshold pass is a branch-free loop the compiler vectorises; only the surviving
-// pixels (candidates) have their neighbours read; all buffers belong to the counter and are
-// reused, so counting a frame allocates nothing once the event vector has grown.
+// Speed: the threshold pass is a branch-free loop the compiler vectorises (AVX2 where the CPU has
+// it), in chunks whose OR tells whether any pixel survived; only the surviving pixels
+// (candidates) have their neighbours read, row by row while the rows are in cache; all buffers
+// belong to the counter and are reused, so counting a frame allocates nothing once the event
+// vector has grown.
 #pragma once
 
 #include <cstdint>

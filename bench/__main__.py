@@ -86,7 +86,7 @@ def record(name: str, result: BenchmarkResult, command: str, host: dict[str, Any
         f"Command: `{command}`  ",
         f"Machine: {host.get('cores')} cores ({host.get('cpu', 'unknown CPU')}), {memory} memory, "
         f"load average {host.get('load_average_1min', 0):.2f} at start, Python {host.get('python')}  ",
-        f"Raw figures: `{path.relative_to(REPO)}`",
+        f"Raw figures: `{path.relative_to(REPO)}` (on the machine that ran it; bench/results/ is not committed)",
         "",
         table(result),
         "",

@@ -1,7 +1,10 @@
+// Python face of the consumer: sectorflow._core.consumer.
 #include "bindings.hpp"
 
 namespace sectorflow::bindings {
 
-void bind_consumer(pybind11::module_& /*m*/) {}
+void bind_counting(pybind11::module_& m);
+
+void bind_consumer(pybind11::module_& m) { bind_counting(m); }
 
 }  // namespace sectorflow::bindings

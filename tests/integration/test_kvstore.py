@@ -188,9 +188,25 @@ def test_restarted_server_is_repopulated_by_its_clients(kvstore: KvServer, clien
     assert fresh.wait_synced(SYNC_S)
     wait_until(lambda: all(fresh.get(key) for key in wanted), SYNC_S, "the clients to re-populate the new server")
     assert NodeGroupRecord.decode(fresh.get(nodegroup_key("ng-7"))) == record
+    # The old replica still holds the keys it had: what counts is that it notices the restart,
+    # resyncs from the new server and ends up with the keys again.
+    wait_until(lambda: watcher.stats().resyncs >= 1, SYNC_S, "the old replica to notice the restart")
     wait_until(lambda: watcher.synced() and all(watcher.get(key) for key in wanted), SYNC_S,
                "the old replica to resync with the new server")
-    assert watcher.stats().resyncs >= 1
+    assert NodeGroupRecord.decode(watcher.get(nodegroup_key("ng-7"))) == record
+
+
+def test_silent_server_makes_replicas_reconnect_and_resync(kvstore: KvServer, clients: Callable[..., Client]) -> None:
+    replica = clients(kvstore.config)
+    assert replica.wait_synced(SYNC_S)
+    os.killpg(kvstore.process.pid, signal.SIGSTOP)  # alive, connected, but no HUGZ
+    try:
+        wait_until(lambda: not replica.synced(), SYNC_S, "the replica to notice the silence")
+        assert replica.stats().resyncs == 1
+    finally:
+        os.killpg(kvstore.process.pid, signal.SIGCONT)
+    assert replica.wait_synced(SYNC_S)
+    assert replica.stats().snapshots == 2
 
 
 def test_client_started_before_the_server_registers_when_it_comes(

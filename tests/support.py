@@ -7,6 +7,7 @@ what it waited for when the deadline passes.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -159,3 +160,14 @@ class Processes:
     def stop_all(self) -> None:
         for process, _ in reversed(self.started):
             self.stop(process)
+
+
+STANDIN = Path(__file__).resolve().parent / "standins" / "nodegroup_standin.py"
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The lines a stand-in recorded so far (a partly written last line is left for later)."""
+    if not path.exists():
+        return []
+    lines = path.read_text().split("\n")
+    return [json.loads(line) for line in lines[:-1] if line]

@@ -1,0 +1,67 @@
+"""Wait until a started stack is ready: every service has announced itself in the kvstore."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sectorflow.configs import Config
+from sectorflow.errors import SectorflowError
+from sectorflow.kvstore import SERVICE_AGGREGATOR, SERVICE_PRODUCER, Client
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a ready stack shows in the kvstore."""
+
+    producers: frozenset[str]  # status names r<R>t<T>
+    aggregator_threads: frozenset[str]  # status names t<r>
+    nodegroups: int
+
+    @classmethod
+    def of(cls, config: Config, nodegroups: int) -> "Expected":
+        producers = frozenset(f"r{r}t{t}" for r, receiver in enumerate(config.receivers)
+                              for t in range(receiver.threads))
+        return cls(producers, frozenset(f"t{r}" for r in range(config.n_receivers)), nodegroups)
+
+
+def missing(client: Client, expected: Expected) -> list[str]:
+    """What the stack still lacks, as words for a progress line; empty when ready."""
+    producers = {name for _, name in client.statuses(SERVICE_PRODUCER)}
+    aggregator = {name for _, name in client.statuses(SERVICE_AGGREGATOR)}
+    groups = len(client.nodegroups())
+    lacking = []
+    if not client.synced():
+        lacking.append("kvstore")
+    if expected.producers - producers:
+        lacking.append(f"producers {sorted(expected.producers - producers)}")
+    if expected.aggregator_threads - aggregator:
+        lacking.append(f"aggregator threads {sorted(expected.aggregator_threads - aggregator)}")
+    if groups < expected.nodegroups:
+        lacking.append(f"NodeGroups ({groups} of {expected.nodegroups} registered)")
+    return lacking
+
+
+def wait_ready(client: Client, expected: Expected, timeout_s: float, check: Callable[[], None]) -> None:
+    """Block until ``missing`` is empty; ``check`` raises if a service died meanwhile.
+
+    Raises SectorflowError naming what is still missing after ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    last_report = 0.0
+    while True:
+        check()
+        lacking = missing(client, expected)
+        if not lacking:
+            return
+        now = time.monotonic()
+        if now > deadline:
+            raise SectorflowError(f"the stack was not ready after {timeout_s:.0f} s: waiting for {', '.join(lacking)}")
+        if now - last_report > 2.0:
+            log.info("waiting for %s", ", ".join(lacking))
+            last_report = now
+        time.sleep(0.1)  # polling the replica against a deadline

@@ -1,0 +1,79 @@
+"""The file workflow sectorflow replaces, timed end to end: the receivers write the scan to raw
+files (fsync'd, as a transfer would need), then stempy 3.6.0 reads them, counts electrons and saves
+the counted HDF5 file. The streaming side of the comparison is bench/time_to_science.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sectorflow.configs import Config
+from sectorflow.protocol import DataHeader, RawFileWriter, find_raw_files
+from sectorflow.simulator import simulator_from_config
+
+
+@dataclass(frozen=True)
+class FileWorkflowTiming:
+    write_s: float  # simulate + write + fsync the raw files
+    count_s: float  # stempy: read, threshold, count
+    save_s: float  # stempy: save the counted HDF5
+    raw_bytes: int
+
+    @property
+    def total_s(self) -> float:
+        return self.write_s + self.count_s + self.save_s
+
+
+def write_raw_scan(config: Config, scan: int, scan_x: int, scan_y: int, directory: Path) -> int:
+    """Write a simulated scan as raw v5 files, one per sector, fsync'd; returns the bytes written."""
+    simulator = simulator_from_config(config)
+    geometry = config.geometry()
+    buffer = np.empty(geometry.sector_bytes, dtype=np.uint8)
+    written = 0
+    writers = [RawFileWriter(str(directory), scan, sector, 0, geometry) for sector in range(geometry.n_sectors)]
+    try:
+        for frame in range(scan_x * scan_y):
+            for sector, writer in enumerate(writers):
+                simulator.generate_sector(scan, frame, sector, buffer)
+                header = DataHeader(scan_number=scan, frame_number=frame, sector=sector, scan_x=scan_x,
+                                    scan_y=scan_y, position_x=frame % scan_x, position_y=frame // scan_x)
+                writer.write(header, buffer)
+                written += buffer.nbytes
+    finally:
+        for writer in writers:
+            writer.close()
+    for path in find_raw_files(str(directory), scan):
+        with open(path, "rb") as handle:
+            os.fsync(handle.fileno())
+    return written
+
+
+def run_file_workflow(config: Config, scan: int, scan_x: int, scan_y: int, workdir: Path | None = None) -> FileWorkflowTiming:
+    """Time the file workflow on a simulated scan; the files are removed afterwards."""
+    import stempy.image
+    import stempy.io
+
+    directory = Path(tempfile.mkdtemp(prefix="file-workflow-", dir=workdir))
+    try:
+        start = time.perf_counter()
+        raw_bytes = write_raw_scan(config, scan, scan_x, scan_y, directory)
+        written = time.perf_counter()
+        files = find_raw_files(str(directory), scan)
+        reader = stempy.io.reader(files, stempy.io.FileVersion.VERSION5, backend="multi-pass")
+        dark = np.zeros((config.detector.frame_rows, config.detector.frame_cols))
+        counted = stempy.image.electron_count(
+            reader, darkreference=dark, background_threshold_n_sigma=config.counting.background_sigma,
+            xray_threshold_n_sigma=config.counting.xray_sigma, scan_dimensions=(scan_x, scan_y))
+        count_done = time.perf_counter()
+        stempy.io.save_electron_counts(str(directory / f"counted_{scan}.h5"), counted)
+        saved = time.perf_counter()
+        return FileWorkflowTiming(written - start, count_done - written, saved - count_done, raw_bytes)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -37,9 +37,10 @@ Downstream::Downstream(zmq::context_t& context, std::string uid, std::string end
 
 Downstream::~Downstream() { close(); }
 
-void Downstream::close() {
+void Downstream::close(std::chrono::milliseconds linger) {
   if (!open_) return;
   open_ = false;
+  socket_.set(zmq::sockopt::linger, static_cast<int>(linger.count()));
   zmq_socket_monitor(socket_.handle(), nullptr, 0);
   monitor_.close();
   socket_.close();

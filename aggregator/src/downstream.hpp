@@ -31,8 +31,9 @@ class Downstream {
     return send_slow(parts, count, stop);
   }
 
-  /// Closes the socket (the NodeGroup left); later sends fail at once.
-  void close();
+  /// Closes the socket; later sends fail at once. `linger` bounds how long messages already
+  /// queued may still be delivered (0 when the NodeGroup left: nobody is there to take them).
+  void close(std::chrono::milliseconds linger = std::chrono::milliseconds(0));
   bool open() const { return open_; }
   const std::string& uid() const { return uid_; }
   const std::string& endpoint() const { return endpoint_; }

@@ -53,7 +53,8 @@ void Relay::run(const std::atomic<bool>& stop) {
     }
     on_data(parts);
   }
-  for (auto& [uid, downstream] : downstreams_) downstream->close();
+  // What is queued for live NodeGroups still goes out, for a bounded time: a clean stop drops nothing.
+  for (auto& [uid, downstream] : downstreams_) downstream->close(settings_.discovery_wait);
 }
 
 void Relay::on_data(zmq::message_t* parts) {

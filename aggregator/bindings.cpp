@@ -1,7 +1,116 @@
+// Python face of the aggregator: options, counters, scan summaries and the Aggregator itself.
+// Construction, start and stop release the GIL (they bind, spawn and join threads); the relay
+// threads never touch Python.
+#include <pybind11/stl.h>
+
+#include <utility>
+
 #include "bindings.hpp"
+#include "sectorflow/aggregator/aggregator.hpp"
+#include "sectorflow/aggregator/errors.hpp"
+
+namespace py = pybind11;
 
 namespace sectorflow::bindings {
+namespace {
 
-void bind_aggregator(pybind11::module_& /*m*/) {}
+using namespace sectorflow::aggregator;
+
+// The relay threads and the replica's agent are joined without the GIL: the agent may be waiting
+// for it to run a Python log callback.
+struct ReleaseGilDelete {
+  void operator()(Aggregator* aggregator) const {
+    if (PyGILState_Check()) {
+      py::gil_scoped_release release;
+      delete aggregator;
+    } else {
+      delete aggregator;
+    }
+  }
+};
+
+py::dict malformed_dict(const RelayStats& stats) {
+  py::dict out;
+  for (std::size_t i = 0; i < kMalformedKinds; ++i) {
+    out[to_string(static_cast<MalformedKind>(i))] = stats.malformed[i];
+  }
+  return out;
+}
+
+py::dict first_malformed_dict(const RelayStats& stats) {
+  py::dict out;
+  for (std::size_t i = 0; i < kMalformedKinds; ++i) {
+    if (!stats.first_malformed[i].empty()) out[to_string(static_cast<MalformedKind>(i))] = stats.first_malformed[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+void bind_aggregator(py::module_& m) {
+  py::register_exception<AggregatorError>(m, "AggregatorError",
+                                          py::module_::import("sectorflow.errors").attr("SectorflowError").ptr());
+
+  py::list kinds;
+  for (std::size_t i = 0; i < kMalformedKinds; ++i) kinds.append(to_string(static_cast<MalformedKind>(i)));
+  m.attr("MALFORMED_KINDS") = py::tuple(kinds);
+
+  const AggregatorOptions defaults;
+  py::class_<AggregatorOptions>(m, "AggregatorOptions", "Where the relay threads listen and how they find NodeGroups.")
+      .def(py::init([](std::string bind_host, std::uint16_t base_port, std::vector<std::uint32_t> producer_threads,
+                       kvstore::ClientOptions kvstore, int hwm, std::uint32_t discovery_wait_ms,
+                       std::uint32_t max_open_scans) {
+             return AggregatorOptions{std::move(bind_host), base_port, std::move(producer_threads), hwm,
+                                      discovery_wait_ms, max_open_scans, std::move(kvstore)};
+           }),
+           py::kw_only(), py::arg("bind_host"), py::arg("base_port"), py::arg("producer_threads"), py::arg("kvstore"),
+           py::arg("hwm") = defaults.hwm, py::arg("discovery_wait_ms") = defaults.discovery_wait_ms,
+           py::arg("max_open_scans") = defaults.max_open_scans,
+           "producer_threads[r] is T_r, the producer threads of receiver r; kvstore: the ClientOptions of the "
+           "replica of nodegroups/.")
+      .def_readwrite("bind_host", &AggregatorOptions::bind_host)
+      .def_readwrite("base_port", &AggregatorOptions::base_port)
+      .def_readwrite("producer_threads", &AggregatorOptions::producer_threads)
+      .def_readwrite("hwm", &AggregatorOptions::hwm)
+      .def_readwrite("discovery_wait_ms", &AggregatorOptions::discovery_wait_ms)
+      .def_readwrite("max_open_scans", &AggregatorOptions::max_open_scans);
+
+  py::class_<RelayStats>(m, "RelayStats", "A snapshot of one relay thread's counters.")
+      .def_readonly("thread", &RelayStats::thread)
+      .def_readonly("streaming", &RelayStats::streaming)
+      .def_readonly("scan", &RelayStats::scan)
+      .def_readonly("messages", &RelayStats::messages)
+      .def_readonly("bytes", &RelayStats::bytes)
+      .def_readonly("infos", &RelayStats::infos)
+      .def_readonly("lost", &RelayStats::lost)
+      .def_readonly("open_scans", &RelayStats::open_scans)
+      .def_property_readonly("malformed", &malformed_dict, "kind -> messages dropped as malformed")
+      .def_property_readonly("first_malformed", &first_malformed_dict,
+                             "kind -> what was wrong with the first one (kinds that occurred)");
+
+  py::class_<ScanSummary>(m, "ScanSummary", "One scan as one relay thread saw it.")
+      .def_readonly("thread", &ScanSummary::thread)
+      .def_readonly("scan", &ScanSummary::scan)
+      .def_readonly("complete", &ScanSummary::complete)
+      .def_readonly("expected", &ScanSummary::expected)
+      .def_readonly("forwarded", &ScanSummary::forwarded)
+      .def_readonly("bytes", &ScanSummary::bytes)
+      .def_readonly("lost", &ScanSummary::lost)
+      .def_readonly("seconds", &ScanSummary::seconds)
+      .def_readonly("counts", &ScanSummary::counts)
+      .def_readonly("lost_by_uid", &ScanSummary::lost_by_uid);
+
+  py::class_<Aggregator, std::unique_ptr<Aggregator, ReleaseGilDelete>>(
+      m, "Aggregator", "One relay thread per receiver; binds every PULL socket when constructed.")
+      .def(py::init<AggregatorOptions>(), py::arg("options"), py::call_guard<py::gil_scoped_release>())
+      .def("start", &Aggregator::start, py::call_guard<py::gil_scoped_release>())
+      .def("stop", &Aggregator::stop, py::call_guard<py::gil_scoped_release>(),
+           "Stop and join the relay threads, close every socket; idempotent.")
+      .def("threads", &Aggregator::threads)
+      .def("endpoint", &Aggregator::endpoint, py::arg("thread"))
+      .def("stats", &Aggregator::stats, py::arg("thread"))
+      .def("take_summaries", &Aggregator::take_summaries, "The scans that ended since the last call.")
+      .def("failure", &Aggregator::failure, "The first relay thread failure, '' if none.");
+}
 
 }  // namespace sectorflow::bindings

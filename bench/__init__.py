@@ -13,6 +13,7 @@ from typing import Any
 #: Registered benchmarks: name -> module.
 BENCHMARKS: dict[str, str] = {
     "counting": "bench.counting",
+    "transport": "bench.transport",
 }
 
 

@@ -22,6 +22,7 @@ from sectorflow.protocol import ProtocolError
 # Modules that contribute subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.kvstore.cli",
+    "sectorflow.aggregator.cli",
     "sectorflow.simulator.cli",
     "sectorflow.session.cli",
     "sectorflow.pipeline.cli",

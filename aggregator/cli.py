@@ -1,0 +1,34 @@
+"""The ``sectorflow aggregator`` subcommand: run the relay as a daemon."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sectorflow.configs import Config
+
+from .daemon import run_aggregator
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``aggregator`` subcommand."""
+    from sectorflow.cli import add_config_argument
+
+    parser = subparsers.add_parser(
+        "aggregator",
+        help="run the relay from the producers to the NodeGroups as a daemon",
+        description="Run the aggregator: one thread per [[receivers]] entry; thread r binds a PULL "
+        "socket on [aggregator] bind_host:base_port+r, sums the info messages of receiver r's "
+        "producer threads, forwards each NodeGroup its expected count and pushes every data "
+        "message unchanged to NodeGroup routing[frame mod n] of its scan. NodeGroups are found in "
+        "the kvstore (nodegroups/*). Publishes status/aggregator/t<r> (state, scan, messages, "
+        "bytes, malformed and lost counts). Runs until SIGTERM or SIGINT and exits 0; exits "
+        "non-zero with one line naming the address if a port is taken.",
+    )
+    add_config_argument(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    """``sectorflow aggregator``: relay until SIGTERM/SIGINT."""
+    return run_aggregator(config)

@@ -1,0 +1,183 @@
+"""The aggregator as a daemon: run the C++ relay threads, publish their status, stop on a signal.
+
+The relay threads run in C++ without the GIL; the main thread waits for SIGTERM/SIGINT (Python
+runs signal handlers only there) and, every report period, reads the counters and publishes
+``status/aggregator/t<r>`` (``ServiceStatus``: state idle or streaming, scan, messages, bytes and
+the extra fields ``malformed`` (all kinds), ``malformed_<kind>`` per kind, ``lost`` and
+``lost_last_scan``). A finished scan is published at once and logged as one summary line per
+thread. A malformed kind is logged once, when it first occurs.
+
+Daemon states, logged on every transition: starting, running, stopping, stopped. Each thread's
+own state (idle, streaming) is logged on every change too.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from dataclasses import dataclass, field
+from types import FrameType
+
+from sectorflow._core.aggregator import MALFORMED_KINDS, Aggregator, RelayStats, ScanSummary
+from sectorflow.configs import Config
+from sectorflow.errors import SectorflowError
+from sectorflow.kvstore import (
+    SERVICE_AGGREGATOR,
+    STATE_IDLE,
+    STATE_STREAMING,
+    Client,
+    ServiceStatus,
+    status_key,
+)
+
+from .options import aggregator_options
+
+logger = logging.getLogger(__name__)
+
+# How often the main thread collects finished scans (seconds); statuses go out at least every
+# kvstore heartbeat and at once when a scan ends.
+POLL_INTERVAL_S = 0.1
+
+
+class _StateLog:
+    """The daemon's named state, logged at every transition."""
+
+    def __init__(self) -> None:
+        self.state = "starting"
+        logger.info("state %s", self.state)
+
+    def enter(self, state: str) -> None:
+        logger.info("state %s -> %s", self.state, state)
+        self.state = state
+
+
+@dataclass
+class _ThreadView:
+    """What the daemon last published and logged about one relay thread."""
+
+    thread: int
+    state: str = STATE_IDLE
+    published: tuple = ()
+    logged_kinds: set[str] = field(default_factory=set)
+    lost_last_scan: int = 0
+
+
+def thread_status(stats: RelayStats, lost_last_scan: int) -> ServiceStatus:
+    """The ``status/aggregator/t<r>`` record of one relay thread's counters."""
+    malformed = stats.malformed
+    extra: dict[str, int | str] = {f"malformed_{kind}": int(malformed[kind]) for kind in MALFORMED_KINDS}
+    extra["malformed"] = int(sum(malformed.values()))
+    extra["lost"] = int(stats.lost)
+    extra["lost_last_scan"] = int(lost_last_scan)
+    extra["infos"] = int(stats.infos)
+    extra["open_scans"] = int(stats.open_scans)
+    return ServiceStatus(
+        state=STATE_STREAMING if stats.streaming else STATE_IDLE,
+        scan=stats.scan,
+        messages=stats.messages,
+        bytes=stats.bytes,
+        extra=extra,
+    )
+
+
+def summary_line(summary: ScanSummary) -> str:
+    """One log line for one scan of one thread: counts per NodeGroup, loss, rate."""
+    rate = summary.bytes / summary.seconds / 1e9 if summary.seconds > 0 else 0.0
+    per_uid = ", ".join(f"{uid} {count}" for uid, count in summary.counts.items())
+    text = (
+        f"scan {summary.scan}: thread {summary.thread} {'finished' if summary.complete else 'closed UNFINISHED'}: "
+        f"forwarded {summary.forwarded} of {summary.expected} expected messages ({per_uid}), "
+        f"{summary.bytes} bytes in {summary.seconds:.3f} s ({rate:.2f} GB/s), lost {summary.lost}"
+    )
+    if summary.lost_by_uid:
+        text += " (" + ", ".join(f"{uid} {n}" for uid, n in summary.lost_by_uid.items()) + ")"
+    return text
+
+
+def run_aggregator(config: Config) -> int:
+    """Run the aggregator of ``config`` until SIGTERM or SIGINT; returns the exit code 0.
+
+    Raises:
+        SectorflowError: a port cannot be bound (the message names the address), or a relay thread
+            failed.
+    """
+    state = _StateLog()
+    options = aggregator_options(config, log=lambda message: logger.info("kvstore replica: %s", message))
+    aggregator = Aggregator(options)  # AggregatorError (a SectorflowError) names the address
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        logger.info("received %s", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    views = [_ThreadView(r) for r in range(aggregator.threads())]
+    heartbeat_s = config.kvstore.heartbeat_ms / 1000
+    failure = ""
+    try:
+        with Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator") as client:
+            aggregator.start()
+            for r in range(aggregator.threads()):
+                logger.info("thread %d: pulling on %s from %d producer thread(s)", r, aggregator.endpoint(r),
+                            config.receivers[r].threads)
+            state.enter("running")
+            since_publish = 0.0
+            while not stop.wait(POLL_INTERVAL_S):
+                since_publish += POLL_INTERVAL_S
+                finished = _collect(aggregator, views)
+                force = since_publish >= heartbeat_s
+                _publish(aggregator, views, client, config, force=force or finished)
+                if force:
+                    since_publish = 0.0
+                failure = aggregator.failure()
+                if failure:
+                    break
+            state.enter("stopping")
+            aggregator.stop()
+            _collect(aggregator, views)
+            for view in views:
+                view.published = ()  # the last word: stopped counters, state idle
+            _publish(aggregator, views, client, config, force=True)
+    finally:
+        aggregator.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    for view in views:
+        stats = aggregator.stats(view.thread)
+        logger.info("thread %d: forwarded %d messages (%d bytes), lost %d, malformed %d", view.thread,
+                    stats.messages, stats.bytes, stats.lost, sum(stats.malformed.values()))
+    state.enter("stopped")
+    if failure:
+        raise SectorflowError(failure)
+    return 0
+
+
+def _collect(aggregator: Aggregator, views: list[_ThreadView]) -> bool:
+    """Log the scans that ended; returns True if any did."""
+    summaries = aggregator.take_summaries()
+    for summary in summaries:
+        log = logger.info if summary.complete and summary.lost == 0 else logger.warning
+        log("%s", summary_line(summary))
+        views[summary.thread].lost_last_scan = summary.lost
+    return bool(summaries)
+
+
+def _publish(aggregator: Aggregator, views: list[_ThreadView], client: Client, config: Config, force: bool) -> None:
+    """Publish each thread's status if it changed (or ``force``); log state changes and new malformed kinds."""
+    for view in views:
+        stats = aggregator.stats(view.thread)
+        status = thread_status(stats, view.lost_last_scan)
+        if status.state != view.state:
+            logger.info("thread %d: state %s -> %s (scan %d)", view.thread, view.state, status.state, stats.scan)
+            view.state = status.state
+        for kind, what in stats.first_malformed.items():
+            if kind not in view.logged_kinds:
+                view.logged_kinds.add(kind)
+                logger.warning("thread %d: dropped a malformed message (%s): %s; further ones of this kind are "
+                               "only counted (status/aggregator/t%d malformed_%s)", view.thread, kind, what,
+                               view.thread, kind)
+        fingerprint = (status.state, status.scan, status.messages, status.bytes, tuple(sorted(status.extra.items())))
+        if force or fingerprint != view.published:
+            client.set(status_key(SERVICE_AGGREGATOR, f"t{view.thread}"), status.encode(), config.kvstore.ttl_s)
+            view.published = fingerprint

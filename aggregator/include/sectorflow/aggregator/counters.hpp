@@ -1,0 +1,89 @@
+// What a relay thread counts. The thread writes atomics; anyone may read a snapshot at any time
+// (the Python daemon publishes them in the kvstore). Kinds of malformed message are kept apart,
+// each with the text of its first occurrence so it can be logged once.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace sectorflow::aggregator {
+
+/// Why a message was dropped as malformed (SPEC.md, "Loss, and what is never silent").
+enum class MalformedKind : std::size_t {
+  kHeader = 0,  ///< a data header that does not decode
+  kParts,       ///< a message of neither one (info) nor two (data) frames
+  kInfo,        ///< an info message that does not decode or does not fit this thread
+  kNoInfo,      ///< data of a scan whose routing no info message has given
+};
+inline constexpr std::size_t kMalformedKinds = 4;
+
+/// "header", "parts", "info", "no_info": the names the status fields use.
+const char* to_string(MalformedKind kind);
+
+/// A snapshot of one relay thread's counters.
+struct RelayStats {
+  std::uint32_t thread = 0;
+  bool streaming = false;      ///< at least one scan is open
+  std::uint32_t scan = 0;      ///< the latest scan an info message announced (0 before any)
+  std::uint64_t messages = 0;  ///< data messages forwarded
+  std::uint64_t bytes = 0;     ///< bytes forwarded (header and payload)
+  std::uint64_t infos = 0;     ///< info messages accepted
+  std::uint64_t lost = 0;      ///< data messages dropped because their NodeGroup was gone
+  std::uint64_t open_scans = 0;
+  std::array<std::uint64_t, kMalformedKinds> malformed{};
+  std::array<std::string, kMalformedKinds> first_malformed;  ///< "" until the kind occurs
+};
+
+/// One scan as one relay thread saw it, reported when the scan completes (or is closed unfinished).
+struct ScanSummary {
+  std::uint32_t thread = 0;
+  std::uint32_t scan = 0;
+  bool complete = false;        ///< every expected message was forwarded or counted lost
+  std::uint64_t expected = 0;   ///< sum of the info counts
+  std::uint64_t forwarded = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t lost = 0;
+  double seconds = 0.0;         ///< from the first info to the last message
+  std::map<std::string, std::uint64_t> counts;  ///< uid -> messages forwarded to it
+  std::map<std::string, std::uint64_t> lost_by_uid;
+};
+
+/// The live counters of one relay thread.
+class RelayCounters {
+ public:
+  explicit RelayCounters(std::uint32_t thread) : thread_(thread) {}
+
+  void forwarded(std::size_t bytes) {
+    messages_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  void lost() { lost_.fetch_add(1, std::memory_order_relaxed); }
+  void info(std::uint32_t scan) {
+    infos_.fetch_add(1, std::memory_order_relaxed);
+    scan_.store(scan, std::memory_order_relaxed);
+  }
+  void open_scans(std::size_t n) { open_scans_.store(n, std::memory_order_relaxed); }
+  /// Counts one malformed message; keeps `what` if it is the first of its kind.
+  void malformed(MalformedKind kind, const std::string& what);
+
+  RelayStats snapshot() const;
+
+ private:
+  std::uint32_t thread_;
+  std::atomic<std::uint64_t> messages_{0};
+  std::atomic<std::uint64_t> bytes_{0};
+  std::atomic<std::uint64_t> infos_{0};
+  std::atomic<std::uint64_t> lost_{0};
+  std::atomic<std::uint64_t> open_scans_{0};
+  std::atomic<std::uint32_t> scan_{0};
+  std::array<std::atomic<std::uint64_t>, kMalformedKinds> malformed_{};
+  mutable std::mutex first_mutex_;
+  std::array<std::string, kMalformedKinds> first_;
+};
+
+}  // namespace sectorflow::aggregator

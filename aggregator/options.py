@@ -1,0 +1,31 @@
+"""Aggregator options from a loaded configuration (``[aggregator]``, ``[[receivers]]``, ``[kvstore]``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sectorflow._core.aggregator import AggregatorOptions
+from sectorflow.configs import Config
+from sectorflow.kvstore import NODEGROUPS_PREFIX, client_options
+
+
+def aggregator_options(config: Config, log: Callable[[str], None] | None = None) -> AggregatorOptions:
+    """One relay thread per receiver, fed by that receiver's producer threads.
+
+    A NodeGroup of a routing list may be missing from the kvstore for as long as a replica may be
+    silent (``silence_heartbeats`` x ``heartbeat_ms``) before its messages count as lost.
+
+    Args:
+        config: the loaded configuration.
+        log: called on the kvstore agent thread with each state change of the replica.
+    """
+    kv = config.kvstore
+    agg = config.aggregator
+    return AggregatorOptions(
+        bind_host=agg.bind_host,
+        base_port=agg.base_port,
+        producer_threads=[receiver.threads for receiver in config.receivers],
+        kvstore=client_options(config, NODEGROUPS_PREFIX, log),
+        hwm=agg.hwm,
+        discovery_wait_ms=kv.silence_heartbeats * kv.heartbeat_ms,
+    )

@@ -1,0 +1,151 @@
+#include "sectorflow/aggregator/aggregator.hpp"
+
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <zmq.hpp>
+
+#include "directory.hpp"
+#include "relay.hpp"
+#include "sectorflow/aggregator/errors.hpp"
+
+namespace sectorflow::aggregator {
+
+struct Aggregator::Impl {
+  AggregatorOptions options;
+  zmq::context_t context;
+  std::vector<std::string> endpoints;
+  std::vector<std::unique_ptr<RelayCounters>> counters;
+  std::vector<std::unique_ptr<detail::Relay>> relays;
+  std::unique_ptr<detail::Directory> directory;
+  std::vector<std::thread> threads;
+  std::atomic<bool> stop{false};
+  bool started = false;
+  bool stopped = false;
+  mutable std::mutex mutex;  // summaries, failure
+  std::deque<ScanSummary> summaries;
+  std::string failure;
+};
+
+namespace {
+
+void check(const AggregatorOptions& o) {
+  if (o.producer_threads.empty()) {
+    throw AggregatorError("aggregator: no receivers; list them as [[receivers]] in the configuration");
+  }
+  for (std::size_t r = 0; r < o.producer_threads.size(); ++r) {
+    if (o.producer_threads[r] == 0) {
+      throw AggregatorError("aggregator: receiver " + std::to_string(r) + " has 0 producer threads; expected >= 1");
+    }
+  }
+  if (o.base_port == 0 || std::size_t{o.base_port} + o.producer_threads.size() - 1 > 65535) {
+    throw AggregatorError("aggregator: base_port " + std::to_string(o.base_port) + " with " +
+                          std::to_string(o.producer_threads.size()) + " threads leaves the port range 1..65535");
+  }
+  if (o.hwm < 1) throw AggregatorError("aggregator: hwm " + std::to_string(o.hwm) + " must be >= 1");
+  if (o.max_open_scans < 1) throw AggregatorError("aggregator: max_open_scans must be >= 1");
+}
+
+}  // namespace
+
+Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>()) {
+  check(options);
+  Impl& impl = *impl_;
+  impl.options = std::move(options);
+  const std::size_t n = impl.options.producer_threads.size();
+  std::vector<zmq::socket_t> pulls;
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::string endpoint =
+        "tcp://" + impl.options.bind_host + ":" + std::to_string(impl.options.base_port + r);
+    zmq::socket_t pull(impl.context, zmq::socket_type::pull);
+    pull.set(zmq::sockopt::rcvhwm, impl.options.hwm);
+    pull.set(zmq::sockopt::linger, 0);
+    try {
+      pull.bind(endpoint);
+    } catch (const zmq::error_t& error) {
+      throw AggregatorError("aggregator thread " + std::to_string(r) + " cannot bind " + endpoint + ": " +
+                            error.what() + "; stop what holds the port or change [aggregator] base_port");
+    }
+    impl.endpoints.push_back(endpoint);
+    pulls.push_back(std::move(pull));
+  }
+  impl.directory = std::make_unique<detail::Directory>(impl.options.kvstore);
+  for (std::size_t r = 0; r < n; ++r) {
+    const auto receiver = static_cast<std::uint32_t>(r);
+    impl.counters.push_back(std::make_unique<RelayCounters>(receiver));
+    detail::RelaySettings settings;
+    settings.receiver = receiver;
+    settings.producer_threads = impl.options.producer_threads[r];
+    settings.hwm = impl.options.hwm;
+    settings.discovery_wait = std::chrono::milliseconds(impl.options.discovery_wait_ms);
+    settings.max_open_scans = impl.options.max_open_scans;
+    Impl* self = impl_.get();
+    impl.relays.push_back(std::make_unique<detail::Relay>(
+        impl.context, std::move(pulls[r]), *impl.directory, settings, *impl.counters[r], [self](ScanSummary s) {
+          const std::lock_guard<std::mutex> lock(self->mutex);
+          self->summaries.push_back(std::move(s));
+        }));
+  }
+}
+
+Aggregator::~Aggregator() { stop(); }
+
+void Aggregator::start() {
+  Impl& impl = *impl_;
+  if (impl.started || impl.stopped) throw AggregatorError("aggregator: start() may be called once, before stop()");
+  impl.started = true;
+  for (std::size_t r = 0; r < impl.relays.size(); ++r) {
+    impl.threads.emplace_back([&impl, r] {
+      try {
+        impl.relays[r]->run(impl.stop);
+      } catch (const std::exception& error) {
+        const std::lock_guard<std::mutex> lock(impl.mutex);
+        if (impl.failure.empty()) impl.failure = "aggregator thread " + std::to_string(r) + ": " + error.what();
+      }
+    });
+  }
+}
+
+void Aggregator::stop() {
+  Impl& impl = *impl_;
+  if (impl.stopped) return;
+  impl.stopped = true;
+  impl.stop.store(true);
+  for (std::thread& thread : impl.threads) thread.join();
+  impl.threads.clear();
+  impl.relays.clear();  // closes the PULL sockets and the downstream sockets
+  impl.directory->close();
+}
+
+std::size_t Aggregator::threads() const { return impl_->endpoints.size(); }
+
+std::string Aggregator::endpoint(std::size_t thread) const {
+  if (thread >= impl_->endpoints.size()) {
+    throw AggregatorError("aggregator: no thread " + std::to_string(thread) + " (there are " +
+                          std::to_string(impl_->endpoints.size()) + ")");
+  }
+  return impl_->endpoints[thread];
+}
+
+RelayStats Aggregator::stats(std::size_t thread) const {
+  (void)endpoint(thread);  // range check with its message
+  return impl_->counters[thread]->snapshot();
+}
+
+std::vector<ScanSummary> Aggregator::take_summaries() {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  std::vector<ScanSummary> out(std::make_move_iterator(impl_->summaries.begin()),
+                               std::make_move_iterator(impl_->summaries.end()));
+  impl_->summaries.clear();
+  return out;
+}
+
+std::string Aggregator::failure() const {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->failure;
+}
+
+const AggregatorOptions& Aggregator::options() const { return impl_->options; }
+
+}  // namespace sectorflow::aggregator

@@ -1,0 +1,49 @@
+#include "directory.hpp"
+
+#include <utility>
+
+#include "sectorflow/kvstore/errors.hpp"
+#include "sectorflow/kvstore/schema.hpp"
+
+namespace sectorflow::aggregator::detail {
+namespace {
+
+kvstore::ClientOptions nodegroups_only(kvstore::ClientOptions options) {
+  options.subtree = std::string(kvstore::kNodegroupsPrefix);
+  return options;
+}
+
+}  // namespace
+
+Directory::Directory(kvstore::ClientOptions options) : client_(nodegroups_only(std::move(options))) {
+  client_.on_change(std::string(kvstore::kNodegroupsPrefix),
+                    [this](const std::string&, const std::optional<std::string>&) {
+                      {
+                        const std::lock_guard<std::mutex> lock(mutex_);
+                        generation_.fetch_add(1, std::memory_order_acq_rel);
+                      }
+                      changed_.notify_all();
+                    });
+}
+
+Directory::~Directory() { close(); }
+
+void Directory::close() { client_.close(); }
+
+std::optional<std::string> Directory::endpoint(const std::string& uid, std::size_t thread) const {
+  try {
+    const std::optional<std::string> value = client_.get(kvstore::nodegroup_key(uid));
+    if (!value) return std::nullopt;
+    return kvstore::NodeGroupRecord::decode(*value).endpoint(thread);
+  } catch (const kvstore::KvstoreError&) {
+    // A registration this thread cannot use counts as absent: its messages are lost and counted.
+    return std::nullopt;
+  }
+}
+
+void Directory::wait_change(std::uint64_t seen, std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait_until(lock, deadline, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+}
+
+}  // namespace sectorflow::aggregator::detail

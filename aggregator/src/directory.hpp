@@ -1,0 +1,40 @@
+// Service discovery for the relay threads: a kvstore replica of nodegroups/ and a generation
+// number that moves on every change, so a thread notices a NodeGroup leaving or joining with one
+// relaxed load per message.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "sectorflow/kvstore/client.hpp"
+
+namespace sectorflow::aggregator::detail {
+
+class Directory {
+ public:
+  explicit Directory(kvstore::ClientOptions options);
+  ~Directory();
+  Directory(const Directory&) = delete;
+  Directory& operator=(const Directory&) = delete;
+
+  /// Where aggregator thread `thread` reaches NodeGroup `uid` ("tcp://host:port"), or nullopt if
+  /// the uid is not registered or its record has no port for this thread.
+  std::optional<std::string> endpoint(const std::string& uid, std::size_t thread) const;
+  std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  /// Waits until the generation differs from `seen` or the deadline passes.
+  void wait_change(std::uint64_t seen, std::chrono::steady_clock::time_point deadline) const;
+  void close();
+
+ private:
+  kvstore::Client client_;
+  std::atomic<std::uint64_t> generation_{0};
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+};
+
+}  // namespace sectorflow::aggregator::detail

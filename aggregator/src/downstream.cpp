@@ -1,0 +1,89 @@
+#include "downstream.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <utility>
+
+namespace sectorflow::aggregator::detail {
+namespace {
+
+// How long one wait for a blocked send lasts before the thread looks again at the connection.
+constexpr std::chrono::milliseconds kSendSlice{20};
+
+std::string monitor_address() {
+  static std::atomic<std::uint64_t> next{0};
+  return "inproc://sectorflow-aggregator-monitor-" + std::to_string(next.fetch_add(1));
+}
+
+}  // namespace
+
+Downstream::Downstream(zmq::context_t& context, std::string uid, std::string endpoint, int hwm,
+                       std::chrono::milliseconds grace)
+    : uid_(std::move(uid)),
+      endpoint_(std::move(endpoint)),
+      socket_(context, zmq::socket_type::push),
+      monitor_(context, zmq::socket_type::pair),
+      grace_end_(std::chrono::steady_clock::now() + grace) {
+  socket_.set(zmq::sockopt::sndhwm, hwm);
+  socket_.set(zmq::sockopt::immediate, 1);
+  socket_.set(zmq::sockopt::linger, 0);
+  const std::string address = monitor_address();
+  if (zmq_socket_monitor(socket_.handle(), address.c_str(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0) {
+    throw zmq::error_t();
+  }
+  monitor_.connect(address);
+  socket_.connect(endpoint_);
+}
+
+Downstream::~Downstream() { close(); }
+
+void Downstream::close(std::chrono::milliseconds linger) {
+  if (!open_) return;
+  open_ = false;
+  socket_.set(zmq::sockopt::linger, static_cast<int>(linger.count()));
+  zmq_socket_monitor(socket_.handle(), nullptr, 0);
+  monitor_.close();
+  socket_.close();
+}
+
+bool Downstream::try_send(zmq::message_t* parts, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const bool last = i + 1 == count;
+    const zmq::send_flags flags = last ? zmq::send_flags::dontwait : zmq::send_flags::sndmore | zmq::send_flags::dontwait;
+    if (!socket_.send(parts[i], flags)) {
+      // Only the first part can be refused: ZeroMQ takes a multipart message whole or not at all.
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Downstream::send_slow(zmq::message_t* parts, std::size_t count, const std::atomic<bool>& stop) {
+  while (open_ && !stop.load(std::memory_order_relaxed)) {
+    read_events();
+    if (!connected_ && (ever_connected_ || std::chrono::steady_clock::now() >= grace_end_)) return false;
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLOUT, 0};
+    zmq::poll(&item, 1, kSendSlice);
+    if ((item.revents & ZMQ_POLLOUT) != 0 && try_send(parts, count)) return true;
+  }
+  return false;
+}
+
+void Downstream::read_events() {
+  zmq::message_t event;
+  while (monitor_.recv(event, zmq::recv_flags::dontwait)) {
+    if (event.more()) {
+      std::uint16_t id = 0;
+      if (event.size() >= sizeof id) std::memcpy(&id, event.data(), sizeof id);
+      if (id == ZMQ_EVENT_CONNECTED) {
+        connected_ = true;
+        ever_connected_ = true;
+      } else if (id == ZMQ_EVENT_DISCONNECTED) {
+        connected_ = false;
+      }
+      (void)monitor_.recv(event, zmq::recv_flags::dontwait);  // the address frame
+    }
+  }
+}
+
+}  // namespace sectorflow::aggregator::detail

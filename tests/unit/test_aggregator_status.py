@@ -1,0 +1,58 @@
+"""The aggregator daemon's status record and scan summary line, from counters made in the test."""
+
+from __future__ import annotations
+
+import pytest
+
+from sectorflow.aggregator import MALFORMED_KINDS, summary_line, thread_status
+from sectorflow.kvstore import ServiceStatus
+
+
+class FakeStats:
+    """The fields of a RelayStats (the C++ type has no public constructor)."""
+
+    thread = 1
+    streaming = True
+    scan = 12
+    messages = 300
+    bytes = 49_766_400
+    infos = 2
+    lost = 7
+    open_scans = 1
+    malformed = {"header": 2, "parts": 0, "info": 1, "no_info": 3}
+    first_malformed = {"header": "data header: expected 9 fields, got 3"}
+
+
+class FakeSummary:
+    thread = 2
+    scan = 12
+    complete = True
+    expected = 100
+    forwarded = 97
+    bytes = 1_000_000_000
+    lost = 3
+    seconds = 0.5
+    counts = {"ng-a": 50, "ng-b": 47}
+    lost_by_uid = {"ng-b": 3}
+
+
+def test_status_carries_counters_malformed_kinds_and_loss() -> None:
+    status = ServiceStatus.decode(thread_status(FakeStats(), lost_last_scan=4).encode())
+    assert (status.state, status.scan, status.messages, status.bytes) == ("streaming", 12, 300, 49_766_400)
+    assert {k: status.extra[f"malformed_{k}"] for k in MALFORMED_KINDS} == FakeStats.malformed
+    assert status.extra["malformed"] == 6
+    assert (status.extra["lost"], status.extra["lost_last_scan"], status.extra["open_scans"]) == (7, 4, 1)
+
+
+@pytest.mark.parametrize("streaming, state", [(True, "streaming"), (False, "idle")])
+def test_status_state_follows_open_scans(streaming: bool, state: str) -> None:
+    stats = FakeStats()
+    stats.streaming = streaming
+    assert thread_status(stats, 0).state == state
+
+
+def test_summary_line_names_scan_counts_rate_and_loss() -> None:
+    assert summary_line(FakeSummary()) == (
+        "scan 12: thread 2 finished: forwarded 97 of 100 expected messages (ng-a 50, ng-b 47), "
+        "1000000000 bytes in 0.500 s (2.00 GB/s), lost 3 (ng-b 3)"
+    )

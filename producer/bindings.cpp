@@ -164,6 +164,11 @@ void bind_producer_class(py::module_& m) {
            "Close the scan and publish 'finished'; raises ProducerError if messages are missing.")
       .def("run_scan", &Producer::run_scan, py::arg("request"), py::arg("source"),
            py::call_guard<py::gil_scoped_release>(), "A whole scan from a source, GIL released throughout.")
+      .def("stream", &Producer::stream, py::arg("source"), py::arg("frames"),
+           py::call_guard<py::gil_scoped_release>(),
+           "After begin_scan(request, frames): read and send every frame, then end_scan(); GIL released.")
+      .def("report_error", &Producer::report_error, py::arg("scan_number"), py::arg("error"),
+           "Publish state 'error' for a scan this thread cannot run (e.g. its source failed).")
       .def("stop", &Producer::stop, "Interrupt a running or blocked scan (ProducerStopped); any thread.")
       .def_property_readonly("stopped", &Producer::stopped)
       .def_property_readonly("messages", &Producer::messages)

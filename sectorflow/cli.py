@@ -23,6 +23,8 @@ from sectorflow.protocol import ProtocolError
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.kvstore.cli",
     "sectorflow.simulator.cli",
+    "sectorflow.producer.cli",
+    "sectorflow.producer.acquire",
     "sectorflow.session.cli",
 )
 

@@ -307,9 +307,26 @@ ScanResult Producer::end_scan() {
   return result;
 }
 
+void Producer::report_error(std::uint32_t scan_number, const std::string& error) {
+  if (impl_->in_scan) {
+    throw ProducerError("scan " + std::to_string(scan_) + ", producer " + options_.name() +
+                        ": a scan is running; its own errors are reported");
+  }
+  scan_ = scan_number;
+  messages_ = 0;
+  bytes_ = 0;
+  publish(std::string(kvstore::kStateError), error);
+}
+
 ScanResult Producer::run_scan(const ScanRequest& request, SectorSource& source) {
   const std::vector<std::uint32_t> frames = source.frames();
   begin_scan(request, frames);
+  return stream(source, frames);
+}
+
+ScanResult Producer::stream(SectorSource& source, const std::vector<std::uint32_t>& frames) {
+  const std::uint32_t scan_number = scan_;
+  if (!impl_->in_scan) throw ProducerError("producer " + options_.name() + ": stream() needs begin_scan() first");
   detail::BufferPool& pool = impl_->pool;
   const std::size_t bytes = pool.buffer_bytes();
   for (const std::uint32_t frame : frames) {
@@ -318,7 +335,7 @@ ScanResult Producer::run_scan(const ScanRequest& request, SectorSource& source) 
       source.read(frame, buffer, bytes);
     } catch (const std::exception& error) {
       pool.give_back(buffer);
-      fail(scan_text(request.scan_number) + ", frame " + std::to_string(frame) + ": " + error.what());
+      fail(scan_text(scan_number) + ", frame " + std::to_string(frame) + ": " + error.what());
       throw;
     }
     try {

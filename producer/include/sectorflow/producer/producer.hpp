@@ -108,10 +108,17 @@ class Producer {
   /// ProducerError (and publishes "error") if fewer messages were sent than announced.
   ScanResult end_scan();
 
-  /// A whole scan from a source: begin_scan(request, source.frames()), every sector read into a
-  /// buffer from a pool and sent zero-copy, end_scan(). Publishes "error" with the message and
-  /// rethrows if anything fails.
+  /// A whole scan from a source: begin_scan(request, source.frames()), then stream(). Publishes
+  /// "error" with the message and rethrows if anything fails.
   ScanResult run_scan(const ScanRequest& request, SectorSource& source);
+
+  /// After begin_scan(request, frames): every frame read from `source` into a pooled buffer and
+  /// sent zero-copy (the buffer returns to the pool when ZeroMQ releases it), then end_scan().
+  ScanResult stream(SectorSource& source, const std::vector<std::uint32_t>& frames);
+
+  /// Publishes state "error" for `scan_number` with `error` (e.g. its source could not be opened),
+  /// so that whoever waits for the scan learns why this thread will not run it.
+  void report_error(std::uint32_t scan_number, const std::string& error);
 
   /// Interrupts a blocked or running scan from any thread: send and run_scan throw
   /// ProducerStopped. Messages already handed to ZeroMQ are still delivered within linger_ms.

@@ -26,6 +26,7 @@ from sectorflow.kvstore import (
     AcquireRequest,
     Client,
     ServiceStatus,
+    wall_clock_s,
 )
 from sectorflow.simulator import parse_scan_shape
 
@@ -94,6 +95,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
                                   "start a streaming session first")
         request = AcquireRequest(scan_number=scan, scan_x=scan_x, scan_y=scan_y, rate_hz=rate, routing=routing,
                                  source=source)
+        published_s = wall_clock_s()
         client.set_once(ACQUIRE_REQUEST_KEY, request.encode())
         if routing:
             print(f"scan {scan}: requested {scan_x} x {scan_y} ({source}), streaming to {len(routing)} NodeGroups: "
@@ -103,13 +105,19 @@ def run(args: argparse.Namespace, config: Config) -> int:
                   f"to disk in {config.producer.fallback_dir}", flush=True)
         if not args.wait:
             return 0
-        statuses = wait_for_scan(client, scan, expected_producers(config), timeout)
+        statuses = wait_for_scan(client, scan, expected_producers(config), timeout, published_s)
     print(summary(scan, statuses, config))
     return 0
 
 
-def wait_for_scan(client: Client, scan: int, names: list[str], timeout_s: float | None) -> dict[str, ServiceStatus]:
+def wait_for_scan(
+    client: Client, scan: int, names: list[str], timeout_s: float | None, since_s: float = 0.0
+) -> dict[str, ServiceStatus]:
     """Wait until every producer thread in ``names`` reports ``finished`` for ``scan``.
+
+    Only statuses stamped at or after ``since_s`` (Unix time; the request's publication) count, so
+    an earlier run of the same scan number (a fallback before its replay) is not taken for this one.
+    The stamps come from the producers' clocks: receiver servers are assumed to keep time (NTP).
 
     Raises:
         SectorflowError: a thread reports an error for the scan, or the timeout passes (the message lists
@@ -119,7 +127,8 @@ def wait_for_scan(client: Client, scan: int, names: list[str], timeout_s: float 
     last_progress = 0.0
     while True:
         current = {name: status for (_, name), status in client.statuses(SERVICE_PRODUCER).items()}
-        mine = {name: current[name] for name in names if name in current and current[name].scan == scan}
+        mine = {name: current[name] for name in names
+                if name in current and current[name].scan == scan and current[name].updated_s >= since_s}
         errors = [f"{name}: {status.extra.get('error', 'error')}" for name, status in mine.items()
                   if status.state == STATE_ERROR]
         if errors:

@@ -4,10 +4,10 @@ States (logged on every transition): ``starting`` (kvstore client and producer t
 replica syncing) -> ``idle`` (watching ``acquire/request``) -> ``acquiring`` (a scan runs on the
 receiver's T threads) -> ``idle`` ... -> ``stopping`` -> ``stopped``.
 
-A request is an event: the daemon acquires each scan number once, the first time a request for it
-appears after the daemon is idle. A request already present when the daemon starts is not
-acquired (it was somebody else's); a request repeated for a scan already acquired is ignored with
-a warning. Each producer thread publishes its own status (``status/producer/r<R>t<T>``).
+A request is an event: the daemon acquires each (scan number, source) once, the first time a
+request for it appears after the daemon is idle, so a scan written to disk may later be replayed
+once under its own number. A request already present when the daemon starts is not acquired (it
+was somebody else's); a request repeated for a scan already acquired is ignored with a warning. Each producer thread publishes its own status (``status/producer/r<R>t<T>``).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class ProducerDaemon:
     config: Config
     receiver: int
     state: str = STARTING
-    acquired: set[int] = field(default_factory=set)
+    acquired: set[tuple[int, str]] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
     _requests: queue.Queue = field(default_factory=queue.Queue)
     _producers: list[Producer] = field(default_factory=list)
@@ -141,7 +141,7 @@ class ProducerDaemon:
             request = AcquireRequest.decode(raw)
         except KvstoreError:
             return
-        self.acquired.add(request.scan_number)
+        self.acquired.add((request.scan_number, request.source))
         log.info("scan %d: its request predates this producer; not acquired", request.scan_number)
 
     def _handle(self, value: bytes) -> None:
@@ -150,10 +150,11 @@ class ProducerDaemon:
         except KvstoreError as error:
             log.error("%s holds an invalid request, ignored: %s", ACQUIRE_REQUEST_KEY, error)
             return
-        if request.scan_number in self.acquired:
-            log.warning("scan %d: already acquired by this producer; request ignored", request.scan_number)
+        if (request.scan_number, request.source) in self.acquired:
+            log.warning("scan %d: already acquired from the %s by this producer; request ignored",
+                        request.scan_number, request.source)
             return
-        self.acquired.add(request.scan_number)
+        self.acquired.add((request.scan_number, request.source))
         self._transition(ACQUIRING, f"scan {request.scan_number}, {request.scan_x} x {request.scan_y}, "
                                     f"source {request.source}")
         try:

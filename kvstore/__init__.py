@@ -38,7 +38,13 @@ C++ ones: ``NodeGroupRecord``, ``ServiceStatus``, ``AcquireRequest``, each with 
     (bool, int, float or str). Services: ``producer`` (name ``r<receiver>t<thread>``),
     ``aggregator`` (``t<thread>``), ``nodegroup`` (the uid), ``kvstore`` (``server``).
 ``acquire/request`` (``ACQUIRE_REQUEST_KEY``) -> ``AcquireRequest``
-    ``scan_number`` int, ``scan_x`` int, ``scan_y`` int, ``rate_hz`` float (0: as fast as possible).
+    ``scan_number`` int, ``scan_x`` int, ``scan_y`` int, ``rate_hz`` float (0: as fast as possible),
+    ``routing`` [str] (optional: the sorted NodeGroup UIDs, fixed by ``sectorflow acquire`` from
+    its replica so every producer thread routes alike; ``[]`` = fallback to raw files; absent or
+    ``None`` = each producer thread reads ``nodegroups/`` from its own replica), ``source`` str
+    (optional: ``SOURCE_SIMULATOR`` "simulator", the default, or ``SOURCE_REPLAY`` "replay": stream
+    the scan's raw files from ``producer.fallback_dir``). ``encode()`` writes ``routing`` only when
+    set and ``source`` only for replay, so a request of the first five fields keeps its bytes.
 
 Client semantics: ``set(key, value_bytes, ttl_s)`` makes the key this client's own (refreshed every
 ttl/3 while it lives, republished after a server restart, deleted when the client closes);
@@ -63,6 +69,8 @@ from sectorflow._core.kvstore import (
     SERVICE_PRODUCER,
     SNAPSHOT_END,
     SNAPSHOT_REQUEST,
+    SOURCE_REPLAY,
+    SOURCE_SIMULATOR,
     STATE_DRAINING,
     STATE_ERROR,
     STATE_FINISHED,
@@ -122,6 +130,8 @@ __all__ = [
     "SERVICE_PRODUCER",
     "SNAPSHOT_END",
     "SNAPSHOT_REQUEST",
+    "SOURCE_REPLAY",
+    "SOURCE_SIMULATOR",
     "STATE_DRAINING",
     "STATE_ERROR",
     "STATE_FINISHED",

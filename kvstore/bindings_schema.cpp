@@ -41,6 +41,8 @@ void bind_constants(py::module_& m) {
   m.attr("STATE_FINISHED") = std::string(kStateFinished);
   m.attr("STATE_ERROR") = std::string(kStateError);
   m.attr("STATE_SERVING") = std::string(kStateServing);
+  m.attr("SOURCE_SIMULATOR") = std::string(kSourceSimulator);
+  m.attr("SOURCE_REPLAY") = std::string(kSourceReplay);
 
   m.def("nodegroup_key", [](const std::string& uid) { return nodegroup_key(uid); }, py::arg("uid"),
         "'nodegroups/<uid>'.");
@@ -117,20 +119,28 @@ void bind_records(py::module_& m) {
 
   const AcquireRequest ar;
   py::class_<AcquireRequest>(m, "AcquireRequest", "acquire/request: the scan the producers are asked to run.")
-      .def(py::init([](std::uint32_t scan_number, std::uint32_t scan_x, std::uint32_t scan_y, double rate_hz) {
-             return AcquireRequest{scan_number, scan_x, scan_y, rate_hz};
+      .def(py::init([](std::uint32_t scan_number, std::uint32_t scan_x, std::uint32_t scan_y, double rate_hz,
+                       std::optional<std::vector<std::string>> routing, std::string source) {
+             return AcquireRequest{scan_number, scan_x, scan_y, rate_hz, std::move(routing), std::move(source)};
            }),
-           py::kw_only(), py::arg("scan_number"), py::arg("scan_x"), py::arg("scan_y"), py::arg("rate_hz") = ar.rate_hz)
+           py::kw_only(), py::arg("scan_number"), py::arg("scan_x"), py::arg("scan_y"), py::arg("rate_hz") = ar.rate_hz,
+           py::arg("routing") = ar.routing, py::arg("source") = ar.source,
+           "routing: sorted NodeGroup UIDs ([] = fallback, None = each producer reads its replica); "
+           "source: 'simulator' or 'replay'.")
       .def_readwrite("scan_number", &AcquireRequest::scan_number)
       .def_readwrite("scan_x", &AcquireRequest::scan_x)
       .def_readwrite("scan_y", &AcquireRequest::scan_y)
       .def_readwrite("rate_hz", &AcquireRequest::rate_hz)
+      .def_readwrite("routing", &AcquireRequest::routing)
+      .def_readwrite("source", &AcquireRequest::source)
       .def("encode", [](const AcquireRequest& r) { return py::bytes(r.encode()); })
       .def_static("decode", [](const py::buffer& b) { return AcquireRequest::decode(bytes_of(b)); }, py::arg("value"))
       .def("__eq__", [](const AcquireRequest& a, const AcquireRequest& b) { return a == b; })
       .def("__repr__", [](const AcquireRequest& r) {
         return "AcquireRequest(scan_number=" + std::to_string(r.scan_number) + ", scan " + std::to_string(r.scan_x) +
-               " x " + std::to_string(r.scan_y) + ", rate_hz=" + std::to_string(r.rate_hz) + ")";
+               " x " + std::to_string(r.scan_y) + ", rate_hz=" + std::to_string(r.rate_hz) + ", routing=" +
+               (r.routing ? std::to_string(r.routing->size()) + " uids" : std::string("replica")) + ", source='" +
+               r.source + "')";
       });
 }
 

@@ -1,1 +1,59 @@
-"""sectorflow.producer."""
+"""The producer: receiver-side sector streaming with automatic fallback to disk.
+
+``Producer`` (C++, ``sectorflow::producer``) is one producer thread: per scan it fixes the routing
+list (the request's, or the sorted ``nodegroups/*`` of its kvstore replica), decides once between
+streaming and fallback (no NodeGroup), publishes the decision in ``status/producer/r<R>t<T>``,
+then sends the info message and two-part data messages to aggregator thread r on a PUSH socket
+that blocks at ``producer.send_hwm`` (never drops), or writes raw version-5 files to
+``producer.fallback_dir``. Thread t of T sends frames f with f % T == t. Sources:
+``simulator_source`` (the detector simulator) and ``ReplaySource`` (raw files of a scan).
+``ProducerDaemon`` runs ``sectorflow producer``; ``sectorflow acquire`` requests a scan.
+"""
+
+from sectorflow._core.producer import (
+    STOP_CHECK_MS,
+    Mode,
+    Producer,
+    ProducerError,
+    ProducerOptions,
+    ProducerStopped,
+    ReplaySource,
+    ScanDecision,
+    ScanRequest,
+    ScanResult,
+    SectorSource,
+    check_routing,
+    count_routes,
+    routing_from_replica,
+    simulator_source,
+    thread_share,
+)
+
+from .acquire import expected_producers, wait_for_scan
+from .daemon import ProducerDaemon
+from .options import aggregator_endpoint, check_receiver, producer_options
+
+__all__ = [
+    "STOP_CHECK_MS",
+    "Mode",
+    "Producer",
+    "ProducerDaemon",
+    "ProducerError",
+    "ProducerOptions",
+    "ProducerStopped",
+    "ReplaySource",
+    "ScanDecision",
+    "ScanRequest",
+    "ScanResult",
+    "SectorSource",
+    "aggregator_endpoint",
+    "check_receiver",
+    "check_routing",
+    "count_routes",
+    "expected_producers",
+    "producer_options",
+    "routing_from_replica",
+    "simulator_source",
+    "thread_share",
+    "wait_for_scan",
+]

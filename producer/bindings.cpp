@@ -1,7 +1,190 @@
+// Python face of the producer: the C++ Producer, its sources and the simulator adapter. Anything
+// that sends or reads releases the GIL; payloads given from Python are copied (a zero-copy release
+// would have to take the GIL on ZeroMQ's I/O thread), sectors of a source travel zero-copy.
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <filesystem>
+#include <memory>
+
 #include "bindings.hpp"
+#include "sectorflow/kvstore/client.hpp"
+#include "sectorflow/producer/errors.hpp"
+#include "sectorflow/producer/producer.hpp"
+#include "sectorflow/producer/replay_source.hpp"
+#include "sectorflow/producer/routing.hpp"
+#include "sectorflow/producer/sector_source.hpp"
+#include "sectorflow/simulator/pacer.hpp"
+#include "sectorflow/simulator/simulator.hpp"
+
+namespace py = pybind11;
 
 namespace sectorflow::bindings {
+namespace {
 
-void bind_producer(pybind11::module_& /*m*/) {}
+using namespace sectorflow::producer;
+
+// ~Producer may wait for queued messages (linger_ms): not while holding the GIL.
+struct ReleaseGilDelete {
+  void operator()(Producer* producer) const {
+    if (PyGILState_Check()) {
+      py::gil_scoped_release release;
+      delete producer;
+    } else {
+      delete producer;
+    }
+  }
+};
+
+void bind_types(py::module_& m) {
+  const ProducerOptions po;
+  py::class_<ProducerOptions>(m, "ProducerOptions", "How one producer thread is wired (see producer.hpp).")
+      .def(py::init([](const protocol::Geometry& geometry, std::uint32_t receiver, std::uint32_t thread_id,
+                       std::uint32_t threads, std::string aggregator_endpoint, int send_hwm, std::string fallback_dir,
+                       double status_ttl_s, int status_interval_ms, int linger_ms) {
+             return ProducerOptions{geometry, receiver, thread_id, threads, std::move(aggregator_endpoint), send_hwm,
+                                    std::move(fallback_dir), status_ttl_s, status_interval_ms, linger_ms};
+           }),
+           py::kw_only(), py::arg("geometry"), py::arg("receiver"), py::arg("thread_id") = po.thread_id,
+           py::arg("threads") = po.threads, py::arg("aggregator_endpoint") = po.aggregator_endpoint,
+           py::arg("send_hwm") = po.send_hwm, py::arg("fallback_dir") = po.fallback_dir,
+           py::arg("status_ttl_s") = po.status_ttl_s, py::arg("status_interval_ms") = po.status_interval_ms,
+           py::arg("linger_ms") = po.linger_ms)
+      .def_readonly("geometry", &ProducerOptions::geometry)
+      .def_readonly("receiver", &ProducerOptions::receiver)
+      .def_readonly("thread_id", &ProducerOptions::thread_id)
+      .def_readonly("threads", &ProducerOptions::threads)
+      .def_readonly("aggregator_endpoint", &ProducerOptions::aggregator_endpoint)
+      .def_readonly("send_hwm", &ProducerOptions::send_hwm)
+      .def_readonly("fallback_dir", &ProducerOptions::fallback_dir)
+      .def_readonly("status_ttl_s", &ProducerOptions::status_ttl_s)
+      .def_readonly("status_interval_ms", &ProducerOptions::status_interval_ms)
+      .def_readonly("linger_ms", &ProducerOptions::linger_ms)
+      .def("name", &ProducerOptions::name, "'r<receiver>t<thread_id>'.");
+
+  py::enum_<Mode>(m, "Mode", "What a scan start decided.")
+      .value("STREAMING", Mode::kStreaming)
+      .value("FALLBACK", Mode::kFallback);
+
+  py::class_<ScanRequest>(m, "ScanRequest", "A scan a producer thread is asked to run.")
+      .def(py::init([](std::uint32_t scan_number, std::uint32_t scan_x, std::uint32_t scan_y,
+                       std::optional<std::vector<std::string>> routing) {
+             return ScanRequest{scan_number, scan_x, scan_y, std::move(routing)};
+           }),
+           py::kw_only(), py::arg("scan_number"), py::arg("scan_x"), py::arg("scan_y"), py::arg("routing") = py::none(),
+           "routing: sorted NodeGroup UIDs ([] = fallback); None = read them from the kvstore replica.")
+      .def_readonly("scan_number", &ScanRequest::scan_number)
+      .def_readonly("scan_x", &ScanRequest::scan_x)
+      .def_readonly("scan_y", &ScanRequest::scan_y)
+      .def_readonly("routing", &ScanRequest::routing);
+
+  py::class_<ScanDecision>(m, "ScanDecision", "The streaming-or-fallback decision fixed at scan start.")
+      .def_readonly("scan_number", &ScanDecision::scan_number)
+      .def_readonly("mode", &ScanDecision::mode)
+      .def_property_readonly("mode_name", [](const ScanDecision& d) { return std::string(to_string(d.mode)); })
+      .def_readonly("routing", &ScanDecision::routing)
+      .def_readonly("counts", &ScanDecision::counts)
+      .def_readonly("announced", &ScanDecision::announced)
+      .def_readonly("file", &ScanDecision::file);
+
+  py::class_<ScanResult>(m, "ScanResult", "What a scan did.")
+      .def_readonly("decision", &ScanResult::decision)
+      .def_readonly("messages", &ScanResult::messages)
+      .def_readonly("bytes", &ScanResult::bytes)
+      .def_readonly("seconds", &ScanResult::seconds);
+}
+
+void bind_sources(py::module_& m) {
+  py::class_<SectorSource, std::shared_ptr<SectorSource>>(m, "SectorSource",
+                                                          "One thread's sectors of one scan (made in C++).")
+      .def("frames", &SectorSource::frames, py::call_guard<py::gil_scoped_release>(),
+           "The frame numbers the source will deliver, in order.");
+
+  py::class_<ReplaySource, SectorSource, std::shared_ptr<ReplaySource>>(
+      m, "ReplaySource", "Thread t of T replays the raw-file records of one sector whose frame f has f % T == t.")
+      .def(py::init([](const std::filesystem::path& directory, std::uint32_t scan_number, std::uint32_t sector,
+                       std::uint32_t scan_x, std::uint32_t scan_y, std::uint32_t threads, std::uint32_t thread_id,
+                       const protocol::Geometry& geometry) {
+             py::gil_scoped_release release;
+             return std::make_shared<ReplaySource>(directory.string(), scan_number, sector, scan_x, scan_y, threads,
+                                                   thread_id, geometry);
+           }),
+           py::arg("directory"), py::arg("scan_number"), py::arg("sector"), py::arg("scan_x"), py::arg("scan_y"),
+           py::arg("threads"), py::arg("thread_id"), py::arg("geometry"))
+      .def_property_readonly("files", &ReplaySource::files);
+
+  m.def("simulator_source",
+        [](const simulator::Simulator& sim, std::uint32_t scan_number, std::uint32_t sector, std::uint64_t n_frames,
+           std::uint32_t threads, std::uint32_t thread_id, const simulator::Pacer* pacer) {
+          auto generate = [&sim, scan_number, sector, pacer](std::uint32_t frame, void* out, std::size_t bytes) {
+            if (pacer != nullptr) pacer->wait(frame);
+            sim.generate_sector(scan_number, frame, sector, out, bytes);
+          };
+          auto lost = [&sim, scan_number, sector](std::uint32_t frame) { return sim.dropped(scan_number, frame, sector); };
+          return std::shared_ptr<SectorSource>(
+              std::make_shared<GeneratedSource>(n_frames, threads, thread_id, generate, lost));
+        },
+        py::arg("simulator"), py::arg("scan_number"), py::arg("sector"), py::arg("n_frames"), py::arg("threads"),
+        py::arg("thread_id"), py::arg("pacer") = nullptr, py::keep_alive<0, 1>(), py::keep_alive<0, 7>(),
+        "Thread thread_id's share (f % threads == thread_id) of the simulated scan, minus the sectors the "
+        "simulator drops; paced by `pacer` (shared by the threads of a scan, frame f due at f / rate) if given.");
+
+  m.def("thread_share", &thread_share, py::arg("n_frames"), py::arg("threads"), py::arg("thread_id"),
+        "Frames f of 0..n_frames-1 with f % threads == thread_id.");
+  m.def("count_routes", &count_routes, py::arg("routing"), py::arg("frames"),
+        "UID -> frames routed to it (frame f to routing[f % len(routing)]), zeros included.");
+  m.def("check_routing", &check_routing, py::arg("routing"), py::arg("scan_number"),
+        "Raise ProducerError unless the list is sorted, without duplicates or empty UIDs.");
+  m.def("routing_from_replica", &routing_from_replica, py::arg("client"),
+        "The sorted UIDs of nodegroups/* in the client's replica.");
+}
+
+void bind_producer_class(py::module_& m) {
+  py::class_<Producer, std::unique_ptr<Producer, ReleaseGilDelete>>(
+      m, "Producer",
+      "One producer thread: per scan, streaming (info + data messages to aggregator thread r) or fallback "
+      "(raw files), decided once at scan start and published in status/producer/r<R>t<T>.")
+      .def(py::init<ProducerOptions, kvstore::Client*>(), py::arg("options"), py::arg("kvstore") = nullptr,
+           py::keep_alive<1, 3>(), "kvstore: a sectorflow.kvstore.Client (kept alive by the Producer) or None.")
+      .def_property_readonly("options", &Producer::options)
+      .def("begin_scan", &Producer::begin_scan, py::arg("request"), py::arg("frames"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Fix routing and mode, publish the status, send the info message or create the raw file.")
+      .def("send",
+           [](Producer& p, std::uint32_t frame_number, std::uint32_t sector, const py::buffer& payload) {
+             const py::buffer_info info = payload.request();
+             const auto bytes = static_cast<std::size_t>(info.size * info.itemsize);
+             py::gil_scoped_release release;
+             p.send(frame_number, sector, info.ptr, bytes);
+           },
+           py::arg("frame_number"), py::arg("sector"), py::arg("payload"),
+           "Send one announced sector; the payload (any C-contiguous buffer) is copied. Blocks at the high-water "
+           "mark with the GIL released.")
+      .def("end_scan", &Producer::end_scan, py::call_guard<py::gil_scoped_release>(),
+           "Close the scan and publish 'finished'; raises ProducerError if messages are missing.")
+      .def("run_scan", &Producer::run_scan, py::arg("request"), py::arg("source"),
+           py::call_guard<py::gil_scoped_release>(), "A whole scan from a source, GIL released throughout.")
+      .def("stream", &Producer::stream, py::arg("source"), py::arg("frames"),
+           py::call_guard<py::gil_scoped_release>(),
+           "After begin_scan(request, frames): read and send every frame, then end_scan(); GIL released.")
+      .def("report_error", &Producer::report_error, py::arg("scan_number"), py::arg("error"),
+           "Publish state 'error' for a scan this thread cannot run (e.g. its source failed).")
+      .def("stop", &Producer::stop, "Interrupt a running or blocked scan (ProducerStopped); any thread.")
+      .def_property_readonly("stopped", &Producer::stopped)
+      .def_property_readonly("messages", &Producer::messages)
+      .def_property_readonly("bytes", &Producer::bytes);
+}
+
+}  // namespace
+
+void bind_producer(py::module_& m) {
+  const auto& error = py::register_exception<ProducerError>(
+      m, "ProducerError", py::module_::import("sectorflow.errors").attr("SectorflowError").ptr());
+  py::register_exception<ProducerStopped>(m, "ProducerStopped", error);
+  m.attr("STOP_CHECK_MS") = kStopCheckMs;
+  bind_types(m);
+  bind_sources(m);
+  bind_producer_class(m);
+}
 
 }  // namespace sectorflow::bindings

@@ -24,6 +24,8 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.kvstore.cli",
     "sectorflow.aggregator.cli",
     "sectorflow.simulator.cli",
+    "sectorflow.producer.cli",
+    "sectorflow.producer.acquire",
     "sectorflow.session.cli",
     "sectorflow.pipeline.cli",
 )

@@ -121,6 +121,23 @@ std::vector<std::uint16_t> MsgpackMap::ports(const std::string& key) const {
   return ports;
 }
 
+std::vector<std::string> MsgpackMap::strings(const std::string& key) const {
+  const msgpack::object& object = get(key);
+  if (object.type != msgpack::type::ARRAY) {
+    throw KvstoreError(about(key) + ": expected an array of strings, got " + type_name(object));
+  }
+  std::vector<std::string> strings;
+  for (std::uint32_t i = 0; i < object.via.array.size; ++i) {
+    const msgpack::object& element = object.via.array.ptr[i];
+    if (element.type != msgpack::type::STR) {
+      throw KvstoreError(about(key) + ": element " + std::to_string(i) + " is " + type_name(element) +
+                         ", expected a string");
+    }
+    strings.emplace_back(element.via.str.ptr, element.via.str.size);
+  }
+  return strings;
+}
+
 void MsgpackMap::reject_unknown(std::initializer_list<std::string_view> known) const {
   for (const auto& [key, value] : fields_) {
     bool listed = false;

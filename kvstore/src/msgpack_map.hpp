@@ -26,6 +26,7 @@ class MsgpackMap {
   std::uint64_t unsigned_int(const std::string& key, std::uint64_t max) const;
   double number(const std::string& key) const;
   std::vector<std::uint16_t> ports(const std::string& key) const;
+  std::vector<std::string> strings(const std::string& key) const;
   /// Throws KvstoreError if a field outside `known` is present.
   void reject_unknown(std::initializer_list<std::string_view> known) const;
   const std::map<std::string, const msgpack::object*>& fields() const { return fields_; }

@@ -242,6 +242,23 @@ void check_request(const AcquireRequest& request) {
     throw KvstoreError("AcquireRequest scan " + std::to_string(request.scan_number) + ": rate_hz " +
                        std::to_string(request.rate_hz) + " is negative; 0 means as fast as possible");
   }
+  if (request.source != kSourceSimulator && request.source != kSourceReplay) {
+    throw KvstoreError("AcquireRequest scan " + std::to_string(request.scan_number) + ": source '" +
+                       request.source + "' is unknown; expected 'simulator' or 'replay'");
+  }
+  if (request.routing) {
+    const std::vector<std::string>& uids = *request.routing;
+    for (std::size_t i = 0; i < uids.size(); ++i) {
+      if (uids[i].empty() || uids[i].find('/') != std::string::npos) {
+        throw KvstoreError("AcquireRequest scan " + std::to_string(request.scan_number) + ": routing uid '" +
+                           uids[i] + "' must be non-empty and hold no '/'");
+      }
+      if (i > 0 && !(uids[i - 1] < uids[i])) {
+        throw KvstoreError("AcquireRequest scan " + std::to_string(request.scan_number) + ": routing list is not " +
+                           "sorted without duplicates ('" + uids[i - 1] + "' before '" + uids[i] + "')");
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -250,7 +267,10 @@ std::string AcquireRequest::encode() const {
   check_request(*this);
   msgpack::sbuffer buffer(64);
   Packer packer(buffer);
-  packer.pack_map(5);
+  // Optional fields are written only when they say more than their absence (see schema.hpp), so a
+  // request of the original five fields encodes to the original bytes.
+  const bool replay = source != kSourceSimulator;
+  packer.pack_map(5 + (routing ? 1U : 0U) + (replay ? 1U : 0U));
   pack_key(packer, "version");
   packer.pack_uint32(kSchemaVersion);
   pack_key(packer, "scan_number");
@@ -261,24 +281,36 @@ std::string AcquireRequest::encode() const {
   packer.pack_uint32(scan_y);
   pack_key(packer, "rate_hz");
   detail::pack_float64(buffer, rate_hz);
+  if (routing) {
+    pack_key(packer, "routing");
+    packer.pack_array(static_cast<std::uint32_t>(routing->size()));
+    for (const std::string& uid : *routing) pack_string(packer, uid);
+  }
+  if (replay) {
+    pack_key(packer, "source");
+    pack_string(packer, source);
+  }
   return bytes_of(buffer);
 }
 
 AcquireRequest AcquireRequest::decode(std::string_view bytes) {
   detail::MsgpackMap map(bytes, "AcquireRequest");
-  map.reject_unknown({"version", "scan_number", "scan_x", "scan_y", "rate_hz"});
+  map.reject_unknown({"version", "scan_number", "scan_x", "scan_y", "rate_hz", "routing", "source"});
   constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
   AcquireRequest request;
   request.scan_number = static_cast<std::uint32_t>(map.unsigned_int("scan_number", kU32));
   request.scan_x = static_cast<std::uint32_t>(map.unsigned_int("scan_x", kU32));
   request.scan_y = static_cast<std::uint32_t>(map.unsigned_int("scan_y", kU32));
   request.rate_hz = map.number("rate_hz");
+  if (map.has("routing")) request.routing = map.strings("routing");
+  if (map.has("source")) request.source = map.string("source");
   check_request(request);
   return request;
 }
 
 bool AcquireRequest::operator==(const AcquireRequest& o) const {
-  return scan_number == o.scan_number && scan_x == o.scan_x && scan_y == o.scan_y && rate_hz == o.rate_hz;
+  return scan_number == o.scan_number && scan_x == o.scan_x && scan_y == o.scan_y && rate_hz == o.rate_hz &&
+         routing == o.routing && source == o.source;
 }
 
 double wall_clock_s() {

@@ -139,6 +139,11 @@ TEST(Schema, GoldenRecordsRoundTrip) {
   const std::string request = golden("acquire_request_v1.msgpack");
   EXPECT_EQ(kv::AcquireRequest::decode(request), (kv::AcquireRequest{17, 128, 64, 1000.0}));
   EXPECT_EQ(kv::AcquireRequest::decode(request).encode(), request);
+
+  const std::string routed = golden("acquire_request_v1_routing.msgpack");
+  const kv::AcquireRequest with_routing{18, 8, 4, 250.0, std::vector<std::string>{"ng-a", "ng-b"}, "replay"};
+  EXPECT_EQ(kv::AcquireRequest::decode(routed), with_routing);
+  EXPECT_EQ(with_routing.encode(), routed);
 }
 
 TEST(Schema, MissingFieldIsNamed) {

@@ -167,6 +167,33 @@ def test_acquire_request_matches_the_golden_bytes() -> None:
     assert request.encode() == golden
 
 
+def test_acquire_request_with_routing_and_source_matches_the_golden_bytes() -> None:
+    golden = (DATA / "acquire_request_v1_routing.msgpack").read_bytes()
+    request = AcquireRequest.decode(golden)
+    assert request == AcquireRequest(
+        scan_number=18, scan_x=8, scan_y=4, rate_hz=250.0, routing=["ng-a", "ng-b"], source="replay"
+    )
+    assert request.encode() == golden
+
+
+def test_acquire_request_without_routing_or_source_means_replica_and_simulator() -> None:
+    request = AcquireRequest.decode(packed(scan_number=1, scan_x=2, scan_y=3, rate_hz=0.0))
+    assert request.routing is None and request.source == "simulator"
+    empty = AcquireRequest(scan_number=2, scan_x=1, scan_y=1, routing=[])
+    assert AcquireRequest.decode(empty.encode()).routing == [], "an empty routing list (fallback) survives"
+
+
+def test_acquire_request_refuses_bad_routing_and_source() -> None:
+    with pytest.raises(KvstoreError, match="AcquireRequest scan 4: routing list is not sorted without duplicates"):
+        AcquireRequest(scan_number=4, scan_x=1, scan_y=1, routing=["b", "a"]).encode()
+    with pytest.raises(KvstoreError, match="routing uid 'a/b' must be non-empty and hold no '/'"):
+        AcquireRequest.decode(packed(scan_number=4, scan_x=1, scan_y=1, rate_hz=0.0, routing=["a/b"]))
+    with pytest.raises(KvstoreError, match="source 'disk' is unknown; expected 'simulator' or 'replay'"):
+        AcquireRequest.decode(packed(scan_number=4, scan_x=1, scan_y=1, rate_hz=0.0, source="disk"))
+    with pytest.raises(KvstoreError, match="field 'routing': expected an array of strings"):
+        AcquireRequest.decode(packed(scan_number=4, scan_x=1, scan_y=1, rate_hz=0.0, routing="a"))
+
+
 def test_acquire_request_validates_the_scan_shape() -> None:
     with pytest.raises(KvstoreError, match="AcquireRequest scan 3: scan shape 0 x 64 is empty"):
         AcquireRequest(scan_number=3, scan_x=0, scan_y=64).encode()

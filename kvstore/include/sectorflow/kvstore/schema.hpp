@@ -28,6 +28,14 @@
 //
 //   acquire/request           AcquireRequest: the scan the operator asks the producers to run.
 //       scan_number u32, scan_x u32, scan_y u32 (scan shape), rate_hz float (0: as fast as possible)
+//       routing  [str, ...]  optional: the sorted NodeGroup UIDs the scan is routed over, fixed by
+//                            `sectorflow acquire` from its replica so that every producer thread
+//                            uses the same list; [] means fallback (write the scan to raw files).
+//                            Absent (records written before the field existed): each producer
+//                            thread reads nodegroups/ from its own replica at scan start.
+//       source   str         optional: "simulator" (generate the scan) or "replay" (stream the raw
+//                            files of this scan from producer.fallback_dir). Absent = "simulator".
+//                            encode() writes it only for "replay", so old readers see old records.
 //
 // Key parts (uid, service, name) are non-empty and hold no '/'.
 #pragma once
@@ -35,6 +43,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -115,12 +124,20 @@ struct ServiceStatus {
   bool operator==(const ServiceStatus& other) const;
 };
 
+inline constexpr std::string_view kSourceSimulator = "simulator";
+inline constexpr std::string_view kSourceReplay = "replay";
+
 struct AcquireRequest {
   std::uint32_t scan_number = 0;
   std::uint32_t scan_x = 0;
   std::uint32_t scan_y = 0;
   double rate_hz = 0.0;  ///< frames per second; 0 means as fast as possible
+  /// Sorted NodeGroup UIDs, no duplicates; empty = fallback; nullopt = each producer's replica.
+  std::optional<std::vector<std::string>> routing;
+  std::string source = std::string(kSourceSimulator);  ///< kSourceSimulator or kSourceReplay
 
+  /// Throws KvstoreError for an empty scan shape, a negative rate, an unknown source or a routing
+  /// list that is not sorted, holds duplicates or a uid that is empty or holds '/'.
   std::string encode() const;
   static AcquireRequest decode(std::string_view bytes);
   bool operator==(const AcquireRequest& other) const;

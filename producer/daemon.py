@@ -1,0 +1,255 @@
+"""The producer daemon of one receiver: acquires its sector of every requested scan, once.
+
+States (logged on every transition): ``starting`` (kvstore client and producer threads set up,
+replica syncing) -> ``idle`` (watching ``acquire/request``) -> ``acquiring`` (a scan runs on the
+receiver's T threads) -> ``idle`` ... -> ``stopping`` -> ``stopped``.
+
+A request is an event: the daemon acquires each (scan number, source) once, the first time a
+request for it appears after the daemon is idle, so a scan written to disk may later be replayed
+once under its own number. A request already present when the daemon starts is not acquired (it
+was somebody else's); a request repeated for a scan already acquired is ignored with a warning. Each producer thread publishes its own status (``status/producer/r<R>t<T>``).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+from sectorflow._core.producer import (
+    Mode,
+    Producer,
+    ProducerError,
+    ProducerStopped,
+    ReplaySource,
+    ScanDecision,
+    ScanRequest,
+    ScanResult,
+    SectorSource,
+    simulator_source,
+)
+from sectorflow._core.simulator import Pacer
+from sectorflow.configs import Config
+from sectorflow.errors import SectorflowError
+from sectorflow.kvstore import ACQUIRE_REQUEST_KEY, SOURCE_REPLAY, AcquireRequest, Client, KvstoreError
+from sectorflow.simulator import simulator_from_config
+
+from .options import check_receiver, producer_options
+
+log = logging.getLogger(__name__)
+
+STARTING = "starting"
+IDLE = "idle"
+ACQUIRING = "acquiring"
+STOPPING = "stopping"
+STOPPED = "stopped"
+
+# How often the idle loop looks at the stop flag, and the scan loop logs progress.
+POLL_S = 0.2
+PROGRESS_S = 5.0
+
+
+@dataclass
+class ThreadOutcome:
+    """What one producer thread did with a scan."""
+
+    decision: ScanDecision | None = None
+    result: ScanResult | None = None
+    error: str = ""
+    stopped: bool = False
+
+
+@dataclass
+class ProducerDaemon:
+    """``sectorflow producer --receiver R``: T producer threads fed by the simulator or by replay."""
+
+    config: Config
+    receiver: int
+    state: str = STARTING
+    acquired: set[tuple[int, str]] = field(default_factory=set)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _requests: queue.Queue = field(default_factory=queue.Queue)
+    _producers: list[Producer] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        check_receiver(self.config, self.receiver)
+        self.threads = self.config.receivers[self.receiver].threads
+
+    def _transition(self, state: str, why: str = "") -> None:
+        log.info("producer r%d: %s -> %s%s", self.receiver, self.state, state, f" ({why})" if why else "")
+        self.state = state
+
+    def stop(self) -> None:
+        """Ask the daemon to stop: a running scan is interrupted (safe from a signal handler)."""
+        self._stop.set()
+        for producer in self._producers:
+            producer.stop()
+
+    def run(self, sync_timeout_s: float = 30.0) -> int:
+        """Serve acquisition requests until stop(); returns the exit code (0).
+
+        Raises:
+            SectorflowError: the kvstore did not answer within ``sync_timeout_s``.
+        """
+        with Client.from_config(self.config, name=f"producer r{self.receiver}") as client:
+            try:
+                self._producers = [
+                    Producer(producer_options(self.config, self.receiver, t), client) for t in range(self.threads)
+                ]
+                client.on_change(ACQUIRE_REQUEST_KEY, self._on_request)
+                self._wait_synced(client, sync_timeout_s)
+                if self._stop.is_set():
+                    return 0
+                self._skip_existing_request(client)
+                self._transition(IDLE, f"{self.threads} threads, watching {ACQUIRE_REQUEST_KEY}")
+                while not self._stop.is_set():
+                    try:
+                        value = self._requests.get(timeout=POLL_S)
+                    except queue.Empty:
+                        continue
+                    self._handle(value)
+                self._transition(STOPPING)
+            finally:
+                self._producers.clear()  # each waits up to its linger for queued messages
+        self._transition(STOPPED)
+        return 0
+
+    def _on_request(self, key: str, value: bytes | None) -> None:
+        # On the kvstore agent thread: hand over, never work here.
+        if value is not None:
+            self._requests.put(value)
+
+    def _wait_synced(self, client: Client, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not client.wait_synced(POLL_S):
+            if self._stop.is_set():
+                return
+            if time.monotonic() > deadline:
+                kv = self.config.kvstore
+                raise SectorflowError(
+                    f"kvstore at {kv.host}:{kv.port} did not answer within {timeout_s:.0f} s; "
+                    "start it with 'sectorflow kvstore' or fix [kvstore] in the configuration"
+                )
+
+    def _skip_existing_request(self, client: Client) -> None:
+        raw = client.get(ACQUIRE_REQUEST_KEY)
+        if raw is None:
+            return
+        try:
+            request = AcquireRequest.decode(raw)
+        except KvstoreError:
+            return
+        self.acquired.add((request.scan_number, request.source))
+        log.info("scan %d: its request predates this producer; not acquired", request.scan_number)
+
+    def _handle(self, value: bytes) -> None:
+        try:
+            request = AcquireRequest.decode(value)
+        except KvstoreError as error:
+            log.error("%s holds an invalid request, ignored: %s", ACQUIRE_REQUEST_KEY, error)
+            return
+        if (request.scan_number, request.source) in self.acquired:
+            log.warning("scan %d: already acquired from the %s by this producer; request ignored",
+                        request.scan_number, request.source)
+            return
+        self.acquired.add((request.scan_number, request.source))
+        self._transition(ACQUIRING, f"scan {request.scan_number}, {request.scan_x} x {request.scan_y}, "
+                                    f"source {request.source}")
+        try:
+            self._acquire(request)
+        finally:
+            if not self._stop.is_set():
+                self._transition(IDLE)
+
+    def _sources(self, request: AcquireRequest) -> list[SectorSource]:
+        """One source per thread; raises for a replay whose files are missing or do not match."""
+        n_frames = request.scan_x * request.scan_y
+        if request.source == SOURCE_REPLAY:
+            if request.routing is not None and not request.routing:
+                raise SectorflowError(
+                    f"scan {request.scan_number}: replay needs a registered NodeGroup (the request has none); "
+                    "its raw files would be written over themselves"
+                )
+            return [
+                ReplaySource(self.config.producer.fallback_dir, request.scan_number, self.receiver, request.scan_x,
+                             request.scan_y, self.threads, t, self.config.geometry())
+                for t in range(self.threads)
+            ]
+        simulator = simulator_from_config(self.config)
+        # One pacer for all threads: frame f is due at f / rate, whichever thread owns it.
+        pacer = Pacer(request.rate_hz) if request.rate_hz > 0 else None
+        return [
+            simulator_source(simulator, request.scan_number, self.receiver, n_frames, self.threads, t, pacer)
+            for t in range(self.threads)
+        ]
+
+    def _acquire(self, request: AcquireRequest) -> None:
+        scan = request.scan_number
+        try:
+            sources = self._sources(request)
+        except (SectorflowError, ValueError) as error:  # ProducerError, RawFileError (a ValueError)
+            log.error("scan %d: not acquired: %s", scan, error)
+            for producer in self._producers:
+                producer.report_error(scan, str(error))
+            return
+        scan_request = ScanRequest(scan_number=scan, scan_x=request.scan_x, scan_y=request.scan_y,
+                                   routing=request.routing)
+        outcomes = [ThreadOutcome() for _ in self._producers]
+        workers = [
+            threading.Thread(target=self._run_thread, args=(producer, scan_request, source, outcome),
+                             name=f"producer-r{self.receiver}t{t}")
+            for t, (producer, source, outcome) in enumerate(zip(self._producers, sources, outcomes))
+        ]
+        started = time.monotonic()
+        for worker in workers:
+            worker.start()
+        last_progress = started
+        for worker in workers:
+            while worker.is_alive():
+                worker.join(POLL_S)
+                now = time.monotonic()
+                if now - last_progress >= PROGRESS_S:
+                    last_progress = now
+                    log.info("scan %d: %d messages, %.1f MB so far", scan,
+                             sum(p.messages for p in self._producers), sum(p.bytes for p in self._producers) / 1e6)
+        self._summarise(scan, outcomes, time.monotonic() - started)
+
+    def _run_thread(self, producer: Producer, request: ScanRequest, source: SectorSource,
+                    outcome: ThreadOutcome) -> None:
+        name = producer.options.name()
+        try:
+            frames = source.frames()
+            outcome.decision = producer.begin_scan(request, frames)
+            decision = outcome.decision
+            if decision.mode == Mode.STREAMING:
+                log.info("scan %d: %s streams %d messages to %d NodeGroups %s", request.scan_number, name,
+                         decision.announced, len(decision.routing), dict(decision.counts))
+            else:
+                log.info("scan %d: %s: no NodeGroup registered, writing %d sectors to %s", request.scan_number,
+                         name, decision.announced, decision.file)
+            outcome.result = producer.stream(source, frames)
+        except ProducerStopped as error:
+            outcome.stopped, outcome.error = True, str(error)
+        except (SectorflowError, ValueError, OSError) as error:  # ProducerError, RawFileError, ...
+            outcome.error = str(error)
+            log.error("scan %d: %s failed: %s", request.scan_number, name, error)
+
+    def _summarise(self, scan: int, outcomes: list[ThreadOutcome], seconds: float) -> None:
+        if any(outcome.stopped for outcome in outcomes):
+            log.warning("scan %d: interrupted by stop; the scan is incomplete", scan)
+            return
+        failed = [outcome.error for outcome in outcomes if outcome.error]
+        if failed:
+            log.error("scan %d: %d of %d threads failed", scan, len(failed), len(outcomes))
+            return
+        results = [outcome.result for outcome in outcomes if outcome.result is not None]
+        messages = sum(result.messages for result in results)
+        size = sum(result.bytes for result in results)
+        decision = results[0].decision
+        if decision.mode == Mode.STREAMING:
+            where = f"streamed to {len(decision.routing)} NodeGroups"
+        else:
+            where = f"written to disk in {self.config.producer.fallback_dir}"
+        log.info("scan %d: %s: %d messages, %.2f MB in %.2f s", scan, where, messages, size / 1e6, seconds)

@@ -1,0 +1,146 @@
+// One producer thread (DESIGN.md step 1, protocol/SPEC.md): per scan it fixes the routing list,
+// decides once between streaming and fallback, records the decision in its kvstore status, then
+// sends the info message and its data messages on a PUSH socket to aggregator thread r, or writes
+// its sectors to raw version-5 files in the fallback directory.
+//
+// Frame split: thread t of a receiver's T threads owns frames f with f % T == t; a scan announces
+// (and refuses anything beyond) the frames its source lists at scan start.
+//
+// Sending never drops: the PUSH socket blocks at send_hwm. The blocking send waits in slices of
+// kStopCheckMs only to notice stop(); the same message is retried, so nothing is lost. Payloads
+// travel zero-copy: ZeroMQ takes the caller's buffer and calls its release function once the
+// message has left (or was discarded at close); without a release function the payload is copied.
+//
+// Status: status/producer/r<R>t<T> (ServiceStatus) goes idle -> streaming | writing-to-disk ->
+// finished (or error), with scan, messages, bytes and the extra fields mode ("streaming" or
+// "fallback"), nodegroups (routing size), fallback_dir (fallback only) and error (on error).
+//
+// Threads: a Producer is used by one thread at a time, except stop(), which any thread may call.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sectorflow/producer/options.hpp"
+#include "sectorflow/producer/sector_source.hpp"
+
+namespace sectorflow::kvstore {
+class Client;
+}
+
+namespace sectorflow::producer {
+
+inline constexpr int kStopCheckMs = 100;
+
+/// The scan a producer thread is asked to run.
+struct ScanRequest {
+  std::uint32_t scan_number = 0;
+  std::uint32_t scan_x = 0;
+  std::uint32_t scan_y = 0;
+  /// The routing list (sorted UIDs; empty = fallback), as fixed by `sectorflow acquire`. nullopt:
+  /// read the NodeGroups from the producer's kvstore replica at scan start.
+  std::optional<std::vector<std::string>> routing;
+};
+
+enum class Mode { kStreaming, kFallback };
+
+/// "streaming" or "fallback".
+const char* to_string(Mode mode);
+
+/// What begin_scan decided; fixed for the whole scan.
+struct ScanDecision {
+  std::uint32_t scan_number = 0;
+  Mode mode = Mode::kFallback;
+  std::vector<std::string> routing;               ///< empty in fallback
+  std::map<std::string, std::uint64_t> counts;    ///< the info message's counts (streaming)
+  std::uint64_t announced = 0;                    ///< messages (or records) this thread will send
+  std::string file;                               ///< the raw file (fallback)
+};
+
+/// What a scan did.
+struct ScanResult {
+  ScanDecision decision;
+  std::uint64_t messages = 0;  ///< data messages sent, or records written
+  std::uint64_t bytes = 0;     ///< payload bytes sent or written
+  double seconds = 0.0;        ///< from begin_scan to end_scan
+};
+
+/// Called with the data pointer and hint once ZeroMQ no longer needs the payload (zmq_free_fn).
+using ReleaseFn = void (*)(void* data, void* hint);
+
+class Producer {
+ public:
+  /// Connects the PUSH socket (when an endpoint is given) and publishes the idle status. `kvstore`
+  /// may be null (no status; every scan then needs its routing); it must outlive the Producer.
+  /// Throws ProducerError for bad options (thread_id >= threads, geometry, send_hwm < 1).
+  Producer(ProducerOptions options, kvstore::Client* kvstore);
+  ~Producer();
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+
+  const ProducerOptions& options() const { return options_; }
+
+  /// Starts a scan: fixes the routing, decides streaming or fallback, publishes the status, then
+  /// sends the info message (which may block at the high-water mark) or creates the raw file.
+  /// `frames` are the frames this thread will send, each once. Throws ProducerError for an empty
+  /// scan shape, a scan already running, a frame outside the scan or not this thread's, a
+  /// duplicate frame, a routing list that is not sorted, no routing and no kvstore, a stream with
+  /// no aggregator endpoint; protocol::RawFileError if the raw file cannot be created.
+  ScanDecision begin_scan(const ScanRequest& request, const std::vector<std::uint32_t>& frames);
+
+  /// Sends (or writes) one announced sector. With `release`, ZeroMQ sends `payload` in place and
+  /// calls release(payload, hint) when done with it (in fallback: after the write, before send
+  /// returns); without, the payload is copied. On an exception the caller keeps the buffer.
+  /// Blocks at the high-water mark. Throws ProducerError for a payload that is not one sector, a
+  /// sector other than this receiver's, a frame not announced or already sent, no scan running;
+  /// ProducerStopped after stop().
+  void send(std::uint32_t frame_number, std::uint32_t sector, const void* payload, std::size_t bytes,
+            ReleaseFn release = nullptr, void* hint = nullptr);
+
+  /// Ends the scan: closes the raw file, publishes "finished" with the totals. Throws
+  /// ProducerError (and publishes "error") if fewer messages were sent than announced.
+  ScanResult end_scan();
+
+  /// A whole scan from a source: begin_scan(request, source.frames()), then stream(). Publishes
+  /// "error" with the message and rethrows if anything fails.
+  ScanResult run_scan(const ScanRequest& request, SectorSource& source);
+
+  /// After begin_scan(request, frames): every frame read from `source` into a pooled buffer and
+  /// sent zero-copy (the buffer returns to the pool when ZeroMQ releases it), then end_scan().
+  ScanResult stream(SectorSource& source, const std::vector<std::uint32_t>& frames);
+
+  /// Publishes state "error" for `scan_number` with `error` (e.g. its source could not be opened),
+  /// so that whoever waits for the scan learns why this thread will not run it.
+  void report_error(std::uint32_t scan_number, const std::string& error);
+
+  /// Interrupts a blocked or running scan from any thread: send and run_scan throw
+  /// ProducerStopped. Messages already handed to ZeroMQ are still delivered within linger_ms.
+  void stop();
+  bool stopped() const { return stop_.load(); }
+
+  /// Totals of the scan in progress (or of the last one).
+  std::uint64_t messages() const { return messages_; }
+  std::uint64_t bytes() const { return bytes_; }
+
+ private:
+  struct Impl;
+  void publish(const std::string& state, const std::string& error = {});
+  void fail(const std::string& error);
+
+  ProducerOptions options_;
+  kvstore::Client* kvstore_;
+  std::atomic<bool> stop_{false};
+  std::uint64_t messages_ = 0;
+  std::uint64_t bytes_ = 0;
+  std::uint32_t scan_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sectorflow::producer

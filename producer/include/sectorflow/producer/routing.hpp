@@ -1,0 +1,28 @@
+// The routing list of a scan (protocol/SPEC.md, "A scan, message by message", step 1): fixed once
+// at scan start, sorted NodeGroup UIDs without duplicates; frame f goes to routing[f % n]; an
+// empty list means fallback.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sectorflow::kvstore {
+class Client;
+}
+
+namespace sectorflow::producer {
+
+/// The sorted UIDs of the NodeGroups registered in `client`'s replica (nodegroups/*). Reads the
+/// local replica only. Throws kvstore::KvstoreError naming a registration that does not decode.
+std::vector<std::string> routing_from_replica(const kvstore::Client& client);
+
+/// Throws ProducerError unless `routing` is sorted, without duplicates and without empty UIDs.
+void check_routing(const std::vector<std::string>& routing, std::uint32_t scan_number);
+
+/// UID -> number of `frames` routed to it, every UID of `routing` present (zeros included).
+std::map<std::string, std::uint64_t> count_routes(const std::vector<std::string>& routing,
+                                                  const std::vector<std::uint32_t>& frames);
+
+}  // namespace sectorflow::producer

@@ -1,0 +1,43 @@
+"""Producer options from a loaded configuration: one ``ProducerOptions`` per producer thread."""
+
+from __future__ import annotations
+
+from sectorflow._core.producer import ProducerOptions
+from sectorflow.configs import Config
+from sectorflow.errors import SectorflowError
+
+
+def check_receiver(config: Config, receiver: int) -> None:
+    """Raise SectorflowError unless ``receiver`` is one of the configuration's receivers."""
+    if not 0 <= receiver < config.n_receivers:
+        raise SectorflowError(
+            f"receiver {receiver}: {config.source} has {config.n_receivers} receivers ([[receivers]]), "
+            f"expected 0 to {config.n_receivers - 1}"
+        )
+
+
+def aggregator_endpoint(config: Config, receiver: int) -> str:
+    """Where aggregator thread ``receiver`` listens: tcp://aggregator.host:(base_port + receiver)."""
+    return f"tcp://{config.aggregator.host}:{config.aggregator.base_port + receiver}"
+
+
+def producer_options(config: Config, receiver: int, thread_id: int) -> ProducerOptions:
+    """The options of thread ``thread_id`` of receiver ``receiver`` (sector ``receiver``).
+
+    Raises:
+        SectorflowError: the receiver or thread is not in the configuration.
+    """
+    check_receiver(config, receiver)
+    threads = config.receivers[receiver].threads
+    if not 0 <= thread_id < threads:
+        raise SectorflowError(f"receiver {receiver} has {threads} producer threads; thread {thread_id} does not exist")
+    return ProducerOptions(
+        geometry=config.geometry(),
+        receiver=receiver,
+        thread_id=thread_id,
+        threads=threads,
+        aggregator_endpoint=aggregator_endpoint(config, receiver),
+        send_hwm=config.producer.send_hwm,
+        fallback_dir=config.producer.fallback_dir,
+        status_ttl_s=config.kvstore.ttl_s,
+    )

@@ -1,0 +1,101 @@
+#include "sectorflow/producer/replay_source.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "sectorflow/producer/errors.hpp"
+#include "sectorflow/protocol/errors.hpp"
+
+namespace sectorflow::producer {
+namespace {
+
+struct FileCloser {
+  void operator()(std::FILE* file) const { std::fclose(file); }
+};
+
+std::string scan_text(std::uint32_t scan, std::uint32_t sector) {
+  return "replay of scan " + std::to_string(scan) + ", sector " + std::to_string(sector);
+}
+
+}  // namespace
+
+ReplaySource::ReplaySource(const std::string& directory, std::uint32_t scan_number, std::uint32_t sector,
+                           std::uint32_t scan_x, std::uint32_t scan_y, std::uint32_t threads,
+                           std::uint32_t thread_id, const protocol::Geometry& geometry)
+    : geometry_(geometry), threads_(threads), thread_id_(thread_id) {
+  thread_share(0, threads, thread_id);  // validates the share
+  for (const std::string& path : protocol::find_raw_files(directory, scan_number)) {
+    const auto name = protocol::parse_raw_file_name(path);
+    if (name && name->sector == sector) files_.push_back(path);
+  }
+  if (files_.empty()) {
+    throw ProducerError(scan_text(scan_number, sector) + ": no raw file data_scan" + std::to_string(scan_number) +
+                        "..._module" + std::to_string(sector) + "_*.data in " + directory +
+                        "; replay needs the files the fallback wrote (producer.fallback_dir)");
+  }
+  const std::uint64_t n_frames = std::uint64_t{scan_x} * scan_y;
+  std::vector<bool> seen(n_frames, false);
+  const std::uint64_t record_bytes = protocol::kRawHeaderBytes + geometry.sector_bytes();
+  // Headers only: seek from record to record instead of reading every payload twice.
+  for (const std::string& path : files_) {
+    std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+    if (!file) throw protocol::RawFileError(path + ": cannot open: " + std::strerror(errno));
+    const protocol::RawFileName name = *protocol::parse_raw_file_name(path);
+    bool own = false;
+    unsigned char raw[protocol::kRawHeaderBytes];
+    for (std::uint64_t record = 0;; ++record) {
+      if (std::fseek(file.get(), static_cast<long>(record * record_bytes), SEEK_SET) != 0) break;
+      const std::size_t got = std::fread(raw, 1, sizeof raw, file.get());
+      if (got == 0) break;
+      if (got != sizeof raw) {
+        throw protocol::RawFileError(path + ": record " + std::to_string(record) + " at byte " +
+                                     std::to_string(record * record_bytes) + " is truncated");
+      }
+      const protocol::DataHeader header = protocol::decode_raw_header(raw, name);
+      if (header.scan_x != scan_x || header.scan_y != scan_y) {
+        throw ProducerError(scan_text(scan_number, sector) + ": " + path + " holds a " + std::to_string(header.scan_x) +
+                            " x " + std::to_string(header.scan_y) + " scan, the request says " +
+                            std::to_string(scan_x) + " x " + std::to_string(scan_y));
+      }
+      if (header.frame_number >= n_frames) {
+        throw ProducerError(scan_text(scan_number, sector) + ": " + path + " record " + std::to_string(record) +
+                            " has frame " + std::to_string(header.frame_number) + ", outside the scan");
+      }
+      if (seen[header.frame_number]) {
+        throw ProducerError(scan_text(scan_number, sector) + ": frame " + std::to_string(header.frame_number) +
+                            " occurs twice (again in " + path + ")");
+      }
+      seen[header.frame_number] = true;
+      if (header.frame_number % threads == thread_id) {
+        frames_.push_back(header.frame_number);
+        own = true;
+      }
+    }
+    if (own) own_files_.push_back(path);
+  }
+}
+
+void ReplaySource::read(std::uint32_t frame, void* out, std::size_t bytes) {
+  protocol::DataHeader header;
+  for (;;) {
+    if (!reader_) {
+      if (next_file_ >= own_files_.size()) {
+        throw ProducerError("replay: frame " + std::to_string(frame) + " asked for after the end of the files");
+      }
+      reader_ = std::make_unique<protocol::RawFileReader>(own_files_[next_file_++], geometry_);
+    }
+    // Records of other threads are read into `out` and overwritten: it is the one buffer at hand.
+    while (reader_->next(header, out, bytes)) {
+      if (header.frame_number % threads_ != thread_id_) continue;
+      if (header.frame_number != frame) {
+        throw ProducerError("replay: " + reader_->path() + " holds frame " + std::to_string(header.frame_number) +
+                            " where frame " + std::to_string(frame) + " was expected (the file changed?)");
+      }
+      return;
+    }
+    reader_.reset();
+  }
+}
+
+}  // namespace sectorflow::producer

@@ -1,0 +1,41 @@
+#include "sectorflow/producer/routing.hpp"
+
+#include "sectorflow/kvstore/client.hpp"
+#include "sectorflow/kvstore/schema.hpp"
+#include "sectorflow/producer/errors.hpp"
+
+namespace sectorflow::producer {
+
+std::vector<std::string> routing_from_replica(const kvstore::Client& client) {
+  std::vector<std::string> uids;
+  for (const kvstore::NodeGroupRecord& record :
+       kvstore::nodegroups_from(client.subtree(std::string(kvstore::kNodegroupsPrefix)))) {
+    uids.push_back(record.uid);
+  }
+  return uids;  // nodegroups_from sorts by uid
+}
+
+void check_routing(const std::vector<std::string>& routing, std::uint32_t scan_number) {
+  for (std::size_t i = 0; i < routing.size(); ++i) {
+    if (routing[i].empty()) {
+      throw ProducerError("scan " + std::to_string(scan_number) + ": routing entry " + std::to_string(i) +
+                          " is an empty uid");
+    }
+    if (i > 0 && !(routing[i - 1] < routing[i])) {
+      throw ProducerError("scan " + std::to_string(scan_number) + ": routing list not sorted without duplicates ('" +
+                          routing[i - 1] + "' before '" + routing[i] + "'); sort the NodeGroup UIDs");
+    }
+  }
+}
+
+std::map<std::string, std::uint64_t> count_routes(const std::vector<std::string>& routing,
+                                                  const std::vector<std::uint32_t>& frames) {
+  std::map<std::string, std::uint64_t> counts;
+  if (routing.empty()) return counts;
+  std::vector<std::uint64_t> per_index(routing.size(), 0);
+  for (const std::uint32_t frame : frames) ++per_index[frame % routing.size()];
+  for (std::size_t i = 0; i < routing.size(); ++i) counts[routing[i]] = per_index[i];
+  return counts;
+}
+
+}  // namespace sectorflow::producer

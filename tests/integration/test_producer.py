@@ -1,0 +1,218 @@
+"""The producer library through its binding: streaming with routing from the kvstore, the disk
+fallback read back by stempy, replay, blocking at the high-water mark, and refused input."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import stempy.io
+from producer_support import (
+    SMALL_DETECTOR,
+    START_S,
+    digest,
+    small_receivers,
+    stalled,
+    start_kvstore,
+    start_standin,
+    upstream_for,  # noqa: F401  (fixture)
+    wait_for_nodegroups,
+)
+from support import wait_until
+
+from sectorflow.kvstore import Client, ServiceStatus, status_key
+from sectorflow.producer import (
+    Mode,
+    Producer,
+    ProducerError,
+    ReplaySource,
+    ScanRequest,
+    producer_options,
+    simulator_source,
+)
+from sectorflow.protocol import find_raw_files
+from sectorflow.simulator import simulator_from_config
+
+SCAN_X, SCAN_Y = 5, 3
+
+
+def run_threads(targets: list) -> list:
+    """Run each callable on its own thread (the binding releases the GIL); returns their results."""
+    results: list = [None] * len(targets)
+    errors: list = []
+
+    def call(i: int) -> None:
+        try:
+            results[i] = targets[i]()
+        except Exception as error:  # reported below, with the thread's index
+            errors.append((i, error))
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(targets))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(START_S)
+    assert not errors, errors
+    assert not any(thread.is_alive() for thread in threads), "a producer thread did not finish"
+    return results
+
+
+def status_of(client: Client, name: str) -> ServiceStatus | None:
+    raw = client.get(status_key("producer", name))
+    return None if raw is None else ServiceStatus.decode(raw)
+
+
+def test_streaming_sends_every_sector_once_with_headers_and_info_counts(
+    make_config, processes, tmp_path: Path, upstream_for
+) -> None:
+    server = start_kvstore(make_config, processes, detector=SMALL_DETECTOR, receivers=small_receivers(2),
+                           simulator={"dropped_fraction": 0.2})
+    config = server.config
+    for uid in ("ng-b", "ng-a"):
+        start_standin(processes, server.path, tmp_path, uid)
+    upstream = upstream_for(config)
+    sim = simulator_from_config(config)
+    scan, n_frames = 7, SCAN_X * SCAN_Y
+    with Client.from_config(config, name="test") as client:
+        wait_for_nodegroups(client, ["ng-a", "ng-b"])
+        producers = [Producer(producer_options(config, r, t), client) for r in range(4) for t in range(2)]
+        request = ScanRequest(scan_number=scan, scan_x=SCAN_X, scan_y=SCAN_Y)  # routing from the replica
+        results = run_threads([
+            lambda p=p: p.run_scan(request, simulator_source(sim, scan, p.options.receiver, n_frames, 2,
+                                                              p.options.thread_id))
+            for p in producers
+        ])
+        expected = {(f, r) for f in range(n_frames) for r in range(4) if not sim.dropped(scan, f, r)}
+        assert len(expected) < 4 * n_frames, "the simulator drops some sectors in this test"
+        upstream.collect(8, len(expected), "every info and data message")
+        wait_until(lambda: all(getattr(status_of(client, f"r{r}t{t}"), "state", "") == "finished"
+                               for r in range(4) for t in range(2)), START_S, "every producer to finish")
+        statuses = {f"r{r}t{t}": status_of(client, f"r{r}t{t}") for r in range(4) for t in range(2)}
+
+    received = Counter((header[2], header[3]) for _, header, _ in upstream.data)
+    assert set(received) == expected and set(received.values()) == {1}, "every sector exactly once, none lost ones"
+    sent_per_thread: Counter = Counter()
+    for r, header, payload in upstream.data:
+        version, scan_number, frame, sector, sx, sy, px, py, thread = header
+        assert (version, scan_number, sector, sx, sy) == (1, scan, r, SCAN_X, SCAN_Y)
+        assert (px, py) == (frame % SCAN_X, frame // SCAN_X) and thread == frame % 2
+        assert digest(payload) == digest(sim.sector(scan, frame, sector).tobytes())
+        sent_per_thread[(r, thread, ["ng-a", "ng-b"][frame % 2])] += 1
+    assert sorted((r, info["thread_id"]) for r, info in upstream.infos) == [(r, t) for r in range(4) for t in range(2)]
+    for r, info in upstream.infos:
+        assert info["routing"] == ["ng-a", "ng-b"] and info["receiver"] == r and info["scan_number"] == scan
+        assert info["counts"] == {uid: sent_per_thread[(r, info["thread_id"], uid)] for uid in ("ng-a", "ng-b")}
+    assert sum(result.messages for result in results) == len(expected)
+    assert all(result.decision.mode == Mode.STREAMING for result in results)
+    for name, status in statuses.items():
+        assert status.extra["mode"] == "streaming" and status.extra["nodegroups"] == 2 and status.scan == scan
+    assert sum(status.messages for status in statuses.values()) == len(expected)
+
+
+def test_fallback_lands_on_disk_stempy_reads_it_and_replay_streams_it(
+    make_config, processes, upstream_for
+) -> None:
+    # The real geometry (4 sectors of 144 x 576): stempy's version-5 reader knows no other.
+    server = start_kvstore(make_config, processes, receivers=small_receivers(2))
+    config = server.config
+    sim = simulator_from_config(config)
+    scan, n_frames = 3, SCAN_X * SCAN_Y
+    with Client.from_config(config, name="test") as client:
+        assert client.wait_synced(START_S)
+        producers = [Producer(producer_options(config, r, t), client) for r in range(4) for t in range(2)]
+        request = ScanRequest(scan_number=scan, scan_x=SCAN_X, scan_y=SCAN_Y)  # nobody registered
+        results = run_threads([
+            lambda p=p: p.run_scan(request, simulator_source(sim, scan, p.options.receiver, n_frames, 2,
+                                                              p.options.thread_id))
+            for p in producers
+        ])
+        wait_until(lambda: all(getattr(status_of(client, f"r{r}t{t}"), "state", "") == "finished"
+                               for r in range(4) for t in range(2)), START_S, "every producer to finish")
+        status = status_of(client, "r2t1")
+    assert status.extra["mode"] == "fallback" and status.extra["fallback_dir"] == config.producer.fallback_dir
+    assert all(result.decision.mode == Mode.FALLBACK for result in results)
+
+    files = find_raw_files(config.producer.fallback_dir, scan)
+    assert [Path(f).name for f in files] == [f"data_scan{scan:010d}_module{s}_{t}.data" for s in range(4) for t in range(2)]
+    reader = stempy.io.reader(files, stempy.io.FileVersion.VERSION5, backend="multi-pass")
+    assert tuple(reader.scan_shape) == (SCAN_Y, SCAN_X)  # stempy: (rows, columns) of positions
+    for frame in range(n_frames):
+        blocks = reader.read_frames(frame)
+        assert len(blocks) == 1
+        assert np.array_equal(np.asarray(blocks[0].data).reshape(576, 576), sim.frame(scan, frame)), f"frame {frame}"
+
+    # Replay the files into the pipeline (routing given explicitly: no kvstore needed).
+    upstream = upstream_for(config)
+    replayers = [Producer(producer_options(config, r, t), None) for r in range(4) for t in range(2)]
+    replay = ScanRequest(scan_number=scan, scan_x=SCAN_X, scan_y=SCAN_Y, routing=["ng-x"])
+    run_threads([
+        lambda p=p: p.run_scan(replay, ReplaySource(config.producer.fallback_dir, scan, p.options.receiver, SCAN_X,
+                                                    SCAN_Y, 2, p.options.thread_id, config.geometry()))
+        for p in replayers
+    ])
+    upstream.collect(8, 4 * n_frames, "the replayed scan")
+    replayed = {(h[2], h[3]): digest(payload) for _, h, payload in upstream.data}
+    assert len(upstream.data) == 4 * n_frames
+    assert replayed == {(f, s): digest(sim.sector(scan, f, s).tobytes()) for f in range(n_frames) for s in range(4)}
+
+
+def test_full_downstream_blocks_the_producer_and_loses_nothing(make_config, processes, upstream_for) -> None:
+    # One 256 KiB sector per frame, 128 frames: far more than the socket buffers and high-water marks hold.
+    server = start_kvstore(make_config, processes, receivers=[{"host": "127.0.0.1", "threads": 1}],
+                           detector={"frame_rows": 128, "frame_cols": 1024, "sector_rows": 128, "sector_cols": 1024},
+                           producer={"send_hwm": 2})
+    config = server.config
+    upstream = upstream_for(config, rcvhwm=1)
+    sim = simulator_from_config(config)
+    scan, n_frames = 4, 128
+    with Client.from_config(config, name="test") as client:
+        producer = Producer(producer_options(config, 0, 0), client)
+        request = ScanRequest(scan_number=scan, scan_x=16, scan_y=8, routing=["ng-a"])
+        outcome: list = []
+        worker = threading.Thread(
+            target=lambda: outcome.append(producer.run_scan(request, simulator_source(sim, scan, 0, n_frames, 1, 0))))
+        worker.start()
+        try:
+            wait_until(lambda: stalled(lambda: producer.messages), START_S, "the producer to block at the high-water mark")
+            wait_until(lambda: getattr(status_of(client, "r0t0"), "state", "") == "streaming", START_S, "its status")
+            assert worker.is_alive() and producer.messages < n_frames, "blocked, not finished"
+            assert status_of(client, "r0t0").state == "streaming"
+            upstream.collect(1, n_frames, "every message once the reader reads")
+        finally:
+            upstream.drain()
+            worker.join(START_S)
+        assert not worker.is_alive() and outcome[0].messages == n_frames
+    assert len(upstream.data) == n_frames and len(upstream.infos) == 1
+    assert sorted(h[2] for _, h, _ in upstream.data) == list(range(n_frames))
+
+
+def test_bad_input_is_refused_with_a_clear_error(make_config) -> None:
+    config, _ = make_config(detector=SMALL_DETECTOR, receivers=small_receivers(2))
+    producer = Producer(producer_options(config, 1, 0), None)
+    with pytest.raises(ProducerError, match=r"scan 5, producer r1t0: scan shape 0 x 4 is empty; expected at least 1 x 1"):
+        producer.begin_scan(ScanRequest(scan_number=5, scan_x=0, scan_y=4, routing=[]), [])
+    with pytest.raises(ProducerError, match=r"frame 1 belongs to thread 1 \(frame % 2\), not to thread 0"):
+        producer.begin_scan(ScanRequest(scan_number=5, scan_x=2, scan_y=2, routing=[]), [0, 1])
+    decision = producer.begin_scan(ScanRequest(scan_number=5, scan_x=2, scan_y=2, routing=[]), [0, 2])
+    assert decision.mode == Mode.FALLBACK and Path(decision.file).parent == Path(config.producer.fallback_dir)
+    good = np.zeros((8, 32), dtype=np.uint16)
+    with pytest.raises(ProducerError, match=r"scan 5, frame 0, sector 1: payload of 10 bytes, expected 512 "
+                                            r"\(8 x 32 pixels of 2 bytes\)"):
+        producer.send(0, 1, b"\0" * 10)
+    with pytest.raises(ProducerError, match=r"scan 5, frame 0, sector 2: this producer is receiver 1 and sends "
+                                            r"sector 1 only"):
+        producer.send(0, 2, good)
+    with pytest.raises(ProducerError, match=r"frame 1, sector 1: not announced at scan start"):
+        producer.send(1, 1, good)
+    producer.send(0, 1, good)
+    with pytest.raises(ProducerError, match=r"frame 0, sector 1: already sent in this scan"):
+        producer.send(0, 1, good)
+    with pytest.raises(ProducerError, match=r"scan 5, producer r1t0: sent 1 of the 2 messages announced"):
+        producer.end_scan()
+    with pytest.raises(ProducerError, match=r"routing list not sorted without duplicates \('b' before 'a'\)"):
+        producer.begin_scan(ScanRequest(scan_number=6, scan_x=1, scan_y=1, routing=["b", "a"]), [])
+    with pytest.raises(ProducerError, match=r"no routing list in the request and no kvstore client"):
+        producer.begin_scan(ScanRequest(scan_number=6, scan_x=1, scan_y=1), [])

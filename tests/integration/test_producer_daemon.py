@@ -1,0 +1,103 @@
+"""`sectorflow producer` daemons and `sectorflow acquire` end to end: 4 receivers of 2 threads on a
+small detector; a scan with no NodeGroup lands on disk, the next one (a NodeGroup registered in
+between) streams, a replay streams the first one's files; SIGTERM stops cleanly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from producer_support import (
+    SMALL_DETECTOR,
+    START_S,
+    digest,
+    small_receivers,
+    start_kvstore,
+    start_standin,
+    upstream_for,  # noqa: F401  (fixture)
+    wait_for_nodegroups,
+)
+from support import wait_until
+
+from sectorflow.kvstore import Client
+from sectorflow.protocol import RawFileReader, find_raw_files
+from sectorflow.simulator import simulator_from_config
+
+ACQUIRE_S = 60.0
+
+
+def acquire(path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sectorflow", "acquire", "--config", str(path), *args],
+                          capture_output=True, text=True, timeout=ACQUIRE_S)
+
+
+def test_daemons_acquire_to_disk_then_stream_then_replay(make_config, processes, tmp_path: Path, upstream_for) -> None:
+    server = start_kvstore(make_config, processes, detector=SMALL_DETECTOR, receivers=small_receivers(2))
+    config, path = server.config, server.path
+    upstream = upstream_for(config)
+    daemons = [processes.sectorflow("producer", "--config", str(path), "--receiver", str(r), name=f"producer{r}")
+               for r in range(4)]
+    with Client.from_config(config, name="test") as client:
+        wait_until(lambda: len(client.statuses("producer")) == 8, START_S, "8 producer threads to report idle")
+        assert {s.state for s in client.statuses("producer").values()} == {"idle"}
+
+        # Scan 1: no NodeGroup -> every thread writes its sector to disk.
+        result = acquire(path, "--scan-number", "1", "--scan-shape", "4x3", "--wait", "--timeout", "30")
+        assert result.returncode == 0, result.stderr
+        assert "no NodeGroup registered" in result.stdout
+        assert (f"scan 1: written to disk in {config.producer.fallback_dir} by 8 producer threads: 48 messages, "
+                f"{48 * 512} bytes") in result.stdout
+        files = find_raw_files(config.producer.fallback_dir, 1)
+        assert len(files) == 8
+        on_disk = {}
+        for file in files:
+            for header, pixels in RawFileReader(file, config.geometry()):
+                on_disk[(header.frame_number, header.sector)] = digest(pixels.tobytes())
+        sim = simulator_from_config(config)
+        assert on_disk == {(f, s): digest(sim.sector(1, f, s).tobytes()) for f in range(12) for s in range(4)}
+        assert upstream.drain() == 0, "nothing streamed during a fallback scan"
+
+        # A NodeGroup registers; scan 2 streams with no other action.
+        start_standin(processes, path, tmp_path, "ng-a")
+        wait_for_nodegroups(client, ["ng-a"])
+        result = acquire(path, "--scan-number", "2", "--scan-shape", "4x3", "--wait", "--timeout", "30")
+        assert result.returncode == 0, result.stderr
+        assert "scan 2: streamed to 1 NodeGroups by 8 producer threads: 48 messages" in result.stdout
+        upstream.collect(8, 48, "scan 2's messages")
+        assert Counter((h[2], h[3]) for _, h, _ in upstream.data) == Counter((f, s) for f in range(12) for s in range(4))
+        assert all(info["counts"] == {"ng-a": 6} for _, info in upstream.infos)
+        assert not find_raw_files(config.producer.fallback_dir, 2)
+        upstream.clear()
+
+        # Replay scan 1 from its files: the same sectors stream.
+        result = acquire(path, "--scan-number", "1", "--scan-shape", "4x3", "--replay", "--wait", "--timeout", "30")
+        assert result.returncode == 0, result.stderr
+        assert "scan 1: streamed to 1 NodeGroups by 8 producer threads: 48 messages" in result.stdout
+        upstream.collect(8, 48, "the replayed scan 1")
+        assert {(h[2], h[3]): digest(payload) for _, h, payload in upstream.data} == on_disk
+        assert len(upstream.data) == 48
+
+        # A request for a scan already acquired from the same source is ignored, and --timeout says so.
+        result = acquire(path, "--scan-number", "2", "--scan-shape", "4x3", "--wait", "--timeout", "1")
+        assert result.returncode == 1
+        assert "sectorflow acquire: error: scan 2: not finished after 1 s; waiting for r0t0 (finished scan 1)" \
+            in result.stderr
+    for daemon in daemons:
+        assert processes.stop(daemon) == 0
+        assert "Traceback" not in processes.output(daemon)
+    log = processes.output(daemons[0])
+    assert "idle -> acquiring (scan 1" in log and "acquiring -> idle" in log and "-> stopped" in log
+
+
+def test_acquire_refuses_a_bad_scan_shape_and_replay_without_nodegroups(make_config, processes) -> None:
+    server = start_kvstore(make_config, processes, detector=SMALL_DETECTOR, receivers=small_receivers(1))
+    for shape in ("0x4", "4x", "4x-1"):
+        result = acquire(server.path, "--scan-number", "1", "--scan-shape", shape)
+        assert result.returncode == 1
+        assert result.stderr.startswith(f"sectorflow acquire: error: scan shape '{shape}'"), result.stderr
+    result = acquire(server.path, "--scan-number", "1", "--scan-shape", "2x2", "--replay")
+    assert result.returncode == 1 and "--replay needs a registered NodeGroup" in result.stderr
+    with Client.from_config(server.config, name="test") as client:
+        assert client.wait_synced(START_S) and client.get("acquire/request") is None, "nothing was requested"

@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.kvstore.cli",
     "sectorflow.simulator.cli",
     "sectorflow.session.cli",
+    "sectorflow.consumer.cli",
 )
 
 EXPECTED_ERRORS = (SectorflowError, ConfigError, ProtocolError, OSError)

@@ -24,30 +24,55 @@ void raise_high_water(std::atomic<std::uint64_t>& high, std::uint64_t value) {
 
 }  // namespace
 
-CountingWorker::CountingWorker(zmq::context_t& context, const std::string& endpoint,
+CountingWorker::CountingWorker(zmq::context_t& context, const std::string& endpoint_prefix,
                                const NodeGroupSettings& settings, NodeGroupCounters& counters, WorkerHooks hooks)
-    : pull_(context, zmq::socket_type::pull),
-      settings_(settings),
+    : settings_(settings),
       counters_(counters),
       hooks_(std::move(hooks)),
       assembler_(settings.geometry, settings.slots_per_thread()) {
-  pull_.set(zmq::sockopt::linger, 0);
-  pull_.bind(endpoint);
+  for (std::uint32_t r = 0; r < settings.receivers; ++r) {
+    zmq::socket_t pull(context, zmq::socket_type::pull);
+    pull.set(zmq::sockopt::linger, 0);
+    pull.bind(endpoint_prefix + std::to_string(r));
+    pulls_.push_back(std::move(pull));
+  }
+  last_.assign(settings.receivers, {0, 0});
 }
 
 void CountingWorker::run(const std::atomic<bool>& stop) {
+  std::vector<zmq::pollitem_t> items(pulls_.size());
   while (!stop.load(std::memory_order_relaxed)) {
-    zmq::pollitem_t item{pull_.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, detail::kPollInterval);
-    for (int i = 0; i < kBatch; ++i) {
-      zmq::message_t first;
-      if (!pull_.recv(first, zmq::recv_flags::dontwait)) break;
-      if (first.more()) {
-        zmq::message_t payload;
-        (void)pull_.recv(payload);  // the rest of a multipart message is already here
-        handle(first, &payload);
-      } else {
-        handle(first, nullptr);
+    for (int i = 0; i < kBatch && !stop.load(std::memory_order_relaxed); ++i) {
+      // Full pool: read only from receivers that are behind; if none is, a frame must go.
+      std::vector<bool> open(pulls_.size(), true);
+      if (assembler_.full()) {
+        bool behind = false;
+        for (std::uint32_t r = 0; r < pulls_.size(); ++r) {
+          open[r] = assembler_.lacks_after(r, last_[r].first, last_[r].second);
+          behind = behind || open[r];
+        }
+        if (!behind) {
+          make_room(std::nullopt);
+          open.assign(pulls_.size(), true);
+        }
+      }
+      for (std::uint32_t r = 0; r < pulls_.size(); ++r) {
+        items[r] = {pulls_[r].handle(), 0, static_cast<short>(open[r] ? ZMQ_POLLIN : 0), 0};
+      }
+      if (zmq::poll(items.data(), items.size(), i == 0 ? detail::kPollInterval : std::chrono::milliseconds(0)) == 0) {
+        break;
+      }
+      for (std::uint32_t r = 0; r < pulls_.size(); ++r) {
+        if (!(items[r].revents & ZMQ_POLLIN)) continue;
+        zmq::message_t first;
+        if (!pulls_[r].recv(first, zmq::recv_flags::dontwait)) continue;
+        if (first.more()) {
+          zmq::message_t payload;
+          (void)pulls_[r].recv(payload);  // the rest of a multipart message is already here
+          handle(first, &payload);
+        } else {
+          handle(first, nullptr);
+        }
       }
     }
     poll_decisions();
@@ -80,6 +105,7 @@ CountingWorker::ScanWork& CountingWorker::work(std::uint32_t scan) {
 }
 
 void CountingWorker::on_data(const Envelope& envelope, const void* payload) {
+  if (envelope.receiver < last_.size()) last_[envelope.receiver] = {envelope.scan, envelope.frame};
   ScanWork& w = work(envelope.scan);
   if (w.counted.empty()) {
     w.counted.assign(std::size_t{envelope.scan_x} * envelope.scan_y, false);
@@ -96,7 +122,7 @@ void CountingWorker::on_data(const Envelope& envelope, const void* payload) {
   if (!slot) {
     slot = assembler_.acquire(envelope.scan, envelope.frame, envelope.position);
     while (!slot) {
-      make_room();
+      make_room(envelope.sector);
       slot = assembler_.acquire(envelope.scan, envelope.frame, envelope.position);
     }
     const auto used = counters_.pool_slots_in_use.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -167,7 +193,7 @@ void CountingWorker::flush_waiting(ScanWork& w) {
   for (const std::size_t slot : waiting) count_slot(w, slot, {});
 }
 
-void CountingWorker::make_room() {
+void CountingWorker::make_room(std::optional<std::uint32_t> sector) {
   // Complete frames held for a sample: decide with the sample so far, which frees them.
   for (auto& [scan, w] : scans_) {
     if (!w.waiting.empty()) {
@@ -176,7 +202,10 @@ void CountingWorker::make_room() {
       return;
     }
   }
-  const auto oldest = assembler_.oldest([](std::size_t) { return false; });
+  // With no sector: nobody is behind, every frame in the pool waits for sectors already lost.
+  std::optional<std::size_t> oldest;
+  if (sector) oldest = assembler_.oldest([&](std::size_t slot) { return assembler_.has(slot, *sector); });
+  if (!oldest) oldest = assembler_.oldest([](std::size_t) { return false; });
   ScanWork& w = work(assembler_.scan(*oldest));
   w.sampler->decide();
   ++w.part.evicted_frames;

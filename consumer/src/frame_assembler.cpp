@@ -24,6 +24,7 @@ FrameAssembler::FrameAssembler(const protocol::Geometry& geometry, std::size_t s
     allocated_bytes_ += slots_[i].have.capacity() + slots_[i].pixels.capacity() * sizeof(std::uint16_t);
   }
   index_.reserve(2 * slots);
+  missing_.assign(n_sectors_, 0);
 }
 
 std::optional<std::size_t> FrameAssembler::find(std::uint32_t scan, std::uint32_t frame) const {
@@ -43,6 +44,7 @@ std::optional<std::size_t> FrameAssembler::acquire(std::uint32_t scan, std::uint
   s.position = position;
   s.present = 0;
   std::fill(s.have.begin(), s.have.end(), std::uint8_t{0});
+  for (std::size_t& count : missing_) ++count;
   index_.emplace(key(scan, frame), i);
   return i;
 }
@@ -52,6 +54,7 @@ FrameAssembler::Added FrameAssembler::add(std::size_t slot, std::uint32_t sector
   if (s.have[sector]) return Added::kDuplicate;
   s.have[sector] = 1;
   ++s.present;
+  --missing_[sector];
   const std::size_t row_bytes = std::size_t{geometry_.sector_cols} * sizeof(std::uint16_t);
   const auto* source = static_cast<const unsigned char*>(payload);
   std::uint16_t* target =
@@ -81,6 +84,9 @@ void FrameAssembler::release(std::size_t slot) {
   Slot& s = slots_[slot];
   if (!s.used) return;
   index_.erase(key(s.scan, s.frame));
+  for (std::uint32_t sector = 0; sector < n_sectors_; ++sector) {
+    if (!s.have[sector]) --missing_[sector];
+  }
   s.used = false;
   free_.push_back(slot);
 }

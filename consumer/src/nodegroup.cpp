@@ -53,7 +53,7 @@ NodeGroup::NodeGroup(NodeGroupSettings settings)
   WorkerHooks hooks{[this](std::uint32_t scan) { return sampler(scan); },
                     [this](std::uint32_t scan, ScanResult&& part) { worker_finished(scan, std::move(part)); }};
   for (std::uint32_t c = 0; c < settings_.counting_threads; ++c) {
-    endpoints.push_back("inproc://counting-" + std::to_string(c));
+    endpoints.push_back("inproc://counting-" + std::to_string(c) + "-from-");
     workers_.push_back(std::make_unique<CountingWorker>(context_, endpoints.back(), settings_, counters_, hooks));
     counters_.pool_slots += workers_.back()->pool_slots();
     counters_.pool_bytes += workers_.back()->pool_bytes();

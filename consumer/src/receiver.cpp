@@ -44,7 +44,7 @@ Receiver::Receiver(zmq::context_t& context, const NodeGroupSettings& settings, s
   for (const std::string& worker : worker_endpoints) {
     zmq::socket_t push(context, zmq::socket_type::push);
     push.set(zmq::sockopt::linger, 0);
-    push.connect(worker);
+    push.connect(worker + std::to_string(index));
     pushes_.push_back(std::move(push));
   }
 }

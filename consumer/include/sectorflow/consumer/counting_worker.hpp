@@ -7,12 +7,17 @@
 // the pool are counted with their missing sectors as zeros and recorded as incomplete, and the
 // thread hands its part of the scan to the NodeGroup.
 //
-// Pool full: the thread frees a slot at once rather than stop pulling (stopping would deadlock,
-// the missing sectors wait behind it): if complete frames are waiting for thresholds, the
-// thresholds are decided with the sample so far; otherwise the oldest frame (lowest scan, frame)
-// is counted early as incomplete (evicted_frames). A sector that arrives for a frame already
-// counted is dropped and counted as late. Size the pool (nodegroup.pool_frames) for the skew
-// between aggregator threads.
+// It has one inproc PULL per receiver. Pool full: backpressure. The thread reads only from the
+// receivers that are behind: whose sector is missing in a frame of the pool newer than the last
+// frame that receiver delivered (frames come about in order per aggregator thread; the others wait,
+// and through their receivers and ZeroMQ's high-water marks, so does the aggregator thread ahead).
+// Only when such a message needs a new slot anyway (a sector lost upstream, or frames sent far out
+// of order) is a slot freed at once: if complete frames are waiting for thresholds, the thresholds
+// are decided with the sample so far; otherwise the oldest frame (lowest scan, frame) is counted
+// early as incomplete (evicted_frames): the oldest frame lacking the sector that came (the
+// receiver has moved past it, so its sector was lost), or else the oldest frame. A sector that arrives for a frame already counted is
+// dropped and counted as late. Size the pool (nodegroup.pool_frames) for the frame-order spread
+// within one aggregator thread.
 #pragma once
 
 #include <atomic>
@@ -49,8 +54,8 @@ struct WorkerHooks {
 
 class CountingWorker {
  public:
-  /// Binds the inproc PULL `endpoint` in `context` and allocates its pool share.
-  CountingWorker(zmq::context_t& context, const std::string& endpoint, const NodeGroupSettings& settings,
+  /// Binds one inproc PULL per receiver, `endpoint_prefix` + receiver index, and allocates its pool share.
+  CountingWorker(zmq::context_t& context, const std::string& endpoint_prefix, const NodeGroupSettings& settings,
                  NodeGroupCounters& counters, WorkerHooks hooks);
   CountingWorker(const CountingWorker&) = delete;
   CountingWorker& operator=(const CountingWorker&) = delete;
@@ -78,12 +83,14 @@ class CountingWorker {
   void on_complete(ScanWork& w, std::size_t slot);
   void count_slot(ScanWork& w, std::size_t slot, std::vector<std::uint32_t> missing);
   void flush_waiting(ScanWork& w);
-  void make_room();
+  /// Frees a slot; `sector` is the sector that needs one (or none when the pool holds only samples).
+  void make_room(std::optional<std::uint32_t> sector);
   void try_finish(std::uint32_t scan);
   void release(std::size_t slot);
   void poll_decisions();
 
-  zmq::socket_t pull_;
+  std::vector<zmq::socket_t> pulls_;  // pulls_[r]: from receiver r
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> last_;  // per receiver: (scan, frame) last delivered
   const NodeGroupSettings& settings_;
   NodeGroupCounters& counters_;
   WorkerHooks hooks_;

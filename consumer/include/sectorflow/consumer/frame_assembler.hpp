@@ -46,8 +46,19 @@ class FrameAssembler {
   std::uint32_t scan(std::size_t slot) const { return slots_[slot].scan; }
   std::uint32_t frame(std::size_t slot) const { return slots_[slot].frame; }
   std::uint64_t position(std::size_t slot) const { return slots_[slot].position; }
+  bool has(std::size_t slot, std::uint32_t sector) const { return slots_[slot].have[sector] != 0; }
   bool complete(std::size_t slot) const { return slots_[slot].present == n_sectors_; }
 
+  /// Whether a frame in the pool after (scan, frame) lacks `sector`.
+  bool lacks_after(std::uint32_t sector, std::uint32_t scan, std::uint32_t frame) const {
+    for (const Slot& s : slots_) {
+      if (s.used && !s.have[sector] && key(s.scan, s.frame) > key(scan, frame)) return true;
+    }
+    return false;
+  }
+  /// Frames in the pool that lack `sector`.
+  std::size_t missing(std::uint32_t sector) const { return missing_[sector]; }
+  bool full() const { return free_.empty(); }
   std::size_t capacity() const { return slots_.size(); }
   std::size_t in_use() const { return slots_.size() - free_.size(); }
   /// Bytes held by the pool's frame buffers and sector flags (constant after construction).
@@ -70,6 +81,7 @@ class FrameAssembler {
   std::vector<Slot> slots_;
   std::vector<std::size_t> free_;
   std::unordered_map<std::uint64_t, std::size_t> index_;
+  std::vector<std::size_t> missing_;  // per sector: frames in use without it
   std::size_t allocated_bytes_ = 0;
 };
 

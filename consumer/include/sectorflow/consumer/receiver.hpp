@@ -24,7 +24,7 @@ namespace sectorflow::consumer {
 class Receiver {
  public:
   /// Binds the PULL socket (throws NodeGroupError naming the address if it cannot) and connects
-  /// one inproc PUSH to each counting thread's endpoint.
+  /// one inproc PUSH to each counting thread (its endpoint prefix + this receiver's index).
   Receiver(zmq::context_t& context, const NodeGroupSettings& settings, std::uint32_t index,
            const std::vector<std::string>& worker_endpoints, ScanTracker& tracker, NodeGroupCounters& counters);
   Receiver(const Receiver&) = delete;

@@ -92,6 +92,9 @@ class NodegroupConfig:
     groups_per_rank: int = setting(1, "NodeGroups per MPI rank", min=1, max=64)
     counting_threads: int = setting(2, "counting threads per NodeGroup", min=1, max=256)
     recv_hwm: int = setting(1000, "high-water mark of the NodeGroup's PULL sockets", min=1)
+    pool_frames: int = setting(
+        256, "frames a NodeGroup holds while assembling them (preallocated, split over its counting threads; "
+        "when full, the oldest frame is counted early as incomplete)", min=1)
     scan_timeout_s: float = setting(60.0, "seconds without data after which an unfinished scan is written as is", min=0.1)
     output_dir: str = setting("out/counted", "directory of the per-scan HDF5 files")
 

@@ -21,13 +21,14 @@ from sectorflow.protocol import ProtocolError
 
 # Modules that contribute subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "sectorflow.pipeline.cli",
+    "sectorflow.producer.acquire",
     "sectorflow.kvstore.cli",
     "sectorflow.aggregator.cli",
-    "sectorflow.simulator.cli",
     "sectorflow.producer.cli",
-    "sectorflow.producer.acquire",
+    "sectorflow.consumer.cli",
     "sectorflow.session.cli",
-    "sectorflow.pipeline.cli",
+    "sectorflow.simulator.cli",
 )
 
 EXPECTED_ERRORS = (SectorflowError, ConfigError, ProtocolError, OSError)

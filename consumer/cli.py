@@ -1,0 +1,65 @@
+"""The ``sectorflow nodegroup`` subcommand: this MPI rank's NodeGroups, until stopped."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from typing import Any
+
+from sectorflow.configs import Config
+from sectorflow.logs import configure_logging
+
+from .nodegroup_service import NodeGroupService, options_from
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``nodegroup`` subcommand."""
+    from sectorflow.cli import add_config_argument
+
+    parser = subparsers.add_parser(
+        "nodegroup",
+        help="receive, assemble and count scans on compute nodes (run under mpiexec or srun)",
+        description="Run this MPI rank's NodeGroups (launch one rank per node with mpiexec or srun). Each "
+        "NodeGroup binds one port per aggregator thread on [nodegroup] host, registers itself in the kvstore "
+        "(nodegroups/<uid>, status/nodegroup/<uid>), assembles and counts the frames routed to it, and hands "
+        "each finished scan to rank 0, which writes FOURD_<scan:010d>_counted.h5 in the output directory. "
+        "Serves scan after scan until SIGTERM/SIGINT or --duration, then deregisters and exits 0.",
+    )
+    add_config_argument(parser)
+    parser.add_argument("--groups-per-rank", type=int, default=None, metavar="G",
+                        help="NodeGroups in each rank (default: [nodegroup] groups_per_rank)")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="counting threads per NodeGroup (default: [nodegroup] counting_threads)")
+    parser.add_argument("--output", default=None, metavar="DIR",
+                        help="directory of the HDF5 files (default: [nodegroup] output_dir)")
+    parser.add_argument("--duration", type=float, default=0.0, metavar="S",
+                        help="stop after S seconds (default 0: run until SIGTERM or SIGINT)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    """``sectorflow nodegroup``: serve until stopped; 0 after a clean leave."""
+    options = options_from(config, args.groups_per_rank, args.threads, args.output, args.duration)
+    from mpi4py import MPI  # imported here: only this subcommand needs MPI
+
+    comm = MPI.COMM_WORLD
+    configure_logging(f"nodegroup[{comm.Get_rank()}]", config.logging.level)
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: object) -> None:
+        log.info("%s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    service = NodeGroupService(config, options, comm)
+    try:
+        service.start()
+    except BaseException:
+        service.client.close()
+        raise
+    return service.run(stop)

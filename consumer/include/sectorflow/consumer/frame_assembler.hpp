@@ -1,0 +1,99 @@
+// Assembling frames from their sectors in a bounded pool of preallocated frame buffers.
+//
+// The pool holds `slots` whole frames (frame_pixels uint16 each) allocated once, in the
+// constructor, and reused across frames and scans: memory does not grow with the scan. A slot is
+// taken by the first sector of a (scan, frame) and released by the caller once the frame is
+// counted. Sectors are copied into their place in the frame (Geometry::sector_row0/col0).
+//
+// When the pool is full, acquire() returns nothing and the owner decides (the counting thread
+// counts the oldest frame early, see counting_worker.hpp). Not thread-safe: one per counting thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "sectorflow/protocol/geometry.hpp"
+
+namespace sectorflow::consumer {
+
+class FrameAssembler {
+ public:
+  enum class Added { kPartial, kComplete, kDuplicate };
+
+  /// Allocates `slots` (>= 1) frames of the geometry. The pixels must be uint16 (itemsize 2).
+  FrameAssembler(const protocol::Geometry& geometry, std::size_t slots);
+
+  /// The slot of (scan, frame) if it is being assembled.
+  std::optional<std::size_t> find(std::uint32_t scan, std::uint32_t frame) const;
+  /// A free slot for (scan, frame) at `position`, or nothing when the pool is full.
+  std::optional<std::size_t> acquire(std::uint32_t scan, std::uint32_t frame, std::uint64_t position);
+  /// Copies a sector payload (geometry.sector_bytes() bytes) into its place in the slot's frame.
+  Added add(std::size_t slot, std::uint32_t sector, const void* payload);
+  /// Zeros the pixels of the sectors that did not arrive; returns their indices, ascending.
+  std::vector<std::uint32_t> fill_missing(std::size_t slot);
+  void release(std::size_t slot);
+
+  /// The slots in use whose scan is `scan`.
+  std::vector<std::size_t> slots_of(std::uint32_t scan) const;
+  /// The slot in use with the lowest (scan, frame), excluding those `skip` says to skip.
+  template <typename Skip>
+  std::optional<std::size_t> oldest(Skip skip) const;
+
+  const std::uint16_t* pixels(std::size_t slot) const { return slots_[slot].pixels.data(); }
+  std::uint32_t scan(std::size_t slot) const { return slots_[slot].scan; }
+  std::uint32_t frame(std::size_t slot) const { return slots_[slot].frame; }
+  std::uint64_t position(std::size_t slot) const { return slots_[slot].position; }
+  bool has(std::size_t slot, std::uint32_t sector) const { return slots_[slot].have[sector] != 0; }
+  bool complete(std::size_t slot) const { return slots_[slot].present == n_sectors_; }
+
+  /// Whether a frame in the pool after (scan, frame) lacks `sector`.
+  bool lacks_after(std::uint32_t sector, std::uint32_t scan, std::uint32_t frame) const {
+    for (const Slot& s : slots_) {
+      if (s.used && !s.have[sector] && key(s.scan, s.frame) > key(scan, frame)) return true;
+    }
+    return false;
+  }
+  /// Frames in the pool that lack `sector`.
+  std::size_t missing(std::uint32_t sector) const { return missing_[sector]; }
+  bool full() const { return free_.empty(); }
+  std::size_t capacity() const { return slots_.size(); }
+  std::size_t in_use() const { return slots_.size() - free_.size(); }
+  /// Bytes held by the pool's frame buffers and sector flags (constant after construction).
+  std::size_t allocated_bytes() const { return allocated_bytes_; }
+
+ private:
+  struct Slot {
+    bool used = false;
+    std::uint32_t scan = 0;
+    std::uint32_t frame = 0;
+    std::uint64_t position = 0;
+    std::uint32_t present = 0;       // sectors arrived
+    std::vector<std::uint8_t> have;  // per sector: arrived
+    std::vector<std::uint16_t> pixels;
+  };
+  static std::uint64_t key(std::uint32_t scan, std::uint32_t frame) { return (std::uint64_t{scan} << 32) | frame; }
+
+  protocol::Geometry geometry_;
+  std::uint32_t n_sectors_;
+  std::vector<Slot> slots_;
+  std::vector<std::size_t> free_;
+  std::unordered_map<std::uint64_t, std::size_t> index_;
+  std::vector<std::size_t> missing_;  // per sector: frames in use without it
+  std::size_t allocated_bytes_ = 0;
+};
+
+template <typename Skip>
+std::optional<std::size_t> FrameAssembler::oldest(Skip skip) const {
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    if (!s.used || skip(i)) continue;
+    if (!best || key(s.scan, s.frame) < key(slots_[*best].scan, slots_[*best].frame)) best = i;
+  }
+  return best;
+}
+
+}  // namespace sectorflow::consumer

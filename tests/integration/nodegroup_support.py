@@ -1,0 +1,112 @@
+"""Helpers of the NodeGroup tests: an aggregator stand-in and the `sectorflow nodegroup` job.
+
+The stand-in plays the aggregator's downstream half (SPEC.md steps 4 and 5) with pyzmq: it reads
+the NodeGroups' registrations from the real kvstore, routes frame f to ``routing[f % n]`` over the
+sorted UIDs, sends sector r through the NodeGroup's port r, and sends each NodeGroup one info
+message per aggregator thread with its expected count, using sectorflow.protocol's codec and
+sectorflow.simulator's pixels.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import zmq
+from support import Processes, wait_until
+
+from sectorflow.configs import Config
+from sectorflow.kvstore import Client, NodeGroupRecord
+from sectorflow.protocol import DataHeader, InfoMessage, encode_header, encode_info
+from sectorflow.simulator import simulator_from_config
+
+START_S = 60.0
+MPIEXEC = shutil.which("mpiexec") or "mpiexec"
+
+
+def start_job(processes: Processes, config_path: Path, output: Path, *, ranks: int = 2, groups: int = 1,
+              name: str = "nodegroups", extra: Iterable[str] = ()) -> subprocess.Popen:
+    """``mpiexec -n RANKS sectorflow nodegroup`` in its own process group."""
+    return processes.start(
+        MPIEXEC, "-n", str(ranks), sys.executable, "-m", "sectorflow", "nodegroup", "--config", str(config_path),
+        "--groups-per-rank", str(groups), "--threads", "2", "--output", str(output), *extra, name=name,
+    )
+
+
+class AggregatorStandin:
+    """PUSH sockets to registered NodeGroups, one per (NodeGroup, aggregator thread)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.client = Client.from_config(config, name="aggregator-standin")
+        self.context = zmq.Context()
+        self.sockets: dict[tuple[str, int], zmq.Socket] = {}
+        self.simulator = simulator_from_config(config)
+
+    def close(self) -> None:
+        for socket in self.sockets.values():
+            socket.close(linger=0)
+        self.context.term()
+        self.client.close()
+
+    def wait_nodegroups(self, count: int, process: subprocess.Popen | None = None,
+                        processes: Processes | None = None) -> list[NodeGroupRecord]:
+        """The registrations, sorted by uid, once there are ``count``."""
+
+        def ready() -> list[NodeGroupRecord] | None:
+            if process is not None and process.poll() is not None:
+                raise AssertionError(f"NodeGroup job exited {process.returncode}: {processes.output(process)}")
+            records = self.client.nodegroups()
+            return records if len(records) == count else None
+
+        return wait_until(ready, START_S, f"{count} NodeGroups to register")
+
+    def socket(self, record: NodeGroupRecord, thread: int) -> zmq.Socket:
+        key = (record.uid, thread)
+        if key not in self.sockets:
+            push = self.context.socket(zmq.PUSH)
+            push.connect(record.endpoint(thread))
+            self.sockets[key] = push
+        return self.sockets[key]
+
+    def send_scan(self, records: list[NodeGroupRecord], scan: int, scan_x: int, scan_y: int, *,
+                  frames: int | None = None, info_first: bool = False, send_info: bool = True) -> dict:
+        """Send a simulated scan routed over ``records``; sectors the simulator drops are not sent.
+
+        ``frames`` stops after that many frames (an upstream that dies); the counts announced are
+        those of the whole scan. Returns ``{uid: [messages per thread]}`` announced.
+        """
+        n_threads = self.config.n_receivers
+        routing = sorted(r.uid for r in records)
+        by_uid = {r.uid: r for r in records}
+        total = scan_x * scan_y
+        counts = {uid: [0] * n_threads for uid in routing}
+        for frame in range(total):
+            for sector in range(n_threads):
+                if not self.simulator.dropped(scan, frame, sector):
+                    counts[routing[frame % len(routing)]][sector] += 1
+
+        def info() -> None:
+            for uid in routing:
+                for thread in range(n_threads):
+                    message = InfoMessage(scan_number=scan, receiver=thread, thread_id=0, scan_x=scan_x,
+                                          scan_y=scan_y, routing=routing, counts={uid: counts[uid][thread]})
+                    self.socket(by_uid[uid], thread).send(encode_info(message))
+
+        if send_info and info_first:
+            info()
+        for frame in range(total if frames is None else frames):
+            record = by_uid[routing[frame % len(routing)]]
+            for sector in range(n_threads):
+                if self.simulator.dropped(scan, frame, sector):
+                    continue
+                header = DataHeader(scan_number=scan, frame_number=frame, sector=sector, scan_x=scan_x,
+                                    scan_y=scan_y, position_x=frame % scan_x, position_y=frame // scan_x)
+                payload = self.simulator.sector(scan, frame, sector)
+                self.socket(record, sector).send_multipart([encode_header(header), payload])
+        if send_info and not info_first:
+            info()
+        return counts

@@ -1,0 +1,227 @@
+"""Real NodeGroups under mpiexec, fed by an aggregator stand-in through a real kvstore: every frame
+once in the scan's HDF5 file, events equal to stempy's, dropped sectors recorded, scans in a row,
+a pool that does not grow, a dead upstream finished by timeout, a clean leave, one-line errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import stempy.image as stim
+from kvstore_support import KvServer
+from nodegroup_support import AggregatorStandin, start_job
+from support import wait_until
+
+from sectorflow.consumer import count_frame, read_counted_scan, scan_file_name
+from sectorflow.kvstore import ServiceStatus
+
+pytestmark = pytest.mark.mpi
+
+BACKGROUND, XRAY = 30.0, 1000.0
+SMALL = {
+    "detector": {"frame_rows": 64, "frame_cols": 64, "sector_rows": 16, "sector_cols": 64},
+    "nodegroup": {"scan_timeout_s": 1.0, "pool_frames": 64},
+    "counting": {"background_threshold": BACKGROUND, "xray_threshold": XRAY},
+    "simulator": {"bright_field_radius_px": 20.0, "dose_per_frame": 10.0},
+}
+FILE_S = 60.0
+
+
+def merged(base: dict, **more: dict) -> dict:
+    out = {key: dict(value) for key, value in base.items()}
+    for key, value in more.items():
+        out.setdefault(key, {}).update(value)
+    return out
+
+
+@pytest.fixture
+def stack(make_config, processes, tmp_path):
+    """kvstore server + aggregator stand-in on a config built from overrides."""
+    made = []
+
+    def make(**overrides):
+        config, path = make_config(**overrides)
+        server = KvServer(config, path, processes)
+        server.start()
+        standin = AggregatorStandin(config)
+        made.append(standin)
+        return config, path, standin
+
+    yield make
+    for standin in made:
+        standin.close()
+
+
+def wait_file(output: Path, scan: int, job: subprocess.Popen, processes) -> Path:
+    path = output / scan_file_name(scan)
+
+    def written() -> bool:
+        if job.poll() is not None:
+            raise AssertionError(f"job exited {job.returncode}: {processes.output(job)}")
+        return path.exists()
+
+    wait_until(written, FILE_S, f"{path.name}")
+    return path
+
+
+def stempy_events(frame: np.ndarray) -> np.ndarray:
+    return stim.electron_count_frame(frame, darkreference=np.zeros(frame.shape, np.float32),
+                                     background_threshold=BACKGROUND, xray_threshold=XRAY).data[0, 0]
+
+
+def test_every_frame_once_with_stempy_events_then_sigterm_deregisters(stack, processes, tmp_path) -> None:
+    config, path, standin = stack(**SMALL)
+    output = tmp_path / "out"
+    job = start_job(processes, path, output)
+    records = standin.wait_nodegroups(2, job, processes)
+    assert sorted({r.rank for r in records}) == [0, 1]
+    assert all(len(r.ports) == config.n_receivers for r in records)
+    standin.send_scan(records, scan=5, scan_x=8, scan_y=6)
+
+    scan = read_counted_scan(wait_file(output, 5, job, processes))
+    assert scan.scan_shape == (6, 8) and scan.frame_shape == (64, 64)
+    assert len(scan.missing_positions) == 0 and len(scan.incomplete_positions) == 0
+    for position in range(48):
+        frame = standin.simulator.frame(5, position)
+        np.testing.assert_array_equal(scan.events[position], stempy_events(frame), err_msg=f"position {position}")
+    assert scan.metadata["scan"]["frames_complete"] == 48
+    assert scan.metadata["scan"]["groups_reported"] == 2
+    assert set(scan.metadata["nodegroups"]) == {r.uid for r in records}
+    assert not scan.statistics["threshold_calculated"]
+    assert scan.statistics["background_threshold"] == BACKGROUND
+
+    assert processes.stop(job) == 0
+    wait_until(lambda: not standin.client.nodegroups(), 20, "the NodeGroups to deregister")
+    assert not standin.client.statuses("nodegroup")
+
+
+def test_dropped_sectors_give_incomplete_and_missing_counts(stack, processes, tmp_path) -> None:
+    # A pool holding the whole scan: early counting of a full pool (evicted_frames) is not the subject.
+    config, path, standin = stack(**merged(SMALL, simulator={"dropped_fraction": 0.004},
+                                           nodegroup={"pool_frames": 600}))
+    output = tmp_path / "out"
+    job = start_job(processes, path, output)
+    records = standin.wait_nodegroups(2, job, processes)
+    standin.send_scan(records, scan=2, scan_x=25, scan_y=20, info_first=True)
+
+    dropped = {f: [s for s in range(4) if standin.simulator.dropped(2, f, s)] for f in range(500)}
+    incomplete = {f: s for f, s in dropped.items() if 0 < len(s) < 4}
+    missing = [f for f, s in dropped.items() if len(s) == 4]
+    assert incomplete, "the seed should drop some sectors"
+    scan = read_counted_scan(wait_file(output, 2, job, processes))
+    assert scan.incomplete_positions.tolist() == sorted(incomplete)
+    assert [s.tolist() for s in scan.incomplete_missing_sectors] == [incomplete[f] for f in sorted(incomplete)]
+    assert scan.missing_positions.tolist() == missing
+    completeness = scan.metadata["completeness"]
+    assert completeness["incomplete_frames"] == len(incomplete) and not completeness["complete"]
+    assert scan.metadata["scan"]["frames_complete"] == 500 - len(incomplete) - len(missing)
+    assert not scan.metadata["scan"]["timed_out"] and scan.metadata["scan"]["evicted_frames"] == 0
+    # An incomplete frame is counted with zeros in place of its missing sectors.
+    f = sorted(incomplete)[0]
+    frame = standin.simulator.frame(2, f)
+    for sector in incomplete[f]:
+        frame[sector * 16:(sector + 1) * 16] = 0
+    np.testing.assert_array_equal(scan.events[f], stempy_events(frame))
+
+
+def test_three_scans_three_files_pool_flat_and_partial_routing(stack, processes, tmp_path) -> None:
+    config, path, standin = stack(**SMALL)
+    output = tmp_path / "out"
+    job = start_job(processes, path, output, groups=2)
+    records = standin.wait_nodegroups(4, job, processes)
+
+    def status(uid: str) -> ServiceStatus:
+        return standin.client.statuses("nodegroup")[("nodegroup", uid)]
+
+    standin.send_scan(records, scan=1, scan_x=8, scan_y=8)
+    wait_file(output, 1, job, processes)
+    wait_until(lambda: all(status(r.uid).scan == 1 and status(r.uid).state == "done" for r in records), 20,
+               "every NodeGroup done with scan 1")
+    pool_after_small = {r.uid: status(r.uid).extra["pool_bytes"] for r in records}
+
+    # Scan 2 goes to the NodeGroups of rank 1 only: rank 0 must not wait for its own.
+    rank1 = [r for r in records if r.rank == 1]
+    standin.send_scan(rank1, scan=2, scan_x=4, scan_y=4)
+    scan2 = read_counted_scan(wait_file(output, 2, job, processes))
+    assert len(scan2.missing_positions) == 0
+    assert set(scan2.metadata["nodegroups"]) == {r.uid for r in rank1}
+
+    standin.send_scan(records, scan=3, scan_x=16, scan_y=16)  # four times scan 1
+    scan3 = read_counted_scan(wait_file(output, 3, job, processes))
+    assert scan3.metadata["scan"]["frames_complete"] == 256
+    wait_until(lambda: all(status(r.uid).scan == 3 and status(r.uid).state == "done" for r in records), 20,
+               "every NodeGroup done with scan 3")
+    for r in records:
+        assert status(r.uid).extra["pool_bytes"] == pool_after_small[r.uid] > 0
+        assert status(r.uid).extra["pool_slots_in_use"] == 0
+    assert sorted(p.name for p in output.iterdir()) == [scan_file_name(n) for n in (1, 2, 3)]
+
+
+def test_dead_upstream_and_killed_job_leave_the_other_job_finishing_by_timeout(stack, processes, tmp_path) -> None:
+    config, path, standin = stack(**SMALL)
+    job_a = start_job(processes, path, tmp_path / "a", ranks=1, name="job-a")
+    (a,) = standin.wait_nodegroups(1, job_a, processes)
+    job_b = start_job(processes, path, tmp_path / "b", ranks=1, name="job-b")
+    records = standin.wait_nodegroups(2, job_b, processes)
+    b = next(r for r in records if r.uid != a.uid)
+    # Half the scan, then job B is killed and the upstream stops (its info never comes).
+    standin.send_scan(records, scan=7, scan_x=8, scan_y=8, frames=32, send_info=False)
+    os.killpg(job_b.pid, signal.SIGKILL)
+    job_b.wait(20)
+    scan = read_counted_scan(wait_file(tmp_path / "a", 7, job_a, processes))
+    meta = scan.metadata["scan"]
+    assert meta["timed_out"]
+    routed_to_a = [f for f in range(32) if sorted([a.uid, b.uid]).index(a.uid) == f % 2]
+    assert meta["frames_complete"] == len(routed_to_a)
+    assert len(scan.missing_positions) == 64 - len(routed_to_a)
+    assert scan.metadata["nodegroups"][a.uid]["expected"].tolist() == [-1] * 4
+
+    # Still serving: the next scan, routed to A alone, is whole.
+    standin.send_scan([a], scan=8, scan_x=4, scan_y=4)
+    scan8 = read_counted_scan(wait_file(tmp_path / "a", 8, job_a, processes))
+    assert scan8.metadata["completeness"]["complete"]
+    assert not scan8.metadata["scan"]["timed_out"]
+
+
+def test_real_geometry_with_thresholds_from_the_scan(stack, processes, tmp_path) -> None:
+    config, path, standin = stack(
+        nodegroup={"scan_timeout_s": 5.0, "pool_frames": 16},
+        counting={"threshold_sample_frames": 4},
+        simulator={"dose_per_frame": 20.0},
+    )
+    output = tmp_path / "out"
+    job = start_job(processes, path, output)
+    records = standin.wait_nodegroups(2, job, processes)
+    standin.send_scan(records, scan=1, scan_x=4, scan_y=4)
+    scan = read_counted_scan(wait_file(output, 1, job, processes))
+    assert scan.frame_shape == (576, 576) and len(scan.missing_positions) == 0
+    assert scan.statistics["threshold_calculated"]
+    routing = sorted(r.uid for r in records)
+    for position in range(16):
+        group = scan.metadata["nodegroups"][routing[position % 2]]
+        expected = count_frame(standin.simulator.frame(1, position), background_threshold=group["background_threshold"],
+                               x_ray_threshold=group["x_ray_threshold"])
+        np.testing.assert_array_equal(scan.events[position], expected, err_msg=f"position {position}")
+
+
+def test_unbindable_host_is_one_line_error(make_config, tmp_path) -> None:
+    _, path = make_config(nodegroup={"host": "192.0.2.1"})
+    done = subprocess.run([sys.executable, "-m", "sectorflow", "nodegroup", "--config", str(path), "--output",
+                           str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "sectorflow nodegroup: error: NodeGroup ") and "cannot bind data socket 0 on tcp://192.0.2.1:*" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_bad_option_is_one_line_error(make_config, tmp_path) -> None:
+    _, path = make_config()
+    done = subprocess.run([sys.executable, "-m", "sectorflow", "nodegroup", "--config", str(path),
+                           "--groups-per-rank", "0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "sectorflow nodegroup: error: --groups-per-rank 0: need at least 1 NodeGroup per rank"

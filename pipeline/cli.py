@@ -7,12 +7,11 @@ from pathlib import Path
 
 from sectorflow.cli import add_config_argument
 from sectorflow.configs import Config
-from sectorflow.errors import SectorflowError
-from sectorflow.kvstore import Client
+from sectorflow.simulator import parse_scan_shape
 
-from .readiness import Expected, wait_ready
-from .stack import stack_services
-from .supervisor import Supervisor, load_running, stop_services
+from .demo import DemoOptions, run_demo
+from .stack import start_stack
+from .supervisor import load_running, stop_services
 
 
 def default_run_dir(config: Config) -> Path:
@@ -49,31 +48,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     down.add_argument("--grace", type=float, default=20.0, metavar="S", help="seconds before SIGKILL (default 20)")
     down.set_defaults(run=run_down)
 
-
-def start_stack(config: Config, args: argparse.Namespace, run_dir: Path) -> Supervisor:
-    """Start every service of the stack and wait until it is ready; on failure stop what started."""
-    if any(Path(f"/proc/{service.pid}").exists() for service in load_running(run_dir)):
-        raise SectorflowError(f"{run_dir} already has running services: run 'sectorflow down --run-dir {run_dir}' first")
-    supervisor = Supervisor(run_dir)
-    try:
-        services = stack_services(config, args.ranks, args.output, with_nodegroups=not args.no_nodegroups)
-        for spec in services:
-            supervisor.start(spec)
-        groups = 0 if args.no_nodegroups else args.ranks * config.nodegroup.groups_per_rank
-        with Client.from_config(config, name="up") as client:
-            wait_ready(client, Expected.of(config, groups), args.ready_timeout, supervisor.check)
-    except BaseException:
-        supervisor.stop_all()
-        raise
-    return supervisor
+    demo = subparsers.add_parser(
+        "demo", help="run the whole pipeline on this machine for one simulated scan and summarise it",
+        description="Start the stack of the configuration (as 'up' does), acquire one simulated scan, wait "
+        "for its HDF5 file, print a summary (frames, bytes, throughput, time from acquisition to file, "
+        "electrons per frame, complete/incomplete frames), write a PNG (virtual bright field and summed "
+        "diffraction pattern) beside the file, and stop everything.",
+    )
+    add_config_argument(demo)
+    demo.add_argument("--scan-shape", default="128x128", metavar="XxY",
+                      help="probe positions (default 128x128: about 10.9 GB raw at the 4D Camera's geometry)")
+    demo.add_argument("--ranks", type=int, default=2, help="MPI ranks of NodeGroups (default 2)")
+    demo.add_argument("--run-dir", type=Path, default=Path("runs/demo"), help="service logs (default runs/demo)")
+    demo.add_argument("--output", type=Path, help="HDF5 output directory (default: [nodegroup] output_dir)")
+    demo.add_argument("--no-png", action="store_true", help="write no picture")
+    demo.set_defaults(run=run_demo_command)
 
 
 def run_up(args: argparse.Namespace, config: Config) -> int:
     run_dir = args.run_dir or default_run_dir(config)
-    start_stack(config, args, run_dir)
+    start_stack(config, run_dir, args.ranks, args.output, not args.no_nodegroups, args.ready_timeout)
     print(f"sectorflow is up ({config.source}); logs in {run_dir}/. "
           f"Acquire with 'sectorflow acquire --config {config.source} --scan-number N --scan-shape XxY', "
           f"stop with 'sectorflow down --run-dir {run_dir}'.")
+    return 0
+
+
+def run_demo_command(args: argparse.Namespace, config: Config) -> int:
+    scan_x, scan_y = parse_scan_shape(args.scan_shape)
+    options = DemoOptions(scan_x=scan_x, scan_y=scan_y, ranks=args.ranks, run_dir=args.run_dir,
+                          output_dir=args.output, png=not args.no_png)
+    summary = run_demo(config, options)
+    print("\n".join(summary.lines()))
     return 0
 
 

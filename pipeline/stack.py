@@ -13,7 +13,10 @@ from pathlib import Path
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 
-from .supervisor import ServiceSpec
+from sectorflow.kvstore import Client
+
+from .readiness import Expected, wait_ready
+from .supervisor import ServiceSpec, Supervisor, load_running
 
 
 def _sectorflow(*args: str) -> tuple[str, ...]:
@@ -44,3 +47,22 @@ def stack_services(config: Config, ranks: int, output_dir: Path | None = None,
         services.append(ServiceSpec(f"producer-{receiver}",
                                     _sectorflow("producer", "--config", path, "--receiver", str(receiver))))
     return services
+
+
+def start_stack(config: Config, run_dir: Path, ranks: int, output_dir: Path | None, with_nodegroups: bool,
+                ready_timeout_s: float) -> Supervisor:
+    """Start every service of the stack and wait until it is ready; on failure stop what started."""
+    if any(Path(f"/proc/{service.pid}").exists() for service in load_running(run_dir)):
+        raise SectorflowError(f"{run_dir} already has running services: run 'sectorflow down --run-dir {run_dir}' first")
+    supervisor = Supervisor(run_dir)
+    try:
+        services = stack_services(config, ranks, output_dir, with_nodegroups=with_nodegroups)
+        for spec in services:
+            supervisor.start(spec)
+        groups = ranks * config.nodegroup.groups_per_rank if with_nodegroups else 0
+        with Client.from_config(config, name="up") as client:
+            wait_ready(client, Expected.of(config, groups), ready_timeout_s, supervisor.check)
+    except BaseException:
+        supervisor.stop_all()
+        raise
+    return supervisor

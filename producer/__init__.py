@@ -29,7 +29,7 @@ from sectorflow._core.producer import (
     thread_share,
 )
 
-from .acquire import expected_producers, wait_for_scan
+from .acquire import expected_producers, publish_request, wait_for_scan
 from .daemon import ProducerDaemon
 from .options import aggregator_endpoint, check_receiver, producer_options
 
@@ -51,6 +51,7 @@ __all__ = [
     "check_routing",
     "count_routes",
     "expected_producers",
+    "publish_request",
     "producer_options",
     "routing_from_replica",
     "simulator_source",

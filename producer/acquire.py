@@ -84,22 +84,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
     rate = config.simulator.rate_hz if args.rate is None else _number(args.rate, "--rate", 0.0, float("inf"), float)
     timeout = None if args.timeout is None else _number(args.timeout, "--timeout", 0.0, float("inf"), float)
     with Client.from_config(config, name="acquire") as client:
-        if not client.wait_synced(SYNC_TIMEOUT_S):
-            kv = config.kvstore
-            raise SectorflowError(f"kvstore at {kv.host}:{kv.port} did not answer within {SYNC_TIMEOUT_S:.0f} s; "
-                                  "is 'sectorflow kvstore' running?")
-        routing = [record.uid for record in client.nodegroups()]
-        source = SOURCE_REPLAY if args.replay else SOURCE_SIMULATOR
-        if args.replay and not routing:
-            raise SectorflowError(f"scan {scan}: --replay needs a registered NodeGroup to stream to, and none is; "
-                                  "start a streaming session first")
-        request = AcquireRequest(scan_number=scan, scan_x=scan_x, scan_y=scan_y, rate_hz=rate, routing=routing,
-                                 source=source)
-        published_s = wall_clock_s()
-        client.set_once(ACQUIRE_REQUEST_KEY, request.encode())
-        if routing:
-            print(f"scan {scan}: requested {scan_x} x {scan_y} ({source}), streaming to {len(routing)} NodeGroups: "
-                  f"{', '.join(routing)}", flush=True)
+        request, published_s = publish_request(client, config, scan, scan_x, scan_y, rate, args.replay)
+        if request.routing:
+            print(f"scan {scan}: requested {scan_x} x {scan_y} ({request.source}), streaming to "
+                  f"{len(request.routing)} NodeGroups: {', '.join(request.routing)}", flush=True)
         else:
             print(f"scan {scan}: requested {scan_x} x {scan_y}; no NodeGroup registered: the producers write it "
                   f"to disk in {config.producer.fallback_dir}", flush=True)
@@ -108,6 +96,29 @@ def run(args: argparse.Namespace, config: Config) -> int:
         statuses = wait_for_scan(client, scan, expected_producers(config), timeout, published_s)
     print(summary(scan, statuses, config))
     return 0
+
+
+def publish_request(client: Client, config: Config, scan: int, scan_x: int, scan_y: int, rate_hz: float,
+                    replay: bool = False) -> tuple[AcquireRequest, float]:
+    """Ask every producer daemon for a scan, routed to the NodeGroups registered now.
+
+    Returns the request and its publication time (Unix seconds, for ``wait_for_scan``).
+    Raises SectorflowError if the kvstore does not answer, or for a replay with no NodeGroup.
+    """
+    if not client.wait_synced(SYNC_TIMEOUT_S):
+        kv = config.kvstore
+        raise SectorflowError(f"kvstore at {kv.host}:{kv.port} did not answer within {SYNC_TIMEOUT_S:.0f} s; "
+                              "is 'sectorflow kvstore' running?")
+    routing = [record.uid for record in client.nodegroups()]
+    source = SOURCE_REPLAY if replay else SOURCE_SIMULATOR
+    if replay and not routing:
+        raise SectorflowError(f"scan {scan}: --replay needs a registered NodeGroup to stream to, and none is; "
+                              "start a streaming session first")
+    request = AcquireRequest(scan_number=scan, scan_x=scan_x, scan_y=scan_y, rate_hz=rate_hz, routing=routing,
+                             source=source)
+    published_s = wall_clock_s()
+    client.set_once(ACQUIRE_REQUEST_KEY, request.encode())
+    return request, published_s
 
 
 def wait_for_scan(

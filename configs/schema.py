@@ -94,7 +94,8 @@ class NodegroupConfig:
     recv_hwm: int = setting(1000, "high-water mark of the NodeGroup's PULL sockets", min=1)
     pool_frames: int = setting(
         256, "frames a NodeGroup holds while assembling them (preallocated, split over its counting threads; "
-        "when full, the oldest frame is counted early as incomplete)", min=1)
+        "when full, sectors needing a new frame wait upstream; only when no frame can complete is one counted "
+        "early as incomplete; size it for the frame-order spread of the producers)", min=1)
     scan_timeout_s: float = setting(60.0, "seconds without data after which an unfinished scan is written as is", min=0.1)
     output_dir: str = setting("out/counted", "directory of the per-scan HDF5 files")
 

@@ -36,47 +36,106 @@ CountingWorker::CountingWorker(zmq::context_t& context, const std::string& endpo
     pull.bind(endpoint_prefix + std::to_string(r));
     pulls_.push_back(std::move(pull));
   }
-  last_.assign(settings.receivers, {0, 0});
+  held_.resize(settings.receivers);
+  silent_.assign(settings.receivers, false);
 }
 
 void CountingWorker::run(const std::atomic<bool>& stop) {
-  std::vector<zmq::pollitem_t> items(pulls_.size());
   while (!stop.load(std::memory_order_relaxed)) {
     for (int i = 0; i < kBatch && !stop.load(std::memory_order_relaxed); ++i) {
-      // Full pool: read only from receivers that are behind; if none is, a frame must go.
-      std::vector<bool> open(pulls_.size(), true);
-      if (assembler_.full()) {
-        bool behind = false;
-        for (std::uint32_t r = 0; r < pulls_.size(); ++r) {
-          open[r] = assembler_.lacks_after(r, last_[r].first, last_[r].second);
-          behind = behind || open[r];
-        }
-        if (!behind) {
-          make_room(std::nullopt);
-          open.assign(pulls_.size(), true);
-        }
+      place_held();
+      if (read_ready(i == 0 ? detail::kPollInterval : std::chrono::milliseconds(0))) {
+        stalled_since_.reset();
+        continue;
       }
-      for (std::uint32_t r = 0; r < pulls_.size(); ++r) {
-        items[r] = {pulls_[r].handle(), 0, static_cast<short>(open[r] ? ZMQ_POLLIN : 0), 0};
-      }
-      if (zmq::poll(items.data(), items.size(), i == 0 ? detail::kPollInterval : std::chrono::milliseconds(0)) == 0) {
-        break;
-      }
-      for (std::uint32_t r = 0; r < pulls_.size(); ++r) {
-        if (!(items[r].revents & ZMQ_POLLIN)) continue;
-        zmq::message_t first;
-        if (!pulls_[r].recv(first, zmq::recv_flags::dontwait)) continue;
-        if (first.more()) {
-          zmq::message_t payload;
-          (void)pulls_[r].recv(payload);  // the rest of a multipart message is already here
-          handle(first, &payload);
-        } else {
-          handle(first, nullptr);
-        }
-      }
+      if (!force_progress()) break;
     }
     poll_decisions();
   }
+}
+
+bool CountingWorker::read_ready(std::chrono::milliseconds wait) {
+  items_.clear();
+  item_receivers_.clear();
+  for (std::uint32_t r = 0; r < pulls_.size(); ++r) {
+    if (held_[r]) continue;
+    items_.push_back({pulls_[r].handle(), 0, ZMQ_POLLIN, 0});
+    item_receivers_.push_back(r);
+  }
+  if (items_.empty() || zmq::poll(items_.data(), items_.size(), wait) == 0) return false;
+  for (std::size_t k = 0; k < items_.size(); ++k) {
+    if (items_[k].revents & ZMQ_POLLIN) receive(item_receivers_[k]);
+  }
+  return true;
+}
+
+void CountingWorker::receive(std::uint32_t receiver) {
+  zmq::message_t first;
+  if (!pulls_[receiver].recv(first, zmq::recv_flags::dontwait)) return;
+  silent_[receiver] = false;
+  if (!first.more()) {
+    handle(first, nullptr);
+    return;
+  }
+  zmq::message_t payload;
+  (void)pulls_[receiver].recv(payload);  // the rest of a multipart message is already here
+  Envelope envelope;
+  if (assembler_.full() && detail::read_envelope(first.data(), first.size(), envelope) && needs_slot(envelope)) {
+    held_[receiver] = Held{std::move(first), std::move(payload)};
+    return;
+  }
+  handle(first, &payload);
+}
+
+bool CountingWorker::needs_slot(const Envelope& envelope) {
+  if (envelope.kind != Envelope::kData) return false;
+  const auto it = scans_.find(envelope.scan);
+  if (it != scans_.end() && envelope.position < it->second.counted.size() && it->second.counted[envelope.position]) {
+    return false;  // late: dropped without a slot
+  }
+  return !assembler_.find(envelope.scan, envelope.frame);
+}
+
+void CountingWorker::place_held() {
+  for (std::optional<Held>& held : held_) {
+    if (!held) continue;
+    Envelope envelope;
+    (void)detail::read_envelope(held->first.data(), held->first.size(), envelope);
+    if (assembler_.full() && needs_slot(envelope)) continue;
+    handle(held->first, &held->payload);
+    held.reset();
+  }
+}
+
+bool CountingWorker::force_progress() {
+  if (std::none_of(held_.begin(), held_.end(), [](const std::optional<Held>& h) { return h.has_value(); })) {
+    return false;  // nothing waits for a slot: idle, not stuck
+  }
+  bool waiting_on_live = false;
+  for (std::uint32_t r = 0; r < pulls_.size(); ++r) waiting_on_live = waiting_on_live || (!held_[r] && !silent_[r]);
+  if (waiting_on_live) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!stalled_since_) stalled_since_ = now;
+    if (now - *stalled_since_ < kStallBeforeEviction) return false;
+    for (std::uint32_t r = 0; r < pulls_.size(); ++r) {
+      if (!held_[r]) silent_[r] = true;
+    }
+  }
+  stalled_since_.reset();
+  make_room(oldest_held());
+  return true;
+}
+
+std::optional<std::pair<std::uint32_t, std::uint32_t>> CountingWorker::oldest_held() const {
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> oldest;
+  for (const std::optional<Held>& held : held_) {
+    if (!held) continue;
+    Envelope envelope;
+    (void)detail::read_envelope(held->first.data(), held->first.size(), envelope);
+    const std::pair<std::uint32_t, std::uint32_t> frame{envelope.scan, envelope.frame};
+    if (!oldest || frame < *oldest) oldest = frame;
+  }
+  return oldest;
 }
 
 void CountingWorker::handle(zmq::message_t& first, zmq::message_t* payload) {
@@ -105,7 +164,6 @@ CountingWorker::ScanWork& CountingWorker::work(std::uint32_t scan) {
 }
 
 void CountingWorker::on_data(const Envelope& envelope, const void* payload) {
-  if (envelope.receiver < last_.size()) last_[envelope.receiver] = {envelope.scan, envelope.frame};
   ScanWork& w = work(envelope.scan);
   if (w.counted.empty()) {
     w.counted.assign(std::size_t{envelope.scan_x} * envelope.scan_y, false);
@@ -121,8 +179,8 @@ void CountingWorker::on_data(const Envelope& envelope, const void* payload) {
   std::optional<std::size_t> slot = assembler_.find(envelope.scan, envelope.frame);
   if (!slot) {
     slot = assembler_.acquire(envelope.scan, envelope.frame, envelope.position);
-    while (!slot) {
-      make_room(envelope.sector);
+    while (!slot) {  // cannot happen: receive() holds back what needs a slot the full pool lacks
+      make_room(std::pair{envelope.scan, envelope.frame});
       slot = assembler_.acquire(envelope.scan, envelope.frame, envelope.position);
     }
     const auto used = counters_.pool_slots_in_use.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -193,7 +251,7 @@ void CountingWorker::flush_waiting(ScanWork& w) {
   for (const std::size_t slot : waiting) count_slot(w, slot, {});
 }
 
-void CountingWorker::make_room(std::optional<std::uint32_t> sector) {
+void CountingWorker::make_room(std::optional<std::pair<std::uint32_t, std::uint32_t>> wanted) {
   // Complete frames held for a sample: decide with the sample so far, which frees them.
   for (auto& [scan, w] : scans_) {
     if (!w.waiting.empty()) {
@@ -202,15 +260,16 @@ void CountingWorker::make_room(std::optional<std::uint32_t> sector) {
       return;
     }
   }
-  // With no sector: nobody is behind, every frame in the pool waits for sectors already lost.
-  std::optional<std::size_t> oldest;
-  if (sector) oldest = assembler_.oldest([&](std::size_t slot) { return assembler_.has(slot, *sector); });
-  if (!oldest) oldest = assembler_.oldest([](std::size_t) { return false; });
-  ScanWork& w = work(assembler_.scan(*oldest));
+  // Receivers wait for a frame older than all in the pool: those were started by a receiver running
+  // ahead (its sector of the wanted frame was lost), and the newest is the one they reach last.
+  // Otherwise every receiver has gone past the oldest frame, which waits for what was lost.
+  std::optional<std::size_t> victim = assembler_.oldest();
+  if (wanted && *wanted < std::pair{assembler_.scan(*victim), assembler_.frame(*victim)}) victim = assembler_.newest();
+  ScanWork& w = work(assembler_.scan(*victim));
   w.sampler->decide();
   ++w.part.evicted_frames;
   counters_.evicted_frames.fetch_add(1, std::memory_order_relaxed);
-  count_slot(w, *oldest, assembler_.fill_missing(*oldest));
+  count_slot(w, *victim, assembler_.fill_missing(*victim));
 }
 
 void CountingWorker::try_finish(std::uint32_t scan) {

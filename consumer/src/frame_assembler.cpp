@@ -24,7 +24,6 @@ FrameAssembler::FrameAssembler(const protocol::Geometry& geometry, std::size_t s
     allocated_bytes_ += slots_[i].have.capacity() + slots_[i].pixels.capacity() * sizeof(std::uint16_t);
   }
   index_.reserve(2 * slots);
-  missing_.assign(n_sectors_, 0);
 }
 
 std::optional<std::size_t> FrameAssembler::find(std::uint32_t scan, std::uint32_t frame) const {
@@ -44,7 +43,6 @@ std::optional<std::size_t> FrameAssembler::acquire(std::uint32_t scan, std::uint
   s.position = position;
   s.present = 0;
   std::fill(s.have.begin(), s.have.end(), std::uint8_t{0});
-  for (std::size_t& count : missing_) ++count;
   index_.emplace(key(scan, frame), i);
   return i;
 }
@@ -54,7 +52,6 @@ FrameAssembler::Added FrameAssembler::add(std::size_t slot, std::uint32_t sector
   if (s.have[sector]) return Added::kDuplicate;
   s.have[sector] = 1;
   ++s.present;
-  --missing_[sector];
   const std::size_t row_bytes = std::size_t{geometry_.sector_cols} * sizeof(std::uint16_t);
   const auto* source = static_cast<const unsigned char*>(payload);
   std::uint16_t* target =
@@ -84,9 +81,6 @@ void FrameAssembler::release(std::size_t slot) {
   Slot& s = slots_[slot];
   if (!s.used) return;
   index_.erase(key(s.scan, s.frame));
-  for (std::uint32_t sector = 0; sector < n_sectors_; ++sector) {
-    if (!s.have[sector]) --missing_[sector];
-  }
   s.used = false;
   free_.push_back(slot);
 }
@@ -97,6 +91,21 @@ std::vector<std::size_t> FrameAssembler::slots_of(std::uint32_t scan) const {
     if (slots_[i].used && slots_[i].scan == scan) out.push_back(i);
   }
   return out;
+}
+
+std::optional<std::size_t> FrameAssembler::extreme(bool highest) const {
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (!slots_[i].used) continue;
+    const std::uint64_t k = key(slots_[i].scan, slots_[i].frame);
+    if (!best) {
+      best = i;
+      continue;
+    }
+    const std::uint64_t b = key(slots_[*best].scan, slots_[*best].frame);
+    if (highest ? k > b : k < b) best = i;
+  }
+  return best;
 }
 
 }  // namespace sectorflow::consumer

@@ -73,11 +73,16 @@ class AggregatorStandin:
         return self.sockets[key]
 
     def send_scan(self, records: list[NodeGroupRecord], scan: int, scan_x: int, scan_y: int, *,
-                  frames: int | None = None, info_first: bool = False, send_info: bool = True) -> dict:
+                  frames: int | None = None, info_first: bool = False, send_info: bool = True,
+                  producer_threads: int = 1, lag_frames: int = 0) -> dict:
         """Send a simulated scan routed over ``records``; sectors the simulator drops are not sent.
 
         ``frames`` stops after that many frames (an upstream that dies); the counts announced are
-        those of the whole scan. Returns ``{uid: [messages per thread]}`` announced.
+        those of the whole scan. With ``producer_threads`` T, each sector's frames come as a
+        receiver server's T producer threads send them (thread t has frames f with f % T == t, in
+        order): thread t of sector s runs ``lag_frames * ((s + t) % T)`` frames behind, so frames
+        arrive out of order within a sector and sectors of one frame far apart.
+        Returns ``{uid: [messages per thread]}`` announced.
         """
         n_threads = self.config.n_receivers
         routing = sorted(r.uid for r in records)
@@ -98,15 +103,19 @@ class AggregatorStandin:
 
         if send_info and info_first:
             info()
-        for frame in range(total if frames is None else frames):
-            record = by_uid[routing[frame % len(routing)]]
-            for sector in range(n_threads):
-                if self.simulator.dropped(scan, frame, sector):
-                    continue
-                header = DataHeader(scan_number=scan, frame_number=frame, sector=sector, scan_x=scan_x,
-                                    scan_y=scan_y, position_x=frame % scan_x, position_y=frame // scan_x)
-                payload = self.simulator.sector(scan, frame, sector)
-                self.socket(record, sector).send_multipart([encode_header(header), payload])
+
+        def sent_at(frame: int, sector: int) -> int:
+            return frame + lag_frames * ((sector + frame % producer_threads) % producer_threads)
+
+        order = sorted(((frame, sector) for frame in range(total if frames is None else frames)
+                        for sector in range(n_threads)), key=lambda fs: (sent_at(*fs), fs[1]))
+        for frame, sector in order:
+            if self.simulator.dropped(scan, frame, sector):
+                continue
+            header = DataHeader(scan_number=scan, frame_number=frame, sector=sector, scan_x=scan_x,
+                                scan_y=scan_y, position_x=frame % scan_x, position_y=frame // scan_x)
+            payload = self.simulator.sector(scan, frame, sector)
+            self.socket(by_uid[routing[frame % len(routing)]], sector).send_multipart([encode_header(header), payload])
         if send_info and not info_first:
             info()
         return counts

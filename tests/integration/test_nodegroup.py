@@ -100,8 +100,16 @@ def test_every_frame_once_with_stempy_events_then_sigterm_deregisters(stack, pro
     assert not standin.client.statuses("nodegroup")
 
 
+def dropped_sectors(standin: AggregatorStandin, scan: int, frames: int) -> tuple[dict, list]:
+    """``({frame: [sectors lost]}`` for frames that lost some but not all, ``[frames that lost all]``)."""
+    dropped = {f: [s for s in range(4) if standin.simulator.dropped(scan, f, s)] for f in range(frames)}
+    incomplete = {f: s for f, s in dropped.items() if 0 < len(s) < 4}
+    assert incomplete, "the seed should drop some sectors"
+    return incomplete, [f for f, s in dropped.items() if len(s) == 4]
+
+
 def test_dropped_sectors_give_incomplete_and_missing_counts(stack, processes, tmp_path) -> None:
-    # A pool holding the whole scan: early counting of a full pool (evicted_frames) is not the subject.
+    # A pool holding the whole scan: nothing is counted before the scan ends.
     config, path, standin = stack(**merged(SMALL, simulator={"dropped_fraction": 0.004},
                                            nodegroup={"pool_frames": 600}))
     output = tmp_path / "out"
@@ -109,10 +117,7 @@ def test_dropped_sectors_give_incomplete_and_missing_counts(stack, processes, tm
     records = standin.wait_nodegroups(2, job, processes)
     standin.send_scan(records, scan=2, scan_x=25, scan_y=20, info_first=True)
 
-    dropped = {f: [s for s in range(4) if standin.simulator.dropped(2, f, s)] for f in range(500)}
-    incomplete = {f: s for f, s in dropped.items() if 0 < len(s) < 4}
-    missing = [f for f, s in dropped.items() if len(s) == 4]
-    assert incomplete, "the seed should drop some sectors"
+    incomplete, missing = dropped_sectors(standin, 2, 500)
     scan = read_counted_scan(wait_file(output, 2, job, processes))
     assert scan.incomplete_positions.tolist() == sorted(incomplete)
     assert [s.tolist() for s in scan.incomplete_missing_sectors] == [incomplete[f] for f in sorted(incomplete)]
@@ -120,13 +125,64 @@ def test_dropped_sectors_give_incomplete_and_missing_counts(stack, processes, tm
     completeness = scan.metadata["completeness"]
     assert completeness["incomplete_frames"] == len(incomplete) and not completeness["complete"]
     assert scan.metadata["scan"]["frames_complete"] == 500 - len(incomplete) - len(missing)
-    assert not scan.metadata["scan"]["timed_out"] and scan.metadata["scan"]["evicted_frames"] == 0
+    meta = scan.metadata["scan"]
+    assert not meta["timed_out"] and (meta["late_messages"], meta["evicted_frames"]) == (0, 0)
     # An incomplete frame is counted with zeros in place of its missing sectors.
     f = sorted(incomplete)[0]
     frame = standin.simulator.frame(2, f)
     for sector in incomplete[f]:
         frame[sector * 16:(sector + 1) * 16] = 0
     np.testing.assert_array_equal(scan.events[f], stempy_events(frame))
+
+
+def test_a_pool_filled_by_lost_sectors_forces_frames_out_and_accounts_for_every_sector(
+        stack, processes, tmp_path) -> None:
+    # 4 frames of pool (2 per counting thread) and a sector lost every ~60 frames: frames waiting for
+    # lost sectors fill the pool and must be counted early (evicted); a frame forced out while its
+    # other sectors were still coming is incomplete too, and those sectors are counted as late.
+    config, path, standin = stack(**merged(SMALL, simulator={"dropped_fraction": 0.004},
+                                           nodegroup={"pool_frames": 4}))
+    output = tmp_path / "out"
+    job = start_job(processes, path, output)
+    records = standin.wait_nodegroups(2, job, processes)
+    standin.send_scan(records, scan=2, scan_x=25, scan_y=20, info_first=True)
+
+    incomplete, missing = dropped_sectors(standin, 2, 500)
+    scan = read_counted_scan(wait_file(output, 2, job, processes))
+    meta = scan.metadata["scan"]
+    assert scan.missing_positions.tolist() == missing and not meta["timed_out"]
+    counted_incomplete = dict(zip(scan.incomplete_positions.tolist(),
+                                  (s.tolist() for s in scan.incomplete_missing_sectors)))
+    for f, lost in incomplete.items():
+        assert set(lost) <= set(counted_incomplete[f]), f"frame {f}"
+    forced_only = len(counted_incomplete) - len(incomplete)  # incomplete only because forced out
+    assert meta["evicted_frames"] > 0 and 0 <= forced_only <= meta["evicted_frames"]
+    assert meta["frames_complete"] + meta["frames_incomplete"] == 500 - len(missing)
+    sent = sum(4 - len(s) for s in incomplete.values()) + 4 * (500 - len(incomplete) - len(missing))
+    placed = 4 * meta["frames_complete"] + sum(4 - len(s) for s in counted_incomplete.values())
+    assert placed + meta["late_messages"] == sent
+    complete = [f for f in range(500) if f not in counted_incomplete and f not in missing]
+    for f in complete[:: len(complete) // 5]:
+        np.testing.assert_array_equal(scan.events[f], stempy_events(standin.simulator.frame(2, f)), err_msg=f"frame {f}")
+
+
+def test_a_small_pool_holds_out_of_order_sectors_back_instead_of_counting_early(stack, processes, tmp_path) -> None:
+    # 16 frames of pool for 256-frame scans whose sectors come from 4 producer threads per receiver,
+    # up to 9 frames apart: backpressure alone must bring every frame in whole.
+    config, path, standin = stack(**merged(SMALL, nodegroup={"pool_frames": 16, "scan_timeout_s": 30.0}))
+    output = tmp_path / "out"
+    job = start_job(processes, path, output)
+    records = standin.wait_nodegroups(2, job, processes)
+    for scan_number in (1, 2):
+        standin.send_scan(records, scan=scan_number, scan_x=16, scan_y=16, producer_threads=4, lag_frames=3)
+    for scan_number in (1, 2):
+        scan = read_counted_scan(wait_file(output, scan_number, job, processes))
+        meta = scan.metadata["scan"]
+        assert (meta["frames_complete"], meta["frames_incomplete"], meta["evicted_frames"]) == (256, 0, 0)
+        assert scan.metadata["completeness"]["complete"] and not meta["timed_out"]
+        for position in (0, 1, 130, 255):
+            frame = standin.simulator.frame(scan_number, position)
+            np.testing.assert_array_equal(scan.events[position], stempy_events(frame), err_msg=f"position {position}")
 
 
 def test_three_scans_three_files_pool_flat_and_partial_routing(stack, processes, tmp_path) -> None:

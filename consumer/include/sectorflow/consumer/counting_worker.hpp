@@ -7,20 +7,23 @@
 // the pool are counted with their missing sectors as zeros and recorded as incomplete, and the
 // thread hands its part of the scan to the NodeGroup.
 //
-// It has one inproc PULL per receiver. Pool full: backpressure. The thread reads only from the
-// receivers that are behind: whose sector is missing in a frame of the pool newer than the last
-// frame that receiver delivered (frames come about in order per aggregator thread; the others wait,
-// and through their receivers and ZeroMQ's high-water marks, so does the aggregator thread ahead).
-// Only when such a message needs a new slot anyway (a sector lost upstream, or frames sent far out
-// of order) is a slot freed at once: if complete frames are waiting for thresholds, the thresholds
-// are decided with the sample so far; otherwise the oldest frame (lowest scan, frame) is counted
-// early as incomplete (evicted_frames): the oldest frame lacking the sector that came (the
-// receiver has moved past it, so its sector was lost), or else the oldest frame. A sector that arrives for a frame already counted is
-// dropped and counted as late. Size the pool (nodegroup.pool_frames) for the frame-order spread
-// within one aggregator thread.
+// It has one inproc PULL per receiver. Pool full: backpressure. A sector that needs a new slot
+// while the pool is full is held back, and its receiver is not read until a slot frees (frames
+// complete as the other receivers deliver); through the receivers and ZeroMQ's high-water marks
+// the aggregator thread ahead waits too. Frames arrive out of order within a receiver (a receiver
+// server's producer threads interleave), so holding back is decided per message, not by a guess
+// of where each receiver is. A slot is freed by force only when no progress is possible: every
+// receiver holds a sector back, or those that do not have been silent for kStallBeforeEviction
+// (a dead or lossy upstream; such a receiver is then not waited for again until it delivers).
+// Forcing first decides the thresholds with the sample so far if complete frames wait for them;
+// otherwise it counts a frame early, as incomplete (evicted_frames): the oldest in the pool
+// (lowest scan, frame) when every receiver has gone past it, or the newest when the receivers wait
+// for a frame older than all in the pool (one receiver ran ahead past a frame whose sector it lost). A sector that arrives for a frame already counted is dropped and counted as
+// late. Size the pool (nodegroup.pool_frames) for the frame-order spread of the upstream.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -28,6 +31,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <zmq.hpp>
@@ -54,6 +58,9 @@ struct WorkerHooks {
 
 class CountingWorker {
  public:
+  /// How long the receivers not holding a sector back may stay silent before a frame is forced out.
+  static constexpr std::chrono::milliseconds kStallBeforeEviction{1000};
+
   /// Binds one inproc PULL per receiver, `endpoint_prefix` + receiver index, and allocates its pool share.
   CountingWorker(zmq::context_t& context, const std::string& endpoint_prefix, const NodeGroupSettings& settings,
                  NodeGroupCounters& counters, WorkerHooks hooks);
@@ -76,6 +83,16 @@ class CountingWorker {
     ScanResult part;
   };
 
+  struct Held {  // a data message whose frame needs a slot the full pool lacks
+    zmq::message_t first;
+    zmq::message_t payload;
+  };
+
+  bool read_ready(std::chrono::milliseconds wait);
+  void receive(std::uint32_t receiver);
+  bool needs_slot(const detail::Envelope& envelope);
+  void place_held();
+  bool force_progress();
   void handle(zmq::message_t& first, zmq::message_t* payload);
   void on_data(const detail::Envelope& envelope, const void* payload);
   ScanWork& work(std::uint32_t scan);
@@ -83,14 +100,20 @@ class CountingWorker {
   void on_complete(ScanWork& w, std::size_t slot);
   void count_slot(ScanWork& w, std::size_t slot, std::vector<std::uint32_t> missing);
   void flush_waiting(ScanWork& w);
-  /// Frees a slot; `sector` is the sector that needs one (or none when the pool holds only samples).
-  void make_room(std::optional<std::uint32_t> sector);
+  /// Frees a slot for the frame `wanted` (the oldest held back): decides a waiting sample, else
+  /// counts a frame early.
+  void make_room(std::optional<std::pair<std::uint32_t, std::uint32_t>> wanted);
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> oldest_held() const;
   void try_finish(std::uint32_t scan);
   void release(std::size_t slot);
   void poll_decisions();
 
   std::vector<zmq::socket_t> pulls_;  // pulls_[r]: from receiver r
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> last_;  // per receiver: (scan, frame) last delivered
+  std::vector<std::optional<Held>> held_;  // per receiver
+  std::vector<bool> silent_;               // per receiver: silent through a stall, not waited for
+  std::optional<std::chrono::steady_clock::time_point> stalled_since_;
+  std::vector<zmq::pollitem_t> items_;     // poll scratch: the receivers read
+  std::vector<std::uint32_t> item_receivers_;
   const NodeGroupSettings& settings_;
   NodeGroupCounters& counters_;
   WorkerHooks hooks_;

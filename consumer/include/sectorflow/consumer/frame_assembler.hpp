@@ -6,7 +6,7 @@
 // counted. Sectors are copied into their place in the frame (Geometry::sector_row0/col0).
 //
 // When the pool is full, acquire() returns nothing and the owner decides (the counting thread
-// counts the oldest frame early, see counting_worker.hpp). Not thread-safe: one per counting thread.
+// holds the sector back or counts a frame early, see counting_worker.hpp). Not thread-safe: one per counting thread.
 #pragma once
 
 #include <cstddef>
@@ -38,9 +38,10 @@ class FrameAssembler {
 
   /// The slots in use whose scan is `scan`.
   std::vector<std::size_t> slots_of(std::uint32_t scan) const;
-  /// The slot in use with the lowest (scan, frame), excluding those `skip` says to skip.
-  template <typename Skip>
-  std::optional<std::size_t> oldest(Skip skip) const;
+  /// The slot in use with the lowest (scan, frame); nothing when the pool is empty.
+  std::optional<std::size_t> oldest() const { return extreme(false); }
+  /// The slot in use with the highest (scan, frame); nothing when the pool is empty.
+  std::optional<std::size_t> newest() const { return extreme(true); }
 
   const std::uint16_t* pixels(std::size_t slot) const { return slots_[slot].pixels.data(); }
   std::uint32_t scan(std::size_t slot) const { return slots_[slot].scan; }
@@ -49,15 +50,6 @@ class FrameAssembler {
   bool has(std::size_t slot, std::uint32_t sector) const { return slots_[slot].have[sector] != 0; }
   bool complete(std::size_t slot) const { return slots_[slot].present == n_sectors_; }
 
-  /// Whether a frame in the pool after (scan, frame) lacks `sector`.
-  bool lacks_after(std::uint32_t sector, std::uint32_t scan, std::uint32_t frame) const {
-    for (const Slot& s : slots_) {
-      if (s.used && !s.have[sector] && key(s.scan, s.frame) > key(scan, frame)) return true;
-    }
-    return false;
-  }
-  /// Frames in the pool that lack `sector`.
-  std::size_t missing(std::uint32_t sector) const { return missing_[sector]; }
   bool full() const { return free_.empty(); }
   std::size_t capacity() const { return slots_.size(); }
   std::size_t in_use() const { return slots_.size() - free_.size(); }
@@ -75,25 +67,14 @@ class FrameAssembler {
     std::vector<std::uint16_t> pixels;
   };
   static std::uint64_t key(std::uint32_t scan, std::uint32_t frame) { return (std::uint64_t{scan} << 32) | frame; }
+  std::optional<std::size_t> extreme(bool highest) const;
 
   protocol::Geometry geometry_;
   std::uint32_t n_sectors_;
   std::vector<Slot> slots_;
   std::vector<std::size_t> free_;
   std::unordered_map<std::uint64_t, std::size_t> index_;
-  std::vector<std::size_t> missing_;  // per sector: frames in use without it
   std::size_t allocated_bytes_ = 0;
 };
-
-template <typename Skip>
-std::optional<std::size_t> FrameAssembler::oldest(Skip skip) const {
-  std::optional<std::size_t> best;
-  for (std::size_t i = 0; i < slots_.size(); ++i) {
-    const Slot& s = slots_[i];
-    if (!s.used || skip(i)) continue;
-    if (!best || key(s.scan, s.frame) < key(slots_[*best].scan, slots_[*best].frame)) best = i;
-  }
-  return best;
-}
 
 }  // namespace sectorflow::consumer

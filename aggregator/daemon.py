@@ -14,10 +14,7 @@ own state (idle, streaming) is logged on every change too.
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 from dataclasses import dataclass, field
-from types import FrameType
 
 from sectorflow._core.aggregator import MALFORMED_KINDS, Aggregator, RelayStats, ScanSummary
 from sectorflow.configs import Config
@@ -30,6 +27,7 @@ from sectorflow.kvstore import (
     ServiceStatus,
     status_key,
 )
+from sectorflow.service import ServiceState, stop_on_signals
 
 from .options import aggregator_options
 
@@ -38,18 +36,6 @@ logger = logging.getLogger(__name__)
 # How often the main thread collects finished scans (seconds); statuses go out at least every
 # kvstore heartbeat and at once when a scan ends.
 POLL_INTERVAL_S = 0.1
-
-
-class _StateLog:
-    """The daemon's named state, logged at every transition."""
-
-    def __init__(self) -> None:
-        self.state = "starting"
-        logger.info("state %s", self.state)
-
-    def enter(self, state: str) -> None:
-        logger.info("state %s -> %s", self.state, state)
-        self.state = state
 
 
 @dataclass
@@ -102,21 +88,15 @@ def run_aggregator(config: Config) -> int:
         SectorflowError: a port cannot be bound (the message names the address), or a relay thread
             failed.
     """
-    state = _StateLog()
+    state = ServiceState(logger)
     options = aggregator_options(config, log=lambda message: logger.info("kvstore replica: %s", message))
     aggregator = Aggregator(options)  # AggregatorError (a SectorflowError) names the address
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        logger.info("received %s", signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     views = [_ThreadView(r) for r in range(aggregator.threads())]
     heartbeat_s = config.kvstore.heartbeat_ms / 1000
     failure = ""
     try:
-        with Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator") as client:
+        with stop_on_signals(logger) as stop, \
+                Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator") as client:
             aggregator.start()
             for r in range(aggregator.threads()):
                 logger.info("thread %d: pulling on %s from %d producer thread(s)", r, aggregator.endpoint(r),
@@ -141,8 +121,6 @@ def run_aggregator(config: Config) -> int:
             _publish(aggregator, views, client, config, force=True)
     finally:
         aggregator.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     for view in views:
         stats = aggregator.stats(view.thread)
         logger.info("thread %d: forwarded %d messages (%d bytes), lost %d, malformed %d", view.thread,

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
 from typing import Any
 
 from sectorflow.configs import Config
 from sectorflow.logs import configure_logging
+from sectorflow.service import stop_on_signals
 
 from .nodegroup_service import NodeGroupService, options_from
 
@@ -48,18 +47,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     comm = MPI.COMM_WORLD
     configure_logging(f"nodegroup[{comm.Get_rank()}]", config.logging.level)
-    stop = threading.Event()
-
-    def request_stop(signum: int, _frame: object) -> None:
-        log.info("%s: stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    service = NodeGroupService(config, options, comm)
-    try:
-        service.start()
-    except BaseException:
-        service.client.close()
-        raise
-    return service.run(stop)
+    with stop_on_signals(log) as stop:
+        service = NodeGroupService(config, options, comm)
+        try:
+            service.start()
+        except BaseException:
+            service.client.close()
+            raise
+        return service.run(stop)

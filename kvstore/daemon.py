@@ -8,13 +8,12 @@ and stops the server. States, logged on every transition: starting, serving, sto
 from __future__ import annotations
 
 import logging
-import signal
 import threading
-from types import FrameType
 
 from sectorflow._core.kvstore import KvstoreError, Server
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
+from sectorflow.service import ServiceState, stop_on_signals
 
 from .options import server_options
 
@@ -24,18 +23,6 @@ logger = logging.getLogger(__name__)
 REPORT_INTERVAL_S = 1.0
 
 
-class _StateLog:
-    """The daemon's named state, logged at every transition."""
-
-    def __init__(self) -> None:
-        self.state = "starting"
-        logger.info("state %s", self.state)
-
-    def enter(self, state: str) -> None:
-        logger.info("state %s -> %s", self.state, state)
-        self.state = state
-
-
 def run_server(config: Config) -> int:
     """Run the kvstore server of ``config`` until SIGTERM or SIGINT; returns the exit code 0.
 
@@ -43,19 +30,15 @@ def run_server(config: Config) -> int:
         SectorflowError: a port cannot be bound (the message names the address) or the server
             loop failed.
     """
-    state = _StateLog()
+    state = ServiceState(logger)
     options = server_options(config)
     try:
         server = Server(options)
     except KvstoreError as error:
         raise SectorflowError(f"{error}; ports are set by [kvstore] port in {config.source}") from None
 
-    stop = threading.Event()
     failures: list[BaseException] = []
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        logger.info("received %s", signal.Signals(signum).name)
-        stop.set()
+    stop = threading.Event()  # set by a signal (below) or by the server loop ending
 
     def serve() -> None:
         try:
@@ -65,25 +48,24 @@ def run_server(config: Config) -> int:
         finally:
             stop.set()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     worker = threading.Thread(target=serve, name="kvstore-server")
     try:
-        worker.start()
-        state.enter("serving")
-        logger.info(
-            "snapshots on %s, updates published on %s, updates collected on %s, heartbeat %d ms",
-            server.endpoint(0), server.endpoint(1), server.endpoint(2), options.heartbeat_ms,
-        )
-        reported = 0
-        while not stop.wait(REPORT_INTERVAL_S):
-            reported = _report_malformed(server, reported)
-        _report_malformed(server, reported)
-        state.enter("stopping")
+        with stop_on_signals(logger, on_stop=stop.set):
+            worker.start()
+            state.enter("serving")
+            logger.info(
+                "snapshots on %s, updates published on %s, updates collected on %s, heartbeat %d ms",
+                server.endpoint(0), server.endpoint(1), server.endpoint(2), options.heartbeat_ms,
+            )
+            reported = 0
+            while not stop.wait(REPORT_INTERVAL_S):
+                reported = _report_malformed(server, reported)
+            _report_malformed(server, reported)
+            state.enter("stopping")
     finally:
         server.stop()
-        worker.join()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if worker.is_alive():
+            worker.join()
     stats = server.stats()
     state.enter("stopped")
     logger.info(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import signal
+import logging
 from typing import Any
 
 from sectorflow.cli import add_config_argument
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
+from sectorflow.service import stop_on_signals
 
 from .daemon import ProducerDaemon
 
@@ -37,10 +38,5 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except ValueError:
         raise SectorflowError(f"--receiver {args.receiver!r}: expected an integer from 0") from None
     daemon = ProducerDaemon(config, receiver)
-
-    def on_signal(*_: object) -> None:
-        daemon.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    return daemon.run()
+    with stop_on_signals(logging.getLogger(__name__), on_stop=daemon.stop):
+        return daemon.run()

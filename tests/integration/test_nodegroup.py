@@ -100,25 +100,26 @@ def test_every_frame_once_with_stempy_events_then_sigterm_deregisters(stack, pro
     assert not standin.client.statuses("nodegroup")
 
 
-def dropped_sectors(standin: AggregatorStandin, scan: int, frames: int) -> tuple[dict, list]:
-    """``({frame: [sectors lost]}`` for frames that lost some but not all, ``[frames that lost all]``)."""
-    dropped = {f: [s for s in range(4) if standin.simulator.dropped(scan, f, s)] for f in range(frames)}
-    incomplete = {f: s for f, s in dropped.items() if 0 < len(s) < 4}
-    assert incomplete, "the seed should drop some sectors"
-    return incomplete, [f for f, s in dropped.items() if len(s) == 4]
-
-
-def test_dropped_sectors_give_incomplete_and_missing_counts(stack, processes, tmp_path) -> None:
-    # A pool holding the whole scan: nothing is counted before the scan ends.
+def lossy_scan(stack, processes, tmp_path: Path, pool_frames: int):
+    """A 25 x 20 scan (scan 2) that loses a sector every ~60 frames, through a NodeGroup job with
+    ``pool_frames``: (the stand-in, the file read back, ``{frame: [sectors lost]}`` for frames that
+    lost some but not all, ``[frames that lost all]``)."""
     config, path, standin = stack(**merged(SMALL, simulator={"dropped_fraction": 0.004},
-                                           nodegroup={"pool_frames": 600}))
+                                           nodegroup={"pool_frames": pool_frames}))
     output = tmp_path / "out"
     job = start_job(processes, path, output)
     records = standin.wait_nodegroups(2, job, processes)
     standin.send_scan(records, scan=2, scan_x=25, scan_y=20, info_first=True)
+    dropped = {f: [s for s in range(4) if standin.simulator.dropped(2, f, s)] for f in range(500)}
+    incomplete = {f: s for f, s in dropped.items() if 0 < len(s) < 4}
+    assert incomplete, "the seed should drop some sectors"
+    missing = [f for f, s in dropped.items() if len(s) == 4]
+    return standin, read_counted_scan(wait_file(output, 2, job, processes)), incomplete, missing
 
-    incomplete, missing = dropped_sectors(standin, 2, 500)
-    scan = read_counted_scan(wait_file(output, 2, job, processes))
+
+def test_dropped_sectors_give_incomplete_and_missing_counts(stack, processes, tmp_path) -> None:
+    # A pool holding the whole scan: nothing is counted before the scan ends.
+    standin, scan, incomplete, missing = lossy_scan(stack, processes, tmp_path, pool_frames=600)
     assert scan.incomplete_positions.tolist() == sorted(incomplete)
     assert [s.tolist() for s in scan.incomplete_missing_sectors] == [incomplete[f] for f in sorted(incomplete)]
     assert scan.missing_positions.tolist() == missing
@@ -140,15 +141,7 @@ def test_a_pool_filled_by_lost_sectors_forces_frames_out_and_accounts_for_every_
     # 4 frames of pool (2 per counting thread) and a sector lost every ~60 frames: frames waiting for
     # lost sectors fill the pool and must be counted early (evicted); a frame forced out while its
     # other sectors were still coming is incomplete too, and those sectors are counted as late.
-    config, path, standin = stack(**merged(SMALL, simulator={"dropped_fraction": 0.004},
-                                           nodegroup={"pool_frames": 4}))
-    output = tmp_path / "out"
-    job = start_job(processes, path, output)
-    records = standin.wait_nodegroups(2, job, processes)
-    standin.send_scan(records, scan=2, scan_x=25, scan_y=20, info_first=True)
-
-    incomplete, missing = dropped_sectors(standin, 2, 500)
-    scan = read_counted_scan(wait_file(output, 2, job, processes))
+    standin, scan, incomplete, missing = lossy_scan(stack, processes, tmp_path, pool_frames=4)
     meta = scan.metadata["scan"]
     assert scan.missing_positions.tolist() == missing and not meta["timed_out"]
     counted_incomplete = dict(zip(scan.incomplete_positions.tolist(),

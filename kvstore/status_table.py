@@ -72,7 +72,11 @@ def _describe_request(raw: bytes) -> str:
     except _core.KvstoreError as error:
         return f"invalid: {error}"
     rate = "as fast as possible" if request.rate_hz == 0 else f"{request.rate_hz:g} Hz"
-    return f"scan {request.scan_number}, {request.scan_x} x {request.scan_y} positions, {rate}"
+    # The routing decides streaming or fallback for the whole scan: the one thing an operator asks.
+    routing = (f"streamed to {', '.join(request.routing)}" if request.routing
+               else "no NodeGroup: raw files to disk" if request.routing is not None else "each producer thread routes by its own replica")
+    return (f"scan {request.scan_number}, {request.scan_x} x {request.scan_y} positions, {rate}, "
+            f"source {request.source}, {routing}")
 
 
 def _human_bytes(count: int) -> str:

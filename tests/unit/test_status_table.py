@@ -22,7 +22,17 @@ def test_tables_show_every_service_and_nodegroup() -> None:
     assert row.split() == ["producer", "r0t1", "streaming", "12", "3,400", "5.6", "MB", "10.0s", "expected=4000"]
     row = next(line for line in lines if line.startswith("ng-1"))
     assert row.split() == ["ng-1", "10.1.2.3", "6200,6201", "nid7", "2", "idle"]
-    assert "acquire/request: scan 12, 128 x 128 positions, as fast as possible" in lines
+    assert ("acquire/request: scan 12, 128 x 128 positions, as fast as possible, source simulator, "
+            "each producer thread routes by its own replica") in lines
+
+
+def test_the_request_says_where_the_scan_goes() -> None:
+    streamed = AcquireRequest(scan_number=3, scan_x=4, scan_y=2, rate_hz=500.0, routing=["ng-a", "ng-b"])
+    to_disk = AcquireRequest(scan_number=4, scan_x=4, scan_y=2, routing=[], source="replay")
+    assert render({"acquire/request": streamed.encode()}, 0.0, "t").splitlines()[-1] == (
+        "acquire/request: scan 3, 4 x 2 positions, 500 Hz, source simulator, streamed to ng-a, ng-b")
+    assert render({"acquire/request": to_disk.encode()}, 0.0, "t").splitlines()[-1] == (
+        "acquire/request: scan 4, 4 x 2 positions, as fast as possible, source replay, no NodeGroup: raw files to disk")
 
 
 def test_an_invalid_value_is_shown_with_its_reason() -> None:

@@ -51,7 +51,8 @@ class ReceiverConfig:
     """One detector receiver server; its producer daemon streams sector `index` of every frame."""
 
     host: str = setting("127.0.0.1", "address of the receiver server (where its producer runs)")
-    threads: int = setting(1, "producer threads on this receiver, each sending a share of the frames", min=1, max=64)
+    threads: int = setting(1, "producer threads on this receiver; thread t sends frames f with f % threads == t, in order "
+                          "(NodeGroups rely on it to tell a lost sector from a late one)", min=1, max=64)
 
 
 @dataclass(frozen=True)

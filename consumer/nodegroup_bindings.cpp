@@ -77,7 +77,7 @@ void bind_nodegroup(py::module_& m) {
       .def(py::init([](std::string uid, std::string host, const protocol::Geometry& geometry, std::uint32_t receivers,
                        std::uint32_t counting_threads, int recv_hwm, std::uint32_t pool_frames,
                        double scan_timeout_s, const ThresholdSettings& thresholds,
-                       std::shared_ptr<Calibration> calibration) {
+                       std::shared_ptr<Calibration> calibration, std::vector<std::uint32_t> producer_threads) {
              NodeGroupSettings s;
              s.uid = std::move(uid);
              s.host = std::move(host);
@@ -89,6 +89,7 @@ void bind_nodegroup(py::module_& m) {
              s.scan_timeout_s = scan_timeout_s;
              s.thresholds = thresholds;
              s.calibration = std::move(calibration);
+             s.producer_threads = std::move(producer_threads);
              s.validate();
              return s;
            }),
@@ -96,11 +97,13 @@ void bind_nodegroup(py::module_& m) {
            py::arg("counting_threads") = sd.counting_threads, py::arg("recv_hwm") = sd.recv_hwm,
            py::arg("pool_frames") = sd.pool_frames, py::arg("scan_timeout_s") = sd.scan_timeout_s,
            py::arg("thresholds") = ThresholdSettings{}, py::arg("calibration") = nullptr,
+           py::arg("producer_threads") = std::vector<std::uint32_t>{},
            "Raises NodeGroupError naming a setting that cannot work.")
       .def_readonly("uid", &NodeGroupSettings::uid)
       .def_readonly("host", &NodeGroupSettings::host)
       .def_readonly("geometry", &NodeGroupSettings::geometry)
       .def_readonly("receivers", &NodeGroupSettings::receivers)
+      .def_readonly("producer_threads", &NodeGroupSettings::producer_threads)
       .def_readonly("counting_threads", &NodeGroupSettings::counting_threads)
       .def_readonly("pool_frames", &NodeGroupSettings::pool_frames)
       .def_readonly("scan_timeout_s", &NodeGroupSettings::scan_timeout_s)

@@ -109,6 +109,7 @@ def settings_from(config: Config, uid: str, counting_threads: int) -> NodeGroupS
         calibration = make_calibration((d.frame_rows, d.frame_cols), dark, gain)
     return NodeGroupSettings(
         uid=uid, host=ng.host, geometry=config.geometry(), receivers=config.n_receivers,
+        producer_threads=[receiver.threads for receiver in config.receivers],
         counting_threads=counting_threads, recv_hwm=ng.recv_hwm, pool_frames=ng.pool_frames,
         scan_timeout_s=ng.scan_timeout_s,
         thresholds=ThresholdSettings(

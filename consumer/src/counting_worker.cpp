@@ -37,7 +37,7 @@ CountingWorker::CountingWorker(zmq::context_t& context, const std::string& endpo
     pulls_.push_back(std::move(pull));
   }
   held_.resize(settings.receivers);
-  silent_.assign(settings.receivers, false);
+  for (std::uint32_t r = 0; r < settings.receivers; ++r) stream_last_.emplace_back(settings.threads_of(r));
 }
 
 void CountingWorker::run(const std::atomic<bool>& stop) {
@@ -72,7 +72,6 @@ bool CountingWorker::read_ready(std::chrono::milliseconds wait) {
 void CountingWorker::receive(std::uint32_t receiver) {
   zmq::message_t first;
   if (!pulls_[receiver].recv(first, zmq::recv_flags::dontwait)) return;
-  silent_[receiver] = false;
   if (!first.more()) {
     handle(first, nullptr);
     return;
@@ -80,9 +79,14 @@ void CountingWorker::receive(std::uint32_t receiver) {
   zmq::message_t payload;
   (void)pulls_[receiver].recv(payload);  // the rest of a multipart message is already here
   Envelope envelope;
-  if (assembler_.full() && detail::read_envelope(first.data(), first.size(), envelope) && needs_slot(envelope)) {
-    held_[receiver] = Held{std::move(first), std::move(payload)};
-    return;
+  if (detail::read_envelope(first.data(), first.size(), envelope) && envelope.kind == Envelope::kData) {
+    // Each producer thread sends its frames in order: this one has gone past its earlier frames.
+    auto& streams = stream_last_[receiver];
+    streams[envelope.frame % streams.size()] = std::pair{envelope.scan, envelope.frame};
+    if (needs_slot(envelope) && !may_take_slot(envelope)) {
+      held_[receiver] = Held{std::move(first), std::move(payload)};
+      return;
+    }
   }
   handle(first, &payload);
 }
@@ -96,44 +100,90 @@ bool CountingWorker::needs_slot(const Envelope& envelope) {
   return !assembler_.find(envelope.scan, envelope.frame);
 }
 
-void CountingWorker::place_held() {
-  for (std::optional<Held>& held : held_) {
-    if (!held) continue;
+bool CountingWorker::may_take_slot(const Envelope& envelope) const {
+  const std::size_t free = assembler_.capacity() - assembler_.in_use();
+  if (free == 0) return false;
+  if (free > 1 || assembler_.capacity() == 1) return true;
+  // The last free slot is kept for a frame older than the newest in the pool: a receiver running
+  // ahead must not take every slot while the others still need one for a frame it lost.
+  const std::optional<std::size_t> newest = assembler_.newest();
+  return newest && std::pair{envelope.scan, envelope.frame} < std::pair{assembler_.scan(*newest), assembler_.frame(*newest)};
+}
+
+void CountingWorker::place_held(bool use_reserve) {
+  // Oldest first: a freed slot goes to the frame the most receivers are likely waiting for.
+  std::vector<std::pair<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t>> order;
+  for (std::uint32_t r = 0; r < held_.size(); ++r) {
+    if (held_[r]) order.push_back({held_frame(r), r});
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [frame, r] : order) {
     Envelope envelope;
-    (void)detail::read_envelope(held->first.data(), held->first.size(), envelope);
-    if (assembler_.full() && needs_slot(envelope)) continue;
-    handle(held->first, &held->payload);
-    held.reset();
+    (void)detail::read_envelope(held_[r]->first.data(), held_[r]->first.size(), envelope);
+    if (needs_slot(envelope) && !may_take_slot(envelope) && !(use_reserve && !assembler_.full())) continue;
+    use_reserve = false;
+    handle(held_[r]->first, &held_[r]->payload);
+    held_[r].reset();
   }
 }
 
+std::pair<std::uint32_t, std::uint32_t> CountingWorker::held_frame(std::uint32_t receiver) const {
+  Envelope envelope;
+  (void)detail::read_envelope(held_[receiver]->first.data(), held_[receiver]->first.size(), envelope);
+  return {envelope.scan, envelope.frame};
+}
+
 bool CountingWorker::force_progress() {
-  if (std::none_of(held_.begin(), held_.end(), [](const std::optional<Held>& h) { return h.has_value(); })) {
-    return false;  // nothing waits for a slot: idle, not stuck
+  const auto is_held = [](const std::optional<Held>& h) { return h.has_value(); };
+  if (std::none_of(held_.begin(), held_.end(), is_held)) return false;  // nothing waits for a slot: idle
+  if (decide_samples()) return true;  // no loss: the thresholds come from a smaller sample
+  if (const std::optional<std::size_t> lost = oldest_known_incomplete()) {
+    evict(*lost);  // nothing more can come for it
+    return true;
   }
-  bool waiting_on_live = false;
-  for (std::uint32_t r = 0; r < pulls_.size(); ++r) waiting_on_live = waiting_on_live || (!held_[r] && !silent_[r]);
-  if (waiting_on_live) {
+  if (!std::all_of(held_.begin(), held_.end(), is_held)) {
+    // A receiver still read may bring what the pool waits for; a slow one is waited for, and a dead
+    // one ends its scans by timeout (end markers make its missing sectors known lost). Waiting
+    // forever is only ruled out, against threads starving each other through shared receivers.
     const auto now = std::chrono::steady_clock::now();
     if (!stalled_since_) stalled_since_ = now;
     if (now - *stalled_since_ < kStallBeforeEviction) return false;
-    for (std::uint32_t r = 0; r < pulls_.size(); ++r) {
-      if (!held_[r]) silent_[r] = true;
-    }
   }
   stalled_since_.reset();
-  make_room(oldest_held());
+  if (assembler_.full()) evict(victim(oldest_held()));
+  place_held(/*use_reserve=*/true);
   return true;
+}
+
+bool CountingWorker::known_incomplete(std::size_t slot) const {
+  const std::uint32_t scan = assembler_.scan(slot);
+  const std::uint32_t frame = assembler_.frame(slot);
+  const auto w = scans_.find(scan);
+  for (std::uint32_t r = 0; r < stream_last_.size(); ++r) {
+    if (assembler_.has(slot, r)) continue;  // receiver r carries sector r
+    if (w != scans_.end() && w->second.ended.count(r)) continue;
+    const auto& last = stream_last_[r][frame % stream_last_[r].size()];
+    if (!last || *last <= std::pair{scan, frame}) return false;  // may still come
+  }
+  return true;
+}
+
+std::optional<std::size_t> CountingWorker::oldest_known_incomplete() const {
+  std::optional<std::size_t> best;
+  for (std::size_t slot = 0; slot < assembler_.capacity(); ++slot) {
+    if (!assembler_.used(slot) || assembler_.complete(slot) || !known_incomplete(slot)) continue;
+    if (!best || std::pair{assembler_.scan(slot), assembler_.frame(slot)} <
+                     std::pair{assembler_.scan(*best), assembler_.frame(*best)}) {
+      best = slot;
+    }
+  }
+  return best;
 }
 
 std::optional<std::pair<std::uint32_t, std::uint32_t>> CountingWorker::oldest_held() const {
   std::optional<std::pair<std::uint32_t, std::uint32_t>> oldest;
-  for (const std::optional<Held>& held : held_) {
-    if (!held) continue;
-    Envelope envelope;
-    (void)detail::read_envelope(held->first.data(), held->first.size(), envelope);
-    const std::pair<std::uint32_t, std::uint32_t> frame{envelope.scan, envelope.frame};
-    if (!oldest || frame < *oldest) oldest = frame;
+  for (std::uint32_t r = 0; r < held_.size(); ++r) {
+    if (held_[r] && (!oldest || held_frame(r) < *oldest)) oldest = held_frame(r);
   }
   return oldest;
 }
@@ -180,13 +230,13 @@ void CountingWorker::on_data(const Envelope& envelope, const void* payload) {
   if (!slot) {
     slot = assembler_.acquire(envelope.scan, envelope.frame, envelope.position);
     while (!slot) {  // cannot happen: receive() holds back what needs a slot the full pool lacks
-      make_room(std::pair{envelope.scan, envelope.frame});
+      if (!decide_samples()) evict(victim(std::pair{envelope.scan, envelope.frame}));
       slot = assembler_.acquire(envelope.scan, envelope.frame, envelope.position);
     }
     const auto used = counters_.pool_slots_in_use.fetch_add(1, std::memory_order_relaxed) + 1;
     raise_high_water(counters_.pool_slots_high_water, used);
   }
-  ScanWork& target = work(envelope.scan);  // make_room may have finished other scans, never this one
+  ScanWork& target = work(envelope.scan);  // freeing a slot may have counted frames of other scans
   switch (assembler_.add(*slot, envelope.sector, payload)) {
     case FrameAssembler::Added::kDuplicate:
       ++target.part.duplicate_sectors;
@@ -251,25 +301,31 @@ void CountingWorker::flush_waiting(ScanWork& w) {
   for (const std::size_t slot : waiting) count_slot(w, slot, {});
 }
 
-void CountingWorker::make_room(std::optional<std::pair<std::uint32_t, std::uint32_t>> wanted) {
-  // Complete frames held for a sample: decide with the sample so far, which frees them.
+bool CountingWorker::decide_samples() {
   for (auto& [scan, w] : scans_) {
     if (!w.waiting.empty()) {
       w.sampler->decide();
       flush_waiting(w);
-      return;
+      return true;
     }
   }
+  return false;
+}
+
+std::size_t CountingWorker::victim(std::optional<std::pair<std::uint32_t, std::uint32_t>> wanted) const {
   // Receivers wait for a frame older than all in the pool: those were started by a receiver running
-  // ahead (its sector of the wanted frame was lost), and the newest is the one they reach last.
-  // Otherwise every receiver has gone past the oldest frame, which waits for what was lost.
-  std::optional<std::size_t> victim = assembler_.oldest();
-  if (wanted && *wanted < std::pair{assembler_.scan(*victim), assembler_.frame(*victim)}) victim = assembler_.newest();
-  ScanWork& w = work(assembler_.scan(*victim));
+  // ahead, and the newest is the one they reach last. Otherwise the oldest has waited longest.
+  const std::size_t oldest = *assembler_.oldest();
+  if (wanted && *wanted < std::pair{assembler_.scan(oldest), assembler_.frame(oldest)}) return *assembler_.newest();
+  return oldest;
+}
+
+void CountingWorker::evict(std::size_t slot) {
+  ScanWork& w = work(assembler_.scan(slot));
   w.sampler->decide();
   ++w.part.evicted_frames;
   counters_.evicted_frames.fetch_add(1, std::memory_order_relaxed);
-  count_slot(w, *victim, assembler_.fill_missing(*victim));
+  count_slot(w, slot, assembler_.fill_missing(slot));
 }
 
 void CountingWorker::try_finish(std::uint32_t scan) {

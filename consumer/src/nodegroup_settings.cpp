@@ -29,6 +29,15 @@ void NodeGroupSettings::validate() const {
     throw NodeGroupError(who + std::to_string(receivers) + " aggregator threads for " +
                          std::to_string(geometry.n_sectors()) + " sectors; give one [[receivers]] per sector");
   }
+  if (!producer_threads.empty() && producer_threads.size() != receivers) {
+    throw NodeGroupError(who + std::to_string(producer_threads.size()) + " producer thread counts for " +
+                         std::to_string(receivers) + " receivers; give one per [[receivers]] entry");
+  }
+  for (std::size_t r = 0; r < producer_threads.size(); ++r) {
+    if (producer_threads[r] == 0) {
+      throw NodeGroupError(who + "[[receivers]] " + std::to_string(r) + " has 0 producer threads; need at least 1");
+    }
+  }
   if (counting_threads == 0) throw NodeGroupError(who + "[nodegroup] counting_threads must be at least 1");
   if (recv_hwm <= 0) throw NodeGroupError(who + "[nodegroup] recv_hwm must be positive");
   if (pool_frames < counting_threads) {

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import stempy.image as stim
 from support import wait_until
 
 from sectorflow.consumer import read_counted_scan, scan_file_name
 from sectorflow.pipeline import load_running
+from sectorflow.simulator import simulator_from_config
 
 pytestmark = pytest.mark.mpi
 
@@ -63,6 +65,59 @@ def test_up_acquire_down(make_config, tmp_path: Path) -> None:
     assert down.stdout.startswith("stopped 7 services")
     for service in services:
         assert not Path(f"/proc/{service.pid}").exists() or _zombie(service.pid)
+
+
+SMALL_DETECTOR = {"frame_rows": 64, "frame_cols": 64, "sector_rows": 16, "sector_cols": 64}
+BACKGROUND, XRAY = 30.0, 1000.0
+
+
+def test_real_producers_and_aggregator_to_nodegroups_equal_stempy_with_lost_sectors_recorded(
+        make_config, tmp_path: Path) -> None:
+    # The whole stack (kvstore, aggregator, 4 producer daemons, 2 NodeGroup ranks under mpiexec),
+    # scans in a row, producers losing 0.1% of sectors upstream.
+    config, path = make_config(
+        detector=SMALL_DETECTOR, simulator={"dropped_fraction": 0.001, "bright_field_radius_px": 20.0},
+        counting={"background_threshold": BACKGROUND, "xray_threshold": XRAY}, nodegroup={"pool_frames": 64})
+    run_dir, output = tmp_path / "run", tmp_path / "h5"
+    up = sectorflow("up", "--config", str(path), "--run-dir", str(run_dir), "--output", str(output))
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        shapes = {1: (40, 25), 2: (8, 8), 3: (16, 16)}
+        for scan, (scan_x, scan_y) in shapes.items():
+            acquired = sectorflow("acquire", "--config", str(path), "--scan-number", str(scan), "--scan-shape",
+                                  f"{scan_x}x{scan_y}", "--wait", "--timeout", "120")
+            assert acquired.returncode == 0, acquired.stderr
+        files = [output / scan_file_name(scan) for scan in shapes]
+        wait_until(lambda: all(f.exists() for f in files), 60, "the three scans' files")
+    finally:
+        down = sectorflow("down", "--config", str(path), "--run-dir", str(run_dir))
+    assert down.returncode == 0, down.stderr
+
+    simulator = simulator_from_config(config)
+    seen_incomplete = 0
+    for scan, (scan_x, scan_y) in shapes.items():
+        counted = read_counted_scan(output / scan_file_name(scan))
+        frames = scan_x * scan_y
+        lost = {f: [s for s in range(4) if simulator.dropped(scan, f, s)] for f in range(frames)}
+        incomplete = sorted(f for f, s in lost.items() if 0 < len(s) < 4)
+        missing = sorted(f for f, s in lost.items() if len(s) == 4)
+        assert counted.scan_shape == (scan_y, scan_x)
+        assert counted.incomplete_positions.tolist() == incomplete, f"scan {scan}"
+        seen_incomplete += len(incomplete)
+        assert counted.missing_positions.tolist() == missing, f"scan {scan}"
+        meta = counted.metadata["scan"]
+        assert meta["frames_complete"] == frames - len(incomplete) - len(missing) and not meta["timed_out"]
+        assert len(counted.metadata["nodegroups"]) == 2
+        for f in range(frames):
+            if f in missing:
+                continue
+            frame = simulator.frame(scan, f)
+            for sector in lost[f]:
+                frame[sector * 16:(sector + 1) * 16] = 0
+            expected = stim.electron_count_frame(frame, darkreference=np.zeros(frame.shape, np.float32),
+                                                 background_threshold=BACKGROUND, xray_threshold=XRAY).data[0, 0]
+            np.testing.assert_array_equal(counted.events[f], expected, err_msg=f"scan {scan} frame {f}")
+    assert seen_incomplete, "the seed should lose some sectors"
 
 
 def _zombie(pid: int) -> bool:

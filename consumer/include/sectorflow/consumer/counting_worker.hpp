@@ -12,14 +12,22 @@
 // complete as the other receivers deliver); through the receivers and ZeroMQ's high-water marks
 // the aggregator thread ahead waits too. Frames arrive out of order within a receiver (a receiver
 // server's producer threads interleave), so holding back is decided per message, not by a guess
-// of where each receiver is. A slot is freed by force only when no progress is possible: every
-// receiver holds a sector back, or those that do not have been silent for kStallBeforeEviction
-// (a dead or lossy upstream; such a receiver is then not waited for again until it delivers).
-// Forcing first decides the thresholds with the sample so far if complete frames wait for them;
-// otherwise it counts a frame early, as incomplete (evicted_frames): the oldest in the pool
-// (lowest scan, frame) when every receiver has gone past it, or the newest when the receivers wait
-// for a frame older than all in the pool (one receiver ran ahead past a frame whose sector it lost). A sector that arrives for a frame already counted is dropped and counted as
-// late. Size the pool (nodegroup.pool_frames) for the frame-order spread of the upstream.
+// of where each receiver is. While a sector is held back, a slot is freed by force, in order:
+//   1. complete frames waiting as the threshold sample: the thresholds are decided with the sample
+//      so far, and those frames counted (no loss);
+//   2. the oldest frame whose missing sectors are all known lost (each producer thread sends its
+//      frames in order, so a thread that delivered a later frame will not send this one; a receiver
+//      whose end marker came sends nothing more of the scan): counted early as incomplete;
+//   3. only if every receiver holds a sector back (the pool is smaller than the frame-order spread)
+//      or nothing came for kStallBeforeEviction: the oldest frame, or the newest when the receivers
+//      wait for a frame older than all in the pool (a receiver ran ahead of the others).
+// 2 and 3 count as evicted_frames. A sector that arrives for a frame already counted is dropped and
+// counted as late. Size the pool (nodegroup.pool_frames) for the frame-order spread of the upstream.
+//
+// The last free slot is kept for a frame older than the newest in the pool: when a receiver runs
+// ahead past a frame whose sector it lost, the others still get a slot for that frame. It goes to a
+// newer frame only when nothing else can move (the same condition as 3). Held messages are placed
+// oldest frame first.
 #pragma once
 
 #include <atomic>
@@ -58,8 +66,8 @@ struct WorkerHooks {
 
 class CountingWorker {
  public:
-  /// How long the receivers not holding a sector back may stay silent before a frame is forced out.
-  static constexpr std::chrono::milliseconds kStallBeforeEviction{1000};
+  /// How long nothing may come while a sector is held back before a frame is forced out anyway.
+  static constexpr std::chrono::milliseconds kStallBeforeEviction{2000};
 
   /// Binds one inproc PULL per receiver, `endpoint_prefix` + receiver index, and allocates its pool share.
   CountingWorker(zmq::context_t& context, const std::string& endpoint_prefix, const NodeGroupSettings& settings,
@@ -91,7 +99,12 @@ class CountingWorker {
   bool read_ready(std::chrono::milliseconds wait);
   void receive(std::uint32_t receiver);
   bool needs_slot(const detail::Envelope& envelope);
-  void place_held();
+  /// Whether a new frame may take a free slot now (see the class comment on the last one).
+  bool may_take_slot(const detail::Envelope& envelope) const;
+  /// Handles the held messages that may go on, oldest frame first; with `use_reserve`, the oldest
+  /// may take the last free slot whatever its frame.
+  void place_held(bool use_reserve = false);
+  std::pair<std::uint32_t, std::uint32_t> held_frame(std::uint32_t receiver) const;
   bool force_progress();
   void handle(zmq::message_t& first, zmq::message_t* payload);
   void on_data(const detail::Envelope& envelope, const void* payload);
@@ -100,9 +113,15 @@ class CountingWorker {
   void on_complete(ScanWork& w, std::size_t slot);
   void count_slot(ScanWork& w, std::size_t slot, std::vector<std::uint32_t> missing);
   void flush_waiting(ScanWork& w);
-  /// Frees a slot for the frame `wanted` (the oldest held back): decides a waiting sample, else
-  /// counts a frame early.
-  void make_room(std::optional<std::pair<std::uint32_t, std::uint32_t>> wanted);
+  /// Counts the frames waiting as a threshold sample (deciding the thresholds); false if none wait.
+  bool decide_samples();
+  /// Whether every sector the frame in `slot` lacks is lost: its receiver ended the scan, or the
+  /// producer thread that sends it has sent a later frame.
+  bool known_incomplete(std::size_t slot) const;
+  std::optional<std::size_t> oldest_known_incomplete() const;
+  /// The frame to count early when the pool is too small: see the class comment.
+  std::size_t victim(std::optional<std::pair<std::uint32_t, std::uint32_t>> wanted) const;
+  void evict(std::size_t slot);
   std::optional<std::pair<std::uint32_t, std::uint32_t>> oldest_held() const;
   void try_finish(std::uint32_t scan);
   void release(std::size_t slot);
@@ -110,7 +129,8 @@ class CountingWorker {
 
   std::vector<zmq::socket_t> pulls_;  // pulls_[r]: from receiver r
   std::vector<std::optional<Held>> held_;  // per receiver
-  std::vector<bool> silent_;               // per receiver: silent through a stall, not waited for
+  // Per receiver, per producer thread (frame % threads): the last (scan, frame) it delivered here.
+  std::vector<std::vector<std::optional<std::pair<std::uint32_t, std::uint32_t>>>> stream_last_;
   std::optional<std::chrono::steady_clock::time_point> stalled_since_;
   std::vector<zmq::pollitem_t> items_;     // poll scratch: the receivers read
   std::vector<std::uint32_t> item_receivers_;

@@ -49,6 +49,7 @@ class FrameAssembler {
   std::uint64_t position(std::size_t slot) const { return slots_[slot].position; }
   bool has(std::size_t slot, std::uint32_t sector) const { return slots_[slot].have[sector] != 0; }
   bool complete(std::size_t slot) const { return slots_[slot].present == n_sectors_; }
+  bool used(std::size_t slot) const { return slots_[slot].used; }
 
   bool full() const { return free_.empty(); }
   std::size_t capacity() const { return slots_.size(); }

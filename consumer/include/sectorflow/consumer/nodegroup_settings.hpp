@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sectorflow/consumer/calibration.hpp"
 #include "sectorflow/protocol/geometry.hpp"
@@ -29,6 +30,9 @@ struct NodeGroupSettings {
   std::string host = "127.0.0.1";      ///< address the PULL sockets bind (ports chosen by the OS)
   protocol::Geometry geometry;         ///< frame and sector shape; pixels must be uint16
   std::uint32_t receivers = 1;         ///< aggregator threads, one PULL socket each
+  /// Per receiver: its producer threads (frame f's sector comes from thread f % n, in frame order
+  /// per thread; this tells a lost sector from a late one). Empty: 1 for every receiver.
+  std::vector<std::uint32_t> producer_threads;
   std::uint32_t counting_threads = 1;  ///< assembling and counting threads
   int recv_hwm = 1000;                 ///< high-water mark of the PULL sockets (messages)
   std::uint32_t pool_frames = 256;     ///< frames held while assembling, split over counting threads
@@ -40,6 +44,8 @@ struct NodeGroupSettings {
   void validate() const;
   /// Frames each counting thread holds: pool_frames / counting_threads, at least 1.
   std::uint32_t slots_per_thread() const;
+  /// Producer threads of receiver r (1 when producer_threads is empty).
+  std::uint32_t threads_of(std::uint32_t r) const { return producer_threads.empty() ? 1 : producer_threads[r]; }
 };
 
 }  // namespace sectorflow::consumer

@@ -132,7 +132,16 @@ def test_malformed_messages_are_dropped_and_counted_while_valid_ones_pass(pipeli
     extra = wait_until(counted, DELIVERY_S, "thread 1 to count 5 malformed messages")
     assert (extra["malformed_header"], extra["malformed_parts"], extra["malformed_info"],
             extra["malformed_no_info"]) == (2, 1, 1, 1)
-    others = pipeline.statuses()
+
+    def others_counted() -> dict | None:
+        # Each thread publishes its status on its own clock: wait until every other one has
+        # reported all of its messages before reading what it counted.
+        statuses = pipeline.statuses()
+        done = all(r in statuses and statuses[r].messages == 16 and statuses[r].extra["malformed"] >= 1
+                   for r in (0, 2, 3))
+        return statuses if done else None
+
+    others = wait_until(others_counted, DELIVERY_S, "threads 0, 2, 3 to report their messages")
     assert [others[r].extra["malformed_no_info"] for r in (0, 2, 3)] == [1, 1, 1]
     assert all(others[r].extra["malformed_header"] == 0 for r in (0, 2, 3))
     log = pipeline.processes.output(pipeline.aggregator)

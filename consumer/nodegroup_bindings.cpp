@@ -77,7 +77,8 @@ void bind_nodegroup(py::module_& m) {
       .def(py::init([](std::string uid, std::string host, const protocol::Geometry& geometry, std::uint32_t receivers,
                        std::uint32_t counting_threads, int recv_hwm, std::uint32_t pool_frames,
                        double scan_timeout_s, const ThresholdSettings& thresholds,
-                       std::shared_ptr<Calibration> calibration, std::vector<std::uint32_t> producer_threads) {
+                       std::shared_ptr<Calibration> calibration, std::vector<std::uint32_t> producer_threads,
+                       bool count) {
              NodeGroupSettings s;
              s.uid = std::move(uid);
              s.host = std::move(host);
@@ -90,6 +91,7 @@ void bind_nodegroup(py::module_& m) {
              s.thresholds = thresholds;
              s.calibration = std::move(calibration);
              s.producer_threads = std::move(producer_threads);
+             s.count = count;
              s.validate();
              return s;
            }),
@@ -97,8 +99,9 @@ void bind_nodegroup(py::module_& m) {
            py::arg("counting_threads") = sd.counting_threads, py::arg("recv_hwm") = sd.recv_hwm,
            py::arg("pool_frames") = sd.pool_frames, py::arg("scan_timeout_s") = sd.scan_timeout_s,
            py::arg("thresholds") = ThresholdSettings{}, py::arg("calibration") = nullptr,
-           py::arg("producer_threads") = std::vector<std::uint32_t>{},
-           "Raises NodeGroupError naming a setting that cannot work.")
+           py::arg("producer_threads") = std::vector<std::uint32_t>{}, py::arg("count") = sd.count,
+           "count=False assembles frames without counting them (no events, no thresholds): the data path "
+           "alone, for benchmarks. Raises NodeGroupError naming a setting that cannot work.")
       .def_readonly("uid", &NodeGroupSettings::uid)
       .def_readonly("host", &NodeGroupSettings::host)
       .def_readonly("geometry", &NodeGroupSettings::geometry)
@@ -107,6 +110,7 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("counting_threads", &NodeGroupSettings::counting_threads)
       .def_readonly("pool_frames", &NodeGroupSettings::pool_frames)
       .def_readonly("scan_timeout_s", &NodeGroupSettings::scan_timeout_s)
+      .def_readonly("count", &NodeGroupSettings::count)
       .def_readonly("thresholds", &NodeGroupSettings::thresholds);
 
   py::class_<ScanResult>(m, "ScanResult",

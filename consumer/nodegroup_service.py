@@ -95,8 +95,10 @@ def _load_map(path: str, key: str) -> np.ndarray | None:
         raise SectorflowError(f"[counting] {key} = {path!r}: cannot load a .npy array ({error})") from None
 
 
-def settings_from(config: Config, uid: str, counting_threads: int) -> NodeGroupSettings:
+def settings_from(config: Config, uid: str, counting_threads: int, count: bool = True) -> NodeGroupSettings:
     """The C++ settings of one NodeGroup from the configuration.
+
+    ``count=False`` assembles frames without counting them (the transport benchmark's data path).
 
     :raises SectorflowError: a dark reference or gain file that cannot be loaded or does not fit.
     :raises NodeGroupError: settings the NodeGroup cannot work with.
@@ -117,6 +119,7 @@ def settings_from(config: Config, uid: str, counting_threads: int) -> NodeGroupS
             xray_sigma=c.xray_sigma, background_threshold=c.background_threshold, xray_threshold=c.xray_threshold,
         ),
         calibration=calibration,
+        count=count,
     )
 
 

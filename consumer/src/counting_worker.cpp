@@ -33,6 +33,7 @@ CountingWorker::CountingWorker(zmq::context_t& context, const std::string& endpo
   for (std::uint32_t r = 0; r < settings.receivers; ++r) {
     zmq::socket_t pull(context, zmq::socket_type::pull);
     pull.set(zmq::sockopt::linger, 0);
+    pull.set(zmq::sockopt::rcvhwm, detail::kHandOffHwm);
     pull.bind(endpoint_prefix + std::to_string(r));
     pulls_.push_back(std::move(pull));
   }
@@ -199,7 +200,7 @@ void CountingWorker::handle(zmq::message_t& first, zmq::message_t* payload) {
   w.ended.insert(envelope.receiver);
   if (w.ended.size() == settings_.receivers && !w.ending) {
     w.ending = true;
-    w.sampler->worker_ended(settings_.counting_threads);
+    if (settings_.count) w.sampler->worker_ended(settings_.counting_threads);
     try_finish(envelope.scan);
   }
 }
@@ -258,7 +259,8 @@ bool CountingWorker::usable(ScanWork& w) {
 }
 
 void CountingWorker::on_complete(ScanWork& w, std::size_t slot) {
-  if (!w.sampler->decided() && w.sampler->offer(assembler_.pixels(slot))) {
+  // Counting off (settings.count): no thresholds are needed, so no frame waits as a sample.
+  if (settings_.count && !w.sampler->decided() && w.sampler->offer(assembler_.pixels(slot))) {
     w.waiting.push_back(slot);
     if (w.sampler->decided()) flush_waiting(w);
     return;
@@ -269,8 +271,12 @@ void CountingWorker::on_complete(ScanWork& w, std::size_t slot) {
 void CountingWorker::count_slot(ScanWork& w, std::size_t slot, std::vector<std::uint32_t> missing) {
   const std::uint64_t position = assembler_.position(slot);
   w.counted[position] = true;
-  if (usable(w)) {
-    w.counter->count(assembler_.pixels(slot), events_);
+  if (!settings_.count || usable(w)) {
+    if (settings_.count) {
+      w.counter->count(assembler_.pixels(slot), events_);
+    } else {
+      events_.clear();  // assembled only: recorded with no events
+    }
     w.part.positions.push_back(position);
     w.part.events.insert(w.part.events.end(), events_.begin(), events_.end());
     w.part.offsets.push_back(w.part.events.size());
@@ -322,7 +328,7 @@ std::size_t CountingWorker::victim(std::optional<std::pair<std::uint32_t, std::u
 
 void CountingWorker::evict(std::size_t slot) {
   ScanWork& w = work(assembler_.scan(slot));
-  w.sampler->decide();
+  if (settings_.count) w.sampler->decide();
   ++w.part.evicted_frames;
   counters_.evicted_frames.fetch_add(1, std::memory_order_relaxed);
   count_slot(w, slot, assembler_.fill_missing(slot));
@@ -330,7 +336,7 @@ void CountingWorker::evict(std::size_t slot) {
 
 void CountingWorker::try_finish(std::uint32_t scan) {
   ScanWork& w = scans_.at(scan);
-  if (!w.sampler->decided()) return;  // the other threads have not all offered their sample yet
+  if (settings_.count && !w.sampler->decided()) return;  // the other threads have not all offered their sample yet
   flush_waiting(w);
   for (const std::size_t slot : assembler_.slots_of(scan)) {
     count_slot(w, slot, assembler_.fill_missing(slot));

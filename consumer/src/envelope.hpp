@@ -5,6 +5,7 @@
 // Both ends run in one process, so the struct crosses as raw bytes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -24,6 +25,22 @@ struct Envelope {
   std::uint64_t position = 0;
 };
 static_assert(std::is_trivially_copyable_v<Envelope>);
+
+// The counting thread of a frame: the same for every receiver (all sectors of a frame meet in one
+// pool), from the frame number alone (a receiver may see data before the scan's info). Not
+// frame % workers: a NodeGroup gets the frames f % n_groups == g, and with n_groups a multiple of
+// the workers every frame would go to one thread. Fibonacci hashing spreads any such progression
+// evenly while each thread still sees its frames in order.
+inline std::size_t worker_of(std::uint32_t frame, std::size_t workers) {
+  const std::uint64_t mixed = std::uint64_t{frame} * 0x9E3779B97F4A7C15ull;
+  return static_cast<std::size_t>((mixed >> 32) % workers);
+}
+
+// High-water mark of both ends of an inproc hand-off pipe. The hand-off only decouples the
+// threads; what it queues lies between the aggregator's merge of a receiver's producer threads
+// and the assembly pool, so it widens the frame-order spread the pool must absorb (and holds
+// payload memory). A few messages keep the threads busy without that.
+inline constexpr int kHandOffHwm = 8;
 
 inline bool read_envelope(const void* data, std::size_t size, Envelope& out) {
   if (size != sizeof(Envelope)) return false;

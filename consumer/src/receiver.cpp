@@ -44,6 +44,7 @@ Receiver::Receiver(zmq::context_t& context, const NodeGroupSettings& settings, s
   for (const std::string& worker : worker_endpoints) {
     zmq::socket_t push(context, zmq::socket_type::push);
     push.set(zmq::sockopt::linger, 0);
+    push.set(zmq::sockopt::sndhwm, detail::kHandOffHwm);
     push.connect(worker + std::to_string(index));
     pushes_.push_back(std::move(push));
   }
@@ -109,7 +110,7 @@ void Receiver::handle(std::vector<zmq::message_t>& parts, const std::atomic<bool
   envelope.scan_x = header.scan_x;
   envelope.scan_y = header.scan_y;
   envelope.position = header.position();
-  zmq::socket_t& push = pushes_[header.frame_number % pushes_.size()];
+  zmq::socket_t& push = pushes_[detail::worker_of(header.frame_number, pushes_.size())];
   zmq::message_t first = envelope_message(envelope);
   if (!detail::send_until(push, first, true, stop) || !detail::send_until(push, parts[1], false, stop)) return;
   counters_.messages.fetch_add(1, std::memory_order_relaxed);

@@ -1,7 +1,7 @@
-// A counting thread of a NodeGroup: pulls the sectors its receivers route to it (frame number
-// mod counting threads, so every sector of a frame comes here), assembles them in its share of
-// the pool, and counts each frame as soon as it is complete (once the scan's thresholds are
-// decided; until then complete frames wait in their slots as the threshold sample).
+// A counting thread of a NodeGroup: pulls the sectors its receivers route to it (by a hash of the
+// frame number, worker_of in envelope.hpp, so every sector of a frame comes here), assembles them
+// in its share of the pool, and counts each frame as soon as it is complete (once the scan's
+// thresholds are decided; until then complete frames wait in their slots as the threshold sample).
 //
 // When the receivers have all said a scan is over (end markers), the frames of the scan still in
 // the pool are counted with their missing sectors as zeros and recorded as incomplete, and the
@@ -28,6 +28,9 @@
 // ahead past a frame whose sector it lost, the others still get a slot for that frame. It goes to a
 // newer frame only when nothing else can move (the same condition as 3). Held messages are placed
 // oldest frame first.
+//
+// With NodeGroupSettings::count off, frames are assembled and released exactly as above but not
+// counted: nothing is sampled, nothing waits for thresholds, each frame is recorded with no events.
 #pragma once
 
 #include <atomic>

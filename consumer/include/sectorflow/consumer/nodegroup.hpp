@@ -2,7 +2,7 @@
 // aggregator thread, forwarding over inproc to C counting threads that assemble and count.
 // Scans are handed over as ScanResult, one per scan, in the order they finish.
 //
-//   aggregator thread r --tcp--> Receiver r --inproc (frame % C)--> CountingWorker c
+//   aggregator thread r --tcp--> Receiver r --inproc (worker_of(frame), of C)--> CountingWorker c
 //                                     \--> ScanTracker (expected / received / timeout)
 //
 // Memory: the assembly pool (settings.pool_frames frames, split over the counting threads) is

@@ -1,7 +1,7 @@
 // What one NodeGroup needs to run (filled from the [nodegroup], [counting] and [detector]
 // configuration tables by sectorflow.consumer.nodegroup_service): where it binds, how many
 // aggregator threads feed it, how many threads count, how many frames it may hold while they are
-// assembled, when an unfinished scan times out and how thresholds are chosen.
+// assembled, when an unfinished scan times out, whether and how frames are counted.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,10 @@ struct NodeGroupSettings {
   int recv_hwm = 1000;                 ///< high-water mark of the PULL sockets (messages)
   std::uint32_t pool_frames = 256;     ///< frames held while assembling, split over counting threads
   double scan_timeout_s = 60.0;        ///< no data this long before completion: finish with what arrived
+  /// Electron-count the assembled frames. false: assemble only (no threshold sample, no counting;
+  /// each frame is recorded with no events and thresholds_known stays false): what the transport
+  /// benchmark measures, the data path without the arithmetic.
+  bool count = true;
   ThresholdSettings thresholds;
   std::shared_ptr<const Calibration> calibration;  ///< dark reference and gain; null: none
 

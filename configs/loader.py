@@ -120,6 +120,13 @@ def _check_whole(config: Config, source: str) -> None:
             f"{source}: 'receivers' lists {config.n_receivers} receivers but the detector has "
             f"{d.n_sectors} sectors: receiver r reads sector r, so list one [[receivers]] per sector"
         )
+    most_threads = max(r.threads for r in config.receivers)
+    if config.producer.max_lead_frames < most_threads:
+        raise ConfigError(
+            f"{source}: 'producer.max_lead_frames' = {config.producer.max_lead_frames} is less than the "
+            f"{most_threads} threads of a receiver: thread t's next frame is {most_threads} past its last, so it "
+            f"must be at least {most_threads}"
+        )
     if config.aggregator.base_port + config.n_receivers - 1 > 65535:
         raise ConfigError(
             f"{source}: 'aggregator.base_port' = {config.aggregator.base_port}: thread ports up to "

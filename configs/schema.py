@@ -74,14 +74,22 @@ class AggregatorConfig:
     host: str = setting("127.0.0.1", "address producers connect to")
     bind_host: str = setting("127.0.0.1", "interface the aggregator binds")
     base_port: int = setting(6100, "port of aggregator thread 0; thread r listens on base_port + r", **PORT)
-    hwm: int = setting(1000, "ZeroMQ high-water mark (messages) of every aggregator socket", min=1)
+    hwm: int = setting(
+        50, "ZeroMQ high-water mark (messages) of every aggregator socket; what it queues is memory and widens the "
+        "frame-order spread a NodeGroup's pool must hold", min=1)
 
 
 @dataclass(frozen=True)
 class ProducerConfig:
     """Receiver-side streaming and the disk fallback."""
 
-    send_hwm: int = setting(1000, "high-water mark of the PUSH sockets; sends block beyond it", min=1)
+    send_hwm: int = setting(
+        16, "high-water mark of the PUSH sockets; sends block beyond it. Kept small: a thread's queue that the "
+        "aggregator drains more slowly than a sibling's lets the sibling's frames run ahead", min=1)
+    max_lead_frames: int = setting(
+        32, "how many frames a producer thread may run ahead of the slowest thread of its receiver (simulated "
+        "and replayed scans; detector hardware paces its threads itself): a NodeGroup's pool must hold this "
+        "spread; at least the receiver's thread count", min=1, max=1_000_000)
     fallback_dir: str = setting("out/raw", "where scans go as raw files when no NodeGroup is registered")
 
 
@@ -92,12 +100,14 @@ class NodegroupConfig:
     host: str = setting("127.0.0.1", "address a NodeGroup binds and advertises (the node's address)")
     groups_per_rank: int = setting(1, "NodeGroups per MPI rank", min=1, max=64)
     counting_threads: int = setting(2, "counting threads per NodeGroup", min=1, max=256)
-    recv_hwm: int = setting(1000, "high-water mark of the NodeGroup's PULL sockets", min=1)
+    recv_hwm: int = setting(50, "high-water mark of the NodeGroup's PULL sockets (messages held per receiver)", min=1)
     pool_frames: int = setting(
         256, "frames a NodeGroup holds while assembling them (preallocated, split over its counting threads; "
         "when full, sectors needing a new frame wait upstream; only when no frame can complete is one counted "
         "early as incomplete; size it for the frame-order spread of the producers)", min=1)
-    scan_timeout_s: float = setting(60.0, "seconds without data after which an unfinished scan is written as is", min=0.1)
+    scan_timeout_s: float = setting(
+        60.0, "seconds without data from an aggregator thread after which its part of an unfinished scan is over "
+        "(the scan is written with what arrived, marked timed out)", min=0.1)
     output_dir: str = setting("out/counted", "directory of the per-scan HDF5 files")
 
 

@@ -6,7 +6,8 @@ streaming and fallback (no NodeGroup), publishes the decision in ``status/produc
 then sends the info message and two-part data messages to aggregator thread r on a PUSH socket
 that blocks at ``producer.send_hwm`` (never drops), or writes raw version-5 files to
 ``producer.fallback_dir``. Thread t of T sends frames f with f % T == t. Sources:
-``simulator_source`` (the detector simulator) and ``ReplaySource`` (raw files of a scan).
+``simulator_source`` (the detector simulator) and ``ReplaySource`` (raw files of a scan); a
+``SiblingGate`` keeps a receiver's threads within ``producer.max_lead_frames`` of each other.
 ``ProducerDaemon`` runs ``sectorflow producer``; ``sectorflow acquire`` requests a scan.
 """
 
@@ -22,6 +23,7 @@ from sectorflow._core.producer import (
     ScanRequest,
     ScanResult,
     SectorSource,
+    SiblingGate,
     check_routing,
     count_routes,
     routing_from_replica,
@@ -46,6 +48,7 @@ __all__ = [
     "ScanRequest",
     "ScanResult",
     "SectorSource",
+    "SiblingGate",
     "aggregator_endpoint",
     "check_receiver",
     "check_routing",

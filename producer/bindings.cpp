@@ -139,6 +139,19 @@ void bind_sources(py::module_& m) {
         "The sorted UIDs of nodegroups/* in the client's replica.");
 }
 
+void bind_sibling_gate(py::module_& m) {
+  py::class_<SiblingGate, std::shared_ptr<SiblingGate>>(
+      m, "SiblingGate",
+      "Keeps the producer threads of one receiver within max_lead_frames frames of each other during a scan "
+      "(see sibling_gate.hpp): one per scan, passed to every thread's run_scan/stream.")
+      .def(py::init<std::uint32_t, std::uint64_t>(), py::arg("threads"), py::arg("max_lead_frames"),
+           "Raises ProducerError for no threads or a lead smaller than the thread count.")
+      .def("finish", &SiblingGate::finish, py::arg("thread_id"),
+           "Thread thread_id sends nothing more in this scan: nobody waits for it (idempotent).")
+      .def_property_readonly("threads", &SiblingGate::threads)
+      .def_property_readonly("max_lead_frames", &SiblingGate::max_lead_frames);
+}
+
 void bind_producer_class(py::module_& m) {
   py::class_<Producer, std::unique_ptr<Producer, ReleaseGilDelete>>(
       m, "Producer",
@@ -162,11 +175,14 @@ void bind_producer_class(py::module_& m) {
            "mark with the GIL released.")
       .def("end_scan", &Producer::end_scan, py::call_guard<py::gil_scoped_release>(),
            "Close the scan and publish 'finished'; raises ProducerError if messages are missing.")
-      .def("run_scan", &Producer::run_scan, py::arg("request"), py::arg("source"),
-           py::call_guard<py::gil_scoped_release>(), "A whole scan from a source, GIL released throughout.")
-      .def("stream", &Producer::stream, py::arg("source"), py::arg("frames"),
+      .def("run_scan", &Producer::run_scan, py::arg("request"), py::arg("source"), py::arg("gate") = nullptr,
            py::call_guard<py::gil_scoped_release>(),
-           "After begin_scan(request, frames): read and send every frame, then end_scan(); GIL released.")
+           "A whole scan from a source, GIL released throughout; with `gate`, within its lead of the sibling threads.")
+      .def("stream", &Producer::stream, py::arg("source"), py::arg("frames"), py::arg("gate") = nullptr,
+           py::call_guard<py::gil_scoped_release>(),
+           "After begin_scan(request, frames): read and send every frame, then end_scan(); GIL released. With "
+           "`gate` (a SiblingGate shared by the receiver's threads), no frame runs more than its lead ahead of the "
+           "slowest sibling.")
       .def("report_error", &Producer::report_error, py::arg("scan_number"), py::arg("error"),
            "Publish state 'error' for a scan this thread cannot run (e.g. its source failed).")
       .def("stop", &Producer::stop, "Interrupt a running or blocked scan (ProducerStopped); any thread.")
@@ -184,6 +200,7 @@ void bind_producer(py::module_& m) {
   m.attr("STOP_CHECK_MS") = kStopCheckMs;
   bind_types(m);
   bind_sources(m);
+  bind_sibling_gate(m);
   bind_producer_class(m);
 }
 

@@ -28,6 +28,7 @@ from sectorflow._core.producer import (
     ScanRequest,
     ScanResult,
     SectorSource,
+    SiblingGate,
     simulator_source,
 )
 from sectorflow._core.simulator import Pacer
@@ -95,14 +96,16 @@ class ProducerDaemon:
         """
         with Client.from_config(self.config, name=f"producer r{self.receiver}") as client:
             try:
-                self._producers = [
-                    Producer(producer_options(self.config, self.receiver, t), client) for t in range(self.threads)
-                ]
                 client.on_change(ACQUIRE_REQUEST_KEY, self._on_request)
                 self._wait_synced(client, sync_timeout_s)
                 if self._stop.is_set():
                     return 0
                 self._skip_existing_request(client)
+                # Only now: each Producer publishes its idle status, which is what `sectorflow acquire`
+                # and the stack wait for before requesting; a request seen after this is a new one.
+                self._producers = [
+                    Producer(producer_options(self.config, self.receiver, t), client) for t in range(self.threads)
+                ]
                 self._transition(IDLE, f"{self.threads} threads, watching {ACQUIRE_REQUEST_KEY}")
                 while not self._stop.is_set():
                     try:
@@ -197,8 +200,9 @@ class ProducerDaemon:
         scan_request = ScanRequest(scan_number=scan, scan_x=request.scan_x, scan_y=request.scan_y,
                                    routing=request.routing)
         outcomes = [ThreadOutcome() for _ in self._producers]
+        gate = SiblingGate(self.threads, self.config.producer.max_lead_frames)
         workers = [
-            threading.Thread(target=self._run_thread, args=(producer, scan_request, source, outcome),
+            threading.Thread(target=self._run_thread, args=(producer, scan_request, source, gate, outcome),
                              name=f"producer-r{self.receiver}t{t}")
             for t, (producer, source, outcome) in enumerate(zip(self._producers, sources, outcomes))
         ]
@@ -216,7 +220,7 @@ class ProducerDaemon:
                              sum(p.messages for p in self._producers), sum(p.bytes for p in self._producers) / 1e6)
         self._summarise(scan, outcomes, time.monotonic() - started)
 
-    def _run_thread(self, producer: Producer, request: ScanRequest, source: SectorSource,
+    def _run_thread(self, producer: Producer, request: ScanRequest, source: SectorSource, gate: SiblingGate,
                     outcome: ThreadOutcome) -> None:
         name = producer.options.name()
         try:
@@ -229,12 +233,14 @@ class ProducerDaemon:
             else:
                 log.info("scan %d: %s: no NodeGroup registered, writing %d sectors to %s", request.scan_number,
                          name, decision.announced, decision.file)
-            outcome.result = producer.stream(source, frames)
+            outcome.result = producer.stream(source, frames, gate)
         except ProducerStopped as error:
             outcome.stopped, outcome.error = True, str(error)
         except (SectorflowError, ValueError, OSError) as error:  # ProducerError, RawFileError, ...
             outcome.error = str(error)
             log.error("scan %d: %s failed: %s", request.scan_number, name, error)
+        finally:
+            gate.finish(producer.options.thread_id)  # also when begin_scan failed: no sibling waits for it
 
     def _summarise(self, scan: int, outcomes: list[ThreadOutcome], seconds: float) -> None:
         if any(outcome.stopped for outcome in outcomes):

@@ -318,18 +318,36 @@ void Producer::report_error(std::uint32_t scan_number, const std::string& error)
   publish(std::string(kvstore::kStateError), error);
 }
 
-ScanResult Producer::run_scan(const ScanRequest& request, SectorSource& source) {
+ScanResult Producer::run_scan(const ScanRequest& request, SectorSource& source, SiblingGate* gate) {
   const std::vector<std::uint32_t> frames = source.frames();
-  begin_scan(request, frames);
-  return stream(source, frames);
+  try {
+    begin_scan(request, frames);
+  } catch (...) {
+    if (gate != nullptr) gate->finish(options_.thread_id);  // its siblings must not wait for it
+    throw;
+  }
+  return stream(source, frames, gate);
 }
 
-ScanResult Producer::stream(SectorSource& source, const std::vector<std::uint32_t>& frames) {
+ScanResult Producer::stream(SectorSource& source, const std::vector<std::uint32_t>& frames, SiblingGate* gate) {
+  // However this ends (done, failed, stopped), the siblings stop waiting for this thread.
+  struct Finish {
+    SiblingGate* gate;
+    std::uint32_t thread_id;
+    ~Finish() {
+      if (gate != nullptr) gate->finish(thread_id);
+    }
+  } finish{gate, options_.thread_id};
   const std::uint32_t scan_number = scan_;
   if (!impl_->in_scan) throw ProducerError("producer " + options_.name() + ": stream() needs begin_scan() first");
   detail::BufferPool& pool = impl_->pool;
   const std::size_t bytes = pool.buffer_bytes();
   for (const std::uint32_t frame : frames) {
+    if (gate != nullptr && !gate->wait(options_.thread_id, frame, stop_, kStopCheckMs)) {
+      const std::string where = scan_text(scan_number) + ", producer " + options_.name();
+      fail(where + ": stopped while waiting for a sibling thread");
+      throw ProducerStopped(where + ": stopped while waiting for a sibling thread");
+    }
     unsigned char* buffer = pool.take();
     try {
       source.read(frame, buffer, bytes);

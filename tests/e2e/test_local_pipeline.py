@@ -120,6 +120,31 @@ def test_real_producers_and_aggregator_to_nodegroups_equal_stempy_with_lost_sect
     assert seen_incomplete, "the seed should lose some sectors"
 
 
+def test_unpaced_producer_threads_stay_in_step_so_every_frame_arrives_whole(make_config, tmp_path: Path) -> None:
+    # Four simulator threads per receiver at the real geometry, as fast as they go, through a pool
+    # of 160 frames: the producers' sibling gate keeps each receiver's threads within
+    # max_lead_frames (plus what their queues hold), so the NodeGroup never counts a frame early.
+    # Without the gate (max_lead_frames = 1000000) this cut a third to a half of the frames short.
+    config, path = make_config(receivers=[{"host": "127.0.0.1", "threads": 4}] * 4,
+                               producer={"max_lead_frames": 16}, nodegroup={"pool_frames": 160})
+    run_dir, output = tmp_path / "run", tmp_path / "h5"
+    up = sectorflow("up", "--config", str(path), "--run-dir", str(run_dir), "--output", str(output))
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        acquired = sectorflow("acquire", "--config", str(path), "--scan-number", "1", "--scan-shape", "48x32",
+                              "--wait", "--timeout", "120")
+        assert acquired.returncode == 0, acquired.stderr
+        wait_until(lambda: (output / scan_file_name(1)).exists(), 60, "the scan's file")
+    finally:
+        down = sectorflow("down", "--config", str(path), "--run-dir", str(run_dir))
+    assert down.returncode == 0, down.stderr
+    counted = read_counted_scan(output / scan_file_name(1))
+    meta = counted.metadata["scan"]
+    assert (meta["frames_complete"], meta["frames_incomplete"]) == (48 * 32, 0)
+    assert (meta["evicted_frames"], meta["late_messages"]) == (0, 0)
+    assert counted.missing_positions.size == 0 and counted.incomplete_positions.size == 0
+
+
 def _zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"

@@ -30,6 +30,7 @@
 
 #include "sectorflow/producer/options.hpp"
 #include "sectorflow/producer/sector_source.hpp"
+#include "sectorflow/producer/sibling_gate.hpp"
 
 namespace sectorflow::kvstore {
 class Client;
@@ -110,11 +111,14 @@ class Producer {
 
   /// A whole scan from a source: begin_scan(request, source.frames()), then stream(). Publishes
   /// "error" with the message and rethrows if anything fails.
-  ScanResult run_scan(const ScanRequest& request, SectorSource& source);
+  ScanResult run_scan(const ScanRequest& request, SectorSource& source, SiblingGate* gate = nullptr);
 
   /// After begin_scan(request, frames): every frame read from `source` into a pooled buffer and
   /// sent zero-copy (the buffer returns to the pool when ZeroMQ releases it), then end_scan().
-  ScanResult stream(SectorSource& source, const std::vector<std::uint32_t>& frames);
+  /// With `gate` (shared by the receiver's threads of this scan), each frame first waits until it
+  /// is within the gate's lead of the slowest sibling; the thread is finished in the gate however
+  /// stream() ends. Throws ProducerStopped if stop() came while it waited.
+  ScanResult stream(SectorSource& source, const std::vector<std::uint32_t>& frames, SiblingGate* gate = nullptr);
 
   /// Publishes state "error" for `scan_number` with `error` (e.g. its source could not be opened),
   /// so that whoever waits for the scan learns why this thread will not run it.

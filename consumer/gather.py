@@ -116,7 +116,18 @@ class GroupResult:
             f"{self.counts['frames_incomplete']} incomplete frames, {sum(self.received)} of {expected} messages"
             f"{f' ({unknown} aggregator threads sent no count)' if unknown else ''}"
             f"{', timed out' if self.timed_out else ''}"
+            f"{self._shortfall()}"
         )
+
+    def _shortfall(self) -> str:
+        """Why frames are incomplete, when the pool had a part in it: what a user tunes pool_frames by."""
+        c = self.counts
+        parts = [f"{c[key]} {what}" for key, what in (
+            ("evicted_frames", "frames counted early to free a pool slot"),
+            ("late_messages", "sectors came after their frame was counted"),
+            ("duplicate_sectors", "duplicate sectors dropped"),
+        ) if c.get(key)]
+        return f" ({', '.join(parts)})" if parts else ""
 
 
 @dataclass

@@ -17,16 +17,18 @@ double wall_s() {
 ScanTracker::ScanTracker(std::uint32_t receivers, std::chrono::milliseconds timeout)
     : receivers_(receivers), timeout_(timeout) {}
 
-ScanTracker::Scan& ScanTracker::scan_locked(std::uint32_t scan) {
+ScanTracker::Scan& ScanTracker::scan_locked(std::uint32_t scan, std::uint32_t receiver) {
+  const Clock::time_point now = Clock::now();
   auto [it, inserted] = scans_.try_emplace(scan);
   Scan& s = it->second;
   if (inserted) {
     s.expected.assign(receivers_, -1);
     s.received.assign(receivers_, 0);
     s.over.assign(receivers_, false);
+    s.heard.assign(receivers_, now);  // a port that never hears of the scan times out from its start
     s.first_message_s = wall_s();
   }
-  s.last_activity = Clock::now();
+  s.heard[receiver] = now;
   s.last_message_s = wall_s();
   return s;
 }
@@ -39,7 +41,7 @@ ScanTracker::Data ScanTracker::on_data(std::uint32_t scan, std::uint32_t receive
     ++finished_[scan];
     return Data::kLate;
   }
-  Scan& s = scan_locked(scan);
+  Scan& s = scan_locked(scan, receiver);
   if (s.over[receiver]) {
     ++s.late;
     return Data::kLate;
@@ -57,7 +59,7 @@ bool ScanTracker::on_info(std::uint32_t scan, std::uint32_t receiver, std::uint6
                           std::vector<std::string> routing) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (finished_locked(scan)) return false;
-  Scan& s = scan_locked(scan);
+  Scan& s = scan_locked(scan, receiver);
   s.expected[receiver] = static_cast<std::int64_t>(expected);
   s.routing = std::move(routing);
   if (!s.over[receiver] && s.received[receiver] >= expected) {
@@ -71,7 +73,7 @@ std::vector<std::uint32_t> ScanTracker::expire(std::uint32_t receiver, Clock::ti
   std::vector<std::uint32_t> expired;
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [number, s] : scans_) {
-    if (!s.over[receiver] && now - s.last_activity >= timeout_) {
+    if (!s.over[receiver] && now - s.heard[receiver] >= timeout_) {
       s.over[receiver] = true;
       s.timed_out = true;
       expired.push_back(number);

@@ -3,7 +3,8 @@
 //   - a data message of scan n on port r is accepted unless r's part of n is over (late: dropped);
 //   - r's part is over when r's expected count (from its info message, which may come before or
 //     after the data) equals the data messages accepted on port r, or when no message of the scan
-//     has come on any port for the timeout (then the scan is marked timed out);
+//     has come on port r for the timeout (then the scan is marked timed out): a receiver that died,
+//     or never started the scan, does not keep the others' frames waiting as long as they trickle in;
 //   - the receiver whose part is over tells every counting thread (an end marker after its data).
 // A scan is forgotten by take(); its number is remembered so that later messages count as late.
 // Thread-safe.
@@ -70,11 +71,11 @@ class ScanTracker {
     std::uint64_t bytes = 0;
     std::uint64_t late = 0;
     bool timed_out = false;
-    Clock::time_point last_activity;
+    std::vector<Clock::time_point> heard;  ///< per port: the last message of the scan
     double first_message_s = 0.0;
     double last_message_s = 0.0;
   };
-  Scan& scan_locked(std::uint32_t scan);
+  Scan& scan_locked(std::uint32_t scan, std::uint32_t receiver);
   bool finished_locked(std::uint32_t scan) const;
 
   std::uint32_t receivers_;

@@ -1,8 +1,10 @@
 """sectorflow's benchmarks: ``python -m bench [--only NAME]`` runs them, prints a table, writes
-JSON to bench/results/ and appends a dated section to BENCHMARKS.md.
+JSON and a PNG plot to bench/results/, appends a dated section to BENCHMARKS.md and updates the
+targets table at its top.
 
-A benchmark is a module listed in :data:`BENCHMARKS` exposing ``DESCRIPTION`` (one line) and
-``run(config) -> BenchmarkResult``. Speed lives here, never in the tests.
+A benchmark is a module listed in :data:`BENCHMARKS` exposing ``DESCRIPTION`` (one line),
+``run(config, options) -> BenchmarkResult`` and ``plot(result, path)`` (writes the PNG). Speed
+lives here, never in the tests.
 """
 
 from __future__ import annotations
@@ -10,11 +12,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Registered benchmarks: name -> module.
+#: Registered benchmarks: name -> module, in the order ``python -m bench`` runs them.
 BENCHMARKS: dict[str, str] = {
-    "counting": "bench.counting",
     "transport": "bench.transport",
+    "counting": "bench.counting",
+    "scaling": "bench.scaling",
+    "memory": "bench.memory",
+    "time_to_science": "bench.time_to_science",  # last: its raw files leave the page cache busy
 }
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the command line tells every benchmark."""
+
+    quick: bool = False  # leave out the measurements that take minutes (see each benchmark's FULL_* settings)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal of issue 9 and whether this run met it."""
+
+    name: str  # what is measured, e.g. "(c)/(a) transport ratio"
+    goal: str  # e.g. ">= 0.45"
+    measured: str  # the figure of this run, formatted
+    met: bool
 
 
 @dataclass
@@ -25,6 +47,7 @@ class BenchmarkResult:
     rows: list[list[Any]]
     notes: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    targets: list[Target] = field(default_factory=list)
 
 
-__all__ = ["BENCHMARKS", "BenchmarkResult"]
+__all__ = ["BENCHMARKS", "BenchmarkResult", "RunOptions", "Target"]

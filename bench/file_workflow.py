@@ -9,6 +9,7 @@ import os
 import shutil
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,24 +32,30 @@ class FileWorkflowTiming:
         return self.write_s + self.count_s + self.save_s
 
 
-def write_raw_scan(config: Config, scan: int, scan_x: int, scan_y: int, directory: Path) -> int:
-    """Write a simulated scan as raw v5 files, one per sector, fsync'd; returns the bytes written."""
+def write_sector(config: Config, scan: int, scan_x: int, scan_y: int, sector: int, directory: str) -> int:
+    """One receiver's part: sector ``sector`` of every frame as a raw v5 file, fsync'd; returns its bytes."""
     simulator = simulator_from_config(config)
     geometry = config.geometry()
     buffer = np.empty(geometry.sector_bytes, dtype=np.uint8)
-    written = 0
-    writers = [RawFileWriter(str(directory), scan, sector, 0, geometry) for sector in range(geometry.n_sectors)]
+    writer = RawFileWriter(directory, scan, sector, 0, geometry)
     try:
         for frame in range(scan_x * scan_y):
-            for sector, writer in enumerate(writers):
-                simulator.generate_sector(scan, frame, sector, buffer)
-                header = DataHeader(scan_number=scan, frame_number=frame, sector=sector, scan_x=scan_x,
-                                    scan_y=scan_y, position_x=frame % scan_x, position_y=frame // scan_x)
-                writer.write(header, buffer)
-                written += buffer.nbytes
+            simulator.generate_sector(scan, frame, sector, buffer)
+            header = DataHeader(scan_number=scan, frame_number=frame, sector=sector, scan_x=scan_x,
+                                scan_y=scan_y, position_x=frame % scan_x, position_y=frame // scan_x)
+            writer.write(header, buffer)
     finally:
-        for writer in writers:
-            writer.close()
+        writer.close()
+    return buffer.nbytes * scan_x * scan_y
+
+
+def write_raw_scan(config: Config, scan: int, scan_x: int, scan_y: int, directory: Path) -> int:
+    """Write a simulated scan as raw v5 files, one per sector, as the receivers would: one process
+    per sector, as many at once as there are cores; every file fsync'd. Returns the bytes written."""
+    sectors = range(config.geometry().n_sectors)
+    with ProcessPoolExecutor(max_workers=min(len(sectors), os.cpu_count() or 1)) as pool:
+        written = sum(pool.map(write_sector, [config] * len(sectors), [scan] * len(sectors), [scan_x] * len(sectors),
+                               [scan_y] * len(sectors), sectors, [str(directory)] * len(sectors)))
     for path in find_raw_files(str(directory), scan):
         with open(path, "rb") as handle:
             os.fsync(handle.fileno())

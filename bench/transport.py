@@ -1,225 +1,281 @@
-"""Transport: the same stream of sector-sized two-part messages through three paths, in one run.
+"""Transport: one stream of sector-sized two-part messages through five paths, in one run.
 
-(a) raw: sender PUSH -> sink PULL, one hop;
-(b) proxy: sender -> ``zmq.proxy(PULL, PUSH)`` in its own process -> sink (a bare libzmq relay);
-(c) aggregator: sender -> our ``Aggregator`` (one relay thread) in its own process -> sink, which
-    is registered in a kvstore as the only NodeGroup, so the relay finds it by service discovery.
+(a) raw: ``zmq_hop send`` PUSH -> ``zmq_hop sink`` PULL, one cppzmq hop: the machine's limit;
+(b) proxy: sender -> libzmq's own ``zmq_proxy`` (``zmq_hop proxy``) -> sink;
+    aggregator: sender -> the ``sectorflow aggregator`` daemon (one relay thread) -> sink, which is
+    registered in the kvstore as the scan's only NodeGroup; the relay against (b);
+(c) pipeline: ``producer_feed`` (sectorflow's producer library) -> the aggregator daemon -> one
+    real NodeGroup with counting switched off (``bench.assembly_sink``: receiver thread, inproc
+    hand-off, frame assembly in the pool) at a detector of one sector, so that (c) carries the very
+    stream of (a) and (b);
+    pipeline, 4 sectors: the same at the configured geometry (4 producers, 4 relay threads, a
+    NodeGroup assembling 576 x 576 frames), the same number of messages.
 
-Every path carries one info message (SPEC.md step 2) and then ``MESSAGES`` data messages of a
-msgpack header and a 165,888-byte payload (one 144 x 576 uint16 sector). The sink times from its
-first data message to its last. The three paths run interleaved, ``ROUNDS`` times each, each run
-bounded in messages and in time; the table gives the medians and the ratios (c)/(b), (c)/(a).
-Sender, relay and sink are separate processes: on a two-core machine the cores, not the relay
-code, bound any three-process path.
+Every path carries ``MESSAGES`` data messages: a header of the real wire format and the same
+165,888-byte payload (one 144 x 576 uint16 sector), sent zero-copy. The clock runs at the end of
+the path, from the first data message to the last (for (c), to the last frame assembled). The
+paths run interleaved, ``ROUNDS`` times each; every run is bounded in messages and in time and
+starts its own processes (the kvstore is shared). Beside the rate, each run records the CPU
+seconds of every process during the transfer: where the time goes.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import socket
-import statistics
-import threading
-import time
-from typing import Any
+import dataclasses
+import logging
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from bench import BenchmarkResult
-from sectorflow.configs import Config
+from bench import BenchmarkResult, RunOptions, Target
+from bench.config_file import with_free_ports, write_config
+from bench.processes import ProcessError, ProcessSet
+from bench.proc_stats import cpu_seconds
+from bench.programs import build_programs
+from bench.ratios import median, per_gb, ratio
+from sectorflow.configs import Config, ReceiverConfig
+from sectorflow.kvstore import SERVICE_AGGREGATOR, Client, NodeGroupRecord, nodegroup_key, wall_clock_s
+from sectorflow.waiting import wait_until
 
-DESCRIPTION = "relay of sector-sized messages: raw PUSH->PULL vs zmq.proxy vs the aggregator, GB/s"
+log = logging.getLogger(__name__)
 
-MESSAGES = 12_000       # data messages per run (about 2 GB)
-ROUNDS = 3              # runs of each path, interleaved a, b, c, a, b, c, ...
-RUN_TIMEOUT_S = 30.0    # a run that has not finished by then reports what arrived
-SINK_UID = "bench-sink"
-PATHS = ("raw", "proxy", "aggregator")
+DESCRIPTION = ("one stream of sector-sized messages: raw cppzmq hop, zmq_proxy, the aggregator, "
+               "producer -> aggregator -> NodeGroup (counting off); GB/s")
 
+MESSAGES = 12_000       # data messages per run (2.0 GB)
+ROUNDS = 3              # runs of each path, interleaved
+RUN_TIMEOUT_S = 60.0    # a run not finished by then fails the benchmark
+START_TIMEOUT_S = 30.0  # for a process to say it is ready
+SCAN_X = 100            # probe positions per row; the scan has as many rows as the messages need
 
-def _free_ports(host: str, count: int) -> int:
-    """The first of ``count`` consecutive ports on ``host`` that were free a moment ago."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind((host, 0))
-            base = probe.getsockname()[1]
-        if base + count > 65535:
-            continue
-        held = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                held.append(s)
-                s.bind((host, port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
-    raise RuntimeError(f"no {count} consecutive free ports on {host}")
+PATHS = {
+    "raw": "(a) C++ PUSH -> PULL, one hop",
+    "proxy": "(b) sender -> libzmq zmq_proxy -> sink",
+    "aggregator": "sender -> sectorflow aggregator -> sink",
+    "pipeline": "(c) producer -> aggregator -> NodeGroup, counting off",
+    "pipeline-4": "(c) at the real geometry: 4 producers -> aggregator -> NodeGroup, counting off",
+}
 
 
-def _sender(endpoint: str, messages: int, sector_bytes: int, hwm: int) -> None:
-    import zmq
+@dataclass
+class Run:
+    """One run of one path as its end saw it, and the CPU each process used meanwhile."""
 
-    from sectorflow.protocol import DataHeader, InfoMessage, encode_header, encode_info
+    messages: int
+    bytes: int
+    seconds: float
+    cpu_s: dict[str, float] = field(default_factory=dict)
 
-    scan_x = 100
-    scan_y = (messages + scan_x - 1) // scan_x
-    headers = [encode_header(DataHeader(scan_number=1, frame_number=f, sector=0, scan_x=scan_x, scan_y=scan_y,
-                                        position_x=f % scan_x, position_y=f // scan_x)) for f in range(messages)]
-    payload = bytes(range(256)) * (sector_bytes // 256) + bytes(sector_bytes % 256)
-    with zmq.Context() as context, context.socket(zmq.PUSH) as push:
-        push.setsockopt(zmq.SNDHWM, hwm)
-        push.setsockopt(zmq.LINGER, int(RUN_TIMEOUT_S * 1000))
-        push.connect(endpoint)
-        push.send(encode_info(InfoMessage(scan_number=1, receiver=0, thread_id=0, scan_x=scan_x, scan_y=scan_y,
-                                          routing=[SINK_UID], counts={SINK_UID: messages})))
-        # The payload is never modified, so ZeroMQ may keep referring to it (copy=False).
-        for header in headers:
-            push.send(header, zmq.SNDMORE)
-            push.send(payload, copy=False)
+    @property
+    def gb_s(self) -> float:
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def messages_s(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
 
 
-def _sink(host: str, messages: int, hwm: int, ports: Any, results: Any) -> None:
-    import zmq
-
-    with zmq.Context() as context, context.socket(zmq.PULL) as pull:
-        pull.setsockopt(zmq.RCVHWM, hwm)
-        pull.bind(f"tcp://{host}:0")
-        ports.put(int(pull.getsockopt(zmq.LAST_ENDPOINT).decode().rsplit(":", 1)[1]))
-        received = size = 0
-        first = last = 0.0
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while received < messages and time.monotonic() < deadline:
-            if not pull.poll(100):
-                continue
-            parts = pull.recv_multipart(copy=False)
-            if len(parts) != 2:
-                continue  # the info message
-            last = time.perf_counter()
-            if received == 0:
-                first = last
-            received += 1
-            size += len(parts[0].buffer) + len(parts[1].buffer)
-        results.put((received, size, last - first))
+def single_sector(config: Config) -> Config:
+    """``config`` at a detector of one sector (a frame is one sector): one receiver, one thread."""
+    d = config.detector
+    return dataclasses.replace(
+        config,
+        detector=dataclasses.replace(d, frame_rows=d.sector_rows, frame_cols=d.sector_cols),
+        receivers=(ReceiverConfig(host=config.receivers[0].host, threads=1),),
+    )
 
 
-def _proxy(host: str, sink_endpoint: str, hwm: int, ports: Any) -> None:
-    import zmq
+class Bench:
+    """The shared state of the transport runs: programs, configurations, kvstore."""
 
-    context = zmq.Context()
-    front = context.socket(zmq.PULL)
-    back = context.socket(zmq.PUSH)
-    for s in (front, back):
-        s.setsockopt(zmq.SNDHWM, hwm)
-        s.setsockopt(zmq.RCVHWM, hwm)
-    back.connect(sink_endpoint)
-    front.bind(f"tcp://{host}:0")
-    ports.put(int(front.getsockopt(zmq.LAST_ENDPOINT).decode().rsplit(":", 1)[1]))
-    zmq.proxy(front, back)  # until the process is terminated
+    def __init__(self, config: Config, workdir: Path) -> None:
+        self.programs = build_programs()
+        self.workdir = workdir
+        sectors = with_free_ports(dataclasses.replace(
+            config, receivers=tuple(ReceiverConfig(host=r.host, threads=1) for r in config.receivers)))
+        self.sectors = write_config(sectors, workdir / "sectors.toml")
+        self.single = write_config(single_sector(sectors), workdir / "single.toml")
+        self.host = self.single.aggregator.bind_host
+        self.hwm = config.aggregator.hwm
+        self.runs = 0
+
+    def sender(self, processes: ProcessSet, endpoint: str, route: str | None) -> None:
+        """Start the C++ sender; with ``route``, it first sends the info message routing to that NodeGroup."""
+        argv = [str(self.programs["zmq_hop"]), "send", "--connect", endpoint, "--scan-x", str(SCAN_X),
+                "--scan-y", str(MESSAGES // SCAN_X), "--bytes", str(self.single.detector.sector_bytes),
+                "--hwm", str(self.hwm), "--timeout-s", str(int(RUN_TIMEOUT_S))]
+        processes.start("sender", argv + (["--route", route] if route else []))
+
+    def sink(self, processes: ProcessSet) -> str:
+        """Start the C++ sink; returns the endpoint it bound."""
+        processes.start("sink", [str(self.programs["zmq_hop"]), "sink", "--bind", f"tcp://{self.host}:0",
+                                 "--messages", str(MESSAGES), "--hwm", str(self.hwm),
+                                 "--timeout-s", str(int(RUN_TIMEOUT_S))])
+        return processes.read_json("sink", START_TIMEOUT_S)["endpoint"]
+
+    def aggregator(self, processes: ProcessSet, client: Client, config: Config) -> None:
+        """Start the aggregator daemon of ``config``; returns once every relay thread published its status."""
+        started = wall_clock_s()
+        processes.start("aggregator", [sys.executable, "-m", "sectorflow", "aggregator", "--config", config.source])
+        threads = {f"t{r}" for r in range(config.n_receivers)}
+
+        def ready() -> bool:
+            if processes.exited("aggregator") is not None:
+                raise ProcessError(f"the aggregator exited; its log:\n{processes.log_tail('aggregator')}")
+            seen = {name for (_, name), s in client.statuses(SERVICE_AGGREGATOR).items() if s.updated_s >= started}
+            return threads <= seen
+
+        wait_until(ready, START_TIMEOUT_S, "aggregator status in the kvstore")
+
+    def feed(self, processes: ProcessSet, config: Config, uid: str) -> list[str]:
+        """Start one producer_feed per receiver of ``config``, together ``MESSAGES``; returns their names."""
+        d = config.detector
+        frames = MESSAGES // config.n_receivers
+        names = []
+        for r in range(config.n_receivers):
+            names.append(f"producer-{r}")
+            processes.start(names[-1], [
+                str(self.programs["producer_feed"]), "--aggregator",
+                f"tcp://{config.aggregator.host}:{config.aggregator.base_port + r}", "--route", uid,
+                "--receiver", str(r), "--threads", "1", "--scan-x", str(SCAN_X), "--scan-y", str(frames // SCAN_X),
+                "--frame", f"{d.frame_rows}x{d.frame_cols}", "--sector", f"{d.sector_rows}x{d.sector_cols}",
+                "--hwm", str(config.producer.send_hwm), "--timeout-s", str(int(RUN_TIMEOUT_S))])
+        return names
+
+    def run(self, path: str, client: Client) -> Run:
+        """One run of ``path`` with its own processes, all stopped on return (also on error)."""
+        self.runs += 1
+        uid = f"bench-{path}-{self.runs}"
+        relays: list[str] = []  # long-running processes whose CPU is read from /proc around the transfer
+        with ProcessSet(self.workdir / "logs" / f"{self.runs:02d}-{path}") as processes:
+            try:
+                if path in ("pipeline", "pipeline-4"):
+                    config = self.single if path == "pipeline" else self.sectors
+                    processes.start("sink", [sys.executable, "-m", "bench.assembly_sink", "--config", config.source,
+                                             "--uid", uid, "--timeout-s", str(int(RUN_TIMEOUT_S))])
+                    sink_ready = processes.read_json("sink", START_TIMEOUT_S)
+                    wait_until(lambda: any(r.uid == uid for r in client.nodegroups()), START_TIMEOUT_S,
+                               f"NodeGroup {uid} in the kvstore")
+                    self.aggregator(processes, client, config)
+                    relays.append("aggregator")
+                else:
+                    entry = self.sink(processes)
+                    sink_ready = {}  # the C++ sink's CPU before the data is nil
+                    if path == "proxy":
+                        processes.start("proxy", [str(self.programs["zmq_hop"]), "proxy", "--bind",
+                                                  f"tcp://{self.host}:0", "--connect", entry, "--hwm", str(self.hwm)])
+                        entry = processes.read_json("proxy", START_TIMEOUT_S)["endpoint"]
+                        relays.append("proxy")
+                    elif path == "aggregator":
+                        port = int(entry.rsplit(":", 1)[1])
+                        client.set(nodegroup_key(uid), NodeGroupRecord(uid=uid, host=self.host, ports=[port]).encode(),
+                                   self.single.kvstore.ttl_s)
+                        self.aggregator(processes, client, self.single)
+                        relays.append("aggregator")
+                        entry = f"tcp://{self.single.aggregator.host}:{self.single.aggregator.base_port}"
+                before = {name: cpu_seconds(processes.pid(name)) or 0.0 for name in relays}
+                if path in ("pipeline", "pipeline-4"):
+                    senders = self.feed(processes, config, uid)
+                else:
+                    senders = ["sender"]
+                    self.sender(processes, entry, uid if path == "aggregator" else None)
+                end = processes.read_json("sink", RUN_TIMEOUT_S + 10)
+                cpu = {name: (cpu_seconds(processes.pid(name)) or 0.0) - before[name] for name in relays}
+                for name in senders:
+                    cpu[name] = float(processes.read_json(name, RUN_TIMEOUT_S)["cpu_s"])
+                    processes.wait(name, RUN_TIMEOUT_S)
+                cpu["sink"] = float(end["cpu_s"]) - float(sink_ready.get("cpu_s", 0.0))
+                return Run(int(end["messages"]), int(end["bytes"]), float(end["seconds"]), cpu)
+            finally:
+                client.erase(nodegroup_key(uid))  # a NodeGroup deregisters itself; the C++ sink cannot
 
 
-def _aggregator(config_path: str, kv_port: int, base_port: int, ports: Any) -> None:
-    from sectorflow.aggregator import Aggregator, AggregatorOptions
-    from sectorflow.configs import load_config
-    from sectorflow.kvstore import NODEGROUPS_PREFIX, ClientOptions
-
-    config = load_config(config_path or None)
-    kv = config.kvstore
-    options = AggregatorOptions(
-        bind_host=config.aggregator.bind_host, base_port=base_port, producer_threads=[1],
-        kvstore=ClientOptions(host=kv.host, port=kv_port, subtree=NODEGROUPS_PREFIX, heartbeat_ms=kv.heartbeat_ms,
-                              silence_heartbeats=kv.silence_heartbeats),
-        hwm=config.aggregator.hwm, discovery_wait_ms=kv.silence_heartbeats * kv.heartbeat_ms)
-    aggregator = Aggregator(options)
-    aggregator.start()
-    ports.put(base_port)
-    threading.Event().wait()  # until the process is terminated
-
-
-def _run(path: str, config: Config, kv_port: int | None, mp_context: Any) -> tuple[int, int, float]:
-    """One run of one path; returns (data messages, bytes, seconds) as the sink saw them."""
-    host = config.aggregator.bind_host
-    hwm = config.aggregator.hwm
-    ports, results = mp_context.Queue(), mp_context.Queue()
-    sink = mp_context.Process(target=_sink, args=(host, MESSAGES, hwm, ports, results))
-    sink.start()
-    sink_port = ports.get(timeout=RUN_TIMEOUT_S)
-    relay = None
-    client = None
-    try:
-        if path == "raw":
-            entry = sink_port
-        elif path == "proxy":
-            relay = mp_context.Process(target=_proxy, args=(host, f"tcp://{host}:{sink_port}", hwm, ports))
-            relay.start()
-            entry = ports.get(timeout=RUN_TIMEOUT_S)
-        else:
-            from sectorflow.kvstore import Client, ClientOptions, NodeGroupRecord, nodegroup_key
-
-            kv = config.kvstore
-            client = Client(ClientOptions(host=kv.host, port=kv_port, heartbeat_ms=kv.heartbeat_ms,
-                                          silence_heartbeats=kv.silence_heartbeats))
-            client.set(nodegroup_key(SINK_UID), NodeGroupRecord(uid=SINK_UID, host=host, ports=[sink_port]).encode())
-            relay = mp_context.Process(target=_aggregator,
-                                       args=(config.source if config.source != "<defaults>" else "", kv_port,
-                                             _free_ports(host, 1), ports))
-            relay.start()
-            entry = ports.get(timeout=RUN_TIMEOUT_S)
-        sender = mp_context.Process(target=_sender,
-                                    args=(f"tcp://{host}:{entry}", MESSAGES, config.detector.sector_bytes, hwm))
-        sender.start()
-        received = results.get(timeout=RUN_TIMEOUT_S + 10)
-        sender.join(RUN_TIMEOUT_S)
-        if sender.is_alive():
-            sender.terminate()
-        return received
-    finally:
-        for process in (relay, sink):
-            if process is not None and process.is_alive():
-                process.terminate()
-            if process is not None:
-                process.join(10)
-        if client is not None:
-            client.close()
+def run(config: Config, options: RunOptions) -> BenchmarkResult:
+    """Every path ``ROUNDS`` times, interleaved; see the module docstring."""
+    with tempfile.TemporaryDirectory(prefix="bench-transport-") as work:
+        bench = Bench(config, Path(work))
+        runs: dict[str, list[Run]] = {path: [] for path in PATHS}
+        with ProcessSet(Path(work) / "logs") as services:
+            services.start("kvstore", [sys.executable, "-m", "sectorflow", "kvstore", "--config", bench.single.source])
+            with Client.from_config(bench.single, name="bench-transport") as client:
+                if not client.wait_synced(START_TIMEOUT_S):
+                    raise ProcessError(f"the kvstore did not answer in {START_TIMEOUT_S:g} s; its log:\n"
+                                       f"{services.log_tail('kvstore')}")
+                for round_ in range(ROUNDS):
+                    for path in PATHS:
+                        runs[path].append(bench.run(path, client))
+                        log.info("round %d, %s: %.2f GB/s", round_ + 1, path, runs[path][-1].gb_s)
+    return summarize(runs, config)
 
 
-def run(config: Config) -> BenchmarkResult:
-    from sectorflow.kvstore import Server, ServerOptions
-
-    mp_context = mp.get_context("spawn")
-    kv_port = _free_ports(config.kvstore.bind_host, 3)
-    server = Server(ServerOptions(bind_host=config.kvstore.bind_host, port=kv_port,
-                                  heartbeat_ms=config.kvstore.heartbeat_ms))
-    serving = threading.Thread(target=server.run, name="bench-kvstore")
-    serving.start()
-    runs: dict[str, list[tuple[int, int, float]]] = {path: [] for path in PATHS}
-    try:
-        for _ in range(ROUNDS):
-            for path in PATHS:
-                runs[path].append(_run(path, config, kv_port, mp_context))
-    finally:
-        server.stop()
-        serving.join()
-
+def summarize(runs: dict[str, list[Run]], config: Config) -> BenchmarkResult:
+    """The table, ratios, CPU profile and targets of the runs."""
     rows = []
-    medians: dict[str, tuple[float, float]] = {}
-    for path in PATHS:
-        gbps = [size / seconds / 1e9 for n, size, seconds in runs[path] if seconds > 0]
-        rates = [n / seconds for n, size, seconds in runs[path] if seconds > 0]
-        complete = all(n == MESSAGES for n, _, _ in runs[path])
-        medians[path] = (statistics.median(gbps) if gbps else 0.0, statistics.median(rates) if rates else 0.0)
-        rows.append([path, medians[path][0], medians[path][1], min(gbps, default=0.0), max(gbps, default=0.0),
-                     "yes" if complete else "NO"])
-    ratio_b = medians["aggregator"][0] / medians["proxy"][0] if medians["proxy"][0] else 0.0
-    ratio_a = medians["aggregator"][0] / medians["raw"][0] if medians["raw"][0] else 0.0
+    gb_s = {path: median(r.gb_s for r in path_runs) for path, path_runs in runs.items()}
+    profile: dict[str, dict[str, float]] = {}
+    for path, path_runs in runs.items():
+        best = max(path_runs, key=lambda r: r.gb_s)
+        moved = sum(r.bytes for r in path_runs)
+        processes = sorted({name for r in path_runs for name in r.cpu_s})
+        profile[path] = {name: per_gb(sum(r.cpu_s.get(name, 0.0) for r in path_runs), moved) for name in processes}
+        cores = median(sum(r.cpu_s.values()) / r.seconds for r in path_runs if r.seconds > 0)
+        rows.append([PATHS[path], gb_s[path], median(r.messages_s for r in path_runs), min(r.gb_s for r in path_runs),
+                     best.gb_s, ratio(gb_s[path], gb_s["raw"]), cores,
+                     "yes" if all(r.messages == MESSAGES for r in path_runs) else "NO"])
+    c_a = ratio(gb_s["pipeline"], gb_s["raw"])
+    c_b = ratio(gb_s["pipeline"], gb_s["proxy"])
+    agg_b = ratio(gb_s["aggregator"], gb_s["proxy"])
+    sector_bytes = config.detector.sector_bytes
     notes = [
-        f"{MESSAGES} two-part messages of {config.detector.sector_bytes:,} payload bytes per run, "
-        f"{ROUNDS} runs per path interleaved; medians; sender, relay and sink each a process on tcp loopback.",
-        f"aggregator / proxy = {ratio_b:.2f}; aggregator / raw = {ratio_a:.2f}",
-        f"hwm {config.aggregator.hwm} on every socket; cores: {mp.cpu_count()}",
+        f"{MESSAGES:,} two-part messages (header + {sector_bytes:,}-byte payload, zero-copy) per run, {ROUNDS} runs "
+        "per path interleaved; medians; every process on tcp 127.0.0.1; GB/s of payload, from the first data "
+        "message to the last at the end of the path ((c): to the last frame assembled).",
+        f"(c)/(a) = {c_a:.2f}; (c)/(b) = {c_b:.2f}; aggregator/(b) proxy = {agg_b:.2f}; "
+        f"(c) at the real geometry/(a) = {ratio(gb_s['pipeline-4'], gb_s['raw']):.2f}",
+        f"hwm {config.aggregator.hwm} (aggregator and sinks), producer send_hwm {config.producer.send_hwm}, "
+        f"NodeGroup pool {config.nodegroup.pool_frames} frames, {config.nodegroup.counting_threads} assembling "
+        "thread(s); (c) uses a detector of one 144 x 576 sector so that it carries the stream of (a) and (b).",
+        "cores busy = CPU seconds of every process of the path during the transfer / its duration; CPU seconds "
+        "per GB by process: " + "; ".join(
+            f"{path}: " + ", ".join(f"{name} {value:.2f}" for name, value in profile[path].items())
+            for path in PATHS),
+    ]
+    targets = [
+        Target("transport (c)/(a): producer -> aggregator -> NodeGroup vs one raw hop", ">= 0.45",
+               f"{c_a:.2f}", c_a >= 0.45),
+        Target("transport: aggregator relay vs libzmq zmq_proxy relay", ">= 1.00", f"{agg_b:.2f}", agg_b >= 1.0),
     ]
     return BenchmarkResult(
-        columns=["path", "GB/s (median)", "messages/s (median)", "GB/s min", "GB/s max", "all arrived"],
-        rows=rows, notes=notes,
-        details={"runs": runs, "ratio_aggregator_proxy": ratio_b, "ratio_aggregator_raw": ratio_a},
+        columns=["path", "GB/s (median)", "messages/s (median)", "GB/s min", "GB/s max", "/ (a)", "cores busy",
+                 "all arrived"],
+        rows=rows, notes=notes, targets=targets,
+        details={"messages": MESSAGES, "rounds": ROUNDS, "gb_s": gb_s, "ratio_c_a": c_a, "ratio_c_b": c_b,
+                 "ratio_aggregator_proxy": agg_b, "cpu_s_per_gb": profile,
+                 "runs": {path: [dataclasses.asdict(r) for r in path_runs] for path, path_runs in runs.items()}},
     )
+
+
+def plot(result: BenchmarkResult, path: Path) -> None:
+    """GB/s per path (bars, the min-max range as error bars) and CPU seconds per GB by process."""
+    from bench.plots import figure
+
+    details = result.details
+    names = list(details["gb_s"])
+    runs = details["runs"]
+    with figure(path, 2, "transport: one stream of 165,888-byte messages over tcp loopback") as (left, right):
+        values = [details["gb_s"][n] for n in names]
+        low = [v - min(Run(**r).gb_s for r in runs[n]) for v, n in zip(values, names)]
+        high = [max(Run(**r).gb_s for r in runs[n]) - v for v, n in zip(values, names)]
+        left.bar(names, values, yerr=[low, high], color="tab:blue", capsize=4)
+        left.set_ylabel("GB/s (median of runs, min-max bars)")
+        left.tick_params(axis="x", rotation=20)
+        processes = sorted({p for n in names for p in details["cpu_s_per_gb"][n]})
+        bottom = [0.0] * len(names)
+        for process in processes:
+            heights = [details["cpu_s_per_gb"][n].get(process, 0.0) for n in names]
+            right.bar(names, heights, bottom=bottom, label=process)
+            bottom = [b + h for b, h in zip(bottom, heights)]
+        right.set_ylabel("CPU seconds per GB moved")
+        right.legend(fontsize=8)
+        right.tick_params(axis="x", rotation=20)

@@ -13,12 +13,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from sectorflow.waiting import WaitTimeout, free_port_block as shared_free_port_block
+from sectorflow.waiting import wait_until as shared_wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 LOOPBACK = "127.0.0.1"
@@ -33,35 +35,15 @@ def free_port() -> int:
 
 def free_port_block(count: int) -> int:
     """The first of ``count`` consecutive free loopback ports (the kvstore uses P, P+1, P+2)."""
-    for _ in range(200):
-        base = free_port()
-        if base + count > 65535:
-            continue
-        sockets = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind((LOOPBACK, port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError(f"no block of {count} free ports on {LOOPBACK}")
+    return shared_free_port_block(LOOPBACK, count)
 
 
 def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.02) -> Any:
-    """Poll ``condition`` until it returns a truthy value; fail naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(interval_s)  # polling interval of a deadline wait, not synchronisation
+    """Poll ``condition`` until it returns a truthy value; fail the test naming ``what`` after ``timeout_s``."""
+    try:
+        return shared_wait_until(condition, timeout_s, what, interval_s)
+    except WaitTimeout as timeout:
+        pytest.fail(str(timeout))
 
 
 def deep_update(base: dict, overrides: dict) -> dict:

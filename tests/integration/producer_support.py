@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,13 +99,17 @@ def wait_for_nodegroups(client: Client, uids: list[str]) -> None:
     wait_until(lambda: [r.uid for r in client.nodegroups()] == uids, START_S, f"NodeGroups {uids} in the replica")
 
 
-def stalled(read: Callable[[], int], polls: int = 5, interval_s: float = 0.05) -> bool:
-    """True once ``read()`` gave the same non-zero value ``polls`` times in a row."""
-    values = []
-    for _ in range(polls):
-        values.append(read())
-        time.sleep(interval_s)  # sampling a counter, not synchronising
-    return values[0] > 0 and len(set(values)) == 1
+def stalled(read: Callable[[], int], polls: int = 12) -> Callable[[], bool]:
+    """A condition for ``wait_until``: true once ``read()`` gave the same non-zero value on ``polls``
+    calls in a row. The spacing of the samples is wait_until's polling; nothing here sleeps."""
+    history: list[int] = []
+
+    def condition() -> bool:
+        history.append(read())
+        recent = history[-polls:]
+        return len(recent) == polls and recent[0] > 0 and len(set(recent)) == 1
+
+    return condition
 
 
 __all__ = ["KvServer", "start_kvstore"]

@@ -176,7 +176,7 @@ def test_full_downstream_blocks_the_producer_and_loses_nothing(make_config, proc
             target=lambda: outcome.append(producer.run_scan(request, simulator_source(sim, scan, 0, n_frames, 1, 0))))
         worker.start()
         try:
-            wait_until(lambda: stalled(lambda: producer.messages), START_S, "the producer to block at the high-water mark")
+            wait_until(stalled(lambda: producer.messages), START_S, "the producer to block at the high-water mark")
             wait_until(lambda: getattr(status_of(client, "r0t0"), "state", "") == "streaming", START_S, "its status")
             assert worker.is_alive() and producer.messages < n_frames, "blocked, not finished"
             assert status_of(client, "r0t0").state == "streaming"

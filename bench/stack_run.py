@@ -23,6 +23,7 @@ from sectorflow.pipeline import load_running
 from sectorflow.pipeline.stack import start_stack
 from sectorflow.pipeline.summary import summarize
 from sectorflow.producer import publish_request
+from sectorflow.waiting import WaitTimeout, wait_until
 
 from bench.config_file import with_free_ports, write_config
 from bench.proc_stats import command_line, peak_rss_kib, process_tree
@@ -106,12 +107,16 @@ def run_stack_scan(config: Config, scan_x: int, scan_y: int, workdir: Path, *, r
         with Client.from_config(config, name="bench") as client:
             started = time.monotonic()
             publish_request(client, config, SCAN_NUMBER, scan_x, scan_y, config.simulator.rate_hz)
-            while not path.exists():
-                supervisor.check()
-                if time.monotonic() - started > timeout_s:
-                    raise SectorflowError(f"scan {SCAN_NUMBER} ({scan_x} x {scan_y}): no {path} after {timeout_s:g} s; "
-                                          f"see the service logs in {run_dir}")
-                time.sleep(POLL_S)  # polling the output directory against a deadline
+
+            def written() -> bool:
+                supervisor.check()  # a dead service raises at once instead of running out the clock
+                return path.exists()
+
+            try:
+                wait_until(written, timeout_s, f"{path}", POLL_S)
+            except WaitTimeout as timeout:
+                raise SectorflowError(f"scan {SCAN_NUMBER} ({scan_x} x {scan_y}): {timeout}; "
+                                      f"see the service logs in {run_dir}") from None
             seconds = time.monotonic() - started
         peaks = service_peaks(run_dir)
     finally:

@@ -179,6 +179,12 @@ TEST(ClientServer, RegistrationReachesAnotherReplicaAndLeavesWithTheClient) {
     EXPECT_FALSE(watcher.get(kv::status_key(kv::kServiceNodegroup, record.uid)).has_value()) << "outside the subtree";
   }  // the destructor says goodbye
   ASSERT_TRUE(wait_for([&] { return !watcher.get(kv::nodegroup_key(record.uid)).has_value(); }));
+  // The replica changes first, then the agent calls back: the deletion's callback may still be on its way.
+  const auto changes_seen = [&] {
+    const std::lock_guard<std::mutex> lock(mutex);
+    return changes.size();
+  };
+  ASSERT_TRUE(wait_for([&] { return changes_seen() >= 2; }));
   const std::lock_guard<std::mutex> lock(mutex);
   const std::vector<std::pair<std::string, bool>> expected{{"nodegroups/ng-1", true}, {"nodegroups/ng-1", false}};
   EXPECT_EQ(changes, expected);

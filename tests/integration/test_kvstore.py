@@ -147,6 +147,8 @@ def test_killed_client_disappears_from_every_replica_after_its_ttl(
     victim.wait()
     wait_until(lambda: full.get(key) is None and statuses.get(key) is None, SYNC_S,
                "the killed client's key to expire in every replica")
+    # The replica changes before the agent calls back: wait for the callback too.
+    wait_until(lambda: len(deletions) >= 1, SYNC_S, "the deletion's change callback")
     assert deletions == [key]
     wait_until(lambda: server_status(full).extra["expired"] == 1, SYNC_S, "the server to count one expiry")
 

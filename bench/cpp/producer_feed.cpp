@@ -97,12 +97,7 @@ int main(int argc, char** argv) {
 
     std::vector<std::unique_ptr<sp::Producer>> producers;
     for (std::uint32_t t = 0; t < threads; ++t) {
-      sp::ProducerOptions options;
-      options.geometry = geometry;
-      options.receiver = receiver;
-      options.thread_id = t;
-      options.threads = threads;
-      options.aggregator_endpoint = need(args, "--aggregator");
+      auto options = sp::ProducerOptions::for_thread(geometry, receiver, t, threads, need(args, "--aggregator"));
       options.send_hwm = static_cast<int>(number(args, "--hwm"));
       options.linger_ms = static_cast<int>(std::chrono::milliseconds(timeout).count());
       producers.push_back(std::make_unique<sp::Producer>(options, nullptr));

@@ -6,6 +6,7 @@
 //   receiver_example --kvstore-host H --kvstore-port P --aggregator tcp://H:PORT --receiver R
 //                    --threads T --scan N --scan-x X --scan-y Y --fallback-dir DIR
 //                    [--frame ROWSxCOLS --sector ROWSxCOLS]   (default 576x576 and 144x576)
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -21,9 +22,13 @@
 #include <sectorflow/producer/producer.hpp>
 #include <sectorflow/producer/routing.hpp>
 #include <sectorflow/producer/sector_source.hpp>
+#include <sectorflow/producer/sibling_gate.hpp>
 #include <sectorflow/simulator/simulator.hpp>
 
 namespace {
+
+// producer.max_lead_frames of configs/local.toml.
+constexpr std::uint64_t kMaxLeadFrames = 32;
 
 std::map<std::string, std::string> parse(int argc, char** argv) {
   std::map<std::string, std::string> args;
@@ -70,18 +75,16 @@ int main(int argc, char** argv) {
     request.routing = sp::routing_from_replica(client);
 
     const sectorflow::simulator::Simulator simulator(sectorflow::simulator::SimulatorSettings{}, geometry);
+    // Detector hardware paces a receiver's threads together; a simulated source does not, and a
+    // thread far ahead of its siblings fills the NodeGroups' frame pools (sibling_gate.hpp).
+    sp::SiblingGate gate(threads, std::max<std::uint64_t>(kMaxLeadFrames, threads));
     std::vector<sp::ScanResult> results(threads);
     std::vector<std::string> errors(threads);
     std::vector<std::thread> workers;
     for (std::uint32_t t = 0; t < threads; ++t) {
       workers.emplace_back([&, t] {
         try {
-          sp::ProducerOptions options;
-          options.geometry = geometry;
-          options.receiver = receiver;
-          options.thread_id = t;
-          options.threads = threads;
-          options.aggregator_endpoint = need(args, "--aggregator");
+          auto options = sp::ProducerOptions::for_thread(geometry, receiver, t, threads, need(args, "--aggregator"));
           options.fallback_dir = need(args, "--fallback-dir");
           sp::Producer producer(options, &client);
           sp::GeneratedSource source(
@@ -90,8 +93,9 @@ int main(int argc, char** argv) {
                 simulator.generate_sector(request.scan_number, frame, receiver, out, bytes);
               },
               [&](std::uint32_t frame) { return simulator.dropped(request.scan_number, frame, receiver); });
-          results[t] = producer.run_scan(request, source);
+          results[t] = producer.run_scan(request, source, &gate);
         } catch (const std::exception& error) {
+          gate.finish(t);  // run_scan finishes it itself; a producer that failed to start must too
           errors[t] = error.what();
         }
       });

@@ -16,7 +16,8 @@ Every path carries ``MESSAGES`` data messages: a header of the real wire format 
 the path, from the first data message to the last (for (c), to the last frame assembled). The
 paths run interleaved, ``ROUNDS`` times each; every run is bounded in messages and in time and
 starts its own processes (the kvstore is shared). Beside the rate, each run records the CPU
-seconds of every process during the transfer: where the time goes.
+seconds of every process during the transfer: where the time goes. ``zmq_hop peek`` times what
+the aggregator does per message beyond a plain relay (read the frame number, pick a NodeGroup).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ ROUNDS = 3              # runs of each path, interleaved
 RUN_TIMEOUT_S = 60.0    # a run not finished by then fails the benchmark
 START_TIMEOUT_S = 30.0  # for a process to say it is ready
 SCAN_X = 100            # probe positions per row; the scan has as many rows as the messages need
+PEEKS = 10_000_000      # headers zmq_hop peek routes (about a second)
 
 PATHS = {
     "raw": "(a) C++ PUSH -> PULL, one hop",
@@ -206,11 +208,18 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
                     for path in PATHS:
                         runs[path].append(bench.run(path, client))
                         log.info("round %d, %s: %.2f GB/s", round_ + 1, path, runs[path][-1].gb_s)
-    return summarize(runs, config)
+            services.start("peek", [str(bench.programs["zmq_hop"]), "peek", "--messages", str(PEEKS)])
+            peek_ns = float(services.read_json("peek", RUN_TIMEOUT_S)["ns_per_message"])
+    return summarize(runs, config, peek_ns)
 
 
-def summarize(runs: dict[str, list[Run]], config: Config) -> BenchmarkResult:
-    """The table, ratios, CPU profile and targets of the runs."""
+def per_round(runs: dict[str, list[Run]], path: str, reference: str) -> list[float]:
+    """path / reference in each round: the two ran minutes apart at most, under the same load."""
+    return [ratio(a.gb_s, b.gb_s) for a, b in zip(runs[path], runs[reference])]
+
+
+def summarize(runs: dict[str, list[Run]], config: Config, peek_ns: float) -> BenchmarkResult:
+    """The table, ratios, CPU profile and targets of the runs; ``peek_ns``: the aggregator's routing work per message."""
     rows = []
     gb_s = {path: median(r.gb_s for r in path_runs) for path, path_runs in runs.items()}
     profile: dict[str, dict[str, float]] = {}
@@ -227,12 +236,19 @@ def summarize(runs: dict[str, list[Run]], config: Config) -> BenchmarkResult:
     c_b = ratio(gb_s["pipeline"], gb_s["proxy"])
     agg_b = ratio(gb_s["aggregator"], gb_s["proxy"])
     sector_bytes = config.detector.sector_bytes
+    rounds_c_a, rounds_agg_b = per_round(runs, "pipeline", "raw"), per_round(runs, "aggregator", "proxy")
+    # GB/s of payload: a payload of B bytes takes B / (GB/s) nanoseconds.
+    message_ns = sector_bytes / gb_s["aggregator"] if gb_s["aggregator"] > 0 else 0.0
     notes = [
         f"{MESSAGES:,} two-part messages (header + {sector_bytes:,}-byte payload, zero-copy) per run, {ROUNDS} runs "
         "per path interleaved; medians; every process on tcp 127.0.0.1; GB/s of payload, from the first data "
         "message to the last at the end of the path ((c): to the last frame assembled).",
         f"(c)/(a) = {c_a:.2f}; (c)/(b) = {c_b:.2f}; aggregator/(b) proxy = {agg_b:.2f}; "
-        f"(c) at the real geometry/(a) = {ratio(gb_s['pipeline-4'], gb_s['raw']):.2f}",
+        f"(c) at the real geometry/(a) = {ratio(gb_s['pipeline-4'], gb_s['raw']):.2f}; round by round, (c)/(a) "
+        + ", ".join(f"{r:.2f}" for r in rounds_c_a) + " and aggregator/proxy " + ", ".join(f"{r:.2f}" for r in rounds_agg_b),
+        f"the aggregator's work per message beyond a plain relay's receive and send (read the frame number, pick the "
+        f"NodeGroup; `zmq_hop peek`): {peek_ns:.0f} ns, {100 * peek_ns / message_ns:.2f}% of a message's "
+        f"{message_ns / 1000:.0f} us at the aggregator's rate" if message_ns > 0 else "no aggregator rate measured",
         f"hwm {config.aggregator.hwm} (aggregator and sinks), producer send_hwm {config.producer.send_hwm}, "
         f"NodeGroup pool {config.nodegroup.pool_frames} frames, {config.nodegroup.counting_threads} assembling "
         "thread(s); (c) uses a detector of one 144 x 576 sector so that it carries the stream of (a) and (b).",
@@ -251,7 +267,8 @@ def summarize(runs: dict[str, list[Run]], config: Config) -> BenchmarkResult:
                  "all arrived"],
         rows=rows, notes=notes, targets=targets,
         details={"messages": MESSAGES, "rounds": ROUNDS, "gb_s": gb_s, "ratio_c_a": c_a, "ratio_c_b": c_b,
-                 "ratio_aggregator_proxy": agg_b, "cpu_s_per_gb": profile,
+                 "ratio_aggregator_proxy": agg_b, "rounds_c_a": rounds_c_a, "rounds_aggregator_proxy": rounds_agg_b,
+                 "peek_ns_per_message": peek_ns, "cpu_s_per_gb": profile,
                  "runs": {path: [dataclasses.asdict(r) for r in path_runs] for path, path_runs in runs.items()}},
     )
 

@@ -1,16 +1,17 @@
-"""The aggregator (DESIGN.md step 2; SPEC.md steps 4 and 5): the relay between producers and NodeGroups.
+"""The aggregator (protocol/SPEC.md steps 4 and 5): the relay between producers and NodeGroups.
 
 Thread r of the C++ ``Aggregator`` binds a PULL socket on ``bind_host:base_port + r``, learns each
 scan's routing list from the info messages of receiver r's T_r producer threads, sends every
 NodeGroup of the list its expected count once all T_r infos are in, and moves each data message
 unchanged to ``routing[frame_number % len(routing)]``. NodeGroups are found in the kvstore
-(``nodegroups/<uid>``, ``NodeGroupRecord.endpoint(r)``). Malformed messages are counted per kind
-(``MALFORMED_KINDS``) and dropped; messages for a NodeGroup that is gone are counted as lost.
+(``nodegroups/<uid>``, ``NodeGroupRecord.endpoint(r)``). Every message is checked as a NodeGroup
+would check it; refused ones are counted per kind (``sectorflow.protocol.REFUSAL_KINDS``) and
+dropped; messages for a NodeGroup that is gone are counted as lost. At most ``[limits]
+max_open_scans`` scans are open per thread; opening one more closes the one opened first.
 ``sectorflow aggregator --config F`` runs it as a daemon publishing ``status/aggregator/t<r>``.
 """
 
 from sectorflow._core.aggregator import (
-    MALFORMED_KINDS,
     Aggregator,
     AggregatorError,
     AggregatorOptions,
@@ -22,7 +23,6 @@ from .daemon import run_aggregator, summary_line, thread_status
 from .options import aggregator_options
 
 __all__ = [
-    "MALFORMED_KINDS",
     "Aggregator",
     "AggregatorError",
     "AggregatorOptions",

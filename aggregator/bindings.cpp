@@ -8,6 +8,7 @@
 #include "bindings.hpp"
 #include "sectorflow/aggregator/aggregator.hpp"
 #include "sectorflow/aggregator/errors.hpp"
+#include "sectorflow/protocol/refusal.hpp"
 
 namespace py = pybind11;
 
@@ -31,16 +32,18 @@ struct ReleaseGilDelete {
 
 py::dict malformed_dict(const RelayStats& stats) {
   py::dict out;
-  for (std::size_t i = 0; i < kMalformedKinds; ++i) {
-    out[to_string(static_cast<MalformedKind>(i))] = stats.malformed[i];
+  for (std::size_t i = 0; i < protocol::kRefusalKinds; ++i) {
+    out[protocol::to_string(static_cast<protocol::Refusal>(i))] = stats.malformed.counts[i];
   }
   return out;
 }
 
 py::dict first_malformed_dict(const RelayStats& stats) {
   py::dict out;
-  for (std::size_t i = 0; i < kMalformedKinds; ++i) {
-    if (!stats.first_malformed[i].empty()) out[to_string(static_cast<MalformedKind>(i))] = stats.first_malformed[i];
+  for (std::size_t i = 0; i < protocol::kRefusalKinds; ++i) {
+    if (!stats.malformed.first[i].empty()) {
+      out[protocol::to_string(static_cast<protocol::Refusal>(i))] = stats.malformed.first[i];
+    }
   }
   return out;
 }
@@ -51,19 +54,17 @@ void bind_aggregator(py::module_& m) {
   py::register_exception<AggregatorError>(m, "AggregatorError",
                                           py::module_::import("sectorflow.errors").attr("SectorflowError").ptr());
 
-  py::list kinds;
-  for (std::size_t i = 0; i < kMalformedKinds; ++i) kinds.append(to_string(static_cast<MalformedKind>(i)));
-  m.attr("MALFORMED_KINDS") = py::tuple(kinds);
-
   const AggregatorOptions defaults;
   py::class_<AggregatorOptions>(m, "AggregatorOptions", "Where the relay threads listen and how they find NodeGroups.")
       .def(py::init([](std::string bind_host, std::uint16_t base_port, std::vector<std::uint32_t> producer_threads,
-                       kvstore::ClientOptions kvstore, int hwm, std::uint32_t discovery_wait_ms,
-                       std::uint32_t max_open_scans) {
-             return AggregatorOptions{std::move(bind_host), base_port, std::move(producer_threads), hwm,
-                                      discovery_wait_ms, max_open_scans, std::move(kvstore)};
+                       kvstore::ClientOptions kvstore, protocol::Geometry geometry, std::uint64_t max_scan_positions,
+                       int hwm, std::uint32_t discovery_wait_ms, std::uint32_t max_open_scans) {
+             return AggregatorOptions{std::move(bind_host), base_port,         std::move(producer_threads),
+                                      hwm,                  discovery_wait_ms, max_open_scans,
+                                      std::move(kvstore),   geometry,          max_scan_positions};
            }),
            py::kw_only(), py::arg("bind_host"), py::arg("base_port"), py::arg("producer_threads"), py::arg("kvstore"),
+           py::arg("geometry"), py::arg("max_scan_positions"),
            py::arg("hwm") = defaults.hwm, py::arg("discovery_wait_ms") = defaults.discovery_wait_ms,
            py::arg("max_open_scans") = defaults.max_open_scans,
            "producer_threads[r] is T_r, the producer threads of receiver r; kvstore: the ClientOptions of the "
@@ -84,7 +85,8 @@ void bind_aggregator(py::module_& m) {
       .def_readonly("infos", &RelayStats::infos)
       .def_readonly("lost", &RelayStats::lost)
       .def_readonly("open_scans", &RelayStats::open_scans)
-      .def_property_readonly("malformed", &malformed_dict, "kind -> messages dropped as malformed")
+      .def_readonly("evicted_scans", &RelayStats::evicted_scans)
+      .def_property_readonly("malformed", &malformed_dict, "kind -> messages refused (protocol.REFUSAL_KINDS)")
       .def_property_readonly("first_malformed", &first_malformed_dict,
                              "kind -> what was wrong with the first one (kinds that occurred)");
 

@@ -3,8 +3,8 @@
 The relay threads run in C++ without the GIL; the main thread waits for SIGTERM/SIGINT (Python
 runs signal handlers only there) and, every report period, reads the counters and publishes
 ``status/aggregator/t<r>`` (``ServiceStatus``: state idle or streaming, scan, messages, bytes and
-the extra fields ``malformed`` (all kinds), ``malformed_<kind>`` per kind, ``lost`` and
-``lost_last_scan``). A finished scan is published at once and logged as one summary line per
+the extra fields ``malformed`` (all kinds), ``malformed_<kind>`` per kind of refusal, ``lost``,
+``lost_last_scan``, ``infos``, ``open_scans`` and ``evicted_scans``). A finished scan is published at once and logged as one summary line per
 thread. A malformed kind is logged once, when it first occurs.
 
 Daemon states, logged on every transition: starting, running, stopping, stopped. Each thread's
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from sectorflow._core.aggregator import MALFORMED_KINDS, Aggregator, RelayStats, ScanSummary
+from sectorflow._core.aggregator import Aggregator, RelayStats, ScanSummary
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import (
@@ -27,6 +27,7 @@ from sectorflow.kvstore import (
     ServiceStatus,
     status_key,
 )
+from sectorflow.protocol import refusal_fields
 from sectorflow.service import ServiceState, stop_on_signals
 
 from .options import aggregator_options
@@ -51,13 +52,12 @@ class _ThreadView:
 
 def thread_status(stats: RelayStats, lost_last_scan: int) -> ServiceStatus:
     """The ``status/aggregator/t<r>`` record of one relay thread's counters."""
-    malformed = stats.malformed
-    extra: dict[str, int | str] = {f"malformed_{kind}": int(malformed[kind]) for kind in MALFORMED_KINDS}
-    extra["malformed"] = int(sum(malformed.values()))
+    extra: dict[str, int | str] = dict(refusal_fields(stats.malformed))
     extra["lost"] = int(stats.lost)
     extra["lost_last_scan"] = int(lost_last_scan)
     extra["infos"] = int(stats.infos)
     extra["open_scans"] = int(stats.open_scans)
+    extra["evicted_scans"] = int(stats.evicted_scans)
     return ServiceStatus(
         state=STATE_STREAMING if stats.streaming else STATE_IDLE,
         scan=stats.scan,

@@ -26,6 +26,9 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None)
         base_port=agg.base_port,
         producer_threads=[receiver.threads for receiver in config.receivers],
         kvstore=client_options(config, NODEGROUPS_PREFIX, log),
+        geometry=config.geometry(),
+        max_scan_positions=config.limits.max_scan_positions,
+        max_open_scans=config.limits.max_open_scans,
         hwm=agg.hwm,
         discovery_wait_ms=kv.silence_heartbeats * kv.heartbeat_ms,
     )

@@ -156,6 +156,19 @@ class SlurmConfig:
 
 
 @dataclass(frozen=True)
+class LimitsConfig:
+    """Ceilings on what a peer's message may make a service hold (protocol/SPEC.md, "Bounds")."""
+
+    max_scan_positions: int = setting(
+        2048 * 2048, "probe positions (scan_x x scan_y) of the largest scan any service accepts; a header, info "
+        "message or acquire request announcing more is refused. Each open scan costs a NodeGroup counting thread "
+        "one bit per position", min=1, max=65535 * 65535)
+    max_open_scans: int = setting(
+        16, "scans an aggregator thread or a NodeGroup keeps open at once; opening one more closes the one opened "
+        "first (counted as evicted_scans, its frames written as they are)", min=1, max=1024)
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     """Logging of every service."""
 
@@ -176,6 +189,7 @@ class Config:
     counting: CountingConfig = setting(CountingConfig(), "electron counting")
     simulator: SimulatorConfig = setting(SimulatorConfig(), "detector simulator")
     slurm: SlurmConfig = setting(SlurmConfig(), "Slurm sessions")
+    limits: LimitsConfig = setting(LimitsConfig(), "bounds on what peers may announce")
     logging: LoggingConfig = setting(LoggingConfig(), "logging")
 
     @property

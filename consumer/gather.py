@@ -80,6 +80,7 @@ class GroupResult:
     timed_out: bool
     bytes: int
     counts: dict[str, int] = field(default_factory=dict)
+    evicted: bool = False
     first_message_s: float = 0.0
     last_message_s: float = 0.0
     finished_s: float = 0.0
@@ -103,7 +104,7 @@ class GroupResult:
                 "uncounted_frames": result.uncounted_frames, "late_messages": result.late_messages,
                 "duplicate_sectors": result.duplicate_sectors, "evicted_frames": result.evicted_frames,
             },
-            first_message_s=result.first_message_s, last_message_s=result.last_message_s,
+            evicted=result.evicted, first_message_s=result.first_message_s, last_message_s=result.last_message_s,
             finished_s=result.finished_s,
         )
 
@@ -115,7 +116,8 @@ class GroupResult:
             f"scan {self.scan_number}: nodegroup {self.uid} done: {self.counts['frames_complete']} complete and "
             f"{self.counts['frames_incomplete']} incomplete frames, {sum(self.received)} of {expected} messages"
             f"{f' ({unknown} aggregator threads sent no count)' if unknown else ''}"
-            f"{', timed out' if self.timed_out else ''}"
+            f"{', closed early to make room for a newer scan ([limits] max_open_scans)' if self.evicted else ''}"
+            f"{', timed out' if self.timed_out and not self.evicted else ''}"
             f"{self._shortfall()}"
         )
 

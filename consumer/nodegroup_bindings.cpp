@@ -14,6 +14,7 @@
 #include "bindings.hpp"
 #include "sectorflow/consumer/nodegroup.hpp"
 #include "sectorflow/consumer/nodegroup_error.hpp"
+#include "sectorflow/protocol/refusal.hpp"
 
 namespace py = pybind11;
 
@@ -33,8 +34,16 @@ py::dict counter_dict(const NodeGroupCounterValues& c) {
   d["messages"] = c.messages;
   d["bytes"] = c.bytes;
   d["info_messages"] = c.info_messages;
-  d["malformed"] = c.malformed;
-  d["late_messages"] = c.late_messages;
+  py::dict malformed;
+  for (std::size_t i = 0; i < protocol::kRefusalKinds; ++i) {
+    malformed[protocol::to_string(static_cast<protocol::Refusal>(i))] = c.malformed.counts[i];
+  }
+  d["malformed"] = malformed;
+  py::dict first;
+  for (std::size_t i = 0; i < protocol::kRefusalKinds; ++i) {
+    if (!c.malformed.first[i].empty()) first[protocol::to_string(static_cast<protocol::Refusal>(i))] = c.malformed.first[i];
+  }
+  d["first_malformed"] = first;  d["late_messages"] = c.late_messages;
   d["duplicate_sectors"] = c.duplicate_sectors;
   d["frames_complete"] = c.frames_complete;
   d["frames_incomplete"] = c.frames_incomplete;
@@ -42,6 +51,7 @@ py::dict counter_dict(const NodeGroupCounterValues& c) {
   d["uncounted_frames"] = c.uncounted_frames;
   d["scans_finished"] = c.scans_finished;
   d["scans_timed_out"] = c.scans_timed_out;
+  d["scans_evicted"] = c.scans_evicted;
   d["pool_slots"] = c.pool_slots;
   d["pool_slots_in_use"] = c.pool_slots_in_use;
   d["pool_slots_high_water"] = c.pool_slots_high_water;
@@ -78,7 +88,7 @@ void bind_nodegroup(py::module_& m) {
                        std::uint32_t counting_threads, int recv_hwm, std::uint32_t pool_frames,
                        double scan_timeout_s, const ThresholdSettings& thresholds,
                        std::shared_ptr<Calibration> calibration, std::vector<std::uint32_t> producer_threads,
-                       bool count) {
+                       bool count, std::uint64_t max_scan_positions, std::uint32_t max_open_scans) {
              NodeGroupSettings s;
              s.uid = std::move(uid);
              s.host = std::move(host);
@@ -92,6 +102,8 @@ void bind_nodegroup(py::module_& m) {
              s.calibration = std::move(calibration);
              s.producer_threads = std::move(producer_threads);
              s.count = count;
+             s.limits.max_positions = max_scan_positions;
+             s.max_open_scans = max_open_scans;
              s.validate();
              return s;
            }),
@@ -100,6 +112,7 @@ void bind_nodegroup(py::module_& m) {
            py::arg("pool_frames") = sd.pool_frames, py::arg("scan_timeout_s") = sd.scan_timeout_s,
            py::arg("thresholds") = ThresholdSettings{}, py::arg("calibration") = nullptr,
            py::arg("producer_threads") = std::vector<std::uint32_t>{}, py::arg("count") = sd.count,
+           py::arg("max_scan_positions"), py::arg("max_open_scans"),
            "count=False assembles frames without counting them (no events, no thresholds): the data path "
            "alone, for benchmarks. Raises NodeGroupError naming a setting that cannot work.")
       .def_readonly("uid", &NodeGroupSettings::uid)
@@ -131,6 +144,7 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("expected", &ScanResult::expected)
       .def_readonly("received", &ScanResult::received)
       .def_readonly("timed_out", &ScanResult::timed_out)
+      .def_readonly("evicted", &ScanResult::evicted)
       .def_readonly("bytes", &ScanResult::bytes)
       .def_readonly("late_messages", &ScanResult::late_messages)
       .def_readonly("duplicate_sectors", &ScanResult::duplicate_sectors)

@@ -10,7 +10,11 @@ NodeGroup (:class:`LocalGroup`):
   every ``STATUS_INTERVAL_S`` while receiving: state (``idle``, ``receiving``, ``counting``,
   ``writing`` (rank 0 while it writes a file), ``done``), scan, messages, bytes, and the extra
   fields received / expected (current scan; -1 until every count came), frames_complete,
-  frames_incomplete, pool_slots_in_use, pool_bytes, and on rank 0 last_file,
+  frames_incomplete, pool_slots_in_use, pool_bytes, what it refused (``malformed`` and
+  ``malformed_<kind>``, the kinds of ``sectorflow.protocol.REFUSAL_KINDS``), late_messages,
+  duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, and on rank 0 last_file,
+- logs the first refused message of each kind once, and with each scan's summary line the
+  messages refused since the previous scan,
 - hands every finished scan to rank 0 (MPI point-to-point, never a collective per scan, so ranks
   whose NodeGroups are not in a scan's routing list never wait for it).
 
@@ -38,6 +42,7 @@ from sectorflow._core.consumer import NodeGroup, NodeGroupSettings, ThresholdSet
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client, NodeGroupRecord, ServiceStatus, nodegroup_key, status_key
+from sectorflow.protocol import refusal_fields
 
 from .counting import make_calibration
 from .gather import GroupResult, ScanGatherer
@@ -53,6 +58,10 @@ TAG_RESULT = 71
 TAG_BYE = 72
 #: Seconds rank 0 waits for the other ranks' goodbyes when stopping.
 BYE_TIMEOUT_S = 10.0
+
+#: NodeGroup counters published as they are in ``status/nodegroup/<uid>``.
+PUBLISHED_COUNTERS = ("frames_complete", "frames_incomplete", "pool_slots_in_use", "pool_bytes", "late_messages",
+                      "duplicate_sectors", "evicted_frames", "scans_timed_out", "scans_evicted")
 
 STATE_IDLE = "idle"
 STATE_RECEIVING = "receiving"
@@ -120,6 +129,8 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
         ),
         calibration=calibration,
         count=count,
+        max_scan_positions=config.limits.max_scan_positions,
+        max_open_scans=config.limits.max_open_scans,
     )
 
 
@@ -150,6 +161,8 @@ class LocalGroup:
         self.scan = 0
         self.last_file = ""
         self._published = 0.0
+        self._logged_kinds: set[str] = set()
+        self._refused_before = 0  # refusals counted up to the previous scan's summary
         self.transition(STATE_IDLE)
 
     @property
@@ -176,11 +189,9 @@ class LocalGroup:
         extra: dict[str, Any] = {
             "received": int(progress[0].received) if progress else 0,
             "expected": int(progress[0].expected) if progress else 0,
-            "frames_complete": int(counters["frames_complete"]),
-            "frames_incomplete": int(counters["frames_incomplete"]),
-            "pool_slots_in_use": int(counters["pool_slots_in_use"]),
-            "pool_bytes": int(counters["pool_bytes"]),
             "rank": self.rank,
+            **{key: int(counters[key]) for key in PUBLISHED_COUNTERS},
+            **refusal_fields(counters["malformed"]),
         }
         if self.last_file:
             extra["last_file"] = self.last_file
@@ -192,10 +203,15 @@ class LocalGroup:
     def poll(self, timeout_s: float) -> GroupResult | None:
         """Wait up to ``timeout_s`` for a finished scan; update the state and status meanwhile."""
         result = self.group.wait_scan(timeout_s)
+        self._log_new_refusals()
         if result is not None:
             self.scan = result.scan_number
             part = GroupResult.from_scan_result(result, self.uid, self.rank, self.host)
-            log.info("%s", part.describe())
+            refused = sum(self.group.counters()["malformed"].values())
+            since = refused - self._refused_before
+            self._refused_before = refused
+            log.info("%s%s", part.describe(),
+                     f"; {since} messages refused since the previous scan (malformed_* in its status)" if since else "")
             self.transition(STATE_DONE)
             self.publish()  # the scan number changed even if the state did not
             return part
@@ -209,6 +225,14 @@ class LocalGroup:
         if self.state in (STATE_RECEIVING, STATE_COUNTING) and time.monotonic() - self._published >= STATUS_INTERVAL_S:
             self.publish()
         return None
+
+    def _log_new_refusals(self) -> None:
+        """Log the first refused message of each kind, once: the counters say how many followed."""
+        for kind, what in self.group.counters()["first_malformed"].items():
+            if kind not in self._logged_kinds:
+                self._logged_kinds.add(kind)
+                log.warning("nodegroup %s: refused a message (%s): %s; further ones of this kind are only counted "
+                            "(status/nodegroup/%s malformed_%s)", self.uid, kind, what, self.uid, kind)
 
     def stop(self) -> None:
         self.group.stop()

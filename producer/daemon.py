@@ -35,6 +35,7 @@ from sectorflow._core.simulator import Pacer
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import ACQUIRE_REQUEST_KEY, SOURCE_REPLAY, AcquireRequest, Client, KvstoreError
+from sectorflow.protocol import ProtocolError, check_scan_shape
 from sectorflow.simulator import simulator_from_config
 
 from .options import check_receiver, producer_options
@@ -153,6 +154,14 @@ class ProducerDaemon:
         except KvstoreError as error:
             log.error("%s holds an invalid request, ignored: %s", ACQUIRE_REQUEST_KEY, error)
             return
+        try:
+            # Everything the scan allocates is sized from this shape: bound it before anything is built.
+            check_scan_shape(request.scan_x, request.scan_y, self.config.limits.max_scan_positions)
+        except ProtocolError as error:
+            log.error("%s: request refused: %s", ACQUIRE_REQUEST_KEY, error)
+            for producer in self._producers:
+                producer.report_error(request.scan_number, str(error))
+            return
         if (request.scan_number, request.source) in self.acquired:
             log.warning("scan %d: already acquired from the %s by this producer; request ignored",
                         request.scan_number, request.source)
@@ -162,6 +171,8 @@ class ProducerDaemon:
                                     f"source {request.source}")
         try:
             self._acquire(request)
+        except Exception as error:  # noqa: BLE001 - a failed scan must not end the daemon
+            log.error("scan %d: failed: %s: %s", request.scan_number, type(error).__name__, error)
         finally:
             if not self._stop.is_set():
                 self._transition(IDLE)
@@ -239,6 +250,9 @@ class ProducerDaemon:
         except (SectorflowError, ValueError, OSError) as error:  # ProducerError, RawFileError, ...
             outcome.error = str(error)
             log.error("scan %d: %s failed: %s", request.scan_number, name, error)
+        except Exception as error:  # noqa: BLE001 - what no check foresaw fails this scan, not the daemon
+            outcome.error = f"{type(error).__name__}: {error}"
+            log.error("scan %d: %s failed: %s", request.scan_number, name, outcome.error)
         finally:
             gate.finish(producer.options.thread_id)  # also when begin_scan failed: no sibling waits for it
 

@@ -11,6 +11,8 @@
 #include "sectorflow/protocol/errors.hpp"
 #include "sectorflow/protocol/geometry.hpp"
 #include "sectorflow/protocol/info_message.hpp"
+#include "sectorflow/protocol/limits.hpp"
+#include "sectorflow/protocol/refusal.hpp"
 #include "sectorflow/protocol/raw_file.hpp"
 
 namespace py = pybind11;
@@ -44,6 +46,12 @@ void bind_protocol(py::module_& m) {
   py::register_exception<RawFileError>(m, "RawFileError", protocol_error);
   m.attr("DATA_HEADER_VERSION") = kDataHeaderVersion;
   m.attr("INFO_VERSION") = kInfoVersion;
+  m.attr("MAX_SCAN_SIDE") = kMaxScanSide;
+  m.attr("MAX_ROUTING_LENGTH") = kMaxRoutingLength;
+  m.attr("MAX_INFO_BYTES") = kMaxInfoBytes;
+  py::list kinds;
+  for (std::size_t i = 0; i < kRefusalKinds; ++i) kinds.append(to_string(static_cast<Refusal>(i)));
+  m.attr("REFUSAL_KINDS") = py::tuple(kinds);
 
   py::class_<Geometry>(m, "Geometry", "Frame and sector shape; sectors tile the frame row-major.")
       .def(py::init([](std::uint32_t frame_rows, std::uint32_t frame_cols, std::uint32_t sector_rows,
@@ -101,6 +109,26 @@ void bind_protocol(py::module_& m) {
         py::arg("frame"), "(scan_number, frame_number) of a header after checking its type, length and version.");
   m.def("check_payload", &check_payload, py::arg("header"), py::arg("payload_bytes"), py::arg("geometry"),
         "Raise ProtocolError unless the payload size and sector index fit the geometry.");
+
+  m.def("decode_data",
+        [](const py::buffer& header, std::size_t payload_bytes, const Geometry& geometry,
+           std::uint64_t max_scan_positions, std::uint32_t sector) {
+          auto [p, n] = view(header);
+          return decode_data(p, n, payload_bytes, DataExpectations{geometry, {max_scan_positions}, sector});
+        },
+        py::arg("header"), py::arg("payload_bytes"), py::arg("geometry"), py::arg("max_scan_positions"),
+        py::arg("sector"),
+        "Decode a data message's header and check it as the aggregator and the NodeGroups do (geometry, "
+        "scan limit, the port's sector, payload size); raises ProtocolError.");
+  m.def("check_scan_shape",
+        [](std::uint32_t scan_x, std::uint32_t scan_y, std::uint64_t max_scan_positions) {
+          check_scan_shape(scan_x, scan_y, ScanLimits{max_scan_positions}, "scan");
+        },
+        py::arg("scan_x"), py::arg("scan_y"), py::arg("max_scan_positions"),
+        "Raise ProtocolError unless both sides are 1..MAX_SCAN_SIDE and the scan has at most "
+        "max_scan_positions positions.");
+  m.def("max_frame_bytes", &max_frame_bytes, py::arg("geometry"),
+        "The largest frame a data socket accepts (its ZMQ_MAXMSGSIZE).");
 
   py::class_<InfoMessage>(m, "InfoMessage", "Per-scan routing and expected message counts.")
       .def(py::init([](std::uint32_t scan_number, std::uint32_t receiver, std::uint32_t thread_id,

@@ -9,6 +9,8 @@
 #include "directory.hpp"
 #include "relay.hpp"
 #include "sectorflow/aggregator/errors.hpp"
+#include "sectorflow/protocol/errors.hpp"
+#include "sectorflow/protocol/limits.hpp"
 
 namespace sectorflow::aggregator {
 
@@ -45,6 +47,16 @@ void check(const AggregatorOptions& o) {
   }
   if (o.hwm < 1) throw AggregatorError("aggregator: hwm " + std::to_string(o.hwm) + " must be >= 1");
   if (o.max_open_scans < 1) throw AggregatorError("aggregator: max_open_scans must be >= 1");
+  if (o.max_scan_positions < 1) throw AggregatorError("aggregator: max_scan_positions must be >= 1");
+  try {
+    o.geometry.validate();
+  } catch (const protocol::ProtocolError& error) {
+    throw AggregatorError(std::string("aggregator: ") + error.what());
+  }
+  if (o.geometry.n_sectors() != o.producer_threads.size()) {
+    throw AggregatorError("aggregator: " + std::to_string(o.producer_threads.size()) + " receivers for " +
+                          std::to_string(o.geometry.n_sectors()) + " sectors; give one [[receivers]] per sector");
+  }
 }
 
 }  // namespace
@@ -60,6 +72,9 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
         "tcp://" + impl.options.bind_host + ":" + std::to_string(impl.options.base_port + r);
     zmq::socket_t pull(impl.context, zmq::socket_type::pull);
     pull.set(zmq::sockopt::rcvhwm, impl.options.hwm);
+    // A producer sending a larger frame than a sector or an info message is cut off by ZeroMQ
+    // before the frame is buffered.
+    pull.set(zmq::sockopt::maxmsgsize, protocol::max_frame_bytes(impl.options.geometry));
     pull.set(zmq::sockopt::linger, 0);
     try {
       pull.bind(endpoint);
@@ -80,6 +95,7 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
     settings.hwm = impl.options.hwm;
     settings.discovery_wait = std::chrono::milliseconds(impl.options.discovery_wait_ms);
     settings.max_open_scans = impl.options.max_open_scans;
+    settings.expect = protocol::DataExpectations{impl.options.geometry, {impl.options.max_scan_positions}, receiver};
     Impl* self = impl_.get();
     impl.relays.push_back(std::make_unique<detail::Relay>(
         impl.context, std::move(pulls[r]), *impl.directory, settings, *impl.counters[r], [self](ScanSummary s) {

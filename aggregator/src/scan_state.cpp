@@ -2,14 +2,16 @@
 
 namespace sectorflow::aggregator::detail {
 
-ScanState::ScanState(const protocol::InfoMessage& info, std::uint32_t producer_threads)
+ScanState::ScanState(const protocol::InfoMessage& info, std::uint32_t producer_threads,
+                     std::chrono::steady_clock::time_point discovery_deadline)
     : scan_number_(info.scan_number),
       scan_x_(info.scan_x),
       scan_y_(info.scan_y),
       routing_(info.routing),
       heard_(producer_threads, false),
       first_(std::chrono::steady_clock::now()),
-      last_(first_) {
+      last_(first_),
+      discovery_deadline_(discovery_deadline) {
   targets_.reserve(routing_.size());
   for (const std::string& uid : routing_) targets_.push_back(Target{uid, nullptr, 0, 0, 0, false});
 }
@@ -22,6 +24,11 @@ std::string ScanState::add_info(const protocol::InfoMessage& info) {
            " (producer threads of this receiver in the configuration)";
   }
   if (heard_[info.thread_id]) return where + ": a second info message for the same scan";
+  if (info.scan_x != scan_x_ || info.scan_y != scan_y_) {
+    return where + ": scan shape " + std::to_string(info.scan_x) + " x " + std::to_string(info.scan_y) +
+           " differs from the " + std::to_string(scan_x_) + " x " + std::to_string(scan_y_) +
+           " the scan's first info gave";
+  }
   if (info.routing != routing_) {
     return where + ": routing list of " + std::to_string(info.routing.size()) +
            " NodeGroups differs from the one the scan's first info gave (" + std::to_string(routing_.size()) + ")";

@@ -11,6 +11,7 @@
 
 #include "downstream.hpp"
 #include "sectorflow/aggregator/counters.hpp"
+#include "sectorflow/protocol/data_message.hpp"
 #include "sectorflow/protocol/info_message.hpp"
 
 namespace sectorflow::aggregator::detail {
@@ -27,8 +28,10 @@ struct Target {
 
 class ScanState {
  public:
-  /// A scan whose first info message is `info` (already checked by the caller).
-  ScanState(const protocol::InfoMessage& info, std::uint32_t producer_threads);
+  /// A scan whose first info message is `info` (already checked by the caller). Its NodeGroups
+  /// may be missing from the kvstore until `discovery_deadline` (a replica may lag the producers').
+  ScanState(const protocol::InfoMessage& info, std::uint32_t producer_threads,
+            std::chrono::steady_clock::time_point discovery_deadline);
 
   /// Adds the counts of one producer thread's info. Returns an error text (the info is then
   /// ignored) for a thread already heard from or a routing list unlike the first one.
@@ -37,6 +40,12 @@ class ScanState {
   bool infos_complete() const { return infos_ == heard_.size(); }
   /// Every expected message forwarded or lost: the scan is over for this thread.
   bool complete() const { return infos_complete() && forwarded_ + lost_ >= expected_; }
+
+  /// Whether a data header's scan shape is the one the infos announced.
+  bool fits(const protocol::DataHeader& header) const {
+    return header.scan_x == scan_x_ && header.scan_y == scan_y_;
+  }
+  std::chrono::steady_clock::time_point discovery_deadline() const { return discovery_deadline_; }
 
   Target& target_of(std::uint32_t frame_number) { return targets_[frame_number % targets_.size()]; }
   std::vector<Target>& targets() { return targets_; }
@@ -71,6 +80,7 @@ class ScanState {
   std::uint64_t bytes_ = 0;
   std::chrono::steady_clock::time_point first_;
   std::chrono::steady_clock::time_point last_;
+  std::chrono::steady_clock::time_point discovery_deadline_;
 };
 
 }  // namespace sectorflow::aggregator::detail

@@ -43,15 +43,21 @@ CountingWorker::CountingWorker(zmq::context_t& context, const std::string& endpo
 
 void CountingWorker::run(const std::atomic<bool>& stop) {
   while (!stop.load(std::memory_order_relaxed)) {
-    for (int i = 0; i < kBatch && !stop.load(std::memory_order_relaxed); ++i) {
-      place_held();
-      if (read_ready(i == 0 ? detail::kPollInterval : std::chrono::milliseconds(0))) {
-        stalled_since_.reset();
-        continue;
+    try {
+      for (int i = 0; i < kBatch && !stop.load(std::memory_order_relaxed); ++i) {
+        place_held();
+        if (read_ready(i == 0 ? detail::kPollInterval : std::chrono::milliseconds(0))) {
+          stalled_since_.reset();
+          continue;
+        }
+        if (!force_progress()) break;
       }
-      if (!force_progress()) break;
+      poll_decisions();
+    } catch (const std::exception& error) {
+      // The receivers checked every message, so this is a failure no check foresaw (memory, a
+      // socket): counted and logged once, and the thread goes on with the next message.
+      counters_.malformed.count(protocol::Refusal::kError, std::string("counting thread: ") + error.what());
     }
-    poll_decisions();
   }
 }
 

@@ -47,7 +47,8 @@ void merge(ScanResult& into, ScanResult&& part) {
 
 NodeGroup::NodeGroup(NodeGroupSettings settings)
     : settings_(completed(std::move(settings))),
-      tracker_(settings_.receivers, std::chrono::milliseconds(static_cast<long>(settings_.scan_timeout_s * 1000.0))),
+      tracker_(settings_.receivers, std::chrono::milliseconds(static_cast<long>(settings_.scan_timeout_s * 1000.0)),
+               settings_.max_open_scans),
       context_(static_cast<int>(std::min<std::uint32_t>(settings_.receivers, 4))) {
   std::vector<std::string> endpoints;
   WorkerHooks hooks{[this](std::uint32_t scan) { return sampler(scan); },
@@ -67,6 +68,12 @@ NodeGroup::NodeGroup(NodeGroupSettings settings)
 }
 
 NodeGroup::~NodeGroup() { stop(); }
+
+NodeGroupCounterValues NodeGroup::counters() const {
+  NodeGroupCounterValues values = counters_.values();
+  values.scans_evicted = tracker_.evicted();
+  return values;
+}
 
 void NodeGroup::stop() {
   stop_.store(true);
@@ -110,6 +117,7 @@ void NodeGroup::worker_finished(std::uint32_t scan, ScanResult&& part) {
   result.received = std::move(arrivals.received);
   result.bytes = arrivals.bytes;
   result.timed_out = arrivals.timed_out;
+  result.evicted = arrivals.evicted;
   result.late_messages += arrivals.late;
   result.first_message_s = arrivals.first_message_s;
   result.last_message_s = arrivals.last_message_s;

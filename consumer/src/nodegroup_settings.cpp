@@ -48,6 +48,8 @@ void NodeGroupSettings::validate() const {
   if (!(scan_timeout_s > 0.0) || !std::isfinite(scan_timeout_s)) {
     throw NodeGroupError(who + "[nodegroup] scan_timeout_s must be positive, got " + std::to_string(scan_timeout_s));
   }
+  if (limits.max_positions == 0) throw NodeGroupError(who + "[limits] max_scan_positions must be at least 1");
+  if (max_open_scans == 0) throw NodeGroupError(who + "[limits] max_open_scans must be at least 1");
   if (thresholds.sample_frames == 0) throw NodeGroupError(who + "[counting] threshold_sample_frames must be >= 1");
   if (calibration && calibration->shape() != FrameShape{geometry.frame_rows, geometry.frame_cols}) {
     throw NodeGroupError(who + "dark reference / gain shape " + calibration->shape().str() +

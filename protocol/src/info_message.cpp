@@ -6,6 +6,8 @@
 #include <set>
 
 #include "sectorflow/protocol/errors.hpp"
+#include "sectorflow/protocol/limits.hpp"
+#include "unpack_bounded.hpp"
 
 namespace sectorflow::protocol {
 namespace {
@@ -13,14 +15,21 @@ namespace {
 constexpr const char* kKeys[] = {"version", "kind",    "scan_number", "receiver", "thread_id",
                                  "scan_x",  "scan_y",  "routing",     "counts"};
 
+// An info message holds a few named fields, a routing list and a count per uid: containers
+// bounded by the longest routing list, strings by the longest uid.
+const msgpack::unpack_limit kInfoLimit(/*array=*/kMaxRoutingLength, /*map=*/kMaxRoutingLength + 16,
+                                       /*str=*/kMaxUidBytes, /*bin=*/0, /*ext=*/0, /*depth=*/4);
+
 std::string label(const std::string& key) { return "info message key '" + key + "'"; }
+
+ProtocolError info_error(const std::string& what) { return ProtocolError(what, Refusal::kInfo); }
 
 std::uint64_t as_uint(const msgpack::object& object, const std::string& key, std::uint64_t max) {
   if (object.type != msgpack::type::POSITIVE_INTEGER) {
-    throw ProtocolError(label(key) + ": expected an unsigned integer");
+    throw info_error(label(key) + ": expected an unsigned integer");
   }
   if (object.via.u64 > max) {
-    throw ProtocolError(label(key) + ": value " + std::to_string(object.via.u64) + " out of range");
+    throw info_error(label(key) + ": value " + std::to_string(object.via.u64) + " out of range");
   }
   return object.via.u64;
 }
@@ -30,7 +39,7 @@ std::uint32_t as_u32(const msgpack::object& object, const std::string& key) {
 }
 
 std::string as_string(const msgpack::object& object, const std::string& what) {
-  if (object.type != msgpack::type::STR) throw ProtocolError(what + ": expected a string");
+  if (object.type != msgpack::type::STR) throw info_error(what + ": expected a string");
   return std::string(object.via.str.ptr, object.via.str.size);
 }
 
@@ -71,14 +80,13 @@ std::string encode_info(const InfoMessage& info) {
 }
 
 InfoMessage decode_info(const void* data, std::size_t size) {
-  msgpack::object_handle handle;
-  try {
-    handle = msgpack::unpack(static_cast<const char*>(data), size);
-  } catch (const std::exception& error) {
-    throw ProtocolError(std::string("info message: not valid msgpack (") + error.what() + ")");
+  if (size > kMaxInfoBytes) {
+    throw info_error("info message: " + std::to_string(size) + " bytes, more than the " +
+                     std::to_string(kMaxInfoBytes) + " allowed");
   }
+  const msgpack::object_handle handle = detail::unpack_bounded(data, size, kInfoLimit, "info message", Refusal::kInfo);
   const msgpack::object& root = handle.get();
-  if (root.type != msgpack::type::MAP) throw ProtocolError("info message: expected a msgpack map");
+  if (root.type != msgpack::type::MAP) throw info_error("info message: expected a msgpack map");
 
   std::map<std::string, const msgpack::object*> fields;
   for (std::uint32_t i = 0; i < root.via.map.size; ++i) {
@@ -86,15 +94,15 @@ InfoMessage decode_info(const void* data, std::size_t size) {
     fields[as_string(kv.key, "info message key")] = &kv.val;
   }
   for (const char* key : kKeys) {
-    if (fields.count(key) == 0) throw ProtocolError(std::string("info message: missing key '") + key + "'");
+    if (fields.count(key) == 0) throw info_error(std::string("info message: missing key '") + key + "'");
   }
   const std::uint32_t version = as_u32(*fields["version"], "version");
   if (version != kInfoVersion) {
-    throw ProtocolError(label("version") + ": expected " + std::to_string(kInfoVersion) + ", got " +
+    throw info_error(label("version") + ": expected " + std::to_string(kInfoVersion) + ", got " +
                         std::to_string(version));
   }
   const std::string kind = as_string(*fields["kind"], label("kind"));
-  if (kind != "info") throw ProtocolError(label("kind") + ": expected 'info', got '" + kind + "'");
+  if (kind != "info") throw info_error(label("kind") + ": expected 'info', got '" + kind + "'");
 
   InfoMessage info;
   info.scan_number = as_u32(*fields["scan_number"], "scan_number");
@@ -102,29 +110,47 @@ InfoMessage decode_info(const void* data, std::size_t size) {
   info.thread_id = as_u32(*fields["thread_id"], "thread_id");
   info.scan_x = as_u32(*fields["scan_x"], "scan_x");
   info.scan_y = as_u32(*fields["scan_y"], "scan_y");
+  const std::string where = "info message of scan " + std::to_string(info.scan_number);
+  if (info.scan_x == 0 || info.scan_y == 0 || info.scan_x > kMaxScanSide || info.scan_y > kMaxScanSide) {
+    throw info_error(where + ": scan shape " + std::to_string(info.scan_x) + " x " + std::to_string(info.scan_y) +
+                     " outside 1.." + std::to_string(kMaxScanSide) + " per side");
+  }
 
   const msgpack::object& routing = *fields["routing"];
-  if (routing.type != msgpack::type::ARRAY) throw ProtocolError(label("routing") + ": expected an array of UIDs");
+  if (routing.type != msgpack::type::ARRAY) throw info_error(label("routing") + ": expected an array of UIDs");
   for (std::uint32_t i = 0; i < routing.via.array.size; ++i) {
-    info.routing.push_back(as_string(routing.via.array.ptr[i], label("routing")));
+    std::string uid = as_string(routing.via.array.ptr[i], label("routing"));
+    if (uid.empty() || uid.find('/') != std::string::npos) {
+      throw info_error(label("routing") + ": uid '" + uid + "' must be non-empty and hold no '/' (scan " +
+                       std::to_string(info.scan_number) + ")");
+    }
+    info.routing.push_back(std::move(uid));
   }
   if (!std::is_sorted(info.routing.begin(), info.routing.end()) ||
       std::adjacent_find(info.routing.begin(), info.routing.end()) != info.routing.end()) {
-    throw ProtocolError(label("routing") + ": expected sorted UIDs without duplicates (scan " +
+    throw info_error(label("routing") + ": expected sorted UIDs without duplicates (scan " +
                         std::to_string(info.scan_number) + ")");
   }
   const std::set<std::string> known(info.routing.begin(), info.routing.end());
 
+  const std::uint64_t positions = std::uint64_t{info.scan_x} * info.scan_y;
+  std::uint64_t total = 0;
   const msgpack::object& counts = *fields["counts"];
-  if (counts.type != msgpack::type::MAP) throw ProtocolError(label("counts") + ": expected a map UID -> count");
+  if (counts.type != msgpack::type::MAP) throw info_error(label("counts") + ": expected a map UID -> count");
   for (std::uint32_t i = 0; i < counts.via.map.size; ++i) {
     const auto& kv = counts.via.map.ptr[i];
     std::string uid = as_string(kv.key, label("counts"));
     if (known.count(uid) == 0) {
-      throw ProtocolError(label("counts") + ": UID '" + uid + "' is not in the routing list (scan " +
+      throw info_error(label("counts") + ": UID '" + uid + "' is not in the routing list (scan " +
                           std::to_string(info.scan_number) + ")");
     }
-    info.counts[uid] = as_uint(kv.val, "counts", std::numeric_limits<std::uint64_t>::max());
+    info.counts[uid] = as_uint(kv.val, "counts", positions);
+    total += info.counts[uid];
+  }
+  // A producer thread sends at most one message per probe position.
+  if (total > positions) {
+    throw info_error(label("counts") + ": " + std::to_string(total) + " messages announced for a scan of " +
+                     std::to_string(positions) + " positions (scan " + std::to_string(info.scan_number) + ")");
   }
   return info;
 }

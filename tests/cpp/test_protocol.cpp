@@ -9,6 +9,7 @@
 #include "sectorflow/protocol/data_message.hpp"
 #include "sectorflow/protocol/errors.hpp"
 #include "sectorflow/protocol/info_message.hpp"
+#include "sectorflow/protocol/limits.hpp"
 
 namespace sp = sectorflow::protocol;
 
@@ -60,4 +61,70 @@ TEST(InfoMessage, GoldenBytesRoundTrip) {
   EXPECT_EQ(info.counts.at("ng-a"), 2048u);
   EXPECT_EQ(info.counts.at("ng-b"), 2047u);
   EXPECT_EQ(sp::encode_info(info), bytes);
+}
+
+namespace {
+
+// The refusal kind a receiving thread would charge `header` (with a payload of `payload_bytes`) to.
+sp::Refusal refusal_of(const std::string& header, std::size_t payload_bytes, std::uint64_t max_positions = 1 << 20,
+                       std::uint32_t sector = 3) {
+  const sp::DataExpectations expect{sp::Geometry{576, 576, 144, 576, 2}, {max_positions}, sector};
+  try {
+    (void)sp::decode_data(header.data(), header.size(), payload_bytes, expect);
+  } catch (const sp::ProtocolError& error) {
+    return error.kind();
+  }
+  throw std::runtime_error("the message was accepted");
+}
+
+std::string with(void (*change)(sp::DataHeader&)) {
+  sp::DataHeader header = golden_header();
+  change(header);
+  return sp::encode_header(header);
+}
+
+constexpr std::size_t kSector = 144 * 576 * 2;
+
+}  // namespace
+
+TEST(DataMessage, EachRefusalIsChargedToItsKind) {
+  EXPECT_EQ(refusal_of("\xc1", kSector), sp::Refusal::kHeader);
+  EXPECT_EQ(refusal_of(with([](sp::DataHeader& h) { h.scan_y = 70000; }), kSector), sp::Refusal::kShape);
+  EXPECT_EQ(refusal_of(golden("data_header_v1.bin"), kSector, /*max_positions=*/100), sp::Refusal::kShape);
+  EXPECT_EQ(refusal_of(with([](sp::DataHeader& h) { h.position_y = 64; }), kSector), sp::Refusal::kPosition);
+  EXPECT_EQ(refusal_of(with([](sp::DataHeader& h) { h.frame_number = 0; }), kSector), sp::Refusal::kPosition);
+  EXPECT_EQ(refusal_of(golden("data_header_v1.bin"), kSector, 1 << 20, /*sector=*/1), sp::Refusal::kSector);
+  EXPECT_EQ(refusal_of(golden("data_header_v1.bin"), kSector - 2), sp::Refusal::kPayload);
+}
+
+TEST(DataMessage, AHeaderDeclaringAHugeArrayIsRefusedWithoutAllocatingIt) {
+  // msgpack array32 of 2^32 - 1 elements in five bytes: without bounds msgpack-c asks for ~100 GB.
+  const std::string huge("\xdd\xff\xff\xff\xff", 5);
+  EXPECT_EQ(refusal_of(huge, kSector), sp::Refusal::kHeader);
+}
+
+TEST(InfoMessage, BoundsAreRefusedAsInfo) {
+  const auto refused = [](const std::string& bytes) {
+    try {
+      (void)sp::decode_info(bytes.data(), bytes.size());
+    } catch (const sp::ProtocolError& error) {
+      return error.kind() == sp::Refusal::kInfo;
+    }
+    return false;
+  };
+  EXPECT_TRUE(refused(std::string("\xdf\xff\xff\xff\xff", 5)));  // map32 of 2^32 - 1 pairs
+  sp::InfoMessage info = sp::decode_info(golden("info_v1.bin").data(), golden("info_v1.bin").size());
+  info.counts["ng-a"] = 128 * 64;  // with ng-b's 2047, more messages than the scan has positions
+  EXPECT_TRUE(refused(sp::encode_info(info)));
+  info.counts = {};
+  info.routing.assign(sp::kMaxRoutingLength + 1, "ng");
+  for (std::size_t i = 0; i < info.routing.size(); ++i) info.routing[i] += std::to_string(100000 + i);
+  EXPECT_TRUE(refused(sp::encode_info(info)));
+}
+
+TEST(ScanLimits, ShapeChecksSidesAndPositions) {
+  EXPECT_NO_THROW(sp::check_scan_shape(65535, 1, {65535}, "scan 1"));
+  EXPECT_THROW(sp::check_scan_shape(0, 1, {100}, "scan 1"), sp::ProtocolError);
+  EXPECT_THROW(sp::check_scan_shape(65536, 1, {1ULL << 40}, "scan 1"), sp::ProtocolError);
+  EXPECT_THROW(sp::check_scan_shape(11, 10, {100}, "scan 1"), sp::ProtocolError);
 }

@@ -1,5 +1,6 @@
 // ScanTracker: an aggregator thread's part of a scan times out on what that port heard, so a
-// receiver that never starts the scan (or dies) ends its part while the others still deliver.
+// receiver that never starts the scan (or dies) ends its part while the others still deliver; the
+// scans peers announce are bounded, and a scan keeps the shape its first message gave.
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -15,31 +16,78 @@ namespace {
 
 constexpr std::uint32_t kScan = 7;
 constexpr std::uint64_t kBytes = 100;
+constexpr std::uint32_t kSide = 8;
+constexpr std::size_t kOpenScans = 16;
+using Arrival = ScanTracker::Arrival;
+
+Arrival data(ScanTracker& tracker, std::uint32_t scan, std::uint32_t receiver) {
+  return tracker.on_data(scan, receiver, kBytes, kSide, kSide);
+}
 
 }  // namespace
 
 TEST(ScanTracker, ASilentPortTimesOutWhileTheOthersStillDeliver) {
-  ScanTracker tracker(4, 1000ms);
+  ScanTracker tracker(4, 1000ms, kOpenScans);
   const auto start = ScanTracker::Clock::now();
-  ASSERT_EQ(tracker.on_data(kScan, 0, kBytes), ScanTracker::Data::kAccepted);
+  ASSERT_EQ(data(tracker, kScan, 0), Arrival::kAccepted);
   // Port 0 keeps delivering; port 3 never heard of the scan.
   EXPECT_TRUE(tracker.expire(0, start + 500ms).empty());
   EXPECT_TRUE(tracker.expire(3, start + 500ms).empty());
   EXPECT_EQ(tracker.expire(3, start + 5s), std::vector<std::uint32_t>{kScan});
   // Port 3's part is over: what it sends now is late; port 0 is not timed out by port 3's silence.
-  EXPECT_EQ(tracker.on_data(kScan, 3, kBytes), ScanTracker::Data::kLate);
-  EXPECT_EQ(tracker.on_data(kScan, 0, kBytes), ScanTracker::Data::kAccepted);
+  EXPECT_EQ(data(tracker, kScan, 3), Arrival::kLate);
+  EXPECT_EQ(data(tracker, kScan, 0), Arrival::kAccepted);
   EXPECT_TRUE(tracker.expire(0, ScanTracker::Clock::now() + 500ms).empty());
 }
 
 TEST(ScanTracker, APortTimesOutOnItsOwnLastMessage) {
-  ScanTracker tracker(2, 1000ms);
-  ASSERT_EQ(tracker.on_data(kScan, 0, kBytes), ScanTracker::Data::kAccepted);
-  ASSERT_EQ(tracker.on_data(kScan, 1, kBytes), ScanTracker::Data::kAccepted);
+  ScanTracker tracker(2, 1000ms, kOpenScans);
+  ASSERT_EQ(data(tracker, kScan, 0), Arrival::kAccepted);
+  ASSERT_EQ(data(tracker, kScan, 1), Arrival::kAccepted);
   const auto heard = ScanTracker::Clock::now();
   EXPECT_TRUE(tracker.expire(1, heard + 900ms).empty());
   EXPECT_EQ(tracker.expire(1, heard + 1100ms), std::vector<std::uint32_t>{kScan});
   const ScanTracker::Arrivals arrivals = tracker.take(kScan);
   EXPECT_TRUE(arrivals.timed_out);
   EXPECT_EQ(arrivals.received, (std::vector<std::uint64_t>{1, 1}));
+}
+
+TEST(ScanTracker, AMessageOfAnotherShapeThanTheScansFirstIsRefused) {
+  ScanTracker tracker(2, 1000ms, kOpenScans);
+  ASSERT_EQ(tracker.on_info(kScan, 0, 1, {"ng-a"}, kSide, kSide), Arrival::kAccepted);
+  EXPECT_EQ(tracker.on_data(kScan, 1, kBytes, kSide, kSide + 1), Arrival::kMismatch);
+  EXPECT_EQ(tracker.on_info(kScan, 1, 1, {"ng-a"}, 2 * kSide, kSide), Arrival::kMismatch);
+  EXPECT_EQ(tracker.on_data(kScan, 0, kBytes, kSide, kSide), Arrival::kLast);
+  EXPECT_EQ(tracker.take(kScan).received, (std::vector<std::uint64_t>{1, 0}));
+}
+
+TEST(ScanTracker, OpeningOneScanTooManyEvictsTheOldestByArrivalNeverTheNewOne) {
+  ScanTracker tracker(2, 1h, 3);
+  // Opened in the order 30, 10, 20: 30 is the oldest although its number is the highest.
+  for (const std::uint32_t scan : {30U, 10U, 20U}) ASSERT_EQ(data(tracker, scan, 0), Arrival::kAccepted);
+  // A replay of an old scan number is as new as any.
+  ASSERT_EQ(data(tracker, 5, 0), Arrival::kAccepted);
+  EXPECT_EQ(tracker.evicted(), 1U);
+  // Every receiver ends the evicted scan's part at its next expiry pass, long before the timeout.
+  const auto now = ScanTracker::Clock::now();
+  EXPECT_EQ(tracker.expire(0, now), std::vector<std::uint32_t>{30});
+  EXPECT_EQ(tracker.expire(1, now), std::vector<std::uint32_t>{30});
+  const ScanTracker::Arrivals arrivals = tracker.take(30);
+  EXPECT_TRUE(arrivals.evicted);
+  EXPECT_TRUE(arrivals.timed_out);
+  EXPECT_EQ(arrivals.received, (std::vector<std::uint64_t>{1, 0}));
+  // The newly opened scan and the others are still live.
+  for (const std::uint32_t scan : {5U, 10U, 20U}) EXPECT_EQ(data(tracker, scan, 1), Arrival::kAccepted);
+}
+
+TEST(ScanTracker, ScansBeingFinishedBoundTheTableAtTwiceTheOpenScans) {
+  ScanTracker tracker(1, 1h, 2);
+  // Each new scan evicts the oldest live one; evicted scans stay until their results are taken.
+  for (std::uint32_t scan = 1; scan <= 4; ++scan) ASSERT_EQ(data(tracker, scan, 0), Arrival::kAccepted);
+  EXPECT_EQ(tracker.evicted(), 2U);
+  EXPECT_EQ(data(tracker, 5, 0), Arrival::kFull);
+  // Taking a finished scan frees its slot.
+  (void)tracker.expire(0, ScanTracker::Clock::now());
+  (void)tracker.take(1);
+  EXPECT_EQ(data(tracker, 5, 0), Arrival::kAccepted);
 }

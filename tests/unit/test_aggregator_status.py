@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sectorflow.aggregator import MALFORMED_KINDS, summary_line, thread_status
+from sectorflow.aggregator import summary_line, thread_status
 from sectorflow.kvstore import ServiceStatus
+from sectorflow.protocol import REFUSAL_KINDS
 
 
 class FakeStats:
@@ -19,7 +20,8 @@ class FakeStats:
     infos = 2
     lost = 7
     open_scans = 1
-    malformed = {"header": 2, "parts": 0, "info": 1, "no_info": 3}
+    evicted_scans = 2
+    malformed = {kind: 0 for kind in REFUSAL_KINDS} | {"header": 2, "info": 1, "no_info": 3}
     first_malformed = {"header": "data header: expected 9 fields, got 3"}
 
 
@@ -39,9 +41,10 @@ class FakeSummary:
 def test_status_carries_counters_malformed_kinds_and_loss() -> None:
     status = ServiceStatus.decode(thread_status(FakeStats(), lost_last_scan=4).encode())
     assert (status.state, status.scan, status.messages, status.bytes) == ("streaming", 12, 300, 49_766_400)
-    assert {k: status.extra[f"malformed_{k}"] for k in MALFORMED_KINDS} == FakeStats.malformed
+    assert {k: status.extra[f"malformed_{k}"] for k in REFUSAL_KINDS} == FakeStats.malformed
     assert status.extra["malformed"] == 6
     assert (status.extra["lost"], status.extra["lost_last_scan"], status.extra["open_scans"]) == (7, 4, 1)
+    assert status.extra["evicted_scans"] == 2
 
 
 @pytest.mark.parametrize("streaming, state", [(True, "streaming"), (False, "idle")])

@@ -25,5 +25,5 @@ def test_wrong_producer_threads_are_refused_by_name(make_config, threads: list[i
     config, _ = make_config()
     with pytest.raises(NodeGroupError, match=r"^NodeGroup ng-1: ") as raised:
         NodeGroupSettings(uid="ng-1", host="127.0.0.1", geometry=config.geometry(), receivers=4,
-                          producer_threads=threads)
+                          producer_threads=threads, max_scan_positions=1024, max_open_scans=4)
     assert str(raised.value).endswith(message)

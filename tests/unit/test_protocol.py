@@ -15,6 +15,7 @@ from sectorflow.protocol import (
     InfoMessage,
     ProtocolError,
     check_payload,
+    decode_data,
     decode_header,
     decode_info,
     encode_header,
@@ -86,14 +87,31 @@ def test_header_position_is_scan_major() -> None:
         (msgpack.packb(header_list(frame_number=-1)), "field 'frame_number' (index 2): expected an unsigned integer, got negative integer"),
         (msgpack.packb(header_list(sector=1.0)), "field 'sector' (index 3): expected an unsigned integer, got float"),
         (msgpack.packb(header_list(scan_x=2**32)), "field 'scan_x' (index 4): expected a value below 2^32"),
-        (msgpack.packb(header_list(scan_y=0)), "scan 7, frame 1234, sector 3: scan shape must be positive"),
+        (msgpack.packb(header_list(scan_y=0)), "scan 7, frame 1234, sector 3: scan shape 128 x 0 outside 1..65535 per side"),
+        (msgpack.packb(header_list(scan_y=65536)), "scan shape 128 x 65536 outside 1..65535 per side"),
         (msgpack.packb(header_list(position_x=128)), "probe position (128, 9) lies outside the scan of 128 x 64"),
+        (msgpack.packb(header_list(frame_number=1235)), "frame number is not the flat probe position 1234 = 9 x 128 + 82"),
+        (msgpack.packb(header_list()) + b"\x00", "1 bytes after the msgpack object"),
+        # Five bytes that declare an array of 2^32 - 1 elements: refused before anything is allocated.
+        (b"\xdd\xff\xff\xff\xff", "not valid msgpack within its bounds"),
         (msgpack.packb(header_list(thread_id=None)), "field 'thread_id' (index 8): expected an unsigned integer, got nil"),
     ],
 )
 def test_decoder_rejects_malformed_headers_naming_the_field(frame: bytes, message: str) -> None:
     with pytest.raises(ProtocolError, match=re.escape(message)):
         decode_header(frame)
+
+
+def test_decode_data_checks_the_header_against_geometry_limits_and_port() -> None:
+    geometry = Geometry(576, 576, 144, 576, 2)
+    header = encode_header(GOLDEN_HEADER)
+    assert decode_data(header, geometry.sector_bytes, geometry, 128 * 64, 3) == GOLDEN_HEADER
+    with pytest.raises(ProtocolError, match=re.escape("more than the 8191 positions allowed ([limits] max_scan_positions)")):
+        decode_data(header, geometry.sector_bytes, geometry, 128 * 64 - 1, 3)
+    with pytest.raises(ProtocolError, match=re.escape("came on the port of sector 2 (receiver r sends sector r only)")):
+        decode_data(header, geometry.sector_bytes, geometry, 128 * 64, 2)
+    with pytest.raises(ProtocolError, match=re.escape("payload of 1 bytes, expected 165888")):
+        decode_data(header, 1, geometry, 128 * 64, 3)
 
 
 def test_peek_rejects_a_wrong_version_too() -> None:
@@ -157,6 +175,12 @@ def test_golden_info_bytes_decode_and_reencode_identically() -> None:
         (msgpack.packb(info_dict(routing=["ng-a", "ng-a"])), "key 'routing': expected sorted UIDs without duplicates"),
         (msgpack.packb(info_dict(counts={"ng-z": 1})), "UID 'ng-z' is not in the routing list"),
         (msgpack.packb(info_dict(counts=[1, 2])), "key 'counts': expected a map UID -> count"),
+        (msgpack.packb(info_dict(scan_x=0)), "scan shape 0 x 64 outside 1..65535 per side"),
+        (msgpack.packb(info_dict(routing=["", "ng-a"], counts={})), "uid '' must be non-empty and hold no '/'"),
+        (msgpack.packb(info_dict(counts={"ng-a": 8000, "ng-b": 193})), "8193 messages announced for a scan of 8192"),
+        (msgpack.packb(info_dict(routing=[f"ng-{i:04d}" for i in range(1025)], counts={})), "not valid msgpack within"),
+        (b"\xdf\xff\xff\xff\xff", "not valid msgpack within its bounds"),
+        (b"\x80" * (1024 * 1024 + 1), "bytes, more than the 1048576 allowed"),
     ],
 )
 def test_info_decoder_rejects_malformed_messages_naming_the_key(message: bytes, error: str) -> None:

@@ -1,29 +1,17 @@
 // What a relay thread counts. The thread writes atomics; anyone may read a snapshot at any time
-// (the Python daemon publishes them in the kvstore). Kinds of malformed message are kept apart,
-// each with the text of its first occurrence so it can be logged once.
+// (the Python daemon publishes them in the kvstore). Refused messages are counted by kind
+// (protocol/refusal.hpp), each with the text of its first occurrence so it can be logged once.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 
+#include "sectorflow/protocol/refusal.hpp"
+
 namespace sectorflow::aggregator {
-
-/// Why a message was dropped as malformed (SPEC.md, "Loss, and what is never silent").
-enum class MalformedKind : std::size_t {
-  kHeader = 0,  ///< a data header that does not decode
-  kParts,       ///< a message of neither one (info) nor two (data) frames
-  kInfo,        ///< an info message that does not decode or does not fit this thread
-  kNoInfo,      ///< data of a scan whose routing no info message has given
-};
-inline constexpr std::size_t kMalformedKinds = 4;
-
-/// "header", "parts", "info", "no_info": the names the status fields use.
-const char* to_string(MalformedKind kind);
 
 /// A snapshot of one relay thread's counters.
 struct RelayStats {
@@ -35,8 +23,8 @@ struct RelayStats {
   std::uint64_t infos = 0;     ///< info messages accepted
   std::uint64_t lost = 0;      ///< data messages dropped because their NodeGroup was gone
   std::uint64_t open_scans = 0;
-  std::array<std::uint64_t, kMalformedKinds> malformed{};
-  std::array<std::string, kMalformedKinds> first_malformed;  ///< "" until the kind occurs
+  std::uint64_t evicted_scans = 0;  ///< scans closed unfinished to make room for a newer one
+  protocol::RefusalStats malformed;  ///< messages refused, by kind (SPEC.md, "Refusals")
 };
 
 /// One scan as one relay thread saw it, reported when the scan completes (or is closed unfinished).
@@ -68,8 +56,9 @@ class RelayCounters {
     scan_.store(scan, std::memory_order_relaxed);
   }
   void open_scans(std::size_t n) { open_scans_.store(n, std::memory_order_relaxed); }
-  /// Counts one malformed message; keeps `what` if it is the first of its kind.
-  void malformed(MalformedKind kind, const std::string& what);
+  void evicted_scan() { evicted_scans_.fetch_add(1, std::memory_order_relaxed); }
+  /// Counts one refused message; keeps `what` if it is the first of its kind.
+  void malformed(protocol::Refusal kind, const std::string& what) { malformed_.count(kind, what); }
 
   RelayStats snapshot() const;
 
@@ -80,10 +69,9 @@ class RelayCounters {
   std::atomic<std::uint64_t> infos_{0};
   std::atomic<std::uint64_t> lost_{0};
   std::atomic<std::uint64_t> open_scans_{0};
+  std::atomic<std::uint64_t> evicted_scans_{0};
   std::atomic<std::uint32_t> scan_{0};
-  std::array<std::atomic<std::uint64_t>, kMalformedKinds> malformed_{};
-  mutable std::mutex first_mutex_;
-  std::array<std::string, kMalformedKinds> first_;
+  protocol::RefusalCounters malformed_;
 };
 
 }  // namespace sectorflow::aggregator

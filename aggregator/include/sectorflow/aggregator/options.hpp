@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sectorflow/kvstore/client.hpp"
+#include "sectorflow/protocol/geometry.hpp"
 
 namespace sectorflow::aggregator {
 
@@ -21,6 +22,9 @@ struct AggregatorOptions {
   /// Scans of one thread kept open at once; beyond it the oldest unfinished one is closed.
   std::uint32_t max_open_scans = 16;
   kvstore::ClientOptions kvstore;              ///< the replica of nodegroups/ (subtree is forced)
+  protocol::Geometry geometry;                 ///< what a data message must fit; one sector per receiver
+  /// Probe positions of the largest scan accepted ([limits] max_scan_positions); must be set.
+  std::uint64_t max_scan_positions = 0;
 };
 
 }  // namespace sectorflow::aggregator

@@ -1,4 +1,4 @@
-// A NodeGroup (DESIGN.md step 3, SPEC.md steps 5 and 6): R receiver threads, one PULL socket per
+// A NodeGroup (protocol/SPEC.md steps 5 and 6): R receiver threads, one PULL socket per
 // aggregator thread, forwarding over inproc to C counting threads that assemble and count.
 // Scans are handed over as ScanResult, one per scan, in the order they finish.
 //
@@ -48,7 +48,7 @@ class NodeGroup {
   const std::vector<std::uint16_t>& ports() const { return ports_; }
   /// The next finished scan, waiting up to `timeout`; nothing if none finished by then or stopped.
   std::optional<ScanResult> wait_scan(std::chrono::milliseconds timeout);
-  NodeGroupCounterValues counters() const { return counters_.values(); }
+  NodeGroupCounterValues counters() const;
   /// Scans being received (not yet handed over by every receiver).
   std::vector<ScanTracker::Progress> progress() const { return tracker_.progress(); }
   /// Scans whose data are all in, being counted by the counting threads.

@@ -11,6 +11,7 @@
 
 #include "sectorflow/consumer/calibration.hpp"
 #include "sectorflow/protocol/geometry.hpp"
+#include "sectorflow/protocol/limits.hpp"
 
 namespace sectorflow::consumer {
 
@@ -37,6 +38,8 @@ struct NodeGroupSettings {
   int recv_hwm = 1000;                 ///< high-water mark of the PULL sockets (messages)
   std::uint32_t pool_frames = 256;     ///< frames held while assembling, split over counting threads
   double scan_timeout_s = 60.0;        ///< no data this long before completion: finish with what arrived
+  protocol::ScanLimits limits;         ///< largest scan accepted ([limits] max_scan_positions); must be set
+  std::uint32_t max_open_scans = 0;    ///< scans live at once ([limits] max_open_scans); must be set
   /// Electron-count the assembled frames. false: assemble only (no threshold sample, no counting;
   /// each frame is recorded with no events and thresholds_known stays false): what the transport
   /// benchmark measures, the data path without the arithmetic.

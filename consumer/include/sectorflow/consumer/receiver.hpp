@@ -1,11 +1,12 @@
 // A receiver thread of a NodeGroup: the PULL socket that aggregator thread r pushes to
 // (SPEC.md, "Roles and sockets"), bound on settings.host with a port chosen by the OS.
 //
-// Data messages are checked (header decoded, payload size) and forwarded over inproc to counting
-// thread frame_number % counting_threads, payload frame moved, not copied. Info messages give the
-// expected count of port r (counts[uid], 0 if the uid is absent). When r's part of a scan is over
-// (all expected messages came, or the scan timed out, see scan_tracker.hpp) it sends an end
-// marker to every counting thread. Malformed messages are counted and dropped.
+// Data messages are checked as the aggregator checks them (protocol::decode_data: geometry, scan
+// limits, sector r, payload size; then the scan's shape) and forwarded over inproc to counting
+// thread worker_of(frame), payload frame moved, not copied. Info messages give the expected count
+// of port r (counts[uid], 0 if the uid is absent). When r's part of a scan is over (all expected
+// messages came, or the scan timed out or was evicted, see scan_tracker.hpp) it sends an end
+// marker to every counting thread. Refused messages are counted by kind and dropped.
 #pragma once
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include "sectorflow/consumer/nodegroup_counters.hpp"
 #include "sectorflow/consumer/nodegroup_settings.hpp"
 #include "sectorflow/consumer/scan_tracker.hpp"
+#include "sectorflow/protocol/data_message.hpp"
 
 namespace sectorflow::consumer {
 
@@ -31,15 +33,20 @@ class Receiver {
   Receiver& operator=(const Receiver&) = delete;
 
   std::uint16_t port() const { return port_; }
-  /// The thread body: runs until `stop` is set.
+  /// The thread body: runs until `stop` is set; what one message makes fail is counted
+  /// (Refusal::kError) and the loop goes on.
   void run(const std::atomic<bool>& stop);
 
  private:
   void handle(std::vector<zmq::message_t>& parts, const std::atomic<bool>& stop);
+  void on_info(const zmq::message_t& message, const std::atomic<bool>& stop);
+  /// Counts what the tracker did not accept; true if the message goes on.
+  bool accepted(ScanTracker::Arrival arrival, std::uint32_t scan);
   void send_end(std::uint32_t scan, bool timed_out, const std::atomic<bool>& stop);
 
   const NodeGroupSettings& settings_;
   std::uint32_t index_;
+  protocol::DataExpectations expect_;
   ScanTracker& tracker_;
   NodeGroupCounters& counters_;
   zmq::socket_t pull_;

@@ -36,6 +36,7 @@ struct ScanResult {
   std::vector<std::int64_t> expected;
   std::vector<std::uint64_t> received;
   bool timed_out = false;         ///< finished by nodegroup.scan_timeout_s, not by completion
+  bool evicted = false;           ///< of those, closed early to make room for a newer scan ([limits])
   std::uint64_t bytes = 0;        ///< payload bytes received
   std::uint64_t late_messages = 0;  ///< data of this scan that came after its end, dropped
   std::uint64_t duplicate_sectors = 0;  ///< a sector that came twice (the first one counts)

@@ -1,4 +1,4 @@
-// The data message (DESIGN.md, "Contracts"): one ZeroMQ multipart message of two frames.
+// The data message (SPEC.md, "Data message"): one ZeroMQ multipart message of two frames.
 //
 //   frame 1, header: msgpack array of kDataHeaderFields unsigned integers, in this order:
 //     [0] version (kDataHeaderVersion)   [1] scan_number   [2] frame_number   [3] sector
@@ -13,6 +13,7 @@
 #include <string>
 
 #include "sectorflow/protocol/geometry.hpp"
+#include "sectorflow/protocol/limits.hpp"
 
 namespace sectorflow::protocol {
 
@@ -52,8 +53,10 @@ struct DataHeader {
 /// Encodes a header; the result is the first frame of a data message.
 std::string encode_header(const DataHeader& header);
 
-/// Decodes and validates a header (type, field count, version, integer ranges, position inside
-/// the scan). Throws ProtocolError naming the field, what was expected and what came.
+/// Decodes and validates a header on its own: type, field count, version, integer ranges
+/// (Refusal::kHeader), scan sides 1..kMaxScanSide (kShape), position inside the scan and frame
+/// number equal to the flat position (kPosition). Throws ProtocolError naming the field, what was
+/// expected and what came.
 DataHeader decode_header(const void* data, std::size_t size);
 
 /// What the aggregator routes by: the routing list is per scan, the NodeGroup per frame.
@@ -67,8 +70,23 @@ struct FrameRef {
 /// decode_header.
 FrameRef peek_frame(const void* data, std::size_t size);
 
-/// Throws ProtocolError unless the payload size equals the geometry's sector size and the sector
-/// index exists in the geometry.
+/// Throws ProtocolError unless the payload size equals the geometry's sector size (kPayload) and the
+/// sector index exists in the geometry (kSector).
 void check_payload(const DataHeader& header, std::size_t payload_bytes, const Geometry& geometry);
+
+/// What the thread that receives receiver r's data accepts: the aggregator's relay thread r and
+/// port r of every NodeGroup check a data message alike, so that the aggregator refuses what a
+/// NodeGroup would and a bad message never crosses the WAN.
+struct DataExpectations {
+  Geometry geometry;
+  ScanLimits limits;
+  std::uint32_t sector = 0;  ///< the one sector this port carries (receiver r sends sector r)
+};
+
+/// Decodes a data message's header and checks it with its payload size against `expect`:
+/// decode_header, the scan within the limits (kShape), the sector (kSector), the payload size
+/// (kPayload). Throws ProtocolError with the refusal kind.
+DataHeader decode_data(const void* header, std::size_t header_bytes, std::size_t payload_bytes,
+                       const DataExpectations& expect);
 
 }  // namespace sectorflow::protocol

@@ -5,11 +5,20 @@
 #include <stdexcept>
 #include <string>
 
+#include "sectorflow/protocol/refusal.hpp"
+
 namespace sectorflow::protocol {
 
 class ProtocolError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  /// `kind` says which refusal counter a receiver charges the message to (refusal.hpp); decoders
+  /// of network messages always give it, other users of the codec may ignore it.
+  explicit ProtocolError(const std::string& what, Refusal kind = Refusal::kHeader)
+      : std::runtime_error(what), kind_(kind) {}
+  Refusal kind() const { return kind_; }
+
+ private:
+  Refusal kind_;
 };
 
 /// A raw fallback file that cannot be written or read (raw_file.hpp); the message names the file,

@@ -1,0 +1,37 @@
+// The bounds every receiving component puts on what a peer may announce (SPEC.md, "Bounds"). A
+// peer's message decides how much state a service creates (a scan table entry, a bit per probe
+// position, a routing list), so each such quantity has a ceiling here or in the configuration.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "sectorflow/protocol/geometry.hpp"
+
+namespace sectorflow::protocol {
+
+/// Largest scan side: the raw fallback format stores sides and positions as uint16.
+inline constexpr std::uint32_t kMaxScanSide = 65535;
+/// Longest routing list of an info message: NodeGroups one scan may be spread over.
+inline constexpr std::size_t kMaxRoutingLength = 1024;
+/// Longest NodeGroup uid (a kvstore key is at most 255 bytes, "nodegroups/" included).
+inline constexpr std::size_t kMaxUidBytes = 244;
+/// Largest info message: a routing list and a count per uid at their longest fit with room.
+inline constexpr std::size_t kMaxInfoBytes = 1 << 20;
+
+/// What the configuration allows beyond the wire's own bounds ([limits] table).
+struct ScanLimits {
+  /// Probe positions of the largest scan accepted (scan_x * scan_y).
+  std::uint64_t max_positions = 0;
+};
+
+/// Throws ProtocolError (Refusal::kShape) unless both sides are 1..kMaxScanSide and the scan has at
+/// most limits.max_positions positions. `where` starts the message ("scan 3").
+void check_scan_shape(std::uint32_t scan_x, std::uint32_t scan_y, const ScanLimits& limits, const std::string& where);
+
+/// The largest single frame a data socket accepts (ZMQ_MAXMSGSIZE): a sector's payload or an info
+/// message, whichever is larger. A peer sending more is disconnected by ZeroMQ before we see it.
+std::int64_t max_frame_bytes(const Geometry& geometry);
+
+}  // namespace sectorflow::protocol

@@ -1,4 +1,8 @@
-"""The live state of a kvstore replica as text tables: services, NodeGroups, the acquire request."""
+"""The live state of a kvstore replica as text tables: services, NodeGroups, the acquire request.
+
+Every service that receives messages from peers counts what it refused by kind; the REFUSED column
+shows the total and the kinds, so an operator sees at a glance which service is being sent what.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,10 @@ from collections.abc import Mapping, Sequence
 
 from sectorflow._core import kvstore as _core
 
-SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "EXTRA")
+SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "REFUSED", "EXTRA")
+# The extra fields in which a service counts the messages it refused: "malformed" and
+# "malformed_<kind>" (sectorflow.protocol.refusals); shown in the REFUSED column, not in EXTRA.
+REFUSED_FIELD = "malformed"
 NODEGROUP_HEADERS = ("UID", "HOST", "PORTS", "NODE", "RANK", "STATUS")
 
 
@@ -42,13 +49,28 @@ def _service_rows(entries: Mapping[str, bytes], now_s: float) -> list[tuple[str,
             service, name = _core.parse_status_key(key)
             status = _core.ServiceStatus.decode(raw)
         except _core.KvstoreError as error:
-            rows.append((key, "", "invalid", "", "", "", "", str(error)))
+            rows.append((key, "", "invalid", "", "", "", "", "", str(error)))
             continue
-        extra = " ".join(f"{k}={v}" for k, v in sorted(status.extra.items()))
+        extra = " ".join(f"{k}={v}" for k, v in sorted(status.extra.items()) if not _is_refusal_field(k))
         age = f"{max(0.0, now_s - status.updated_s):.1f}s"
         rows.append((service, name, status.state, str(status.scan), f"{status.messages:,}",
-                     _human_bytes(status.bytes), age, extra))
+                     _human_bytes(status.bytes), age, _refused(status.extra), extra))
     return rows
+
+
+def _is_refusal_field(key: str) -> bool:
+    return key == REFUSED_FIELD or key.startswith(f"{REFUSED_FIELD}_")
+
+
+def _refused(extra: Mapping[str, object]) -> str:
+    """"-", or the total and its kinds: "5 (header 2, no_info 3)"."""
+    total = extra.get(REFUSED_FIELD, 0)
+    if not total:
+        return "-"
+    prefix = f"{REFUSED_FIELD}_"
+    kinds = [f"{key[len(prefix):]} {value}" for key, value in sorted(extra.items())
+             if key.startswith(prefix) and value]
+    return f"{total} ({', '.join(kinds)})" if kinds else str(total)
 
 
 def _nodegroup_rows(entries: Mapping[str, bytes]) -> list[tuple[str, ...]]:

@@ -7,7 +7,7 @@ NodeGroup (:class:`LocalGroup`):
 - registers ``nodegroups/<uid>`` (a ``NodeGroupRecord``: uid, host, ports, node, rank, status)
   with ``[kvstore] ttl_s``, refreshed by the kvstore client while it lives,
 - publishes ``status/nodegroup/<uid>`` (a ``ServiceStatus``) on every state change and at most
-  every ``STATUS_INTERVAL_S`` while receiving: state (``idle``, ``receiving``, ``counting``,
+  every ``STATUS_INTERVAL_S`` while receiving or refusing messages: state (``idle``, ``receiving``, ``counting``,
   ``writing`` (rank 0 while it writes a file), ``done``), scan, messages, bytes, and the extra
   fields received / expected (current scan; -1 until every count came), frames_complete,
   frames_incomplete, pool_slots_in_use, pool_bytes, what it refused (``malformed`` and
@@ -161,6 +161,7 @@ class LocalGroup:
         self.scan = 0
         self.last_file = ""
         self._published = 0.0
+        self._published_refused = 0
         self._logged_kinds: set[str] = set()
         self._refused_before = 0  # refusals counted up to the previous scan's summary
         self.transition(STATE_IDLE)
@@ -199,6 +200,7 @@ class LocalGroup:
                                bytes=int(counters["bytes"]), extra=extra)
         self.client.set(status_key("nodegroup", self.uid), status.encode(), self.config.kvstore.ttl_s)
         self._published = time.monotonic()
+        self._published_refused = extra["malformed"]
 
     def poll(self, timeout_s: float) -> GroupResult | None:
         """Wait up to ``timeout_s`` for a finished scan; update the state and status meanwhile."""
@@ -207,7 +209,7 @@ class LocalGroup:
         if result is not None:
             self.scan = result.scan_number
             part = GroupResult.from_scan_result(result, self.uid, self.rank, self.host)
-            refused = sum(self.group.counters()["malformed"].values())
+            refused = self._refused_total()
             since = refused - self._refused_before
             self._refused_before = refused
             log.info("%s%s", part.describe(),
@@ -222,9 +224,15 @@ class LocalGroup:
             self.transition(STATE_RECEIVING)
         elif progress or self.group.scans_counting:
             self.transition(STATE_COUNTING)
-        if self.state in (STATE_RECEIVING, STATE_COUNTING) and time.monotonic() - self._published >= STATUS_INTERVAL_S:
+        # Refusals come whatever the state (a peer sends bad input to an idle NodeGroup): they are
+        # published too, at the same bounded rate.
+        busy = self.state in (STATE_RECEIVING, STATE_COUNTING) or self._refused_total() != self._published_refused
+        if busy and time.monotonic() - self._published >= STATUS_INTERVAL_S:
             self.publish()
         return None
+
+    def _refused_total(self) -> int:
+        return int(sum(self.group.counters()["malformed"].values()))
 
     def _log_new_refusals(self) -> None:
         """Log the first refused message of each kind, once: the counters say how many followed."""

@@ -16,8 +16,9 @@ Every path carries ``MESSAGES`` data messages: a header of the real wire format 
 the path, from the first data message to the last (for (c), to the last frame assembled). The
 paths run interleaved, ``ROUNDS`` times each; every run is bounded in messages and in time and
 starts its own processes (the kvstore is shared). Beside the rate, each run records the CPU
-seconds of every process during the transfer: where the time goes. ``zmq_hop peek`` times what
-the aggregator does per message beyond a plain relay (read the frame number, pick a NodeGroup).
+seconds of every process during the transfer: where the time goes. ``zmq_hop check`` times what
+the aggregator does per message beyond a plain relay (decode and check the header as every
+receiving thread does, pick a NodeGroup).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ ROUNDS = 3              # runs of each path, interleaved
 RUN_TIMEOUT_S = 60.0    # a run not finished by then fails the benchmark
 START_TIMEOUT_S = 30.0  # for a process to say it is ready
 SCAN_X = 100            # probe positions per row; the scan has as many rows as the messages need
-PEEKS = 10_000_000      # headers zmq_hop peek routes (about a second)
+PEEKS = 10_000_000      # headers zmq_hop check decodes and routes (a few seconds)
 
 PATHS = {
     "raw": "(a) C++ PUSH -> PULL, one hop",
@@ -208,8 +209,8 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
                     for path in PATHS:
                         runs[path].append(bench.run(path, client))
                         log.info("round %d, %s: %.2f GB/s", round_ + 1, path, runs[path][-1].gb_s)
-            services.start("peek", [str(bench.programs["zmq_hop"]), "peek", "--messages", str(PEEKS)])
-            peek_ns = float(services.read_json("peek", RUN_TIMEOUT_S)["ns_per_message"])
+            services.start("check", [str(bench.programs["zmq_hop"]), "check", "--messages", str(PEEKS)])
+            peek_ns = float(services.read_json("check", RUN_TIMEOUT_S)["ns_per_message"])
     return summarize(runs, config, peek_ns)
 
 
@@ -246,8 +247,8 @@ def summarize(runs: dict[str, list[Run]], config: Config, peek_ns: float) -> Ben
         f"(c)/(a) = {c_a:.2f}; (c)/(b) = {c_b:.2f}; aggregator/(b) proxy = {agg_b:.2f}; "
         f"(c) at the real geometry/(a) = {ratio(gb_s['pipeline-4'], gb_s['raw']):.2f}; round by round, (c)/(a) "
         + ", ".join(f"{r:.2f}" for r in rounds_c_a) + " and aggregator/proxy " + ", ".join(f"{r:.2f}" for r in rounds_agg_b),
-        f"the aggregator's work per message beyond a plain relay's receive and send (read the frame number, pick the "
-        f"NodeGroup; `zmq_hop peek`): {peek_ns:.0f} ns, {100 * peek_ns / message_ns:.2f}% of a message's "
+        f"the aggregator's work per message beyond a plain relay's receive and send (decode and check the header, "
+        f"pick the NodeGroup; `zmq_hop check`): {peek_ns:.0f} ns, {100 * peek_ns / message_ns:.2f}% of a message's "
         f"{message_ns / 1000:.0f} us at the aggregator's rate" if message_ns > 0 else "no aggregator rate measured",
         f"hwm {config.aggregator.hwm} (aggregator and sinks), producer send_hwm {config.producer.send_hwm}, "
         f"NodeGroup pool {config.nodegroup.pool_frames} frames, {config.nodegroup.counting_threads} assembling "

@@ -3,7 +3,7 @@
 //   zmq_hop send  --connect EP --scan-x X --scan-y Y --bytes B --hwm H --timeout-s T [--route UID]
 //   zmq_hop sink  --bind EP --messages N --hwm H --timeout-s T
 //   zmq_hop proxy --bind EP --connect EP --hwm H
-//   zmq_hop peek  --messages N
+//   zmq_hop check --messages N
 //
 // send: one PUSH socket; an info message (routing [UID], counts {UID: X*Y}, as a producer thread
 // sends it, so that the aggregator can relay the stream) when --route is given, then X*Y data
@@ -16,9 +16,9 @@
 // bytes, from the first data message to the last, and the CPU seconds the process used.
 // proxy: libzmq's own zmq_proxy() between a PULL (bound) and a PUSH (connected); prints
 // {"endpoint": ...}; SIGTERM or SIGINT ends it cleanly (the context is shut down, zmq_proxy returns).
-// peek: what the aggregator does per message beyond a plain relay's receive and send: reads scan
-// and frame number from an encoded header (protocol::peek_frame) and picks a NodeGroup, N times;
-// prints {"ns_per_message"}.
+// check: what the aggregator does per message beyond a plain relay's receive and send: decodes and
+// checks a header as every receiving thread does (protocol::decode_data: geometry, scan limits,
+// sector, payload size) and picks a NodeGroup, N times; prints {"ns_per_message"}.
 //
 // Every line printed is one JSON object; errors are one line on stderr and exit code 2.
 #include <pthread.h>
@@ -210,30 +210,35 @@ int proxy(const Args& args) {
   return 0;
 }
 
-int peek(const Args& args) {
+int check(const Args& args) {
   const std::uint64_t messages = number(args, "--messages");
   if (messages == 0) throw std::runtime_error("--messages must be at least 1");
+  constexpr std::uint32_t kScanSide = 1u << 11;
+  const sectorflow::protocol::DataExpectations expect{sectorflow::protocol::Geometry{}, {kScanSide * kScanSide}, 0};
   std::vector<std::string> headers;
-  for (std::uint32_t frame = 0; frame < 1024; ++frame) {
+  for (std::uint32_t i = 0; i < 1024; ++i) {
     sectorflow::protocol::DataHeader header;
     header.scan_number = 1;
-    header.frame_number = frame * 7919;  // wide frame numbers: msgpack's longer integer forms too
-    header.scan_x = 1u << 16;
-    header.scan_y = 1u << 16;
+    header.frame_number = (i * 7919) % (kScanSide * kScanSide);  // wide frame numbers: msgpack's longer forms too
+    header.scan_x = kScanSide;
+    header.scan_y = kScanSide;
+    header.position_x = header.frame_number % kScanSide;
+    header.position_y = header.frame_number / kScanSide;
     headers.push_back(sectorflow::protocol::encode_header(header));
   }
   constexpr std::uint32_t kGroups = 3;
   std::vector<std::uint64_t> routed(kGroups, 0);  // read after the loop, so that the loop is not optimised away
+  const std::size_t payload_bytes = expect.geometry.sector_bytes();
   const auto start = Clock::now();
   for (std::uint64_t i = 0; i < messages; ++i) {
     const std::string& header = headers[i % headers.size()];
-    const auto ref = sectorflow::protocol::peek_frame(header.data(), header.size());
-    ++routed[ref.frame_number % kGroups];
+    const auto decoded = sectorflow::protocol::decode_data(header.data(), header.size(), payload_bytes, expect);
+    ++routed[decoded.frame_number % kGroups];
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   std::uint64_t total = 0;
   for (const std::uint64_t count : routed) total += count;
-  if (total != messages) throw std::runtime_error("peek: routed " + std::to_string(total) + " of " +
+  if (total != messages) throw std::runtime_error("check: routed " + std::to_string(total) + " of " +
                                                   std::to_string(messages));
   std::printf("{\"ns_per_message\": %.3f}\n", seconds * 1e9 / static_cast<double>(messages));
   return 0;
@@ -248,8 +253,8 @@ int main(int argc, char** argv) {
     if (mode == "send") return send(args);
     if (mode == "sink") return sink(args);
     if (mode == "proxy") return proxy(args);
-    if (mode == "peek") return peek(args);
-    throw std::runtime_error("mode '" + mode + "': expected send, sink, proxy or peek");
+    if (mode == "check") return check(args);
+    throw std::runtime_error("mode '" + mode + "': expected send, sink, proxy or check");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zmq_hop: error: %s\n", e.what());
     return 2;

@@ -7,6 +7,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 CONFIG ?= configs/local.toml
+# The package installed in place, its C++ core (with the C++ tests) built in build/.
+EDITABLE := --no-build-isolation -Cbuild-dir=build -Ccmake.define.SECTORFLOW_BUILD_TESTS=ON -e
 # pytest arguments, e.g. `make test PYTEST_ARGS="-k kvstore"`
 PYTEST_ARGS ?=
 
@@ -26,18 +28,20 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+# The venv and everything pyproject.toml lists for the tests (the one list of Python dependencies).
+# The C++ core is built without build isolation, so the build requirements come first.
+# mpi4py is built against Debian's MPICH: the PyPI wheel wants libmpi.so.12, which MPICH lacks.
 $(VENV)/.deps-stamp: pyproject.toml | deps
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q scikit-build-core pybind11 pyzmq msgpack numpy h5py jinja2 matplotlib pytest stempy==3.6.0
-	# mpi4py built against Debian's MPICH: the PyPI wheel wants libmpi.so.12, which MPICH lacks.
-	$(PIP) install -q --no-binary mpi4py mpi4py
+	$(PIP) install -q $$($(PYTHON) -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires']))")
+	$(PIP) install -q --no-binary mpi4py $(EDITABLE) '.[test]'
 	touch $@
 
 venv: $(VENV)/.deps-stamp
 
 build: venv
-	$(PIP) install -q --no-build-isolation -e . -Cbuild-dir=build -Ccmake.define.SECTORFLOW_BUILD_TESTS=ON
+	$(PIP) install -q $(EDITABLE) .
 
 demo: build
 	$(VENV)/bin/sectorflow demo --config $(CONFIG)

@@ -13,6 +13,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from sectorflow.errors import SectorflowValueError
+
 from .schema import Config, ReceiverConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent
@@ -21,7 +23,7 @@ DEFAULT_CONFIG = CONFIG_DIR / "local.toml"
 _INTERNAL_KEYS = {"source"}
 
 
-class ConfigError(ValueError):
+class ConfigError(SectorflowValueError):
     """A configuration file that cannot be used; the message says where and why."""
 
 

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from sectorflow.configs import Config
+from sectorflow.errors import import_mpi
 from sectorflow.logs import configure_logging
 from sectorflow.service import stop_on_signals
 
@@ -43,9 +44,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace, config: Config) -> int:
     """``sectorflow nodegroup``: serve until stopped; 0 after a clean leave."""
     options = options_from(config, args.groups_per_rank, args.threads, args.output, args.duration)
-    from mpi4py import MPI  # imported here: only this subcommand needs MPI
-
-    comm = MPI.COMM_WORLD
+    comm = import_mpi().COMM_WORLD  # imported here: only this subcommand needs MPI
     configure_logging(f"nodegroup[{comm.Get_rank()}]", config.logging.level)
     with stop_on_signals(log) as stop:
         service = NodeGroupService(config, options, comm)

@@ -125,9 +125,8 @@ struct LockedCounter {
 
 void bind_counting(py::module_& m) {
   using namespace sectorflow::consumer;
-  const py::tuple bases = py::make_tuple(py::module_::import("sectorflow.errors").attr("SectorflowError"),
-                                         py::handle(PyExc_ValueError));
-  py::register_exception<CountingError>(m, "CountingError", bases);
+  py::register_exception<CountingError>(m, "CountingError",
+                                        py::module_::import("sectorflow.errors").attr("SectorflowValueError"));
 
   py::class_<FrameShape>(m, "FrameShape", "The shape of one detector frame (rows, cols).")
       .def(py::init([](std::uint32_t rows, std::uint32_t cols) {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sectorflow.configs import Config
 from sectorflow.consumer import read_counted_scan, scan_file_name
-from sectorflow.errors import SectorflowError
+from sectorflow.errors import SectorflowError, require
 from sectorflow.kvstore import SERVICE_NODEGROUP, SERVICE_PRODUCER, Client
 from sectorflow.producer import publish_request
 
@@ -39,6 +39,8 @@ class DemoOptions:
 
 def run_demo(config: Config, options: DemoOptions) -> ScanSummary:
     """Run one simulated scan through the whole local pipeline; returns its summary."""
+    if options.png:
+        require("matplotlib", "plot", "to draw the scan's PNG (or run the demo with --no-png)")  # before, not after, the scan
     output_dir = (options.output_dir or Path(config.nodegroup.output_dir)).resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
     supervisor = start_stack(config, options.run_dir, options.ranks, output_dir, True, options.ready_timeout_s)

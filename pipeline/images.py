@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from sectorflow.consumer import CountedScan
+from sectorflow.errors import require
 
 
 def summed_diffraction(scan: CountedScan) -> np.ndarray:
@@ -48,10 +49,8 @@ def virtual_bright_field(scan: CountedScan, radius_px: float | None = None) -> n
 
 def write_overview_png(scan: CountedScan, path: Path, title: str) -> Path:
     """Save the virtual bright-field image beside the summed diffraction pattern (log scale)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    require("matplotlib", "plot", "to draw the scan's PNG").use("Agg")
+    plt = require("matplotlib.pyplot", "plot", "to draw the scan's PNG")
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 5), constrained_layout=True)
     image = left.imshow(virtual_bright_field(scan), cmap="gray")

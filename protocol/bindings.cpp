@@ -42,7 +42,8 @@ void bind_raw_files(py::module_& m);
 
 void bind_protocol(py::module_& m) {
   using namespace sectorflow::protocol;
-  const auto& protocol_error = py::register_exception<ProtocolError>(m, "ProtocolError", PyExc_ValueError);
+  const auto& protocol_error = py::register_exception<ProtocolError>(
+      m, "ProtocolError", py::module_::import("sectorflow.errors").attr("SectorflowValueError"));
   py::register_exception<RawFileError>(m, "RawFileError", protocol_error);
   m.attr("DATA_HEADER_VERSION") = kDataHeaderVersion;
   m.attr("INFO_VERSION") = kInfoVersion;

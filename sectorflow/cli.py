@@ -17,7 +17,6 @@ from sectorflow import __version__
 from sectorflow.configs import ConfigError, load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.logs import configure_logging
-from sectorflow.protocol import ProtocolError
 
 # Modules that contribute subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
@@ -31,7 +30,8 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.simulator.cli",
 )
 
-EXPECTED_ERRORS = (SectorflowError, ConfigError, ProtocolError, OSError)
+# What a user can meet and act on (every sectorflow error, a file the system refuses): one line.
+EXPECTED_ERRORS = (SectorflowError, OSError)
 
 
 def build_parser() -> argparse.ArgumentParser:

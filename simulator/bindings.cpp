@@ -136,6 +136,8 @@ void bind_simulator(py::module_& m) {
       .def(py::init<double>(), py::arg("rate_hz"), "0 means unpaced; the epoch is now.")
       .def_property_readonly("rate_hz", &Pacer::rate_hz)
       .def("restart", &Pacer::restart, "Make now the epoch.")
+      .def("seconds_until", &Pacer::seconds_until, py::arg("index"),
+           "Seconds from now until frame `index` is due (0 or less once it is; 0 unpaced).")
       .def("wait", &Pacer::wait, py::arg("index"), py::call_guard<py::gil_scoped_release>(),
            "Block until frame `index` is due (at once if unpaced or late). Releases the GIL.");
 }

@@ -16,10 +16,19 @@ Pacer::Pacer(double rate_hz) : rate_hz_(rate_hz), epoch_(std::chrono::steady_clo
 
 void Pacer::restart() { epoch_ = std::chrono::steady_clock::now(); }
 
+std::chrono::steady_clock::time_point Pacer::due(std::uint64_t index) const {
+  const std::chrono::duration<double> offset(static_cast<double>(index) / rate_hz_);
+  return epoch_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(offset);
+}
+
 void Pacer::wait(std::uint64_t index) const {
   if (rate_hz_ <= 0.0) return;
-  const std::chrono::duration<double> offset(static_cast<double>(index) / rate_hz_);
-  std::this_thread::sleep_until(epoch_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(offset));
+  std::this_thread::sleep_until(due(index));
+}
+
+double Pacer::seconds_until(std::uint64_t index) const {
+  if (rate_hz_ <= 0.0) return 0.0;
+  return std::chrono::duration<double>(due(index) - std::chrono::steady_clock::now()).count();
 }
 
 }  // namespace sectorflow::simulator

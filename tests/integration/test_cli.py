@@ -2,33 +2,33 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from sectorflow.cli import build_parser
+# What the README promises a user can run (its "Running the services" table and the demo).
+SUBCOMMANDS = ("acquire", "aggregator", "demo", "down", "kvstore", "nodegroup", "producer", "session", "simulate",
+               "status", "up")
 
 
-def sectorflow(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sectorflow", *args], capture_output=True, text=True, timeout=60)
-
-
-def subcommands() -> list[str]:
-    parser = build_parser()
-    action = next(a for a in parser._actions if a.dest == "command")
-    return sorted(action.choices)
+def sectorflow(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sectorflow", *args], capture_output=True, text=True, timeout=60,
+                          env=env)
 
 
 def test_help_lists_every_subcommand() -> None:
     result = sectorflow("--help")
     assert result.returncode == 0
-    for name in subcommands():
-        assert name in result.stdout
+    # Each subcommand starts an indented line of the "positional arguments" list.
+    listing = result.stdout.split("positional arguments:", 1)[1].split("options:", 1)[0]
+    listed = [line.split()[0] for line in listing.splitlines() if line.startswith("    ") and line[4] != " "]
+    assert sorted(listed) == sorted(SUBCOMMANDS)
 
 
-@pytest.mark.parametrize("name", subcommands())
+@pytest.mark.parametrize("name", SUBCOMMANDS)
 def test_every_subcommand_explains_itself(name: str) -> None:
     result = sectorflow(name, "--help")
     assert result.returncode == 0, result.stderr
@@ -50,3 +50,31 @@ def test_a_missing_config_file_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "no such configuration file" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def broken_package(tmp_path: Path, name: str, error: str) -> dict[str, str]:
+    """An environment in which importing ``name`` fails as it does on a machine without it."""
+    package = tmp_path / "broken" / name
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(f"raise ImportError({error!r})\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "broken"), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_a_nodegroup_whose_mpi_does_not_load_says_how_to_build_mpi4py_in_one_line(tmp_path: Path) -> None:
+    # What PyPI's mpi4py wheel does on Debian's MPICH: its import cannot find libmpi.so.12.
+    env = broken_package(tmp_path, "mpi4py", "libmpi.so.12: cannot open shared object file: No such file or directory")
+    result = sectorflow("nodegroup", "--duration", "1", env=env)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("sectorflow nodegroup: error: mpi4py cannot load an MPI library (libmpi.so.12")
+    assert "pip install --no-binary mpi4py" in result.stderr
+
+
+def test_a_demo_without_matplotlib_says_which_extra_before_it_starts_anything(tmp_path: Path) -> None:
+    env = broken_package(tmp_path, "matplotlib", "No module named 'matplotlib'")
+    result = sectorflow("demo", "--run-dir", str(tmp_path / "run"), env=env)
+    assert result.returncode == 1
+    assert result.stderr == ("sectorflow demo: error: matplotlib is needed to draw the scan's PNG (or run the demo "
+                             "with --no-png) but cannot be imported (No module named 'matplotlib'); install it with: "
+                             "pip install 'sectorflow[plot]'\n")
+    assert not (tmp_path / "run").exists()

@@ -22,7 +22,12 @@ class Pacer {
   /// Blocks until frame `index` is due; returns at once when it already is. Thread-safe.
   void wait(std::uint64_t index) const;
 
+  /// Seconds from now until frame `index` is due (0 or less once it is; 0 unpaced).
+  double seconds_until(std::uint64_t index) const;
+
  private:
+  std::chrono::steady_clock::time_point due(std::uint64_t index) const;
+
   double rate_hz_;
   std::chrono::steady_clock::time_point epoch_;
 };

@@ -44,6 +44,13 @@ def import_mpi() -> ModuleType:
     """
     try:
         return importlib.import_module("mpi4py.MPI")
+    except ModuleNotFoundError as error:
+        if error.name not in ("mpi4py", "mpi4py.MPI"):
+            raise
+        raise SectorflowError(
+            "mpi4py is not installed; NodeGroups need the nodegroup extra, built against this machine's MPI: "
+            "pip install --no-binary mpi4py 'sectorflow[nodegroup]'"
+        ) from None
     except (ImportError, RuntimeError) as error:
         raise SectorflowError(
             f"mpi4py cannot load an MPI library ({error}); NodeGroups need mpi4py built against this machine's "

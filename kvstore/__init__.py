@@ -46,6 +46,9 @@ C++ ones: ``NodeGroupRecord``, ``ServiceStatus``, ``AcquireRequest``, each with 
     the scan's raw files from ``producer.fallback_dir``). ``encode()`` writes ``routing`` only when
     set and ``source`` only for replay, so a request of the first five fields keeps its bytes.
 
+Records are bounded (``MAX_*``: uid, name and text bytes, ports, extra fields, routing length, scan
+side); decoders refuse what passes a bound and encoders refuse to write it.
+
 Client semantics: ``set(key, value_bytes, ttl_s)`` makes the key this client's own (refreshed every
 ttl/3 while it lives, republished after a server restart, deleted when the client closes);
 ``set_once`` writes without owning; ``get``/``subtree`` read the local replica and never touch
@@ -59,7 +62,14 @@ from sectorflow._core.kvstore import (
     ACQUIRE_REQUEST_KEY,
     HEARTBEAT,
     KVMSG_FRAMES,
+    MAX_EXTRA_FIELDS,
     MAX_KEY_BYTES,
+    MAX_NAME_BYTES,
+    MAX_PORTS,
+    MAX_ROUTING_UIDS,
+    MAX_SCAN_SIDE,
+    MAX_TEXT_BYTES,
+    MAX_UID_BYTES,
     NODEGROUPS_PREFIX,
     SCHEMA_VERSION,
     SEQUENCE_BYTES,
@@ -120,7 +130,14 @@ __all__ = [
     "ACQUIRE_REQUEST_KEY",
     "HEARTBEAT",
     "KVMSG_FRAMES",
+    "MAX_EXTRA_FIELDS",
     "MAX_KEY_BYTES",
+    "MAX_NAME_BYTES",
+    "MAX_PORTS",
+    "MAX_ROUTING_UIDS",
+    "MAX_SCAN_SIDE",
+    "MAX_TEXT_BYTES",
+    "MAX_UID_BYTES",
     "NODEGROUPS_PREFIX",
     "SCHEMA_VERSION",
     "SEQUENCE_BYTES",

@@ -43,6 +43,13 @@ void bind_constants(py::module_& m) {
   m.attr("STATE_SERVING") = std::string(kStateServing);
   m.attr("SOURCE_SIMULATOR") = std::string(kSourceSimulator);
   m.attr("SOURCE_REPLAY") = std::string(kSourceReplay);
+  m.attr("MAX_UID_BYTES") = kMaxUidBytes;
+  m.attr("MAX_NAME_BYTES") = kMaxNameBytes;
+  m.attr("MAX_TEXT_BYTES") = kMaxTextBytes;
+  m.attr("MAX_PORTS") = kMaxPorts;
+  m.attr("MAX_EXTRA_FIELDS") = kMaxExtraFields;
+  m.attr("MAX_ROUTING_UIDS") = kMaxRoutingUids;
+  m.attr("MAX_SCAN_SIDE") = kMaxScanSide;
 
   m.def("nodegroup_key", [](const std::string& uid) { return nodegroup_key(uid); }, py::arg("uid"),
         "'nodegroups/<uid>'.");

@@ -155,6 +155,36 @@ TEST(Schema, MissingFieldIsNamed) {
   }
 }
 
+TEST(KvMsg, KeysMustBeUtf8) {
+  EXPECT_NO_THROW(kv::check_key("status/\xc3\xa9t\xc3\xa9/x"));
+  for (const std::string key : {"status/\xff/x", "status/\xc0\x80/x", "status/\xed\xa0\x80/x"}) {
+    try {
+      kv::check_key(key);
+      FAIL() << "accepted a key that is not UTF-8";
+    } catch (const kv::KvstoreError& error) {
+      EXPECT_NE(std::string(error.what()).find("key is not valid UTF-8; keys are text"), std::string::npos);
+    }
+  }
+}
+
+TEST(Schema, EncodersAndDecodersShareTheBounds) {
+  kv::NodeGroupRecord record{"ng-1", "127.0.0.1", std::vector<std::uint16_t>(kv::kMaxPorts + 1, 6200), "n", 0, "idle"};
+  EXPECT_THROW(record.encode(), kv::KvstoreError);
+  record.ports.resize(kv::kMaxPorts);
+  EXPECT_EQ(kv::NodeGroupRecord::decode(record.encode()), record);
+
+  kv::AcquireRequest request;
+  request.scan_number = 1;
+  request.scan_x = kv::kMaxScanSide + 1;
+  request.scan_y = 1;
+  try {
+    request.encode();
+    FAIL() << "a scan side of 65536 was encoded";
+  } catch (const kv::KvstoreError& error) {
+    EXPECT_STREQ(error.what(), "AcquireRequest scan 1: field 'scan_x': 65536 positions, expected at most 65535");
+  }
+}
+
 TEST(ClientServer, RegistrationReachesAnotherReplicaAndLeavesWithTheClient) {
   RunningServer running;
   kv::Client watcher(running.client(std::string(kv::kNodegroupsPrefix)));

@@ -30,7 +30,7 @@ C++ ones: ``NodeGroupRecord``, ``ServiceStatus``, ``AcquireRequest``, each with 
     thread: thread r pushes to ``ports[r]``, see ``endpoint(r)``), ``node`` str (compute node),
     ``rank`` int (MPI rank), ``status`` str. Set by each NodeGroup with a ttl it refreshes; a dead
     NodeGroup disappears after its ttl. Producers route frame f to the (f mod n)-th of the sorted
-    UIDs (``nodegroups_from(client.subtree(NODEGROUPS_PREFIX))`` returns them sorted).
+    UIDs (``client.nodegroups()`` returns them sorted, as ``nodegroups_from(entries).records`` does).
 ``status/<service>/<name>`` (``status_key(service, name)``) -> ``ServiceStatus``
     ``state`` str (idle, registering, streaming, draining, writing, writing-to-disk, finished,
     error, serving: ``STATE_*``), ``scan`` int (current or last scan, 0 before the first),
@@ -47,7 +47,10 @@ C++ ones: ``NodeGroupRecord``, ``ServiceStatus``, ``AcquireRequest``, each with 
     set and ``source`` only for replay, so a request of the first five fields keeps its bytes.
 
 Records are bounded (``MAX_*``: uid, name and text bytes, ports, extra fields, routing length, scan
-side); decoders refuse what passes a bound and encoders refuse to write it.
+side); decoders refuse what passes a bound and encoders refuse to write it. Readers of a list never
+fail on one bad entry: ``nodegroups_from`` returns ``.records`` and ``.rejected`` ({key: why}), and
+``Client.nodegroups()`` / ``Client.statuses()`` skip what does not decode, log each bad key once
+and count it in ``Client.bad_records`` (``BadEntries`` remembers what was reported).
 
 Client semantics: ``set(key, value_bytes, ttl_s)`` makes the key this client's own (refreshed every
 ttl/3 while it lives, republished after a server restart, deleted when the client closes);
@@ -94,11 +97,13 @@ from sectorflow._core.kvstore import (
     TTL_PROPERTY,
     UUID_BYTES,
     AcquireRequest,
+    BadEntries,
     ClientOptions,
     ClientState,
     ClientStats,
     KvMsg,
     KvstoreError,
+    NodeGroupList,
     NodeGroupRecord,
     Server,
     ServerOptions,
@@ -162,12 +167,14 @@ __all__ = [
     "TTL_PROPERTY",
     "UUID_BYTES",
     "AcquireRequest",
+    "BadEntries",
     "Client",
     "ClientOptions",
     "ClientState",
     "ClientStats",
     "KvMsg",
     "KvstoreError",
+    "NodeGroupList",
     "NodeGroupRecord",
     "Server",
     "ServerOptions",

@@ -8,12 +8,14 @@ from sectorflow._core import kvstore as _core
 
 SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "EXTRA")
 NODEGROUP_HEADERS = ("UID", "HOST", "PORTS", "NODE", "RANK", "STATUS")
+INVALID = "invalid"
 
 
 def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
     """Tables of every status, NodeGroup and acquire request in ``entries`` (key -> value bytes).
 
-    A value that does not decode is shown as ``invalid`` with the reason, never skipped.
+    A value that does not decode is shown as ``invalid`` with the reason, never skipped, and a last
+    line counts and names them (someone wrote them: the operator should know who).
 
     Args:
         entries: a replica's content, e.g. ``client.subtree()``.
@@ -30,6 +32,14 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
     if request is not None:
         lines.append("")
         lines.append(f"{_core.ACQUIRE_REQUEST_KEY}: {_describe_request(request)}")
+    invalid = ([row[0] for row in services if row[2] == INVALID]
+               + [row[0] for row in nodegroups if row[5].startswith(f"{INVALID}: ")])
+    if request is not None and _describe_request(request).startswith(f"{INVALID}:"):
+        invalid.append(_core.ACQUIRE_REQUEST_KEY)
+    if invalid:
+        lines.append("")
+        lines.append(f"{len(invalid)} {'entry does' if len(invalid) == 1 else 'entries do'} not decode "
+                     f"(shown as {INVALID} above): {', '.join(sorted(invalid))}")
     return "\n".join(lines)
 
 
@@ -42,7 +52,7 @@ def _service_rows(entries: Mapping[str, bytes], now_s: float) -> list[tuple[str,
             service, name = _core.parse_status_key(key)
             status = _core.ServiceStatus.decode(raw)
         except _core.KvstoreError as error:
-            rows.append((key, "", "invalid", "", "", "", "", str(error)))
+            rows.append((key, "", INVALID, "", "", "", "", str(error)))
             continue
         extra = " ".join(f"{k}={v}" for k, v in sorted(status.extra.items()))
         age = f"{max(0.0, now_s - status.updated_s):.1f}s"
@@ -58,8 +68,10 @@ def _nodegroup_rows(entries: Mapping[str, bytes]) -> list[tuple[str, ...]]:
             continue
         try:
             record = _core.NodeGroupRecord.decode(raw)
+            if _core.nodegroup_key(record.uid) != key:
+                raise _core.KvstoreError(f"holds the record of uid {record.uid!r}")
         except _core.KvstoreError as error:
-            rows.append((key, "", "", "", "", f"invalid: {error}"))
+            rows.append((key, "", "", "", "", f"{INVALID}: {error}"))
             continue
         ports = ",".join(str(port) for port in record.ports)
         rows.append((record.uid, record.host, ports, record.node, str(record.rank), record.status))
@@ -70,7 +82,7 @@ def _describe_request(raw: bytes) -> str:
     try:
         request = _core.AcquireRequest.decode(raw)
     except _core.KvstoreError as error:
-        return f"invalid: {error}"
+        return f"{INVALID}: {error}"
     rate = "as fast as possible" if request.rate_hz == 0 else f"{request.rate_hz:g} Hz"
     # The routing decides streaming or fallback for the whole scan: the one thing an operator asks.
     routing = (f"streamed to {', '.join(request.routing)}" if request.routing

@@ -193,21 +193,20 @@ bool NodeGroupRecord::operator==(const NodeGroupRecord& o) const {
   return uid == o.uid && host == o.host && ports == o.ports && node == o.node && rank == o.rank && status == o.status;
 }
 
-std::vector<NodeGroupRecord> nodegroups_from(const std::map<std::string, std::string>& entries) {
-  std::vector<NodeGroupRecord> records;
+NodeGroupList nodegroups_from(const std::map<std::string, std::string>& entries) {
+  NodeGroupList list;
   for (const auto& [key, value] : entries) {
-    const std::string uid = parse_nodegroup_key(key);
-    NodeGroupRecord record;
     try {
-      record = NodeGroupRecord::decode(value);
+      const std::string uid = parse_nodegroup_key(key);
+      NodeGroupRecord record = NodeGroupRecord::decode(value);
+      if (record.uid != uid) throw KvstoreError("holds the record of uid " + shown(record.uid));
+      list.records.push_back(std::move(record));
     } catch (const KvstoreError& error) {
-      throw KvstoreError(key + ": " + error.what());
+      list.rejected.emplace(key, error.what());
     }
-    if (record.uid != uid) throw KvstoreError(key + ": holds the record of uid " + shown(record.uid));
-    records.push_back(std::move(record));
   }
-  std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.uid < b.uid; });
-  return records;
+  std::sort(list.records.begin(), list.records.end(), [](const auto& a, const auto& b) { return a.uid < b.uid; });
+  return list;
 }
 
 // ---------------------------------------------------------------------------------------------

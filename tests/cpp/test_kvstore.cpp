@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -185,6 +186,20 @@ TEST(Schema, EncodersAndDecodersShareTheBounds) {
   }
 }
 
+TEST(Schema, NodeGroupsFromSkipsWhatDoesNotDecodeAndSaysWhy) {
+  const kv::NodeGroupRecord a{"a", "127.0.0.1", {6200}, "n", 0, "idle"};
+  const kv::NodeGroupRecord b{"b", "127.0.0.1", {6300}, "n", 1, "idle"};
+  const kv::NodeGroupList list = kv::nodegroups_from({{"nodegroups/b", b.encode()},
+                                                      {"nodegroups/a", a.encode()},
+                                                      {"nodegroups/x", "\x93\x01\x02\x03"},
+                                                      {"nodegroups/y", a.encode()}});
+  EXPECT_EQ(list.records, (std::vector<kv::NodeGroupRecord>{a, b}));
+  const std::map<std::string, std::string> rejected{
+      {"nodegroups/x", "NodeGroupRecord: expected a msgpack map, got an array"},
+      {"nodegroups/y", "holds the record of uid 'a'"}};
+  EXPECT_EQ(list.rejected, rejected);
+}
+
 TEST(ClientServer, RegistrationReachesAnotherReplicaAndLeavesWithTheClient) {
   RunningServer running;
   kv::Client watcher(running.client(std::string(kv::kNodegroupsPrefix)));
@@ -203,7 +218,7 @@ TEST(ClientServer, RegistrationReachesAnotherReplicaAndLeavesWithTheClient) {
     const kv::ServiceStatus idle{std::string(kv::kStateIdle), 0, 0, 0, 0.0, {}};
     nodegroup.set(kv::status_key(kv::kServiceNodegroup, record.uid), idle.encode());
     ASSERT_TRUE(wait_for([&] { return watcher.get(kv::nodegroup_key(record.uid)).has_value(); }));
-    const auto groups = kv::nodegroups_from(watcher.subtree(std::string(kv::kNodegroupsPrefix)));
+    const auto groups = kv::nodegroups_from(watcher.subtree(std::string(kv::kNodegroupsPrefix))).records;
     ASSERT_EQ(groups.size(), 1u);
     EXPECT_EQ(groups[0], record);
     EXPECT_FALSE(watcher.get(kv::status_key(kv::kServiceNodegroup, record.uid)).has_value()) << "outside the subtree";

@@ -23,6 +23,7 @@ from sectorflow.kvstore import (
     NODEGROUPS_PREFIX,
     SCHEMA_VERSION,
     AcquireRequest,
+    BadEntries,
     KvstoreError,
     NodeGroupRecord,
     ServiceStatus,
@@ -116,15 +117,39 @@ def test_nodegroup_decode_rejects_what_is_not_a_map() -> None:
 def test_nodegroups_from_a_subtree_are_sorted_by_uid() -> None:
     records = [NodeGroupRecord(uid=uid, host="h", ports=[6000 + i], status="idle") for i, uid in enumerate("cab")]
     entries = {nodegroup_key(r.uid): r.encode() for r in records}
-    assert [r.uid for r in nodegroups_from(entries)] == ["a", "b", "c"]
+    listing = nodegroups_from(entries)
+    assert [r.uid for r in listing.records] == ["a", "b", "c"]
+    assert listing.rejected == {}
 
 
-def test_nodegroups_from_names_the_key_of_a_bad_record() -> None:
-    entries = {"nodegroups/a": NodeGroupRecord(uid="b", host="h", ports=[1]).encode()}
-    with pytest.raises(KvstoreError, match="nodegroups/a: holds the record of uid 'b'"):
-        nodegroups_from(entries)
-    with pytest.raises(KvstoreError, match="nodegroups/x: NodeGroupRecord: not valid msgpack"):
-        nodegroups_from({"nodegroups/x": b"\xc1"})
+def test_nodegroups_from_skips_bad_entries_and_says_why() -> None:
+    good = {nodegroup_key(uid): NodeGroupRecord(uid=uid, host="h", ports=[1]).encode() for uid in ("c", "a")}
+    bad = {
+        "nodegroups/b": NodeGroupRecord(uid="z", host="h", ports=[1]).encode(),  # another uid
+        "nodegroups/x": b"\xc1",  # not msgpack
+        "nodegroups/y": msgpack.packb({"version": 1, "uid": "y"}),  # valid msgpack, not a record
+        "nodegroups/d/e": NodeGroupRecord(uid="e", host="h", ports=[1]).encode(),  # not a NodeGroup key
+    }
+    listing = nodegroups_from({**good, **bad})
+    assert [r.uid for r in listing.records] == ["a", "c"]
+    assert listing.rejected == {
+        "nodegroups/b": "holds the record of uid 'z'",
+        "nodegroups/x": "NodeGroupRecord: not valid msgpack (parse error)",
+        "nodegroups/y": "NodeGroupRecord 'y': missing field 'host'",
+        "nodegroups/d/e": "kvstore key 'nodegroups/d/e' is not a NodeGroup key (nodegroups/<uid>)",
+    }
+
+
+def test_bad_entries_are_reported_once_until_they_change_or_are_fixed() -> None:
+    bad = BadEntries()
+    assert bad.note("nodegroups/", {"nodegroups/x": "why"}) == {"nodegroups/x": "why"}
+    assert bad.note("nodegroups/", {"nodegroups/x": "why"}) == {}, "a second read reports nothing new"
+    assert bad.note("status/", {"status/a/b": "no"}) == {"status/a/b": "no"}, "another prefix is its own"
+    assert bad.note("nodegroups/", {"nodegroups/x": "other"}) == {"nodegroups/x": "other"}, "a new reason"
+    assert bad.note("nodegroups/", {}) == {}  # fixed or deleted: forgotten ...
+    assert bad.note("nodegroups/", {"nodegroups/x": "other"}) == {"nodegroups/x": "other"}  # ... so reported again
+    assert bad.note("status/", {"status/a/b": "no"}) == {}, "forgetting nodegroups/ kept status/"
+    assert bad.count == 4
 
 
 def test_service_status_matches_the_golden_bytes_with_extra_fields() -> None:

@@ -44,3 +44,16 @@ def test_an_invalid_value_is_shown_with_its_reason() -> None:
 def test_empty_state_says_so() -> None:
     text = render({}, now_s=0.0, title="t")
     assert "no service has published a status" in text and "no NodeGroup is registered" in text
+
+
+def test_a_last_line_names_every_entry_that_does_not_decode() -> None:
+    entries = {
+        "status/x/y": b"\x01",
+        "status/producer/r0t0": ServiceStatus(state="idle").encode(),
+        "nodegroups/x": NodeGroupRecord(uid="other", host="h", ports=[1]).encode(),
+        "acquire/request": b"\xc1",
+    }
+    lines = render(entries, now_s=0.0, title="t").splitlines()
+    assert lines[-1] == "3 entries do not decode (shown as invalid above): acquire/request, nodegroups/x, status/x/y"
+    assert any(line.startswith("nodegroups/x") and "invalid: holds the record of uid 'other'" in line for line in lines)
+    assert "do not decode" not in render({"status/producer/r0t0": entries["status/producer/r0t0"]}, 0.0, "t")

@@ -43,6 +43,10 @@
 // peer wrote costs a reader a bounded amount of memory and time, and every encoder refuses to write
 // one (it would be unreadable), except that a status's text field is shortened to fit: a status is
 // for people, and an error message too long for it must not turn into a second error.
+//
+// Readers of a list (nodegroups_from, and the Python Client's nodegroups() and statuses()) skip an
+// entry that does not decode and return it with its reason, so that one bad value written by
+// anyone cannot take the list away from everybody; BadEntries reports each such entry once.
 #pragma once
 
 #include <cstddef>
@@ -125,9 +129,16 @@ struct NodeGroupRecord {
   bool operator==(const NodeGroupRecord& other) const;
 };
 
-/// The NodeGroups of a nodegroups/ subtree (key -> value), sorted by uid: the routing order.
-/// Throws KvstoreError naming the key of a value that does not decode or whose uid differs.
-std::vector<NodeGroupRecord> nodegroups_from(const std::map<std::string, std::string>& entries);
+/// What a reader made of a nodegroups/ subtree: the usable records and the entries it skipped.
+struct NodeGroupList {
+  std::vector<NodeGroupRecord> records;         ///< sorted by uid: the routing order
+  std::map<std::string, std::string> rejected;  ///< key -> why it was skipped (names the field)
+};
+
+/// The NodeGroups of a nodegroups/ subtree (key -> value). An entry whose key is not
+/// nodegroups/<uid>, whose value does not decode or holds another uid is skipped and listed in
+/// `rejected` with the reason; it never hides the others. Does not throw for bad entries.
+NodeGroupList nodegroups_from(const std::map<std::string, std::string>& entries);
 
 /// A free extra field of a status.
 using StatusValue = std::variant<bool, std::int64_t, double, std::string>;

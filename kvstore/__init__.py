@@ -18,8 +18,16 @@ lines), body (msgpack; empty = delete)]``. The server binds three consecutive po
   restarted server is re-populated at once). A ``ttl`` property (seconds) makes the key expire
   unless set again in time; the expiry is published as a deletion.
 
-Malformed messages are dropped and counted; the server publishes its own status under
-``status/kvstore/server`` with the extra fields ``malformed``, ``snapshots``, ``expired``, ``keys``.
+Malformed messages are dropped and counted. The server is bounded (``ServerOptions``, from the
+``[kvstore]`` table): values of at most ``max_value_bytes`` (ZMQ_MAXMSGSIZE cuts frames above twice
+that), at most ``max_keys`` keys and ``max_map_bytes`` bytes in the map, of which one network
+address (the message's "Peer-Address") may hold ``max_keys_per_address`` keys and
+``max_map_bytes_per_address`` bytes, ttls clamped to ``max_ttl_s``, and snapshot replies queued at
+most ``kSnapshotHwm`` messages deep per peer (a reply its client does not read is dropped; one that
+is read goes on until whole). It counts every refusal by kind (``REFUSAL_KINDS``: ``malformed``,
+``oversized``, ``refused_quota``, ``refused_full``, ``ttl_clamped``, ``snapshots_dropped``,
+``errors``) and publishes its own status under ``status/kvstore/server`` with those counters and
+``snapshots``, ``expired``, ``keys`` and ``map_bytes`` as extra fields.
 
 State schema (every value a msgpack map with ``version`` = ``SCHEMA_VERSION``; the codecs are the
 C++ ones: ``NodeGroupRecord``, ``ServiceStatus``, ``AcquireRequest``, each with ``encode()`` and
@@ -69,11 +77,13 @@ from sectorflow._core.kvstore import (
     MAX_KEY_BYTES,
     MAX_NAME_BYTES,
     MAX_PORTS,
+    MAX_PROPERTIES_BYTES,
     MAX_ROUTING_UIDS,
     MAX_SCAN_SIDE,
     MAX_TEXT_BYTES,
     MAX_UID_BYTES,
     NODEGROUPS_PREFIX,
+    REFUSAL_KINDS,
     SCHEMA_VERSION,
     SEQUENCE_BYTES,
     SERVICE_AGGREGATOR,
@@ -94,6 +104,7 @@ from sectorflow._core.kvstore import (
     STATE_WRITING,
     STATE_WRITING_TO_DISK,
     STATUS_PREFIX,
+    TTL_CEILING_S,
     TTL_PROPERTY,
     UUID_BYTES,
     AcquireRequest,
@@ -139,11 +150,13 @@ __all__ = [
     "MAX_KEY_BYTES",
     "MAX_NAME_BYTES",
     "MAX_PORTS",
+    "MAX_PROPERTIES_BYTES",
     "MAX_ROUTING_UIDS",
     "MAX_SCAN_SIDE",
     "MAX_TEXT_BYTES",
     "MAX_UID_BYTES",
     "NODEGROUPS_PREFIX",
+    "REFUSAL_KINDS",
     "SCHEMA_VERSION",
     "SEQUENCE_BYTES",
     "SERVICE_AGGREGATOR",
@@ -164,6 +177,7 @@ __all__ = [
     "STATE_WRITING",
     "STATE_WRITING_TO_DISK",
     "STATUS_PREFIX",
+    "TTL_CEILING_S",
     "TTL_PROPERTY",
     "UUID_BYTES",
     "AcquireRequest",

@@ -9,9 +9,19 @@ from sectorflow.configs import Config
 
 
 def server_options(config: Config) -> ServerOptions:
-    """Where the server binds (``bind_host``, ports P..P+2) and its heartbeat."""
+    """Where the server binds (``bind_host``, ports P..P+2), its heartbeat and its bounds."""
     kv = config.kvstore
-    return ServerOptions(bind_host=kv.bind_host, port=kv.port, heartbeat_ms=kv.heartbeat_ms)
+    return ServerOptions(
+        bind_host=kv.bind_host,
+        port=kv.port,
+        heartbeat_ms=kv.heartbeat_ms,
+        max_value_bytes=kv.max_value_bytes,
+        max_keys=kv.max_keys,
+        max_map_bytes=kv.max_map_bytes,
+        max_keys_per_address=kv.max_keys_per_address,
+        max_map_bytes_per_address=kv.max_map_bytes_per_address,
+        max_ttl_s=kv.max_ttl_s,
+    )
 
 
 def client_options(

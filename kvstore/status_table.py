@@ -25,6 +25,7 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
     lines = [title, ""]
     services = _service_rows(entries, now_s)
     lines.append(_table(SERVICE_HEADERS, services) if services else "no service has published a status")
+    lines.extend(_refusal_lines(entries))
     lines.append("")
     nodegroups = _nodegroup_rows(entries)
     lines.append(_table(NODEGROUP_HEADERS, nodegroups) if nodegroups else "no NodeGroup is registered")
@@ -59,6 +60,22 @@ def _service_rows(entries: Mapping[str, bytes], now_s: float) -> list[tuple[str,
         rows.append((service, name, status.state, str(status.scan), f"{status.messages:,}",
                      _human_bytes(status.bytes), age, extra))
     return rows
+
+
+def _refusal_lines(entries: Mapping[str, bytes]) -> list[str]:
+    """What each kvstore server refused, by kind (the counters of its status): one line per server."""
+    lines = []
+    for key, raw in sorted(entries.items()):
+        if not key.startswith(_core.status_prefix(_core.SERVICE_KVSTORE)):
+            continue
+        try:
+            status = _core.ServiceStatus.decode(raw)
+        except _core.KvstoreError:
+            continue  # shown as invalid in the table already
+        counts = [f"{kind} {status.extra[kind]}" for kind in _core.REFUSAL_KINDS if kind in status.extra]
+        if counts:
+            lines.append(f"{key.removeprefix(_core.STATUS_PREFIX)} refused: {', '.join(counts)}")
+    return lines
 
 
 def _nodegroup_rows(entries: Mapping[str, bytes]) -> list[tuple[str, ...]]:

@@ -198,6 +198,20 @@ bool send_kvmsg(zmq::socket_ref socket, const KvMsg& msg, const std::vector<std:
   return zmq::send_multipart(socket, parts, flags).has_value();
 }
 
+std::size_t recv_frames(zmq::socket_ref socket, std::vector<zmq::message_t>& parts, std::size_t keep) {
+  parts.clear();
+  std::size_t frames = 0;
+  while (true) {
+    zmq::message_t frame;
+    // The frames of a message arrive together: only the first may be missing.
+    if (!socket.recv(frame, frames == 0 ? zmq::recv_flags::dontwait : zmq::recv_flags::none)) return 0;
+    ++frames;
+    const bool more = frame.more();
+    if (parts.size() < keep) parts.push_back(std::move(frame));
+    if (!more) return frames;
+  }
+}
+
 std::vector<std::string_view> frame_views(const std::vector<zmq::message_t>& parts) {
   std::vector<std::string_view> views;
   views.reserve(parts.size());

@@ -114,19 +114,21 @@ class RawPeer:
 
     ``writer`` is a PUB to P+2 (KVSET), ``snapshots`` a DEALER to P (ICANHAZ?) that reads only
     when told to: set ``rcvhwm`` low to model a client that asks for snapshots and never reads.
+    ``source`` is the loopback address the peer connects from (any 127.x.y.z works on Linux): the
+    server charges the keys a peer writes to that address.
     """
 
     RESEND_S = 0.1  # a PUB drops what it sends before the server's subscription arrives: resend
 
-    def __init__(self, port: int, rcvhwm: int = 1000) -> None:
+    def __init__(self, port: int, rcvhwm: int = 1000, source: str = "127.0.0.1") -> None:
         self.context = zmq.Context()
         self.writer = self.context.socket(zmq.PUB)
         self.snapshots = self.context.socket(zmq.DEALER)
         self.snapshots.rcvhwm = rcvhwm
         for sock in (self.writer, self.snapshots):
             sock.linger = 0
-        self.writer.connect(f"tcp://127.0.0.1:{port + 2}")
-        self.snapshots.connect(f"tcp://127.0.0.1:{port}")
+        self.writer.connect(f"tcp://{source}:0;127.0.0.1:{port + 2}")
+        self.snapshots.connect(f"tcp://{source}:0;127.0.0.1:{port}")
 
     def close(self) -> None:
         self.writer.close()

@@ -52,6 +52,9 @@ inline constexpr std::string_view kSnapshotRequest = "ICANHAZ?";
 inline constexpr std::string_view kSnapshotEnd = "KTHXBAI";
 inline constexpr std::string_view kHeartbeat = "HUGZ";
 inline constexpr std::string_view kTtlProperty = "ttl";
+/// The longest ttl any configuration may allow (seconds, about 32 years): a deadline this far stays
+/// far inside a steady_clock, whose nanoseconds overflow after 292 years.
+inline constexpr double kTtlCeilingS = 1e9;
 
 using Properties = std::map<std::string, std::string>;
 
@@ -109,6 +112,11 @@ KvMsg decode_kvmsg(const std::vector<std::string_view>& frames);
 /// zmq::error_t on socket errors.
 bool send_kvmsg(zmq::socket_ref socket, const KvMsg& msg, const std::vector<std::string>& prefix = {},
                 zmq::send_flags flags = zmq::send_flags::dontwait);
+
+/// Receives one whole message without waiting: keeps its first `keep` frames in `parts` (cleared
+/// first) and drops the others, since a peer may send a message of any number of frames. Returns
+/// how many frames the message had, 0 if none was waiting; throws zmq::error_t on socket errors.
+std::size_t recv_frames(zmq::socket_ref socket, std::vector<zmq::message_t>& parts, std::size_t keep);
 
 /// Views of received frames, for decode_kvmsg; valid while `parts` lives.
 std::vector<std::string_view> frame_views(const std::vector<zmq::message_t>& parts);

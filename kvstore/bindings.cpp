@@ -230,8 +230,10 @@ void bind_client(py::module_& m) {
   const ClientOptions defaults;
   py::class_<ClientOptions>(m, "ClientOptions", "Where the server is and how the replica behaves.")
       .def(py::init([](std::string host, std::uint16_t port, std::string subtree, std::uint32_t heartbeat_ms,
-                       int silence_heartbeats, const std::optional<py::function>& log) {
-             ClientOptions options{std::move(host), port, std::move(subtree), heartbeat_ms, silence_heartbeats, {}};
+                       int silence_heartbeats, const std::optional<py::function>& log, std::size_t max_value_bytes,
+                       double max_ttl_s) {
+             ClientOptions options{std::move(host), port, std::move(subtree), heartbeat_ms, silence_heartbeats, {},
+                                   max_value_bytes, max_ttl_s};
              if (log) {
                options.log = [call = PyCallable(*log)](const std::string& message) {
                  call.invoke([&message](const py::function& f) { f(message); });
@@ -241,13 +243,16 @@ void bind_client(py::module_& m) {
            }),
            py::kw_only(), py::arg("host"), py::arg("port"), py::arg("subtree") = defaults.subtree,
            py::arg("heartbeat_ms") = defaults.heartbeat_ms, py::arg("silence_heartbeats") = defaults.silence_heartbeats,
-           py::arg("log") = py::none(),
+           py::arg("log") = py::none(), py::arg("max_value_bytes") = defaults.max_value_bytes,
+           py::arg("max_ttl_s") = defaults.max_ttl_s,
            "log(message: str) is called on the agent thread on each state change and resync.")
       .def_readwrite("host", &ClientOptions::host)
       .def_readwrite("port", &ClientOptions::port)
       .def_readwrite("subtree", &ClientOptions::subtree)
       .def_readwrite("heartbeat_ms", &ClientOptions::heartbeat_ms)
-      .def_readwrite("silence_heartbeats", &ClientOptions::silence_heartbeats);
+      .def_readwrite("silence_heartbeats", &ClientOptions::silence_heartbeats)
+      .def_readwrite("max_value_bytes", &ClientOptions::max_value_bytes)
+      .def_readwrite("max_ttl_s", &ClientOptions::max_ttl_s);
 
   py::class_<ClientStats>(m, "ClientStats", "Counters of a client's agent.")
       .def_readonly("snapshots", &ClientStats::snapshots)
@@ -255,7 +260,8 @@ void bind_client(py::module_& m) {
       .def_readonly("stale", &ClientStats::stale)
       .def_readonly("resyncs", &ClientStats::resyncs)
       .def_readonly("malformed", &ClientStats::malformed)
-      .def_readonly("sent", &ClientStats::sent);
+      .def_readonly("sent", &ClientStats::sent)
+      .def_readonly("errors", &ClientStats::errors);
 
   py::class_<Client, std::unique_ptr<Client, ReleaseGilDelete>>(
       m, "Client", "A live replica of the kvstore; a background agent thread owns the sockets.")

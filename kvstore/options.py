@@ -27,7 +27,7 @@ def server_options(config: Config) -> ServerOptions:
 def client_options(
     config: Config, subtree: str = "", log: Callable[[str], None] | None = None
 ) -> ClientOptions:
-    """How a client reaches the server (``host``, port P) and when it declares it silent.
+    """How a client reaches the server (``host``, port P), when it declares it silent, what it may send.
 
     Args:
         config: the loaded configuration.
@@ -42,4 +42,6 @@ def client_options(
         heartbeat_ms=kv.heartbeat_ms,
         silence_heartbeats=kv.silence_heartbeats,
         log=log,
+        max_value_bytes=kv.max_value_bytes,
+        max_ttl_s=kv.max_ttl_s,
     )

@@ -27,6 +27,7 @@ from sectorflow.kvstore import (
     ACQUIRE_REQUEST_KEY,
     AcquireRequest,
     Client,
+    KvstoreError,
     NodeGroupRecord,
     ServiceStatus,
     decode_kvmsg,
@@ -192,6 +193,9 @@ def test_an_oversized_value_is_refused_and_counted_and_a_larger_frame_only_cuts_
     server = start_kvstore(make_config, processes, kvstore={"max_value_bytes": 1024})  # frames up to 2048 bytes
     observer = clients(server.config)
     assert observer.wait_synced(SYNC_S)
+    with pytest.raises(KvstoreError, match=r"kvstore set 'mine': value of 1503 bytes, the server takes at most 1024 "
+                                           r"\(\[kvstore\] max_value_bytes\)"):
+        observer.set("mine", msgpack.packb(b"m" * 1500))
 
     peer = RawPeer(server.port)
     try:

@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "counting": "bench.counting",
     "scaling": "bench.scaling",
     "memory": "bench.memory",
+    "kvstore_flood": "bench.kvstore_flood",
     "time_to_science": "bench.time_to_science",  # last: its raw files leave the page cache busy
 }
 

@@ -71,6 +71,12 @@ def peak_rss_kib(pid: int) -> int | None:
     return None if text is None else status_kib(text, "VmHWM")
 
 
+def rss_kib(pid: int) -> int | None:
+    """The resident set size now (VmRSS) of a live process in KiB; None if it has gone."""
+    text = _read(f"/proc/{pid}/status")
+    return None if text is None else status_kib(text, "VmRSS")
+
+
 def cpu_seconds(pid: int) -> float | None:
     """CPU seconds (user + system, all threads) a live process has used; None if it has gone."""
     text = _read(f"/proc/{pid}/stat")

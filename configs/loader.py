@@ -129,6 +129,11 @@ def _check_whole(config: Config, source: str) -> None:
             f"{most_threads} threads of a receiver: thread t's next frame is {most_threads} past its last, so it "
             f"must be at least {most_threads}"
         )
+    if config.kvstore.ttl_s > config.kvstore.max_ttl_s:
+        raise ConfigError(
+            f"{source}: 'kvstore.ttl_s' = {config.kvstore.ttl_s!r} is above 'kvstore.max_ttl_s' = "
+            f"{config.kvstore.max_ttl_s!r}: the server would clamp every registration's ttl; raise max_ttl_s"
+        )
     if config.aggregator.base_port + config.n_receivers - 1 > 65535:
         raise ConfigError(
             f"{source}: 'aggregator.base_port' = {config.aggregator.base_port}: thread ports up to "

@@ -65,6 +65,28 @@ class KvstoreConfig:
     heartbeat_ms: int = setting(1000, "HUGZ interval of the server", min=10, max=60000)
     silence_heartbeats: int = setting(3, "missed heartbeats after which a client reconnects", min=2, max=100)
     ttl_s: float = setting(5.0, "time-to-live of a service's registration; refreshed while it lives", min=0.1)
+    max_value_bytes: int = setting(
+        65536, "largest value (msgpack body) the server accepts and a client sends; a larger one is refused and "
+        "counted (oversized). Every kvstore socket cuts frames above twice this (ZMQ_MAXMSGSIZE), disconnecting "
+        "the sender. The acquire request's routing list is the largest value: about 30 bytes per NodeGroup",
+        min=1024, max=64 << 20)
+    max_keys: int = setting(
+        100_000, "keys the server's map holds at most (its own status aside); a new key beyond is refused and "
+        "counted (refused_full). A whole stack needs a few per producer thread, aggregator thread and NodeGroup",
+        min=16, max=10_000_000)
+    max_map_bytes: int = setting(
+        256 << 20, "bytes of keys, properties and values the server's map holds at most; a write beyond is refused "
+        "(refused_full). With max_keys, what bounds the server's memory", min=1 << 20, max=64 << 30)
+    max_keys_per_address: int = setting(
+        25_000, "keys last written from one network address (every service of a host shares its address: on "
+        "127.0.0.1 one address holds a whole local stack); a write beyond is refused and counted (refused_quota)",
+        min=1, max=10_000_000)
+    max_map_bytes_per_address: int = setting(
+        64 << 20, "bytes of the keys last written from one network address; a write beyond is refused "
+        "(refused_quota)", min=1024, max=64 << 30)
+    max_ttl_s: float = setting(
+        86400.0, "longest ttl the server grants: a longer one is clamped and counted (ttl_clamped), and a client "
+        "refuses to ask for one; at least ttl_s", min=1.0, max=1e9)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,16 @@ lines), body (msgpack; empty = delete)]``. The server binds three consecutive po
   restarted server is re-populated at once). A ``ttl`` property (seconds) makes the key expire
   unless set again in time; the expiry is published as a deletion.
 
-Malformed messages are dropped and counted; the server publishes its own status under
-``status/kvstore/server`` with the extra fields ``malformed``, ``snapshots``, ``expired``, ``keys``.
+Malformed messages are dropped and counted. The server is bounded (``ServerOptions``, from the
+``[kvstore]`` table): values of at most ``max_value_bytes`` (ZMQ_MAXMSGSIZE cuts frames above twice
+that), at most ``max_keys`` keys and ``max_map_bytes`` bytes in the map, of which one network
+address (the message's "Peer-Address") may hold ``max_keys_per_address`` keys and
+``max_map_bytes_per_address`` bytes, ttls clamped to ``max_ttl_s``, and snapshot replies queued at
+most ``kSnapshotHwm`` messages deep per peer (a reply its client does not read is dropped; one that
+is read goes on until whole). It counts every refusal by kind (``REFUSAL_KINDS``: ``malformed``,
+``oversized``, ``refused_quota``, ``refused_full``, ``ttl_clamped``, ``snapshots_dropped``,
+``errors``) and publishes its own status under ``status/kvstore/server`` with those counters and
+``snapshots``, ``expired``, ``keys`` and ``map_bytes`` as extra fields.
 
 State schema (every value a msgpack map with ``version`` = ``SCHEMA_VERSION``; the codecs are the
 C++ ones: ``NodeGroupRecord``, ``ServiceStatus``, ``AcquireRequest``, each with ``encode()`` and
@@ -30,7 +38,7 @@ C++ ones: ``NodeGroupRecord``, ``ServiceStatus``, ``AcquireRequest``, each with 
     thread: thread r pushes to ``ports[r]``, see ``endpoint(r)``), ``node`` str (compute node),
     ``rank`` int (MPI rank), ``status`` str. Set by each NodeGroup with a ttl it refreshes; a dead
     NodeGroup disappears after its ttl. Producers route frame f to the (f mod n)-th of the sorted
-    UIDs (``nodegroups_from(client.subtree(NODEGROUPS_PREFIX))`` returns them sorted).
+    UIDs (``client.nodegroups()`` returns them sorted, as ``nodegroups_from(entries).records`` does).
 ``status/<service>/<name>`` (``status_key(service, name)``) -> ``ServiceStatus``
     ``state`` str (idle, registering, streaming, draining, writing, writing-to-disk, finished,
     error, serving: ``STATE_*``), ``scan`` int (current or last scan, 0 before the first),
@@ -46,6 +54,12 @@ C++ ones: ``NodeGroupRecord``, ``ServiceStatus``, ``AcquireRequest``, each with 
     the scan's raw files from ``producer.fallback_dir``). ``encode()`` writes ``routing`` only when
     set and ``source`` only for replay, so a request of the first five fields keeps its bytes.
 
+Records are bounded (``MAX_*``: uid, name and text bytes, ports, extra fields, routing length, scan
+side); decoders refuse what passes a bound and encoders refuse to write it. Readers of a list never
+fail on one bad entry: ``nodegroups_from`` returns ``.records`` and ``.rejected`` ({key: why}), and
+``Client.nodegroups()`` / ``Client.statuses()`` skip what does not decode, log each bad key once
+and count it in ``Client.bad_records`` (``BadEntries`` remembers what was reported).
+
 Client semantics: ``set(key, value_bytes, ttl_s)`` makes the key this client's own (refreshed every
 ttl/3 while it lives, republished after a server restart, deleted when the client closes);
 ``set_once`` writes without owning; ``get``/``subtree`` read the local replica and never touch
@@ -59,8 +73,17 @@ from sectorflow._core.kvstore import (
     ACQUIRE_REQUEST_KEY,
     HEARTBEAT,
     KVMSG_FRAMES,
+    MAX_EXTRA_FIELDS,
     MAX_KEY_BYTES,
+    MAX_NAME_BYTES,
+    MAX_PORTS,
+    MAX_PROPERTIES_BYTES,
+    MAX_ROUTING_UIDS,
+    MAX_SCAN_SIDE,
+    MAX_TEXT_BYTES,
+    MAX_UID_BYTES,
     NODEGROUPS_PREFIX,
+    REFUSAL_KINDS,
     SCHEMA_VERSION,
     SEQUENCE_BYTES,
     SERVICE_AGGREGATOR,
@@ -81,14 +104,17 @@ from sectorflow._core.kvstore import (
     STATE_WRITING,
     STATE_WRITING_TO_DISK,
     STATUS_PREFIX,
+    TTL_CEILING_S,
     TTL_PROPERTY,
     UUID_BYTES,
     AcquireRequest,
+    BadEntries,
     ClientOptions,
     ClientState,
     ClientStats,
     KvMsg,
     KvstoreError,
+    NodeGroupList,
     NodeGroupRecord,
     Server,
     ServerOptions,
@@ -120,8 +146,17 @@ __all__ = [
     "ACQUIRE_REQUEST_KEY",
     "HEARTBEAT",
     "KVMSG_FRAMES",
+    "MAX_EXTRA_FIELDS",
     "MAX_KEY_BYTES",
+    "MAX_NAME_BYTES",
+    "MAX_PORTS",
+    "MAX_PROPERTIES_BYTES",
+    "MAX_ROUTING_UIDS",
+    "MAX_SCAN_SIDE",
+    "MAX_TEXT_BYTES",
+    "MAX_UID_BYTES",
     "NODEGROUPS_PREFIX",
+    "REFUSAL_KINDS",
     "SCHEMA_VERSION",
     "SEQUENCE_BYTES",
     "SERVICE_AGGREGATOR",
@@ -142,15 +177,18 @@ __all__ = [
     "STATE_WRITING",
     "STATE_WRITING_TO_DISK",
     "STATUS_PREFIX",
+    "TTL_CEILING_S",
     "TTL_PROPERTY",
     "UUID_BYTES",
     "AcquireRequest",
+    "BadEntries",
     "Client",
     "ClientOptions",
     "ClientState",
     "ClientStats",
     "KvMsg",
     "KvstoreError",
+    "NodeGroupList",
     "NodeGroupRecord",
     "Server",
     "ServerOptions",

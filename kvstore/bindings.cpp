@@ -90,6 +90,8 @@ void bind_kvmsg(py::module_& m) {
   m.attr("SEQUENCE_BYTES") = kSequenceBytes;
   m.attr("UUID_BYTES") = kUuidBytes;
   m.attr("MAX_KEY_BYTES") = kMaxKeyBytes;
+  m.attr("MAX_PROPERTIES_BYTES") = kMaxPropertiesBytes;
+  m.attr("TTL_CEILING_S") = kTtlCeilingS;
   m.attr("SNAPSHOT_REQUEST") = std::string(kSnapshotRequest);
   m.attr("SNAPSHOT_END") = std::string(kSnapshotEnd);
   m.attr("HEARTBEAT") = std::string(kHeartbeat);
@@ -148,26 +150,63 @@ void bind_kvmsg(py::module_& m) {
 
 void bind_server(py::module_& m) {
   const ServerOptions defaults;
-  py::class_<ServerOptions>(m, "ServerOptions", "Where the server binds and how often it sends HUGZ.")
-      .def(py::init([](std::string bind_host, std::uint16_t port, std::uint32_t heartbeat_ms, std::string status_name) {
-             return ServerOptions{std::move(bind_host), port, heartbeat_ms, std::move(status_name)};
+  py::class_<ServerOptions>(m, "ServerOptions", "Where the server binds, its heartbeat and its bounds (server.hpp).")
+      .def(py::init([](std::string bind_host, std::uint16_t port, std::uint32_t heartbeat_ms, std::string status_name,
+                       std::size_t max_value_bytes, std::size_t max_keys, std::size_t max_map_bytes,
+                       std::size_t max_keys_per_address, std::size_t max_map_bytes_per_address, double max_ttl_s) {
+             ServerOptions options;
+             options.bind_host = std::move(bind_host);
+             options.port = port;
+             options.heartbeat_ms = heartbeat_ms;
+             options.status_name = std::move(status_name);
+             options.max_value_bytes = max_value_bytes;
+             options.max_keys = max_keys;
+             options.max_map_bytes = max_map_bytes;
+             options.max_keys_per_address = max_keys_per_address;
+             options.max_map_bytes_per_address = max_map_bytes_per_address;
+             options.max_ttl_s = max_ttl_s;
+             return options;
            }),
            py::kw_only(), py::arg("bind_host"), py::arg("port"), py::arg("heartbeat_ms") = defaults.heartbeat_ms,
-           py::arg("status_name") = defaults.status_name)
+           py::arg("status_name") = defaults.status_name, py::arg("max_value_bytes") = defaults.max_value_bytes,
+           py::arg("max_keys") = defaults.max_keys, py::arg("max_map_bytes") = defaults.max_map_bytes,
+           py::arg("max_keys_per_address") = defaults.max_keys_per_address,
+           py::arg("max_map_bytes_per_address") = defaults.max_map_bytes_per_address,
+           py::arg("max_ttl_s") = defaults.max_ttl_s)
       .def_readwrite("bind_host", &ServerOptions::bind_host)
       .def_readwrite("port", &ServerOptions::port)
       .def_readwrite("heartbeat_ms", &ServerOptions::heartbeat_ms)
-      .def_readwrite("status_name", &ServerOptions::status_name);
+      .def_readwrite("status_name", &ServerOptions::status_name)
+      .def_readwrite("max_value_bytes", &ServerOptions::max_value_bytes)
+      .def_readwrite("max_keys", &ServerOptions::max_keys)
+      .def_readwrite("max_map_bytes", &ServerOptions::max_map_bytes)
+      .def_readwrite("max_keys_per_address", &ServerOptions::max_keys_per_address)
+      .def_readwrite("max_map_bytes_per_address", &ServerOptions::max_map_bytes_per_address)
+      .def_readwrite("max_ttl_s", &ServerOptions::max_ttl_s);
+
+  py::list kinds;
+  for (const char* kind : kRefusalKinds) kinds.append(kind);
+  m.attr("REFUSAL_KINDS") = py::tuple(kinds);
 
   py::class_<ServerStats>(m, "ServerStats", "Counters of a running server.")
       .def_readonly("sequence", &ServerStats::sequence)
       .def_readonly("keys", &ServerStats::keys)
+      .def_readonly("map_bytes", &ServerStats::map_bytes)
       .def_readonly("updates", &ServerStats::updates)
       .def_readonly("bytes", &ServerStats::bytes)
       .def_readonly("snapshots", &ServerStats::snapshots)
       .def_readonly("expired", &ServerStats::expired)
       .def_readonly("malformed", &ServerStats::malformed)
-      .def_readonly("last_malformed", &ServerStats::last_malformed);
+      .def_readonly("last_malformed", &ServerStats::last_malformed)
+      .def_readonly("oversized", &ServerStats::oversized)
+      .def_readonly("refused_quota", &ServerStats::refused_quota)
+      .def_readonly("refused_full", &ServerStats::refused_full)
+      .def_readonly("ttl_clamped", &ServerStats::ttl_clamped)
+      .def_readonly("snapshots_dropped", &ServerStats::snapshots_dropped)
+      .def_readonly("errors", &ServerStats::errors)
+      .def_readonly("first_refusals", &ServerStats::first_refusals,
+                    "kind (REFUSAL_KINDS) -> why the first refusal of that kind happened.")
+      .def("refusals", &ServerStats::refusals, py::arg("kind"), "The counter of one of REFUSAL_KINDS.");
 
   py::class_<Server>(m, "Server", "The Clone-pattern server; binds P, P+1, P+2 when constructed.")
       .def(py::init<ServerOptions>(), py::arg("options"))
@@ -191,8 +230,10 @@ void bind_client(py::module_& m) {
   const ClientOptions defaults;
   py::class_<ClientOptions>(m, "ClientOptions", "Where the server is and how the replica behaves.")
       .def(py::init([](std::string host, std::uint16_t port, std::string subtree, std::uint32_t heartbeat_ms,
-                       int silence_heartbeats, const std::optional<py::function>& log) {
-             ClientOptions options{std::move(host), port, std::move(subtree), heartbeat_ms, silence_heartbeats, {}};
+                       int silence_heartbeats, const std::optional<py::function>& log, std::size_t max_value_bytes,
+                       double max_ttl_s) {
+             ClientOptions options{std::move(host), port, std::move(subtree), heartbeat_ms, silence_heartbeats, {},
+                                   max_value_bytes, max_ttl_s};
              if (log) {
                options.log = [call = PyCallable(*log)](const std::string& message) {
                  call.invoke([&message](const py::function& f) { f(message); });
@@ -202,13 +243,16 @@ void bind_client(py::module_& m) {
            }),
            py::kw_only(), py::arg("host"), py::arg("port"), py::arg("subtree") = defaults.subtree,
            py::arg("heartbeat_ms") = defaults.heartbeat_ms, py::arg("silence_heartbeats") = defaults.silence_heartbeats,
-           py::arg("log") = py::none(),
+           py::arg("log") = py::none(), py::arg("max_value_bytes") = defaults.max_value_bytes,
+           py::arg("max_ttl_s") = defaults.max_ttl_s,
            "log(message: str) is called on the agent thread on each state change and resync.")
       .def_readwrite("host", &ClientOptions::host)
       .def_readwrite("port", &ClientOptions::port)
       .def_readwrite("subtree", &ClientOptions::subtree)
       .def_readwrite("heartbeat_ms", &ClientOptions::heartbeat_ms)
-      .def_readwrite("silence_heartbeats", &ClientOptions::silence_heartbeats);
+      .def_readwrite("silence_heartbeats", &ClientOptions::silence_heartbeats)
+      .def_readwrite("max_value_bytes", &ClientOptions::max_value_bytes)
+      .def_readwrite("max_ttl_s", &ClientOptions::max_ttl_s);
 
   py::class_<ClientStats>(m, "ClientStats", "Counters of a client's agent.")
       .def_readonly("snapshots", &ClientStats::snapshots)
@@ -216,7 +260,8 @@ void bind_client(py::module_& m) {
       .def_readonly("stale", &ClientStats::stale)
       .def_readonly("resyncs", &ClientStats::resyncs)
       .def_readonly("malformed", &ClientStats::malformed)
-      .def_readonly("sent", &ClientStats::sent);
+      .def_readonly("sent", &ClientStats::sent)
+      .def_readonly("errors", &ClientStats::errors);
 
   py::class_<Client, std::unique_ptr<Client, ReleaseGilDelete>>(
       m, "Client", "A live replica of the kvstore; a background agent thread owns the sockets.")

@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
+#include "sectorflow/kvstore/bad_entries.hpp"
 #include "sectorflow/kvstore/schema.hpp"
 
 namespace py = pybind11;
@@ -43,6 +44,13 @@ void bind_constants(py::module_& m) {
   m.attr("STATE_SERVING") = std::string(kStateServing);
   m.attr("SOURCE_SIMULATOR") = std::string(kSourceSimulator);
   m.attr("SOURCE_REPLAY") = std::string(kSourceReplay);
+  m.attr("MAX_UID_BYTES") = kMaxUidBytes;
+  m.attr("MAX_NAME_BYTES") = kMaxNameBytes;
+  m.attr("MAX_TEXT_BYTES") = kMaxTextBytes;
+  m.attr("MAX_PORTS") = kMaxPorts;
+  m.attr("MAX_EXTRA_FIELDS") = kMaxExtraFields;
+  m.attr("MAX_ROUTING_UIDS") = kMaxRoutingUids;
+  m.attr("MAX_SCAN_SIDE") = kMaxScanSide;
 
   m.def("nodegroup_key", [](const std::string& uid) { return nodegroup_key(uid); }, py::arg("uid"),
         "'nodegroups/<uid>'.");
@@ -83,6 +91,14 @@ void bind_records(py::module_& m) {
                ", node='" + r.node + "', rank=" + std::to_string(r.rank) + ", status='" + r.status + "')";
       });
 
+  py::class_<NodeGroupList>(m, "NodeGroupList", "What nodegroups_from made of a nodegroups/ subtree.")
+      .def_readonly("records", &NodeGroupList::records, "The usable NodeGroupRecords, sorted by uid.")
+      .def_readonly("rejected", &NodeGroupList::rejected, "key -> why it was skipped.")
+      .def("__repr__", [](const NodeGroupList& list) {
+        return "NodeGroupList(" + std::to_string(list.records.size()) + " records, " +
+               std::to_string(list.rejected.size()) + " rejected)";
+      });
+
   m.def("nodegroups_from", [](const py::dict& entries) {
         std::map<std::string, std::string> values;
         for (const auto& [key, value] : entries) {
@@ -90,7 +106,16 @@ void bind_records(py::module_& m) {
         }
         return nodegroups_from(values);
       },
-      py::arg("entries"), "NodeGroupRecords of a nodegroups/ subtree {key: value bytes}, sorted by uid.");
+      py::arg("entries"),
+      "The NodeGroups of a nodegroups/ subtree {key: value bytes}: .records sorted by uid, and .rejected "
+      "{key: why} for the entries that do not decode (skipped, never raised).");
+
+  py::class_<BadEntries>(m, "BadEntries", "Which skipped entries a reader already reported (log each once).")
+      .def(py::init<>())
+      .def("note", &BadEntries::note, py::arg("prefix"), py::arg("rejected"),
+           "The entries of rejected {key: why} not reported yet (to log now); forgets keys under prefix that "
+           "are no longer rejected.")
+      .def_property_readonly("count", &BadEntries::count, "Bad entries reported so far: the bad_records counter.");
 
   const ServiceStatus st;
   py::class_<ServiceStatus>(m, "ServiceStatus", "status/<service>/<name>: what a service is doing.")

@@ -41,7 +41,8 @@ def register(subparsers: Any) -> None:
         "status",
         help="print who is registered and what each service is doing",
         description="Print the live state of the kvstore as tables: every service's state, scan, "
-        "message and byte counts, the registered NodeGroups and the acquire request. Exits non-zero "
+        "message and byte counts, the registered NodeGroups and the acquire request, what the server "
+        "refused (by kind) and the entries that do not decode. Exits non-zero "
         "with one line if no server answers within the timeout.",
     )
     add_config_argument(status)

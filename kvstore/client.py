@@ -31,8 +31,10 @@ class Client(_core.Client):
     Change callbacks run on the agent thread, holding the GIL; keep them short.
     """
 
-    def __init__(self, options: _core.ClientOptions) -> None:
+    def __init__(self, options: _core.ClientOptions, name: str = "client") -> None:
         super().__init__(options)
+        self._name = name
+        self._bad = _core.BadEntries()
         _open_clients.add(self)
 
     @classmethod
@@ -48,7 +50,7 @@ class Client(_core.Client):
         def log(message: str) -> None:
             logger.info("kvstore %s: %s", name, message)
 
-        return cls(client_options(config, subtree, log))
+        return cls(client_options(config, subtree, log), name)
 
     def __enter__(self) -> Client:
         return self
@@ -74,26 +76,39 @@ class Client(_core.Client):
         return {key: msgpack.unpackb(raw, raw=False) for key, raw in self.subtree(prefix).items()}
 
     def nodegroups(self) -> list[_core.NodeGroupRecord]:
-        """The registered NodeGroups sorted by uid (the routing order).
+        """The usable registered NodeGroups, sorted by uid (the routing order).
 
-        Raises:
-            KvstoreError: a registration does not decode (the message names its key).
+        A registration that does not decode is skipped, never raised: it is logged once (see
+        ``bad_records``) and the others are returned.
         """
-        return _core.nodegroups_from(self.subtree(_core.NODEGROUPS_PREFIX))
+        listing = _core.nodegroups_from(self.subtree(_core.NODEGROUPS_PREFIX))
+        self._report(_core.NODEGROUPS_PREFIX, listing.rejected)
+        return listing.records
 
     def statuses(self, service: str = "") -> dict[tuple[str, str], _core.ServiceStatus]:
         """``(service, name) -> ServiceStatus`` of one service, or of all for ``service=""``.
 
-        Raises:
-            KvstoreError: a status does not decode (the message names its key).
+        A status that does not decode (or whose key is not ``status/<service>/<name>``) is skipped,
+        never raised: it is logged once (see ``bad_records``) and the others are returned.
         """
-        out = {}
-        for key, raw in self.subtree(_core.status_prefix(service)).items():
+        prefix = _core.status_prefix(service)
+        out, rejected = {}, {}
+        for key, raw in self.subtree(prefix).items():
             try:
                 out[_core.parse_status_key(key)] = _core.ServiceStatus.decode(raw)
             except _core.KvstoreError as error:
-                raise _core.KvstoreError(f"{key}: {error}") from None
+                rejected[key] = str(error)
+        self._report(prefix, rejected)
         return out
+
+    @property
+    def bad_records(self) -> int:
+        """Entries ``nodegroups()`` and ``statuses()`` skipped so far, each key counted once per reason."""
+        return self._bad.count
+
+    def _report(self, prefix: str, rejected: dict[str, str]) -> None:
+        for key, why in self._bad.note(prefix, rejected).items():
+            logger.warning("kvstore %s: skipped %s, which does not decode: %s", self._name, key, why)
 
 
 @atexit.register

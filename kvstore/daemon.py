@@ -1,8 +1,9 @@
 """The kvstore server as a daemon: serve until SIGTERM or SIGINT, log what it did.
 
 The C++ server loop runs in a worker thread with the GIL released; the main thread waits for a
-signal (Python runs signal handlers only there), reports rejected messages as they are counted
-and stops the server. States, logged on every transition: starting, serving, stopping, stopped.
+signal (Python runs signal handlers only there), reports what the server refused as it is counted
+(one line per kind and report interval, never one per message) and stops the server. States,
+logged on every transition: starting, serving, stopping, stopped.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from sectorflow._core.kvstore import KvstoreError, Server
+from sectorflow._core.kvstore import REFUSAL_KINDS, KvstoreError, Server
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.service import ServiceState, stop_on_signals
@@ -21,6 +22,16 @@ logger = logging.getLogger(__name__)
 
 # How often the main thread looks at the server's counters (seconds).
 REPORT_INTERVAL_S = 1.0
+
+# How the log says what each refusal counter counts (server.hpp, "Bounds").
+REFUSALS = {
+    "oversized": "refused {new} value(s) above max_value_bytes",
+    "refused_quota": "refused {new} write(s) from an address over its quota",
+    "refused_full": "refused {new} write(s) to a full map",
+    "ttl_clamped": "clamped {new} ttl(s) to max_ttl_s",
+    "snapshots_dropped": "dropped {new} snapshot(s) a client did not read",
+    "errors": "{new} message(s) threw in the server loop, which went on",
+}
 
 
 def run_server(config: Config) -> int:
@@ -57,10 +68,10 @@ def run_server(config: Config) -> int:
                 "snapshots on %s, updates published on %s, updates collected on %s, heartbeat %d ms",
                 server.endpoint(0), server.endpoint(1), server.endpoint(2), options.heartbeat_ms,
             )
-            reported = 0
+            reported: dict[str, int] = {}
             while not stop.wait(REPORT_INTERVAL_S):
-                reported = _report_malformed(server, reported)
-            _report_malformed(server, reported)
+                _report_refusals(server, reported)
+            _report_refusals(server, reported)
             state.enter("stopping")
     finally:
         server.stop()
@@ -69,20 +80,26 @@ def run_server(config: Config) -> int:
     stats = server.stats()
     state.enter("stopped")
     logger.info(
-        "served %d updates, %d snapshots, %d expirations; rejected %d malformed messages; %d keys at sequence %d",
+        "served %d updates, %d snapshots, %d expirations; rejected %d malformed messages; %d keys at sequence %d; %s",
         stats.updates, stats.snapshots, stats.expired, stats.malformed, stats.keys, stats.sequence,
+        ", ".join(f"{kind} {stats.refusals(kind)}" for kind in REFUSAL_KINDS if kind != "malformed"),
     )
     if failures:
         raise SectorflowError(f"kvstore server on {server.endpoint(0)} failed: {failures[0]}")
     return 0
 
 
-def _report_malformed(server: Server, reported: int) -> int:
-    """Log the messages rejected since the last report; returns the count reported so far."""
+def _report_refusals(server: Server, reported: dict[str, int]) -> None:
+    """Log what the server refused since the last report, one line per kind; updates ``reported``."""
     stats = server.stats()
-    if stats.malformed > reported:
-        logger.warning(
-            "rejected %d malformed message(s), %d in all; last: %s",
-            stats.malformed - reported, stats.malformed, stats.last_malformed,
-        )
-    return stats.malformed
+    for kind in REFUSAL_KINDS:
+        count = stats.refusals(kind)
+        new = count - reported.get(kind, 0)
+        if new <= 0:
+            continue
+        reported[kind] = count
+        if kind == "malformed":
+            logger.warning("rejected %d malformed message(s), %d in all; last: %s", new, count, stats.last_malformed)
+        else:
+            logger.warning("%s, %d in all; first: %s", REFUSALS[kind].format(new=new), count,
+                           stats.first_refusals.get(kind, ""))

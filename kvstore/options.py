@@ -9,15 +9,25 @@ from sectorflow.configs import Config
 
 
 def server_options(config: Config) -> ServerOptions:
-    """Where the server binds (``bind_host``, ports P..P+2) and its heartbeat."""
+    """Where the server binds (``bind_host``, ports P..P+2), its heartbeat and its bounds."""
     kv = config.kvstore
-    return ServerOptions(bind_host=kv.bind_host, port=kv.port, heartbeat_ms=kv.heartbeat_ms)
+    return ServerOptions(
+        bind_host=kv.bind_host,
+        port=kv.port,
+        heartbeat_ms=kv.heartbeat_ms,
+        max_value_bytes=kv.max_value_bytes,
+        max_keys=kv.max_keys,
+        max_map_bytes=kv.max_map_bytes,
+        max_keys_per_address=kv.max_keys_per_address,
+        max_map_bytes_per_address=kv.max_map_bytes_per_address,
+        max_ttl_s=kv.max_ttl_s,
+    )
 
 
 def client_options(
     config: Config, subtree: str = "", log: Callable[[str], None] | None = None
 ) -> ClientOptions:
-    """How a client reaches the server (``host``, port P) and when it declares it silent.
+    """How a client reaches the server (``host``, port P), when it declares it silent, what it may send.
 
     Args:
         config: the loaded configuration.
@@ -32,4 +42,6 @@ def client_options(
         heartbeat_ms=kv.heartbeat_ms,
         silence_heartbeats=kv.silence_heartbeats,
         log=log,
+        max_value_bytes=kv.max_value_bytes,
+        max_ttl_s=kv.max_ttl_s,
     )

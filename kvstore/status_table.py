@@ -15,12 +15,14 @@ SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE
 # "malformed_<kind>" (sectorflow.protocol.refusals); shown in the REFUSED column, not in EXTRA.
 REFUSED_FIELD = "malformed"
 NODEGROUP_HEADERS = ("UID", "HOST", "PORTS", "NODE", "RANK", "STATUS")
+INVALID = "invalid"
 
 
 def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
     """Tables of every status, NodeGroup and acquire request in ``entries`` (key -> value bytes).
 
-    A value that does not decode is shown as ``invalid`` with the reason, never skipped.
+    A value that does not decode is shown as ``invalid`` with the reason, never skipped, and a last
+    line counts and names them (someone wrote them: the operator should know who).
 
     Args:
         entries: a replica's content, e.g. ``client.subtree()``.
@@ -30,6 +32,7 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
     lines = [title, ""]
     services = _service_rows(entries, now_s)
     lines.append(_table(SERVICE_HEADERS, services) if services else "no service has published a status")
+    lines.extend(_refusal_lines(entries))
     lines.append("")
     nodegroups = _nodegroup_rows(entries)
     lines.append(_table(NODEGROUP_HEADERS, nodegroups) if nodegroups else "no NodeGroup is registered")
@@ -37,6 +40,14 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
     if request is not None:
         lines.append("")
         lines.append(f"{_core.ACQUIRE_REQUEST_KEY}: {_describe_request(request)}")
+    invalid = ([row[0] for row in services if row[2] == INVALID]
+               + [row[0] for row in nodegroups if row[5].startswith(f"{INVALID}: ")])
+    if request is not None and _describe_request(request).startswith(f"{INVALID}:"):
+        invalid.append(_core.ACQUIRE_REQUEST_KEY)
+    if invalid:
+        lines.append("")
+        lines.append(f"{len(invalid)} {'entry does' if len(invalid) == 1 else 'entries do'} not decode "
+                     f"(shown as {INVALID} above): {', '.join(sorted(invalid))}")
     return "\n".join(lines)
 
 
@@ -49,7 +60,7 @@ def _service_rows(entries: Mapping[str, bytes], now_s: float) -> list[tuple[str,
             service, name = _core.parse_status_key(key)
             status = _core.ServiceStatus.decode(raw)
         except _core.KvstoreError as error:
-            rows.append((key, "", "invalid", "", "", "", "", "", str(error)))
+            rows.append((key, "", INVALID, "", "", "", "", "", str(error)))
             continue
         extra = " ".join(f"{k}={v}" for k, v in sorted(status.extra.items()) if not _is_refusal_field(k))
         age = f"{max(0.0, now_s - status.updated_s):.1f}s"
@@ -73,6 +84,22 @@ def _refused(extra: Mapping[str, object]) -> str:
     return f"{total} ({', '.join(kinds)})" if kinds else str(total)
 
 
+def _refusal_lines(entries: Mapping[str, bytes]) -> list[str]:
+    """What each kvstore server refused, by kind (the counters of its status): one line per server."""
+    lines = []
+    for key, raw in sorted(entries.items()):
+        if not key.startswith(_core.status_prefix(_core.SERVICE_KVSTORE)):
+            continue
+        try:
+            status = _core.ServiceStatus.decode(raw)
+        except _core.KvstoreError:
+            continue  # shown as invalid in the table already
+        counts = [f"{kind} {status.extra[kind]}" for kind in _core.REFUSAL_KINDS if kind in status.extra]
+        if counts:
+            lines.append(f"{key.removeprefix(_core.STATUS_PREFIX)} refused: {', '.join(counts)}")
+    return lines
+
+
 def _nodegroup_rows(entries: Mapping[str, bytes]) -> list[tuple[str, ...]]:
     rows = []
     for key, raw in sorted(entries.items()):
@@ -80,8 +107,10 @@ def _nodegroup_rows(entries: Mapping[str, bytes]) -> list[tuple[str, ...]]:
             continue
         try:
             record = _core.NodeGroupRecord.decode(raw)
+            if _core.nodegroup_key(record.uid) != key:
+                raise _core.KvstoreError(f"holds the record of uid {record.uid!r}")
         except _core.KvstoreError as error:
-            rows.append((key, "", "", "", "", f"invalid: {error}"))
+            rows.append((key, "", "", "", "", f"{INVALID}: {error}"))
             continue
         ports = ",".join(str(port) for port in record.ports)
         rows.append((record.uid, record.host, ports, record.node, str(record.rank), record.status))
@@ -92,7 +121,7 @@ def _describe_request(raw: bytes) -> str:
     try:
         request = _core.AcquireRequest.decode(raw)
     except _core.KvstoreError as error:
-        return f"invalid: {error}"
+        return f"{INVALID}: {error}"
     rate = "as fast as possible" if request.rate_hz == 0 else f"{request.rate_hz:g} Hz"
     # The routing decides streaming or fallback for the whole scan: the one thing an operator asks.
     routing = (f"streamed to {', '.join(request.routing)}" if request.routing

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "bindings.hpp"
+#include "sectorflow/kvstore/bad_entries.hpp"
 #include "sectorflow/kvstore/client.hpp"
 #include "sectorflow/producer/errors.hpp"
 #include "sectorflow/producer/producer.hpp"
@@ -135,8 +136,9 @@ void bind_sources(py::module_& m) {
         "UID -> frames routed to it (frame f to routing[f % len(routing)]), zeros included.");
   m.def("check_routing", &check_routing, py::arg("routing"), py::arg("scan_number"),
         "Raise ProducerError unless the list is sorted, without duplicates or empty UIDs.");
-  m.def("routing_from_replica", &routing_from_replica, py::arg("client"),
-        "The sorted UIDs of nodegroups/* in the client's replica.");
+  m.def("routing_from_replica", &routing_from_replica, py::arg("client"), py::arg("bad"),
+        "The sorted UIDs of the usable nodegroups/* in the client's replica; registrations that do not decode "
+        "are skipped, logged once through the client's log and counted in `bad` (a kvstore.BadEntries).");
 }
 
 void bind_sibling_gate(py::module_& m) {

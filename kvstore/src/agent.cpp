@@ -80,16 +80,17 @@ void Agent::connect() {
   enter(ClientState::kConnecting);
   if (announce) log("connecting to " + endpoint(0) + " (subtree '" + options_.subtree + "')");
   try {
+    const std::int64_t max_frame = max_frame_bytes(options_.max_value_bytes);
     subscriber_.emplace(context_, zmq::socket_type::sub);
     subscriber_->set(zmq::sockopt::linger, 0);
+    subscriber_->set(zmq::sockopt::maxmsgsize, max_frame);
     subscriber_->set(zmq::sockopt::subscribe, options_.subtree);
     if (!full_tree_) subscriber_->set(zmq::sockopt::subscribe, std::string(kHeartbeat));
     subscriber_->connect(endpoint(1));
-    snapshot_.emplace(context_, zmq::socket_type::dealer);
-    snapshot_->set(zmq::sockopt::linger, 0);
-    snapshot_->connect(endpoint(0));
+    open_snapshot_socket();
     publisher_.emplace(context_, zmq::socket_type::xpub);
     publisher_->set(zmq::sockopt::linger, 0);
+    publisher_->set(zmq::sockopt::maxmsgsize, max_frame);
     publisher_->set(zmq::sockopt::xpub_verbose, 1);  // hear every (re)subscription of the server
     publisher_->set(zmq::sockopt::xpub_nodrop, 1);   // a full queue refuses writes instead of losing them
     publisher_->set(zmq::sockopt::sndhwm, kPublisherHwm);
@@ -98,6 +99,14 @@ void Agent::connect() {
     log("cannot connect to " + endpoint(0) + ": " + error.what() + "; retrying");
     disconnect();
   }
+}
+
+void Agent::open_snapshot_socket() {
+  snapshot_.reset();
+  snapshot_.emplace(context_, zmq::socket_type::dealer);
+  snapshot_->set(zmq::sockopt::linger, 0);
+  snapshot_->set(zmq::sockopt::maxmsgsize, max_frame_bytes(options_.max_value_bytes));
+  snapshot_->connect(endpoint(0));
 }
 
 void Agent::disconnect() {
@@ -123,17 +132,29 @@ void Agent::loop() {
     } catch (const zmq::error_t& error) {
       if (error.num() != EINTR) throw;
     }
-    handle_commands();
+    guarded("command", [this] { handle_commands(); });
     if (subscriber_) {
-      handle_subscriptions();
-      for (int i = 0; i < kBatch && readable(*subscriber_); ++i) {
-        if (auto msg = receive(*subscriber_)) handle_published(*msg);
+      guarded("subscription", [this] { handle_subscriptions(); });
+      for (int i = 0; i < kBatch && subscriber_ && readable(*subscriber_); ++i) {
+        guarded("update", [this] {
+          if (auto msg = receive(*subscriber_)) handle_published(*msg);
+        });
       }
       for (int i = 0; i < kBatch && snapshot_ && readable(*snapshot_); ++i) {
-        if (auto msg = receive(*snapshot_)) handle_snapshot(*msg);
+        guarded("snapshot", [this] {
+          if (auto msg = receive(*snapshot_)) handle_snapshot(*msg);
+        });
       }
     }
     const auto now = Clock::now();
+    if (state_ == ClientState::kSyncing && now >= sync_deadline_ && now < silence_deadline_) {
+      // The server is alive (HUGZ keep coming) but our snapshot stopped: the server dropped it
+      // (server.hpp) or it was lost. Ask again on a new socket, so that whatever of the old reply
+      // is still on its way goes with the old one and cannot end the new snapshot.
+      open_snapshot_socket();
+      resync("no snapshot message for " + std::to_string(options_.silence_heartbeats) +
+             " heartbeats while the server is alive");
+    }
     if (now >= silence_deadline_) {
       if (state_ != ClientState::kConnecting) {
         log("no message from the server for " + std::to_string(options_.silence_heartbeats) +
@@ -152,6 +173,7 @@ void Agent::loop() {
 
 Agent::Clock::time_point Agent::wake_time() const {
   Clock::time_point wake = silence_deadline_;
+  if (state_ == ClientState::kSyncing) wake = std::min(wake, sync_deadline_);
   if (closing_) wake = std::min(wake, closing_deadline_);
   if (server_subscriptions_ > 0 && !publisher_full_ && !refresh_.empty()) {
     wake = std::min(wake, refresh_.begin()->first);
@@ -207,14 +229,27 @@ bool Agent::one_shot_pending() const {
   return std::any_of(pending_.begin(), pending_.end(), [](const auto& entry) { return entry.second.once.has_value(); });
 }
 
-std::optional<KvMsg> Agent::receive(zmq::socket_t& socket) {
-  std::vector<zmq::message_t> parts;
-  if (!zmq::recv_multipart(socket, std::back_inserter(parts), zmq::recv_flags::dontwait)) return std::nullopt;
+void Agent::guarded(const char* kind, const std::function<void()>& handle) {
   try {
-    return decode_kvmsg(frame_views(parts));
+    handle();
+  } catch (const std::exception& error) {
+    status_.count([](ClientStats& s) { ++s.errors; });
+    if (error_kinds_logged_.insert(kind).second) {
+      log(std::string("handling a ") + kind + " failed (counted in errors, logged once): " + error.what());
+    }
+  }
+}
+
+std::optional<KvMsg> Agent::receive(zmq::socket_t& socket) {
+  if (recv_frames(socket, parts_, kKvmsgFrames + 1) == 0) return std::nullopt;
+  try {
+    return decode_kvmsg(frame_views(parts_));
   } catch (const KvstoreError& error) {
     status_.count([](ClientStats& s) { ++s.malformed; });
-    log(std::string("dropped a malformed message from the server: ") + error.what());
+    if (error_kinds_logged_.insert("malformed").second) {
+      log(std::string("dropped a malformed message from the server (counted in malformed, logged once): ") +
+          error.what());
+    }
     return std::nullopt;
   }
 }
@@ -262,6 +297,7 @@ void Agent::resync(const std::string& why) {
   }
   snapshot_entries_.clear();
   buffered_.clear();
+  sync_deadline_ = Clock::now() + silence_;
   const std::vector<zmq::const_buffer> request{zmq::buffer(kSnapshotRequest), zmq::buffer(options_.subtree)};
   if (!zmq::send_multipart(*snapshot_, request, zmq::send_flags::dontwait)) {
     log("snapshot request not sent (no connection yet); retrying after the silence period");
@@ -272,6 +308,7 @@ void Agent::resync(const std::string& why) {
 void Agent::handle_snapshot(const KvMsg& msg) {
   silence_deadline_ = Clock::now() + silence_;
   if (state_ != ClientState::kSyncing) return;  // a late reply to an abandoned request
+  sync_deadline_ = silence_deadline_;
   if (msg.key != kSnapshotEnd) {
     if (!msg.body.empty() && in_subtree(msg.key)) snapshot_entries_[msg.key] = msg.body;
     return;

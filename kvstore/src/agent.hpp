@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +48,8 @@ class Agent {
 
   void loop();
   void connect();
+  /// A new DEALER to P (the snapshot socket), replacing the old one and what is queued in it.
+  void open_snapshot_socket();
   void disconnect();
   void enter(ClientState state);
   void log(const std::string& message) const;
@@ -63,6 +67,9 @@ class Agent {
   void goodbye();
   bool send(KvMsg msg, zmq::send_flags flags = zmq::send_flags::dontwait);
   std::optional<KvMsg> receive(zmq::socket_t& socket);
+  /// Runs the handling of one message or command: what it throws is counted and the first of each
+  /// `kind` logged, and the agent goes on.
+  void guarded(const char* kind, const std::function<void()>& handle);
   bool in_subtree(const std::string& key) const;
   Clock::time_point wake_time() const;
 
@@ -80,6 +87,7 @@ class Agent {
 
   ClientState state_ = ClientState::kConnecting;
   Clock::time_point silence_deadline_;
+  Clock::time_point sync_deadline_;  // syncing: the next snapshot message is due by then
   std::int64_t sequence_ = 0;
   std::map<std::string, std::string> snapshot_entries_;
   std::vector<KvMsg> buffered_;  // published while syncing
@@ -91,6 +99,8 @@ class Agent {
   std::map<std::uint64_t, Pending> pending_;  // by call order
   std::multimap<Clock::time_point, std::string> refresh_;  // own keys with a ttl; stale entries skipped
   std::uint64_t next_order_ = 0;
+  std::vector<zmq::message_t> parts_;          // the frames of the message being received
+  std::set<std::string> error_kinds_logged_;   // kinds of error logged once already
   bool closing_ = false;
   Clock::time_point closing_deadline_;
 };

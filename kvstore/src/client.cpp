@@ -39,7 +39,7 @@ struct Client::Impl {
 
 namespace {
 
-void check_value(const std::string& key, const std::string& value, double ttl_s) {
+void check_value(const ClientOptions& options, const std::string& key, const std::string& value, double ttl_s) {
   check_key(key);
   if (value.empty()) throw KvstoreError("kvstore set '" + key + "': empty value; use erase() to delete a key");
   try {
@@ -50,6 +50,14 @@ void check_value(const std::string& key, const std::string& value, double ttl_s)
   if (!std::isfinite(ttl_s) || ttl_s < 0.0) {
     throw KvstoreError("kvstore set '" + key + "': ttl_s " + std::to_string(ttl_s) +
                        " is not a number of seconds >= 0 (0: no expiry)");
+  }
+  if (value.size() > options.max_value_bytes) {
+    throw KvstoreError("kvstore set '" + key + "': value of " + std::to_string(value.size()) + " bytes, the server " +
+                       "takes at most " + std::to_string(options.max_value_bytes) + " ([kvstore] max_value_bytes)");
+  }
+  if (ttl_s > options.max_ttl_s) {
+    throw KvstoreError("kvstore set '" + key + "': ttl_s " + std::to_string(ttl_s) + " is above the server's " +
+                       "max_ttl_s " + std::to_string(options.max_ttl_s) + " ([kvstore] max_ttl_s)");
   }
 }
 
@@ -65,6 +73,14 @@ Client::Client(ClientOptions options) {
     throw KvstoreError("kvstore client: heartbeat " + std::to_string(options.heartbeat_ms) +
                        " ms and silence_heartbeats " + std::to_string(options.silence_heartbeats) +
                        " must both be positive");
+  }
+  if (options.max_value_bytes < kMaxKeyBytes || options.max_value_bytes > (std::size_t{1} << 30)) {
+    throw KvstoreError("kvstore client: max_value_bytes " + std::to_string(options.max_value_bytes) +
+                       " out of range; expected " + std::to_string(kMaxKeyBytes) + " to 2^30");
+  }
+  if (!(options.max_ttl_s > 0.0) || !(options.max_ttl_s <= kTtlCeilingS)) {
+    throw KvstoreError("kvstore client: max_ttl_s " + std::to_string(options.max_ttl_s) +
+                       " out of range; expected more than 0 and at most 1e9 seconds");
   }
   impl_ = std::make_unique<Impl>(std::move(options));
   impl_->agent = std::make_unique<detail::Agent>(impl_->options, impl_->replica, impl_->status, impl_->commands);
@@ -88,12 +104,12 @@ void Client::close() {
 }
 
 void Client::set(const std::string& key, std::string value, double ttl_s) {
-  check_value(key, value, ttl_s);
+  check_value(impl_->options, key, value, ttl_s);
   impl_->commands.push({detail::Command::Kind::kSet, key, std::move(value), ttl_s});
 }
 
 void Client::set_once(const std::string& key, std::string value, double ttl_s) {
-  check_value(key, value, ttl_s);
+  check_value(impl_->options, key, value, ttl_s);
   impl_->commands.push({detail::Command::Kind::kSetOnce, key, std::move(value), ttl_s});
 }
 

@@ -7,18 +7,14 @@
 #include <random>
 #include <zmq_addon.hpp>
 
+#include "msgpack_map.hpp"
 #include "sectorflow/kvstore/errors.hpp"
+#include "text.hpp"
 
 namespace sectorflow::kvstore {
 namespace {
 
-std::string shown(std::string_view text) {
-  constexpr std::size_t kShown = 40;
-  std::string out = "'";
-  out.append(text.substr(0, kShown));
-  if (text.size() > kShown) out += "...";
-  return out + "'";
-}
+using detail::shown;
 
 std::string about(std::string_view key) { return "kvmsg " + shown(key); }
 
@@ -86,6 +82,7 @@ void check_key(std::string_view key) {
                        std::to_string(kMaxKeyBytes) + " allowed");
   }
   if (is_command_key(key)) throw KvstoreError(about(key) + ": this key is a protocol command word, not a key");
+  if (!detail::valid_utf8(key)) throw KvstoreError(about(key) + ": key is not valid UTF-8; keys are text");
 }
 
 std::string encode_sequence(std::int64_t sequence) {
@@ -138,7 +135,7 @@ std::string new_uuid() {
 void check_msgpack(std::string_view body) {
   std::size_t offset = 0;
   try {
-    const msgpack::object_handle handle = msgpack::unpack(body.data(), body.size(), offset);
+    const msgpack::object_handle handle = detail::unpack_bounded(body, offset);
     (void)handle;
   } catch (const std::exception& error) {
     throw KvstoreError("body of " + std::to_string(body.size()) + " bytes is not valid msgpack (" + error.what() + ")");
@@ -172,8 +169,15 @@ KvMsg decode_kvmsg(const std::vector<std::string_view>& frames) {
   if (frames[kFrameSequence].size() != kSequenceBytes) {
     throw KvstoreError(about(msg.key) + ": " + sequence_size_error(frames[kFrameSequence].size()));
   }
+  if (!detail::valid_utf8(msg.key)) throw KvstoreError(about(msg.key) + ": key is not valid UTF-8; keys are text");
   msg.sequence = decode_sequence(frames[kFrameSequence]);
-  msg.properties = parse_properties(frames[kFrameProperties], about(msg.key));
+  const std::string_view properties = frames[kFrameProperties];
+  if (properties.size() > kMaxPropertiesBytes) {
+    throw KvstoreError(about(msg.key) + ": properties frame of " + std::to_string(properties.size()) +
+                       " bytes, at most " + std::to_string(kMaxPropertiesBytes) + " allowed");
+  }
+  if (!detail::valid_utf8(properties)) throw KvstoreError(about(msg.key) + ": properties are not valid UTF-8");
+  msg.properties = parse_properties(properties, about(msg.key));
   const std::string_view uuid = frames[kFrameUuid];
   if (!uuid.empty() && uuid.size() != kUuidBytes) {
     throw KvstoreError(about(msg.key) + ": uuid frame of " + std::to_string(uuid.size()) + " bytes, expected " +
@@ -192,6 +196,20 @@ bool send_kvmsg(zmq::socket_ref socket, const KvMsg& msg, const std::vector<std:
   const std::vector<std::string> frames = encode_kvmsg(msg);
   for (const std::string& frame : frames) parts.emplace_back(frame.data(), frame.size());
   return zmq::send_multipart(socket, parts, flags).has_value();
+}
+
+std::size_t recv_frames(zmq::socket_ref socket, std::vector<zmq::message_t>& parts, std::size_t keep) {
+  parts.clear();
+  std::size_t frames = 0;
+  while (true) {
+    zmq::message_t frame;
+    // The frames of a message arrive together: only the first may be missing.
+    if (!socket.recv(frame, frames == 0 ? zmq::recv_flags::dontwait : zmq::recv_flags::none)) return 0;
+    ++frames;
+    const bool more = frame.more();
+    if (parts.size() < keep) parts.push_back(std::move(frame));
+    if (!more) return frames;
+  }
 }
 
 std::vector<std::string_view> frame_views(const std::vector<zmq::message_t>& parts) {

@@ -5,6 +5,7 @@
 
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/schema.hpp"
+#include "text.hpp"
 
 namespace sectorflow::kvstore::detail {
 
@@ -24,6 +25,15 @@ std::string type_name(const msgpack::object& object) {
   }
 }
 
+msgpack::object_handle unpack_bounded(std::string_view bytes, std::size_t& offset) {
+  // Every element takes at least one byte (a map entry two), so no honest header claims more
+  // than the input holds; records nest two deep, free values rarely more than a few.
+  constexpr std::size_t kMaxDepth = 64;
+  const std::size_t size = bytes.size();
+  const msgpack::unpack_limit limit(size, size / 2, size, size, size, kMaxDepth);
+  return msgpack::unpack(bytes.data(), size, offset, nullptr, nullptr, limit);
+}
+
 void pack_key(msgpack::packer<msgpack::sbuffer>& packer, std::string_view key) {
   packer.pack_str(static_cast<std::uint32_t>(key.size()));
   packer.pack_str_body(key.data(), static_cast<std::uint32_t>(key.size()));
@@ -41,7 +51,7 @@ void pack_float64(msgpack::sbuffer& buffer, double value) {
 MsgpackMap::MsgpackMap(std::string_view bytes, std::string what) : what_(std::move(what)) {
   std::size_t offset = 0;
   try {
-    handle_ = msgpack::unpack(bytes.data(), bytes.size(), offset);
+    handle_ = unpack_bounded(bytes, offset);
   } catch (const std::exception& error) {
     throw KvstoreError(what_ + ": not valid msgpack (" + error.what() + ")");
   }
@@ -55,7 +65,9 @@ MsgpackMap::MsgpackMap(std::string_view bytes, std::string what) : what_(std::mo
     if (kv.key.type != msgpack::type::STR) {
       throw KvstoreError(what_ + ": expected string keys, got " + type_name(kv.key));
     }
-    fields_[std::string(kv.key.via.str.ptr, kv.key.via.str.size)] = &kv.val;
+    const std::string_view key(kv.key.via.str.ptr, kv.key.via.str.size);
+    if (!valid_utf8(key)) throw KvstoreError(what_ + ": field name " + shown(key) + " is not valid UTF-8");
+    fields_[std::string(key)] = &kv.val;
   }
   const std::uint64_t version = unsigned_int("version", std::numeric_limits<std::uint32_t>::max());
   if (version != kSchemaVersion) {
@@ -64,13 +76,13 @@ MsgpackMap::MsgpackMap(std::string_view bytes, std::string what) : what_(std::mo
   }
 }
 
-void MsgpackMap::name(const std::string& label) { what_ += " '" + label + "'"; }
+void MsgpackMap::name(const std::string& label) { what_ += " " + shown(label); }
 
-std::string MsgpackMap::about(const std::string& key) const { return what_ + ": field '" + key + "'"; }
+std::string MsgpackMap::about(const std::string& key) const { return what_ + ": field " + shown(key); }
 
 const msgpack::object& MsgpackMap::get(const std::string& key) const {
   const auto found = fields_.find(key);
-  if (found == fields_.end()) throw KvstoreError(what_ + ": missing field '" + key + "'");
+  if (found == fields_.end()) throw KvstoreError(what_ + ": missing field " + shown(key));
   return *found->second;
 }
 
@@ -79,7 +91,18 @@ std::string MsgpackMap::string(const std::string& key) const {
   if (object.type != msgpack::type::STR) {
     throw KvstoreError(about(key) + ": expected a string, got " + type_name(object));
   }
-  return std::string(object.via.str.ptr, object.via.str.size);
+  const std::string_view value(object.via.str.ptr, object.via.str.size);
+  if (!valid_utf8(value)) throw KvstoreError(about(key) + ": " + shown(value) + " is not valid UTF-8");
+  return std::string(value);
+}
+
+std::string MsgpackMap::string(const std::string& key, std::size_t max_bytes) const {
+  std::string value = string(key);
+  if (value.size() > max_bytes) {
+    throw KvstoreError(about(key) + ": a string of " + std::to_string(value.size()) + " bytes, expected at most " +
+                       std::to_string(max_bytes));
+  }
+  return value;
 }
 
 std::uint64_t MsgpackMap::unsigned_int(const std::string& key, std::uint64_t max) const {
@@ -105,10 +128,14 @@ double MsgpackMap::number(const std::string& key) const {
   }
 }
 
-std::vector<std::uint16_t> MsgpackMap::ports(const std::string& key) const {
+std::vector<std::uint16_t> MsgpackMap::ports(const std::string& key, std::size_t max_count) const {
   const msgpack::object& object = get(key);
   if (object.type != msgpack::type::ARRAY) {
     throw KvstoreError(about(key) + ": expected an array of ports, got " + type_name(object));
+  }
+  if (object.via.array.size > max_count) {
+    throw KvstoreError(about(key) + ": " + std::to_string(object.via.array.size) + " ports, expected at most " +
+                       std::to_string(max_count));
   }
   std::vector<std::uint16_t> ports;
   for (std::uint32_t i = 0; i < object.via.array.size; ++i) {
@@ -121,10 +148,15 @@ std::vector<std::uint16_t> MsgpackMap::ports(const std::string& key) const {
   return ports;
 }
 
-std::vector<std::string> MsgpackMap::strings(const std::string& key) const {
+std::vector<std::string> MsgpackMap::strings(const std::string& key, std::size_t max_count,
+                                             std::size_t max_bytes) const {
   const msgpack::object& object = get(key);
   if (object.type != msgpack::type::ARRAY) {
     throw KvstoreError(about(key) + ": expected an array of strings, got " + type_name(object));
+  }
+  if (object.via.array.size > max_count) {
+    throw KvstoreError(about(key) + ": " + std::to_string(object.via.array.size) + " strings, expected at most " +
+                       std::to_string(max_count));
   }
   std::vector<std::string> strings;
   for (std::uint32_t i = 0; i < object.via.array.size; ++i) {
@@ -133,7 +165,15 @@ std::vector<std::string> MsgpackMap::strings(const std::string& key) const {
       throw KvstoreError(about(key) + ": element " + std::to_string(i) + " is " + type_name(element) +
                          ", expected a string");
     }
-    strings.emplace_back(element.via.str.ptr, element.via.str.size);
+    if (element.via.str.size > max_bytes) {
+      throw KvstoreError(about(key) + ": element " + std::to_string(i) + " is a string of " +
+                         std::to_string(element.via.str.size) + " bytes, expected at most " + std::to_string(max_bytes));
+    }
+    const std::string_view value(element.via.str.ptr, element.via.str.size);
+    if (!valid_utf8(value)) {
+      throw KvstoreError(about(key) + ": element " + std::to_string(i) + " " + shown(value) + " is not valid UTF-8");
+    }
+    strings.emplace_back(value);
   }
   return strings;
 }
@@ -145,7 +185,7 @@ void MsgpackMap::reject_unknown(std::initializer_list<std::string_view> known) c
     if (!listed) {
       std::string names;
       for (const std::string_view name : known) names += (names.empty() ? "" : ", ") + std::string(name);
-      throw KvstoreError(what_ + ": unknown field '" + key + "' (known: " + names + ")");
+      throw KvstoreError(what_ + ": unknown field " + shown(key) + " (known: " + names + ")");
     }
   }
 }

@@ -23,10 +23,14 @@ class MsgpackMap {
 
   bool has(const std::string& key) const { return fields_.count(key) != 0; }
   std::string string(const std::string& key) const;
+  /// The string field `key`; throws KvstoreError naming it if it is longer than `max_bytes`.
+  std::string string(const std::string& key, std::size_t max_bytes) const;
   std::uint64_t unsigned_int(const std::string& key, std::uint64_t max) const;
   double number(const std::string& key) const;
-  std::vector<std::uint16_t> ports(const std::string& key) const;
-  std::vector<std::string> strings(const std::string& key) const;
+  /// At most `max_count` ports, each 1..65535.
+  std::vector<std::uint16_t> ports(const std::string& key, std::size_t max_count) const;
+  /// At most `max_count` strings of at most `max_bytes` each.
+  std::vector<std::string> strings(const std::string& key, std::size_t max_count, std::size_t max_bytes) const;
   /// Throws KvstoreError if a field outside `known` is present.
   void reject_unknown(std::initializer_list<std::string_view> known) const;
   const std::map<std::string, const msgpack::object*>& fields() const { return fields_; }
@@ -43,6 +47,11 @@ class MsgpackMap {
 
 /// A short description of a msgpack object's type for error messages ("a string", "an array").
 std::string type_name(const msgpack::object& object);
+
+/// Parses `bytes` as msgpack within limits that make the parse cost at most a few times the input:
+/// msgpack-c reserves a container's elements from its header, so an array header claiming 2^32
+/// elements in five bytes would otherwise ask for 100 GB. Throws what msgpack-c throws.
+msgpack::object_handle unpack_bounded(std::string_view bytes, std::size_t& offset);
 
 /// Packs a string key (msgpack str).
 void pack_key(msgpack::packer<msgpack::sbuffer>& packer, std::string_view key);

@@ -7,19 +7,23 @@
 
 #include "msgpack_map.hpp"
 #include "sectorflow/kvstore/errors.hpp"
+#include "sectorflow/kvstore/kvmsg.hpp"
+#include "text.hpp"
 
 namespace sectorflow::kvstore {
 namespace {
 
 using detail::pack_key;
+using detail::shown;
 using Packer = msgpack::packer<msgpack::sbuffer>;
+
+static_assert(kNodegroupsPrefix.size() + kMaxUidBytes == kMaxKeyBytes, "a NodeGroup key must fit a kvmsg key");
 
 constexpr std::string_view kStatusFields[] = {"version", "state", "scan", "messages", "bytes", "updated_s"};
 
 void check_part(std::string_view part, std::string_view what) {
   if (part.empty() || part.find('/') != std::string_view::npos) {
-    throw KvstoreError("kvstore key: " + std::string(what) + " '" + std::string(part) +
-                       "' must be non-empty and hold no '/'");
+    throw KvstoreError("kvstore key: " + std::string(what) + " " + shown(part) + " must be non-empty and hold no '/'");
   }
 }
 
@@ -30,6 +34,44 @@ bool starts_with(std::string_view text, std::string_view prefix) {
 void pack_string(Packer& packer, std::string_view value) { pack_key(packer, value); }
 
 std::string bytes_of(const msgpack::sbuffer& buffer) { return std::string(buffer.data(), buffer.size()); }
+
+// Throws "<about>: <size> <unit>, expected at most <max><why>" if size > max.
+void check_at_most(const std::string& about, std::size_t size, std::size_t max, std::string_view unit,
+                   std::string_view why = {}) {
+  if (size > max) {
+    throw KvstoreError(about + ": " + std::to_string(size) + " " + std::string(unit) + ", expected at most " +
+                       std::to_string(max) + std::string(why));
+  }
+}
+
+// `text` cut to kMaxTextBytes, never inside a UTF-8 sequence.
+std::string_view cut_text(std::string_view text) {
+  if (text.size() <= kMaxTextBytes) return text;
+  std::size_t end = kMaxTextBytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // text[end] starts the cut part
+  return text.substr(0, end);
+}
+
+// The bounds encode() and decode() share (schema.hpp, "Bounds").
+void check_bounds(const NodeGroupRecord& record) {
+  const auto about = [&record](std::string_view field) {
+    return "NodeGroupRecord " + shown(record.uid) + ": field '" + std::string(field) + "'";
+  };
+  check_at_most(about("uid"), record.uid.size(), kMaxUidBytes, "bytes", " (nodegroups/<uid> must fit a key)");
+  check_at_most(about("host"), record.host.size(), kMaxNameBytes, "bytes");
+  check_at_most(about("ports"), record.ports.size(), kMaxPorts, "ports", " (one per aggregator thread)");
+  check_at_most(about("node"), record.node.size(), kMaxNameBytes, "bytes");
+  check_at_most(about("status"), record.status.size(), kMaxNameBytes, "bytes");
+}
+
+void check_bounds(const ServiceStatus& status) {
+  const auto about = [](std::string_view field) { return "ServiceStatus: field " + shown(field); };
+  check_at_most(about("state"), status.state.size(), kMaxNameBytes, "bytes");
+  check_at_most("ServiceStatus", status.extra.size(), kMaxExtraFields, "extra fields");
+  for (const auto& [key, value] : status.extra) {
+    check_at_most("ServiceStatus: extra field " + shown(key), key.size(), kMaxNameBytes, "bytes in its name");
+  }
+}
 
 StatusValue extra_value(const msgpack::object& object, const detail::MsgpackMap& map, const std::string& key) {
   switch (object.type) {
@@ -42,7 +84,12 @@ StatusValue extra_value(const msgpack::object& object, const detail::MsgpackMap&
     case msgpack::type::NEGATIVE_INTEGER: return object.via.i64;
     case msgpack::type::FLOAT32:
     case msgpack::type::FLOAT64: return object.via.f64;
-    case msgpack::type::STR: return std::string(object.via.str.ptr, object.via.str.size);
+    case msgpack::type::STR: {
+      const std::string_view text(object.via.str.ptr, object.via.str.size);
+      check_at_most(map.about(key), text.size(), kMaxTextBytes, "bytes of text");
+      if (!detail::valid_utf8(text)) throw KvstoreError(map.about(key) + ": " + shown(text) + " is not valid UTF-8");
+      return std::string(text);
+    }
     default:
       throw KvstoreError(map.about(key) + ": extra fields hold a bool, integer, float or string, got " +
                          detail::type_name(object));
@@ -100,6 +147,7 @@ std::string NodeGroupRecord::endpoint(std::size_t thread) const {
 
 std::string NodeGroupRecord::encode() const {
   check_part(uid, "NodeGroup uid");
+  check_bounds(*this);
   msgpack::sbuffer buffer(128);
   Packer packer(buffer);
   packer.pack_map(7);
@@ -127,14 +175,15 @@ NodeGroupRecord NodeGroupRecord::decode(std::string_view bytes) {
   record.uid = map.string("uid");
   map.name(record.uid);
   map.reject_unknown({"version", "uid", "host", "ports", "node", "rank", "status"});
-  record.host = map.string("host");
-  record.ports = map.ports("ports");
-  record.node = map.string("node");
+  record.host = map.string("host", kMaxNameBytes);
+  record.ports = map.ports("ports", kMaxPorts);
+  record.node = map.string("node", kMaxNameBytes);
   record.rank = static_cast<std::uint32_t>(map.unsigned_int("rank", std::numeric_limits<std::uint32_t>::max()));
-  record.status = map.string("status");
+  record.status = map.string("status", kMaxNameBytes);
   if (record.uid.empty() || record.uid.find('/') != std::string::npos) {
     throw KvstoreError(map.about("uid") + ": must be non-empty and hold no '/'");
   }
+  check_bounds(record);
   if (record.host.empty()) throw KvstoreError(map.about("host") + ": empty; the NodeGroup must say where it listens");
   if (record.ports.empty()) throw KvstoreError(map.about("ports") + ": empty; one port per aggregator thread");
   return record;
@@ -144,21 +193,20 @@ bool NodeGroupRecord::operator==(const NodeGroupRecord& o) const {
   return uid == o.uid && host == o.host && ports == o.ports && node == o.node && rank == o.rank && status == o.status;
 }
 
-std::vector<NodeGroupRecord> nodegroups_from(const std::map<std::string, std::string>& entries) {
-  std::vector<NodeGroupRecord> records;
+NodeGroupList nodegroups_from(const std::map<std::string, std::string>& entries) {
+  NodeGroupList list;
   for (const auto& [key, value] : entries) {
-    const std::string uid = parse_nodegroup_key(key);
-    NodeGroupRecord record;
     try {
-      record = NodeGroupRecord::decode(value);
+      const std::string uid = parse_nodegroup_key(key);
+      NodeGroupRecord record = NodeGroupRecord::decode(value);
+      if (record.uid != uid) throw KvstoreError("holds the record of uid " + shown(record.uid));
+      list.records.push_back(std::move(record));
     } catch (const KvstoreError& error) {
-      throw KvstoreError(key + ": " + error.what());
+      list.rejected.emplace(key, error.what());
     }
-    if (record.uid != uid) throw KvstoreError(key + ": holds the record of uid '" + record.uid + "'");
-    records.push_back(std::move(record));
   }
-  std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.uid < b.uid; });
-  return records;
+  std::sort(list.records.begin(), list.records.end(), [](const auto& a, const auto& b) { return a.uid < b.uid; });
+  return list;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,9 +214,10 @@ std::vector<NodeGroupRecord> nodegroups_from(const std::map<std::string, std::st
 
 std::string ServiceStatus::encode() const {
   if (state.empty()) throw KvstoreError("ServiceStatus: empty state; say what the service is doing, e.g. 'idle'");
+  check_bounds(*this);
   for (const auto& [key, value] : extra) {
     if (std::find(std::begin(kStatusFields), std::end(kStatusFields), key) != std::end(kStatusFields)) {
-      throw KvstoreError("ServiceStatus: extra field '" + key + "' reuses a standard field name");
+      throw KvstoreError("ServiceStatus: extra field " + shown(key) + " reuses a standard field name");
     }
   }
   msgpack::sbuffer buffer(128);
@@ -198,7 +247,8 @@ std::string ServiceStatus::encode() const {
           } else if constexpr (std::is_same_v<T, double>) {
             detail::pack_float64(buffer, v);
           } else {
-            pack_string(packer, v);
+            // Cut, not refused: this may be the error message of a failing service (schema.hpp).
+            pack_string(packer, cut_text(v));
           }
         },
         value);
@@ -209,16 +259,19 @@ std::string ServiceStatus::encode() const {
 ServiceStatus ServiceStatus::decode(std::string_view bytes) {
   detail::MsgpackMap map(bytes, "ServiceStatus");
   ServiceStatus status;
-  status.state = map.string("state");
+  status.state = map.string("state", kMaxNameBytes);
   status.scan = static_cast<std::uint32_t>(map.unsigned_int("scan", std::numeric_limits<std::uint32_t>::max()));
   status.messages = map.unsigned_int("messages", std::numeric_limits<std::uint64_t>::max());
   status.bytes = map.unsigned_int("bytes", std::numeric_limits<std::uint64_t>::max());
   status.updated_s = map.number("updated_s");
+  // The standard fields are all present now (or we threw): the others are the extra ones.
+  check_at_most("ServiceStatus", map.fields().size() - std::size(kStatusFields), kMaxExtraFields, "extra fields");
   for (const auto& [key, object] : map.fields()) {
     if (std::find(std::begin(kStatusFields), std::end(kStatusFields), key) == std::end(kStatusFields)) {
       status.extra[key] = extra_value(*object, map, key);
     }
   }
+  check_bounds(status);
   return status;
 }
 
@@ -233,29 +286,31 @@ bool ServiceStatus::operator==(const ServiceStatus& o) const {
 namespace {
 
 void check_request(const AcquireRequest& request) {
+  const std::string what = "AcquireRequest scan " + std::to_string(request.scan_number);
   if (request.scan_x == 0 || request.scan_y == 0) {
-    throw KvstoreError("AcquireRequest scan " + std::to_string(request.scan_number) + ": scan shape " +
-                       std::to_string(request.scan_x) + " x " + std::to_string(request.scan_y) +
-                       " is empty; expected at least 1 x 1");
+    throw KvstoreError(what + ": scan shape " + std::to_string(request.scan_x) + " x " +
+                       std::to_string(request.scan_y) + " is empty; expected at least 1 x 1");
   }
+  check_at_most(what + ": field 'scan_x'", request.scan_x, kMaxScanSide, "positions");
+  check_at_most(what + ": field 'scan_y'", request.scan_y, kMaxScanSide, "positions");
   if (!(request.rate_hz >= 0.0)) {
     throw KvstoreError("AcquireRequest scan " + std::to_string(request.scan_number) + ": rate_hz " +
                        std::to_string(request.rate_hz) + " is negative; 0 means as fast as possible");
   }
   if (request.source != kSourceSimulator && request.source != kSourceReplay) {
-    throw KvstoreError("AcquireRequest scan " + std::to_string(request.scan_number) + ": source '" +
-                       request.source + "' is unknown; expected 'simulator' or 'replay'");
+    throw KvstoreError(what + ": source " + shown(request.source) + " is unknown; expected 'simulator' or 'replay'");
   }
   if (request.routing) {
     const std::vector<std::string>& uids = *request.routing;
+    check_at_most(what + ": field 'routing'", uids.size(), kMaxRoutingUids, "NodeGroups");
     for (std::size_t i = 0; i < uids.size(); ++i) {
       if (uids[i].empty() || uids[i].find('/') != std::string::npos) {
-        throw KvstoreError("AcquireRequest scan " + std::to_string(request.scan_number) + ": routing uid '" +
-                           uids[i] + "' must be non-empty and hold no '/'");
+        throw KvstoreError(what + ": routing uid " + shown(uids[i]) + " must be non-empty and hold no '/'");
       }
+      check_at_most(what + ": routing uid " + shown(uids[i]), uids[i].size(), kMaxUidBytes, "bytes");
       if (i > 0 && !(uids[i - 1] < uids[i])) {
-        throw KvstoreError("AcquireRequest scan " + std::to_string(request.scan_number) + ": routing list is not " +
-                           "sorted without duplicates ('" + uids[i - 1] + "' before '" + uids[i] + "')");
+        throw KvstoreError(what + ": routing list is not sorted without duplicates (" + shown(uids[i - 1]) +
+                           " before " + shown(uids[i]) + ")");
       }
     }
   }
@@ -302,8 +357,8 @@ AcquireRequest AcquireRequest::decode(std::string_view bytes) {
   request.scan_x = static_cast<std::uint32_t>(map.unsigned_int("scan_x", kU32));
   request.scan_y = static_cast<std::uint32_t>(map.unsigned_int("scan_y", kU32));
   request.rate_hz = map.number("rate_hz");
-  if (map.has("routing")) request.routing = map.strings("routing");
-  if (map.has("source")) request.source = map.string("source");
+  if (map.has("routing")) request.routing = map.strings("routing", kMaxRoutingUids, kMaxUidBytes);
+  if (map.has("source")) request.source = map.string("source", kMaxNameBytes);
   check_request(request);
   return request;
 }

@@ -3,19 +3,21 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
-#include <tuple>
 #include <vector>
 #include <zmq.hpp>
-#include <zmq_addon.hpp>
 
+#include "map_usage.hpp"
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
 #include "sectorflow/kvstore/schema.hpp"
 #include "sectorflow/kvstore/wakeup.hpp"
+#include "snapshots.hpp"
 
 namespace sectorflow::kvstore {
 namespace {
@@ -27,16 +29,72 @@ using Clock = std::chrono::steady_clock;
 constexpr int kBatch = 256;
 // Queued KVPUBs per subscriber before ZeroMQ drops (the subscriber then sees a gap and resyncs).
 constexpr int kPublisherHwm = 100000;
+// How often waiting snapshot replies are offered to their peers' pipes again: ZeroMQ does not say
+// when one peer's pipe has room.
+constexpr auto kSnapshotRetry = std::chrono::milliseconds(5);
 
 struct Entry {
-  KvMsg msg;
+  std::shared_ptr<const KvMsg> msg;  // shared with the snapshot replies that still have to send it
   std::optional<Clock::time_point> expires;
+  detail::MapUsage::Held held;  // who is charged for it; the server's own status is charged to nobody
 };
+
+// Bytes a key takes in the map for the limits: key, properties and body.
+std::size_t footprint(const KvMsg& msg) {
+  std::size_t bytes = msg.key.size() + msg.body.size();
+  for (const auto& [name, value] : msg.properties) bytes += name.size() + value.size() + 2;
+  return bytes;
+}
+
+// The network address of a message's sender, as libzmq saw the connection.
+std::string peer_address(zmq::message_t& frame) {
+  const char* address = zmq_msg_gets(frame.handle(), "Peer-Address");
+  return address != nullptr ? std::string(address) : std::string("unknown");
+}
+
+void check_options(const ServerOptions& o) {
+  if (o.bind_host.empty()) throw KvstoreError("kvstore server: no interface to bind (bind_host is empty)");
+  if (o.port == 0 || o.port > 65533) {
+    throw KvstoreError("kvstore server: port " + std::to_string(o.port) +
+                       " out of range; the server uses P, P + 1 and P + 2, so P must be from 1 to 65533");
+  }
+  if (o.heartbeat_ms == 0) throw KvstoreError("kvstore server: heartbeat of 0 ms; expected at least 1 ms");
+  const auto positive = [](std::size_t value, const char* name) {
+    if (value == 0) throw KvstoreError(std::string("kvstore server: ") + name + " is 0; expected at least 1");
+  };
+  positive(o.max_keys, "max_keys");
+  positive(o.max_map_bytes, "max_map_bytes");
+  positive(o.max_keys_per_address, "max_keys_per_address");
+  positive(o.max_map_bytes_per_address, "max_map_bytes_per_address");
+  if (o.max_value_bytes < kMaxKeyBytes || o.max_value_bytes > (std::size_t{1} << 30)) {
+    throw KvstoreError("kvstore server: max_value_bytes " + std::to_string(o.max_value_bytes) + " out of range; " +
+                       "expected " + std::to_string(kMaxKeyBytes) + " to 2^30");
+  }
+  if (!(o.max_ttl_s > 0.0) || !(o.max_ttl_s <= kTtlCeilingS)) {
+    throw KvstoreError("kvstore server: max_ttl_s " + std::to_string(o.max_ttl_s) + " out of range; expected more " +
+                       "than 0 and at most 1e9 seconds");
+  }
+}
 
 }  // namespace
 
+std::uint64_t ServerStats::refusals(const std::string& kind) const {
+  const std::map<std::string, std::uint64_t> counters{
+      {"malformed", malformed},     {"oversized", oversized},     {"refused_quota", refused_quota},
+      {"refused_full", refused_full}, {"ttl_clamped", ttl_clamped}, {"snapshots_dropped", snapshots_dropped},
+      {"errors", errors}};
+  const auto found = counters.find(kind);
+  if (found == counters.end()) throw KvstoreError("kvstore server: no refusal counter named '" + kind + "'");
+  return found->second;
+}
+
 struct Server::Impl {
-  explicit Impl(ServerOptions opts) : options(std::move(opts)) {}
+  explicit Impl(ServerOptions opts)
+      : options(std::move(opts)),
+        usage({options.max_keys, options.max_map_bytes, options.max_keys_per_address,
+               options.max_map_bytes_per_address}),
+        replies(snapshot, kMaxWaitingSnapshots, std::chrono::milliseconds(options.heartbeat_ms) * kStalledHeartbeats,
+                [this](const std::string& why) { refuse(&ServerStats::snapshots_dropped, "snapshots_dropped", why); }) {}
 
   ServerOptions options;
   zmq::context_t context{1};
@@ -50,11 +108,13 @@ struct Server::Impl {
   std::multimap<Clock::time_point, std::string> expiries;  // entries whose key was set again are skipped
   std::int64_t sequence = 0;
   std::string status_key = kvstore::status_key(kServiceKvstore, options.status_name);
+  detail::MapUsage usage;
+  detail::SnapshotReplies replies;
+  std::vector<zmq::message_t> parts;  // the frames of the message being handled
 
   mutable std::mutex stats_mutex;
   ServerStats stats;
-  std::optional<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>>
-      published_counters;
+  std::optional<ServiceStatus> published_status;  // without its time stamp
 
   std::string endpoint(int offset) const {
     return "tcp://" + options.bind_host + ":" + std::to_string(options.port + offset);
@@ -75,13 +135,32 @@ struct Server::Impl {
     change(stats);
     stats.sequence = sequence;
     stats.keys = map.size();
+    stats.map_bytes = usage.bytes();
+  }
+
+  // Counts one refusal of `kind` in `counter`, keeping the text of the first of its kind.
+  void refuse(std::uint64_t ServerStats::*counter, const char* kind, const std::string& why) {
+    count([&](ServerStats& s) {
+      ++(s.*counter);
+      s.first_refusals.try_emplace(kind, why);
+    });
   }
 
   void reject(const std::string& why) {
     count([&why](ServerStats& s) {
       ++s.malformed;
       s.last_malformed = why;
+      s.first_refusals.try_emplace("malformed", why);
     });
+  }
+
+  // Runs the handling of one message (or one timer); what it throws is counted, and the loop goes on.
+  void guarded(const char* what, const std::function<void()>& handle) {
+    try {
+      handle();
+    } catch (const std::exception& error) {
+      refuse(&ServerStats::errors, "errors", std::string(what) + ": " + error.what());
+    }
   }
 
   void publish(KvMsg& msg) {
@@ -90,31 +169,42 @@ struct Server::Impl {
   }
 
   void handle_snapshot_request() {
-    std::vector<zmq::message_t> parts;
-    if (!zmq::recv_multipart(snapshot, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
-    const std::vector<std::string_view> frames = frame_views(parts);
-    if (frames.size() != 3 || frames[1] != kSnapshotRequest) {
-      reject("snapshot request: expected the 2 frames 'ICANHAZ?' and a subtree, got " +
-             std::to_string(frames.size() - 1) + " frames" +
-             (frames.size() > 1 ? " starting with '" + std::string(frames[1].substr(0, 20)) + "'" : ""));
+    const std::size_t frames = recv_frames(snapshot, parts, 4);
+    if (frames == 0) return;
+    const std::vector<std::string_view> views = frame_views(parts);
+    if (frames != 3 || views[1] != kSnapshotRequest) {
+      reject("snapshot request: expected the 2 frames 'ICANHAZ?' and a subtree, got " + std::to_string(frames - 1) +
+             " frames" + (frames > 1 ? " starting with '" + std::string(views[1].substr(0, 20)) + "'" : ""));
       return;
     }
-    const std::vector<std::string> identity{std::string(frames[0])};
-    const std::string subtree(frames[2]);
-    for (const auto& [key, entry] : map) {
-      if (key.compare(0, subtree.size(), subtree) == 0) send_kvmsg(snapshot, entry.msg, identity);
+    if (views[2].size() > kMaxKeyBytes) {
+      reject("snapshot request: subtree of " + std::to_string(views[2].size()) + " bytes, a key prefix has at most " +
+             std::to_string(kMaxKeyBytes));
+      return;
+    }
+    const std::string subtree(views[2]);
+    std::vector<std::shared_ptr<const KvMsg>> entries;
+    for (auto it = map.lower_bound(subtree); it != map.end() && it->first.compare(0, subtree.size(), subtree) == 0;
+         ++it) {
+      entries.push_back(it->second.msg);
     }
     KvMsg end;
     end.key = std::string(kSnapshotEnd);
     end.sequence = sequence;
     end.body = subtree;
-    send_kvmsg(snapshot, end, identity);
-    count([](ServerStats& s) { ++s.snapshots; });
+    if (replies.answer(std::string(views[0]), std::move(entries), std::move(end), Clock::now())) {
+      count([](ServerStats& s) { ++s.snapshots; });
+    }
   }
 
   void handle_update() {
-    std::vector<zmq::message_t> parts;
-    if (!zmq::recv_multipart(collector, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
+    const std::size_t frames = recv_frames(collector, parts, kKvmsgFrames + 1);
+    if (frames == 0) return;
+    if (frames != kKvmsgFrames) {
+      reject("update: kvmsg of " + std::to_string(frames) + " frames, expected " + std::to_string(kKvmsgFrames) +
+             " (key, sequence, uuid, properties, body)");
+      return;
+    }
     KvMsg msg;
     double ttl_s = 0.0;
     try {
@@ -125,31 +215,71 @@ struct Server::Impl {
       reject(std::string("update: ") + error.what());
       return;
     }
-    if (!msg.body.empty()) {
-      try {
-        check_msgpack(msg.body);
-      } catch (const KvstoreError& error) {
-        reject("update: kvmsg '" + msg.key + "': " + error.what());
-        return;
+    if (msg.key == status_key) {
+      reject("update: kvmsg '" + msg.key + "': this key belongs to the server, which publishes its status there");
+      return;
+    }
+    const std::string address = peer_address(parts[0]);
+    if (msg.is_delete()) {
+      handle_deletion(msg);
+      return;
+    }
+    if (msg.body.size() > options.max_value_bytes) {
+      refuse(&ServerStats::oversized, "oversized",
+             "update from " + address + ": kvmsg '" + msg.key + "': value of " + std::to_string(msg.body.size()) +
+                 " bytes, at most " + std::to_string(options.max_value_bytes) + " ([kvstore] max_value_bytes)");
+      return;
+    }
+    try {
+      check_msgpack(msg.body);
+    } catch (const KvstoreError& error) {
+      reject("update: kvmsg '" + msg.key + "': " + error.what());
+      return;
+    }
+    if (ttl_s > options.max_ttl_s) {
+      refuse(&ServerStats::ttl_clamped, "ttl_clamped",
+             "update from " + address + ": kvmsg '" + msg.key + "': ttl " + msg.properties.at(std::string(kTtlProperty)) +
+                 " s clamped to " + std::to_string(options.max_ttl_s) + " s ([kvstore] max_ttl_s)");
+      ttl_s = options.max_ttl_s;
+      msg.set_ttl_s(ttl_s);
+    }
+    const detail::MapUsage::Held held{address, footprint(msg)};
+    const auto existing = map.find(msg.key);
+    const detail::MapUsage::Held* old = existing != map.end() ? &existing->second.held : nullptr;
+    const detail::MapUsage::Verdict verdict = usage.check(address, held.bytes, old);
+    if (verdict != detail::MapUsage::Verdict::kAccepted) {
+      const std::string why = "update from " + address + ": kvmsg '" + msg.key + "' refused: " + usage.why(verdict, address);
+      if (verdict == detail::MapUsage::Verdict::kOverQuota) {
+        refuse(&ServerStats::refused_quota, "refused_quota", why);
+      } else {
+        refuse(&ServerStats::refused_full, "refused_full", why);
       }
+      return;
     }
     const std::size_t body_bytes = msg.body.size();
-    if (msg.is_delete()) {
-      if (map.erase(msg.key) != 0) publish(msg);
-    } else {
-      publish(msg);
-      std::optional<Clock::time_point> expires;
-      if (ttl_s > 0.0) {
-        expires = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_s));
-      }
-      std::string key = msg.key;  // not map[msg.key] = ...move(msg): the right side is evaluated first
-      if (expires) expiries.emplace(*expires, key);
-      map[std::move(key)] = Entry{std::move(msg), expires};
+    publish(msg);
+    std::optional<Clock::time_point> expires;
+    if (ttl_s > 0.0) {
+      // ttl_s <= max_ttl_s <= kTtlCeilingS: the conversion cannot overflow.
+      expires = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_s));
+      expiries.emplace(*expires, msg.key);
     }
+    usage.charge(held, old);
+    std::string key = msg.key;  // not map[msg.key] = ...move(msg): the right side is evaluated first
+    map[std::move(key)] = Entry{std::make_shared<const KvMsg>(std::move(msg)), expires, held};
     count([body_bytes](ServerStats& s) {
       ++s.updates;
       s.bytes += body_bytes;
     });
+  }
+
+  void handle_deletion(KvMsg& msg) {
+    if (const auto found = map.find(msg.key); found != map.end()) {
+      usage.release(found->second.held);
+      map.erase(found);
+      publish(msg);
+    }
+    count([](ServerStats& s) { ++s.updates; });
   }
 
   void expire(Clock::time_point now) {
@@ -159,8 +289,9 @@ struct Server::Impl {
       expiries.erase(expiries.begin());
       KvMsg deletion;
       deletion.key = entry->first;
-      deletion.uuid = entry->second.msg.uuid;
+      deletion.uuid = entry->second.msg->uuid;
       publish(deletion);
+      usage.release(entry->second.held);
       map.erase(entry);
       ++expired;
     }
@@ -184,25 +315,24 @@ struct Server::Impl {
       const std::lock_guard<std::mutex> lock(stats_mutex);
       return stats;
     }();
-    const auto counters = std::make_tuple(now.updates, now.bytes, now.malformed, now.snapshots, now.expired,
-                                          static_cast<std::uint64_t>(map.size()));
-    if (published_counters == counters) return;
-    published_counters = counters;
     ServiceStatus status;
     status.state = std::string(kStateServing);
     status.messages = now.updates;
     status.bytes = now.bytes;
-    status.updated_s = wall_clock_s();
-    status.extra["malformed"] = static_cast<std::int64_t>(now.malformed);
     status.extra["snapshots"] = static_cast<std::int64_t>(now.snapshots);
     status.extra["expired"] = static_cast<std::int64_t>(now.expired);
     status.extra["keys"] = static_cast<std::int64_t>(map.size());
+    status.extra["map_bytes"] = static_cast<std::int64_t>(usage.bytes());
+    for (const char* kind : kRefusalKinds) status.extra[kind] = static_cast<std::int64_t>(now.refusals(kind));
+    if (published_status == status) return;
+    published_status = status;
+    status.updated_s = wall_clock_s();
     KvMsg msg;
     msg.key = status_key;
     msg.uuid = new_uuid();
     msg.body = status.encode();
     publish(msg);
-    map[status_key] = Entry{std::move(msg), std::nullopt};
+    map[status_key] = Entry{std::make_shared<const KvMsg>(std::move(msg)), std::nullopt, {}};
     count([](ServerStats&) {});
   }
 
@@ -215,16 +345,16 @@ struct Server::Impl {
 };
 
 Server::Server(ServerOptions options) {
-  if (options.bind_host.empty()) throw KvstoreError("kvstore server: no interface to bind (bind_host is empty)");
-  if (options.port == 0 || options.port > 65533) {
-    throw KvstoreError("kvstore server: port " + std::to_string(options.port) +
-                       " out of range; the server uses P, P + 1 and P + 2, so P must be from 1 to 65533");
-  }
-  if (options.heartbeat_ms == 0) throw KvstoreError("kvstore server: heartbeat of 0 ms; expected at least 1 ms");
+  check_options(options);
   impl_ = std::make_unique<Impl>(std::move(options));
   Impl& s = *impl_;
-  for (zmq::socket_t* socket : {&s.snapshot, &s.publisher, &s.collector}) socket->set(zmq::sockopt::linger, 0);
-  s.snapshot.set(zmq::sockopt::sndhwm, 0);  // a snapshot is never cut short; the pipe dies with its peer
+  const std::int64_t max_frame = max_frame_bytes(s.options.max_value_bytes);
+  for (zmq::socket_t* socket : {&s.snapshot, &s.publisher, &s.collector}) {
+    socket->set(zmq::sockopt::linger, 0);
+    socket->set(zmq::sockopt::maxmsgsize, max_frame);
+  }
+  s.snapshot.set(zmq::sockopt::sndhwm, kSnapshotHwm);
+  s.snapshot.set(zmq::sockopt::router_mandatory, 1);  // a full pipe is EAGAIN, not a silent drop
   s.publisher.set(zmq::sockopt::sndhwm, kPublisherHwm);
   s.collector.set(zmq::sockopt::subscribe, "");
   s.bind(s.snapshot, 0, "snapshot (ROUTER)");
@@ -236,11 +366,12 @@ Server::~Server() = default;
 
 void Server::run() {
   Impl& s = *impl_;
-  s.publish_status();
+  s.guarded("status", [&s] { s.publish_status(); });
   auto next_heartbeat = Clock::now() + std::chrono::milliseconds(s.options.heartbeat_ms);
   while (!s.stop_requested.load()) {
     auto wake = next_heartbeat;
     if (const auto expiry = s.next_expiry(); expiry && *expiry < wake) wake = *expiry;
+    if (!s.replies.empty()) wake = std::min(wake, Clock::now() + kSnapshotRetry);
     const auto timeout = std::chrono::ceil<std::chrono::milliseconds>(std::max(wake - Clock::now(), Clock::duration{}));
     zmq_pollitem_t items[] = {{s.snapshot.handle(), 0, ZMQ_POLLIN, 0},
                               {s.collector.handle(), 0, ZMQ_POLLIN, 0},
@@ -254,17 +385,24 @@ void Server::run() {
     if (items[2].revents & ZMQ_POLLIN) s.wakeup.drain();
     for (int i = 0; i < kBatch && (items[0].revents & ZMQ_POLLIN); ++i) {
       if (!(s.snapshot.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
-      s.handle_snapshot_request();
+      s.guarded("snapshot request", [&s] { s.handle_snapshot_request(); });
     }
     for (int i = 0; i < kBatch && (items[1].revents & ZMQ_POLLIN); ++i) {
       if (!(s.collector.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
-      s.handle_update();
+      s.guarded("update", [&s] { s.handle_update(); });
     }
     const auto now = Clock::now();
-    s.expire(now);
+    if (!s.replies.empty()) {
+      s.guarded("snapshot reply", [&s, now] {
+        if (const std::uint64_t whole = s.replies.pump(now); whole != 0) {
+          s.count([whole](ServerStats& st) { st.snapshots += whole; });
+        }
+      });
+    }
+    s.guarded("expiry", [&s, now] { s.expire(now); });
     if (now >= next_heartbeat) {
-      s.publish_status();
-      s.heartbeat();
+      s.guarded("status", [&s] { s.publish_status(); });
+      s.guarded("heartbeat", [&s] { s.heartbeat(); });
       next_heartbeat = now + std::chrono::milliseconds(s.options.heartbeat_ms);
     }
   }

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include <sectorflow/kvstore/bad_entries.hpp>
 #include <sectorflow/kvstore/client.hpp>
 #include <sectorflow/producer/errors.hpp>
 #include <sectorflow/producer/producer.hpp>
@@ -72,7 +73,8 @@ int main(int argc, char** argv) {
     request.scan_x = static_cast<std::uint32_t>(std::stoul(need(args, "--scan-x")));
     request.scan_y = static_cast<std::uint32_t>(std::stoul(need(args, "--scan-y")));
     // Fixed once for all threads, so that they route the scan alike.
-    request.routing = sp::routing_from_replica(client);
+    sectorflow::kvstore::BadEntries bad;  // registrations that do not decode are skipped, logged once
+    request.routing = sp::routing_from_replica(client, bad);
 
     const sectorflow::simulator::Simulator simulator(sectorflow::simulator::SimulatorSettings{}, geometry);
     // Detector hardware paces a receiver's threads together; a simulated source does not, and a

@@ -5,6 +5,7 @@
 #include <zmq.hpp>
 
 #include "buffer_pool.hpp"
+#include "sectorflow/kvstore/bad_entries.hpp"
 #include "sectorflow/kvstore/client.hpp"
 #include "sectorflow/kvstore/schema.hpp"
 #include "sectorflow/producer/errors.hpp"
@@ -39,6 +40,7 @@ struct Producer::Impl {
   std::optional<protocol::RawFileWriter> writer;
   std::chrono::steady_clock::time_point started;
   std::chrono::steady_clock::time_point last_status;
+  kvstore::BadEntries bad_entries;  ///< registrations skipped when routing from the replica
 
   explicit Impl(std::size_t sector_bytes) : pool(sector_bytes) {}
 };
@@ -97,6 +99,9 @@ void Producer::publish(const std::string& state, const std::string& error) {
     if (impl_->decision.mode == Mode::kFallback) status.extra["fallback_dir"] = options_.fallback_dir;
   }
   if (!error.empty()) status.extra["error"] = error;
+  if (const std::uint64_t bad = impl_->bad_entries.count(); bad != 0) {
+    status.extra["bad_records"] = static_cast<std::int64_t>(bad);
+  }
   kvstore_->set(kvstore::status_key(kvstore::kServiceProducer, options_.name()), status.encode(),
                 options_.status_ttl_s);
 }
@@ -149,7 +154,7 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
   if (request.routing) {
     decision.routing = *request.routing;
   } else if (kvstore_ != nullptr) {
-    decision.routing = routing_from_replica(*kvstore_);
+    decision.routing = routing_from_replica(*kvstore_, impl_->bad_entries);
   } else {
     throw ProducerError(where + ": no routing list in the request and no kvstore client to read NodeGroups from");
   }

@@ -1,17 +1,20 @@
 #include "sectorflow/producer/routing.hpp"
 
+#include "sectorflow/kvstore/bad_entries.hpp"
 #include "sectorflow/kvstore/client.hpp"
 #include "sectorflow/kvstore/schema.hpp"
 #include "sectorflow/producer/errors.hpp"
 
 namespace sectorflow::producer {
 
-std::vector<std::string> routing_from_replica(const kvstore::Client& client) {
-  std::vector<std::string> uids;
-  for (const kvstore::NodeGroupRecord& record :
-       kvstore::nodegroups_from(client.subtree(std::string(kvstore::kNodegroupsPrefix)))) {
-    uids.push_back(record.uid);
+std::vector<std::string> routing_from_replica(const kvstore::Client& client, kvstore::BadEntries& bad) {
+  const kvstore::NodeGroupList list =
+      kvstore::nodegroups_from(client.subtree(std::string(kvstore::kNodegroupsPrefix)));
+  for (const auto& [key, why] : bad.note(kvstore::kNodegroupsPrefix, list.rejected)) {
+    if (client.options().log) client.options().log("skipped the registration " + key + ": " + why);
   }
+  std::vector<std::string> uids;
+  for (const kvstore::NodeGroupRecord& record : list.records) uids.push_back(record.uid);
   return uids;  // nodegroups_from sorts by uid
 }
 

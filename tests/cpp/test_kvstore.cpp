@@ -5,9 +5,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +23,9 @@
 #include "sectorflow/kvstore/kvmsg.hpp"
 #include "sectorflow/kvstore/schema.hpp"
 #include "sectorflow/kvstore/server.hpp"
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 namespace kv = sectorflow::kvstore;
 using namespace std::chrono_literals;
@@ -60,18 +65,29 @@ bool wait_for(const std::function<bool()>& condition, std::chrono::milliseconds 
   return true;
 }
 
-// A server on three free consecutive loopback ports, running in a thread.
+// A port the kernel handed out for port 0 a moment ago.
+std::uint16_t ephemeral_port() {
+  zmq::context_t context;
+  zmq::socket_t probe(context, zmq::socket_type::rep);
+  probe.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = probe.get(zmq::sockopt::last_endpoint);
+  return static_cast<std::uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
+}
+
+// A server with `options` on three free consecutive loopback ports (the first from port 0),
+// running in a thread.
 class RunningServer {
  public:
-  RunningServer() {
-    std::mt19937 random{std::random_device{}()};
-    std::uniform_int_distribution<int> ports(20000, 60000);
+  explicit RunningServer(kv::ServerOptions options = {}) {
+    options.bind_host = "127.0.0.1";
+    options.heartbeat_ms = 100;
     for (int attempt = 0; attempt < 50 && !server_; ++attempt) {
+      options.port = ephemeral_port();
+      if (options.port > 65533) continue;
       try {
-        server_ = std::make_unique<kv::Server>(
-            kv::ServerOptions{"127.0.0.1", static_cast<std::uint16_t>(ports(random)), 100, "server"});
+        server_ = std::make_unique<kv::Server>(options);
       } catch (const kv::KvstoreError&) {
-        // taken: try another block
+        // P + 1 or P + 2 taken: try another block
       }
     }
     if (!server_) throw std::runtime_error("no three free consecutive ports on 127.0.0.1");
@@ -90,6 +106,33 @@ class RunningServer {
   std::unique_ptr<kv::Server> server_;
   std::thread thread_;
 };
+
+// KVSETs written by hand with cppzmq on a PUB to P + 2, as a careless or hostile peer sends them.
+class RawWriter {
+ public:
+  explicit RawWriter(std::uint16_t port) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.connect("tcp://127.0.0.1:" + std::to_string(port + 2));
+  }
+  void kvset(const std::string& key, const std::string& body, const std::string& properties = "") {
+    const std::string sequence(8, '\0');
+    const std::vector<zmq::const_buffer> frames{zmq::buffer(key), zmq::buffer(sequence), zmq::const_buffer(),
+                                                zmq::buffer(properties), zmq::buffer(body)};
+    zmq::send_multipart(socket_, frames);
+  }
+
+ private:
+  zmq::context_t context_;
+  zmq::socket_t socket_{context_, zmq::socket_type::pub};
+};
+
+// A msgpack str of `bytes` characters (at most 65535), packed by hand.
+std::string packed_string(std::size_t bytes) {
+  std::string body = "\xda";  // str 16: a big-endian 16-bit length follows
+  body += static_cast<char>((bytes >> 8) & 0xff);
+  body += static_cast<char>(bytes & 0xff);
+  return body + std::string(bytes, 's');
+}
 
 }  // namespace
 
@@ -155,6 +198,50 @@ TEST(Schema, MissingFieldIsNamed) {
   }
 }
 
+TEST(KvMsg, KeysMustBeUtf8) {
+  EXPECT_NO_THROW(kv::check_key("status/\xc3\xa9t\xc3\xa9/x"));
+  for (const std::string key : {"status/\xff/x", "status/\xc0\x80/x", "status/\xed\xa0\x80/x"}) {
+    try {
+      kv::check_key(key);
+      FAIL() << "accepted a key that is not UTF-8";
+    } catch (const kv::KvstoreError& error) {
+      EXPECT_NE(std::string(error.what()).find("key is not valid UTF-8; keys are text"), std::string::npos);
+    }
+  }
+}
+
+TEST(Schema, EncodersAndDecodersShareTheBounds) {
+  kv::NodeGroupRecord record{"ng-1", "127.0.0.1", std::vector<std::uint16_t>(kv::kMaxPorts + 1, 6200), "n", 0, "idle"};
+  EXPECT_THROW(record.encode(), kv::KvstoreError);
+  record.ports.resize(kv::kMaxPorts);
+  EXPECT_EQ(kv::NodeGroupRecord::decode(record.encode()), record);
+
+  kv::AcquireRequest request;
+  request.scan_number = 1;
+  request.scan_x = kv::kMaxScanSide + 1;
+  request.scan_y = 1;
+  try {
+    request.encode();
+    FAIL() << "a scan side of 65536 was encoded";
+  } catch (const kv::KvstoreError& error) {
+    EXPECT_STREQ(error.what(), "AcquireRequest scan 1: field 'scan_x': 65536 positions, expected at most 65535");
+  }
+}
+
+TEST(Schema, NodeGroupsFromSkipsWhatDoesNotDecodeAndSaysWhy) {
+  const kv::NodeGroupRecord a{"a", "127.0.0.1", {6200}, "n", 0, "idle"};
+  const kv::NodeGroupRecord b{"b", "127.0.0.1", {6300}, "n", 1, "idle"};
+  const kv::NodeGroupList list = kv::nodegroups_from({{"nodegroups/b", b.encode()},
+                                                      {"nodegroups/a", a.encode()},
+                                                      {"nodegroups/x", "\x93\x01\x02\x03"},
+                                                      {"nodegroups/y", a.encode()}});
+  EXPECT_EQ(list.records, (std::vector<kv::NodeGroupRecord>{a, b}));
+  const std::map<std::string, std::string> rejected{
+      {"nodegroups/x", "NodeGroupRecord: expected a msgpack map, got an array"},
+      {"nodegroups/y", "holds the record of uid 'a'"}};
+  EXPECT_EQ(list.rejected, rejected);
+}
+
 TEST(ClientServer, RegistrationReachesAnotherReplicaAndLeavesWithTheClient) {
   RunningServer running;
   kv::Client watcher(running.client(std::string(kv::kNodegroupsPrefix)));
@@ -173,7 +260,7 @@ TEST(ClientServer, RegistrationReachesAnotherReplicaAndLeavesWithTheClient) {
     const kv::ServiceStatus idle{std::string(kv::kStateIdle), 0, 0, 0, 0.0, {}};
     nodegroup.set(kv::status_key(kv::kServiceNodegroup, record.uid), idle.encode());
     ASSERT_TRUE(wait_for([&] { return watcher.get(kv::nodegroup_key(record.uid)).has_value(); }));
-    const auto groups = kv::nodegroups_from(watcher.subtree(std::string(kv::kNodegroupsPrefix)));
+    const auto groups = kv::nodegroups_from(watcher.subtree(std::string(kv::kNodegroupsPrefix))).records;
     ASSERT_EQ(groups.size(), 1u);
     EXPECT_EQ(groups[0], record);
     EXPECT_FALSE(watcher.get(kv::status_key(kv::kServiceNodegroup, record.uid)).has_value()) << "outside the subtree";
@@ -197,4 +284,63 @@ TEST(ClientServer, SetRejectsValuesThatAreNotMsgpack) {
   EXPECT_THROW(client.set("status/producer/x", "\xc1"), kv::KvstoreError);
   EXPECT_THROW(client.set("status/producer/x", ""), kv::KvstoreError);
   EXPECT_THROW(client.set("HUGZ", kv::AcquireRequest{1, 1, 1, 0.0}.encode()), kv::KvstoreError);
+}
+
+TEST(ServerBounds, RefusalsAreCountedByKindWithTheFirstReason) {
+  kv::ServerOptions options;
+  options.max_value_bytes = 1024;
+  options.max_ttl_s = 60.0;
+  options.max_keys = 3;
+  RunningServer running(options);
+  kv::Server& server = running.server();
+  RawWriter writer(server.options().port);
+  // A PUB drops what it sends before the server's subscription arrives: send until one is taken.
+  ASSERT_TRUE(wait_for([&] {
+    writer.kvset("probe", "\x01");
+    return server.stats().updates >= 1;
+  }));
+  writer.kvset("big", packed_string(1500));                 // above max_value_bytes
+  writer.kvset("long", "\x01", "ttl=1e10\n");               // clamped, kept
+  writer.kvset("k1", "\x01");                               // the third key: the map is full then
+  writer.kvset("k2", "\x01");                               // refused
+  writer.kvset("probe", "\x02");                            // a refresh of a key held: never refused
+  writer.kvset(kv::status_key("kvstore", "server"), "\x01");  // the server's own key: malformed
+  // One connection delivers in order: once the last is counted, every one before it was handled.
+  ASSERT_TRUE(wait_for([&] { return server.stats().malformed == 1; }));
+
+  const kv::ServerStats stats = server.stats();
+  EXPECT_EQ(stats.oversized, 1u);
+  EXPECT_EQ(stats.ttl_clamped, 1u);
+  EXPECT_EQ(stats.refused_full, 1u);
+  EXPECT_EQ(stats.refused_quota, 0u);
+  EXPECT_EQ(stats.errors, 0u);
+  EXPECT_EQ(stats.keys, 4u);  // probe, long, k1 and the server's status
+  EXPECT_EQ(stats.refusals("refused_full"), 1u);
+  EXPECT_THROW(stats.refusals("nonsense"), kv::KvstoreError);
+  EXPECT_EQ(stats.first_refusals.at("oversized"),
+            "update from 127.0.0.1: kvmsg 'big': value of 1503 bytes, at most 1024 ([kvstore] max_value_bytes)");
+  EXPECT_EQ(stats.first_refusals.at("ttl_clamped"),
+            "update from 127.0.0.1: kvmsg 'long': ttl 1e10 s clamped to 60.000000 s ([kvstore] max_ttl_s)");
+  EXPECT_NE(stats.first_refusals.at("refused_full").find("kvmsg 'k2' refused: the map holds 3 keys"),
+            std::string::npos);
+  EXPECT_NE(stats.last_malformed.find("this key belongs to the server"), std::string::npos);
+}
+
+TEST(ServerBounds, OptionsOutOfRangeAreRefusedNamingTheOption) {
+  const auto refused = [](const std::function<void(kv::ServerOptions&)>& change, const std::string& expected) {
+    kv::ServerOptions options;
+    options.bind_host = "127.0.0.1";
+    options.port = 1;  // never bound: the options are refused first
+    change(options);
+    try {
+      kv::Server server(options);
+      ADD_FAILURE() << "accepted: " << expected;
+    } catch (const kv::KvstoreError& error) {
+      EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
+    }
+  };
+  refused([](kv::ServerOptions& o) { o.max_keys = 0; }, "max_keys is 0; expected at least 1");
+  refused([](kv::ServerOptions& o) { o.max_value_bytes = 16; }, "max_value_bytes 16 out of range");
+  refused([](kv::ServerOptions& o) { o.max_ttl_s = std::nan(""); }, "max_ttl_s nan out of range");
+  refused([](kv::ServerOptions& o) { o.max_ttl_s = 2e9; }, "at most 1e9 seconds");
 }

@@ -4,19 +4,26 @@ Import the fixtures into a test module to use them."""
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import zmq
 from support import Processes, wait_until
 
 from sectorflow.configs import Config
 from sectorflow.kvstore import Client, ServiceStatus, client_options, status_key
+from sectorflow.waiting import WaitTimeout
+from sectorflow.waiting import wait_until as shared_wait_until
 
 SERVER_START_S = 20.0
+SYNC_S = 10.0  # deadline of waits on replication; a failure guard, not a speed requirement
 
 # A service that registers a status with the configured ttl, says so, and waits to be killed.
 REGISTERING_SCRIPT = """
@@ -100,3 +107,55 @@ def server_status(client: Client) -> ServiceStatus | None:
     """The server's own status as a replica sees it."""
     raw = client.get(status_key("kvstore", "server"))
     return None if raw is None else ServiceStatus.decode(raw)
+
+
+class RawPeer:
+    """CHP spoken by hand with pyzmq, as a hostile or careless peer would: our codec and client stay out.
+
+    ``writer`` is a PUB to P+2 (KVSET), ``snapshots`` a DEALER to P (ICANHAZ?) that reads only
+    when told to: set ``rcvhwm`` low to model a client that asks for snapshots and never reads.
+    ``source`` is the loopback address the peer connects from (any 127.x.y.z works on Linux): the
+    server charges the keys a peer writes to that address.
+    """
+
+    RESEND_S = 0.1  # a PUB drops what it sends before the server's subscription arrives: resend
+
+    def __init__(self, port: int, rcvhwm: int = 1000, source: str = "127.0.0.1") -> None:
+        self.context = zmq.Context()
+        self.writer = self.context.socket(zmq.PUB)
+        self.snapshots = self.context.socket(zmq.DEALER)
+        self.snapshots.rcvhwm = rcvhwm
+        for sock in (self.writer, self.snapshots):
+            sock.linger = 0
+        self.writer.connect(f"tcp://{source}:0;127.0.0.1:{port + 2}")
+        self.snapshots.connect(f"tcp://{source}:0;127.0.0.1:{port}")
+
+    def close(self) -> None:
+        self.writer.close()
+        self.snapshots.close()
+        self.context.term()
+
+    def kvset(self, key: bytes, body: bytes, properties: bytes = b"") -> None:
+        """One KVSET, [key, sequence 0, uuid, properties, body]; lost if the server does not listen yet."""
+        self.writer.send_multipart([key, struct.pack("!q", 0), uuid.uuid4().bytes, properties, body])
+
+    def kvset_until(self, key: bytes, body: bytes, condition: Callable[[], object], what: str,
+                    properties: bytes = b"") -> None:
+        """Send a KVSET again every RESEND_S until ``condition()`` holds (what the server did with it)."""
+        deadline = time.monotonic() + SYNC_S
+        while True:
+            self.kvset(key, body, properties)
+            try:
+                shared_wait_until(condition, self.RESEND_S, what)
+                return
+            except WaitTimeout:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"timed out after {SYNC_S:g} s waiting for {what}")
+
+
+@pytest.fixture
+def raw_peer(kvstore: KvServer) -> Iterator[RawPeer]:
+    """A RawPeer of the ``kvstore`` fixture's server, closed at teardown."""
+    peer = RawPeer(kvstore.port)
+    yield peer
+    peer.close()

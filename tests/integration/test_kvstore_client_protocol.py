@@ -12,7 +12,7 @@ import pytest
 import zmq
 from support import free_port_block, wait_until
 
-from sectorflow.kvstore import Client, ClientOptions
+from sectorflow.kvstore import Client, ClientOptions, KvstoreError
 
 SYNC_S = 10.0
 
@@ -142,3 +142,42 @@ def test_client_sends_kvsets_in_the_guide_format(
     assert msgpack.unpackb(body) == {"state": "idle"}
     assert received[1][3] == b"" and received[2][4] == b"", "set_once has no ttl; erase has an empty body"
     assert len({frames[2] for frames in received}) == 3, "every KVSET has its own uuid"
+
+
+def test_client_asks_again_on_a_new_socket_when_its_snapshot_stops(fake_server: FakeServer) -> None:
+    # A server drops the snapshot of a client that does not read it (server.hpp) and goes on
+    # sending HUGZ: the client must not stay in syncing for ever, and what is left of the old reply
+    # must not end the new snapshot.
+    client = Client(ClientOptions(host="127.0.0.1", port=fake_server.port, heartbeat_ms=200))
+    try:
+        first, _ = fake_server.await_snapshot_request(hugz_sequence=5)
+        fake_server.router.send_multipart([first, *kvmsg(b"a", 1, msgpack.packb(1))])  # and nothing more
+        second = command = None
+        for _ in range(int(SYNC_S / 0.05)):  # the fake server's heartbeat, as in await_snapshot_request
+            fake_server.publisher.send_multipart(kvmsg(b"HUGZ", 5))
+            if fake_server.router.poll(50):
+                second, command, _ = fake_server.router.recv_multipart()
+                break
+        assert command == b"ICANHAZ?", "the client never asked again"
+        assert second != first, "the client asked again on a new socket"
+        fake_server.snapshot(first, {b"stale": msgpack.packb(0)}, sequence=4)  # goes with the old socket
+        fake_server.snapshot(second, {b"a": msgpack.packb(1), b"b": msgpack.packb(2)}, sequence=5)
+        assert client.wait_synced(SYNC_S)
+        assert client.subtree() == {"a": msgpack.packb(1), "b": msgpack.packb(2)} and client.sequence() == 5
+        assert client.stats().resyncs == 1
+    finally:
+        client.close()
+
+
+def test_client_refuses_what_the_server_would_refuse_or_clamp(fake_server: FakeServer) -> None:
+    client = Client(ClientOptions(host="127.0.0.1", port=fake_server.port, max_value_bytes=1024, max_ttl_s=60.0))
+    try:
+        with pytest.raises(KvstoreError, match=r"kvstore set 'k': value of 2003 bytes, the server takes at most 1024 "
+                                               r"\(\[kvstore\] max_value_bytes\)"):
+            client.set("k", msgpack.packb(b"v" * 2000))
+        with pytest.raises(KvstoreError, match=r"kvstore set 'k': ttl_s 61.000000 is above the server's max_ttl_s "
+                                               r"60.000000 \(\[kvstore\] max_ttl_s\)"):
+            client.set_once("k", msgpack.packb(1), ttl_s=61.0)
+        client.set("k", msgpack.packb(b"v" * 1000), ttl_s=60.0)
+    finally:
+        client.close()

@@ -78,6 +78,17 @@ def test_thread_ports_past_65535_are_rejected() -> None:
     assert "thread ports up to base_port + 3 must stay below 65536" in error_of(local(aggregator={"base_port": 65534}))
 
 
+def test_kvstore_bounds_have_their_ranges_and_ttl_fits_under_the_clamp() -> None:
+    kv = load_config().kvstore
+    assert (kv.max_value_bytes, kv.max_keys, kv.max_map_bytes) == (65536, 100_000, 256 << 20)
+    assert (kv.max_keys_per_address, kv.max_map_bytes_per_address, kv.max_ttl_s) == (25_000, 64 << 20, 86400.0)
+    assert "'kvstore.max_value_bytes' = 100: expected a value from 1024 to 67108864" in error_of(
+        local(kvstore={"max_value_bytes": 100}))
+    assert error_of(local(kvstore={"ttl_s": 30.0, "max_ttl_s": 10.0})) == (
+        "beamline.toml: 'kvstore.ttl_s' = 30.0 is above 'kvstore.max_ttl_s' = 10.0: the server would clamp every "
+        "registration's ttl; raise max_ttl_s")
+
+
 def test_sectors_that_do_not_tile_the_frame() -> None:
     message = error_of(local(detector={"sector_rows": 100}))
     assert "[detector] sectors of 100 x 576 do not tile a frame of 576 x 576" in message

@@ -169,3 +169,27 @@ def test_new_uuid_is_a_random_version_4_uuid() -> None:
 def test_command_words_cannot_be_set_as_keys(key: str) -> None:
     with pytest.raises(KvstoreError, match="protocol command word"):
         check_key(key)
+
+
+def test_keys_and_properties_that_are_not_utf8_are_rejected() -> None:
+    # Every replica hands keys to Python as str: a key that is not text would break them all.
+    with pytest.raises(KvstoreError, match=r"kvmsg 'nodegroups/\\xff': key is not valid UTF-8; keys are text"):
+        decode_kvmsg([b"nodegroups/\xff", struct.pack("!q", 1), b"", b"", b"\x01"])
+    with pytest.raises(KvstoreError, match="properties are not valid UTF-8"):
+        decode_kvmsg([b"k", struct.pack("!q", 1), b"", b"ttl=\xc0\x80\n", b"\x01"])
+    assert decode_kvmsg([b"status/\xc3\xa9t\xc3\xa9", struct.pack("!q", 1), b"", b"", b"\x01"]).key == "status/été"
+
+
+def test_a_properties_frame_above_its_bound_is_rejected() -> None:
+    frames = [b"k", struct.pack("!q", 1), b"", b"ttl=1\n" + b"x=" * 600, b"\x01"]
+    with pytest.raises(KvstoreError, match="kvmsg 'k': properties frame of 1206 bytes, at most 1024 allowed"):
+        decode_kvmsg(frames)
+
+
+def test_check_msgpack_refuses_headers_claiming_more_than_the_body_holds() -> None:
+    # An array header claiming 2^32 - 1 elements: msgpack-c would reserve them all before reading one.
+    with pytest.raises(KvstoreError, match="array size overflow"):
+        check_msgpack(b"\xdd\xff\xff\xff\xff")
+    with pytest.raises(KvstoreError, match="map size overflow"):
+        check_msgpack(b"\xdf\x00\x01\x00\x00")
+    check_msgpack(msgpack.packb([[1, 2], {"a": "b" * 100}]))

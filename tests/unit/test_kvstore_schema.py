@@ -13,9 +13,17 @@ import pytest
 
 from sectorflow.kvstore import (
     ACQUIRE_REQUEST_KEY,
+    MAX_EXTRA_FIELDS,
+    MAX_NAME_BYTES,
+    MAX_PORTS,
+    MAX_ROUTING_UIDS,
+    MAX_SCAN_SIDE,
+    MAX_TEXT_BYTES,
+    MAX_UID_BYTES,
     NODEGROUPS_PREFIX,
     SCHEMA_VERSION,
     AcquireRequest,
+    BadEntries,
     KvstoreError,
     NodeGroupRecord,
     ServiceStatus,
@@ -109,15 +117,39 @@ def test_nodegroup_decode_rejects_what_is_not_a_map() -> None:
 def test_nodegroups_from_a_subtree_are_sorted_by_uid() -> None:
     records = [NodeGroupRecord(uid=uid, host="h", ports=[6000 + i], status="idle") for i, uid in enumerate("cab")]
     entries = {nodegroup_key(r.uid): r.encode() for r in records}
-    assert [r.uid for r in nodegroups_from(entries)] == ["a", "b", "c"]
+    listing = nodegroups_from(entries)
+    assert [r.uid for r in listing.records] == ["a", "b", "c"]
+    assert listing.rejected == {}
 
 
-def test_nodegroups_from_names_the_key_of_a_bad_record() -> None:
-    entries = {"nodegroups/a": NodeGroupRecord(uid="b", host="h", ports=[1]).encode()}
-    with pytest.raises(KvstoreError, match="nodegroups/a: holds the record of uid 'b'"):
-        nodegroups_from(entries)
-    with pytest.raises(KvstoreError, match="nodegroups/x: NodeGroupRecord: not valid msgpack"):
-        nodegroups_from({"nodegroups/x": b"\xc1"})
+def test_nodegroups_from_skips_bad_entries_and_says_why() -> None:
+    good = {nodegroup_key(uid): NodeGroupRecord(uid=uid, host="h", ports=[1]).encode() for uid in ("c", "a")}
+    bad = {
+        "nodegroups/b": NodeGroupRecord(uid="z", host="h", ports=[1]).encode(),  # another uid
+        "nodegroups/x": b"\xc1",  # not msgpack
+        "nodegroups/y": msgpack.packb({"version": 1, "uid": "y"}),  # valid msgpack, not a record
+        "nodegroups/d/e": NodeGroupRecord(uid="e", host="h", ports=[1]).encode(),  # not a NodeGroup key
+    }
+    listing = nodegroups_from({**good, **bad})
+    assert [r.uid for r in listing.records] == ["a", "c"]
+    assert listing.rejected == {
+        "nodegroups/b": "holds the record of uid 'z'",
+        "nodegroups/x": "NodeGroupRecord: not valid msgpack (parse error)",
+        "nodegroups/y": "NodeGroupRecord 'y': missing field 'host'",
+        "nodegroups/d/e": "kvstore key 'nodegroups/d/e' is not a NodeGroup key (nodegroups/<uid>)",
+    }
+
+
+def test_bad_entries_are_reported_once_until_they_change_or_are_fixed() -> None:
+    bad = BadEntries()
+    assert bad.note("nodegroups/", {"nodegroups/x": "why"}) == {"nodegroups/x": "why"}
+    assert bad.note("nodegroups/", {"nodegroups/x": "why"}) == {}, "a second read reports nothing new"
+    assert bad.note("status/", {"status/a/b": "no"}) == {"status/a/b": "no"}, "another prefix is its own"
+    assert bad.note("nodegroups/", {"nodegroups/x": "other"}) == {"nodegroups/x": "other"}, "a new reason"
+    assert bad.note("nodegroups/", {}) == {}  # fixed or deleted: forgotten ...
+    assert bad.note("nodegroups/", {"nodegroups/x": "other"}) == {"nodegroups/x": "other"}  # ... so reported again
+    assert bad.note("status/", {"status/a/b": "no"}) == {}, "forgetting nodegroups/ kept status/"
+    assert bad.count == 4
 
 
 def test_service_status_matches_the_golden_bytes_with_extra_fields() -> None:
@@ -199,3 +231,100 @@ def test_acquire_request_validates_the_scan_shape() -> None:
         AcquireRequest(scan_number=3, scan_x=0, scan_y=64).encode()
     with pytest.raises(KvstoreError, match="missing field 'rate_hz'"):
         AcquireRequest.decode(packed(scan_number=1, scan_x=1, scan_y=1))
+
+
+def test_bounds_are_the_documented_ones() -> None:
+    assert (MAX_UID_BYTES, MAX_NAME_BYTES, MAX_TEXT_BYTES) == (244, 255, 4096)
+    assert (MAX_PORTS, MAX_EXTRA_FIELDS, MAX_ROUTING_UIDS, MAX_SCAN_SIDE) == (256, 64, 4096, 65535)
+
+
+def nodegroup_fields(**changes: object) -> dict:
+    return {"uid": "ng-7", "host": "h", "ports": [6200], "node": "n", "rank": 0, "status": "idle", **changes}
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"ports": list(range(1, MAX_PORTS + 2))}, "NodeGroupRecord 'ng-7': field 'ports': 257 ports, expected at most 256"),
+    ({"uid": "u" * (MAX_UID_BYTES + 1)}, "field 'uid': 245 bytes, expected at most 244"),
+    ({"host": "h" * 256}, "NodeGroupRecord 'ng-7': field 'host': a string of 256 bytes, expected at most 255"),
+    ({"node": "n" * 256}, "field 'node': a string of 256 bytes, expected at most 255"),
+    ({"status": "s" * 256}, "field 'status': a string of 256 bytes, expected at most 255"),
+])
+def test_nodegroup_decode_refuses_what_passes_a_bound(changes: dict, message: str) -> None:
+    with pytest.raises(KvstoreError, match=message):
+        NodeGroupRecord.decode(packed(**nodegroup_fields(**changes)))
+
+
+def test_nodegroup_encode_refuses_what_decode_would_refuse() -> None:
+    with pytest.raises(KvstoreError, match="field 'ports': 257 ports, expected at most 256 .one per aggregator thread."):
+        NodeGroupRecord(uid="ng-7", host="h", ports=[1] * 257).encode()
+    with pytest.raises(KvstoreError, match="field 'uid': 245 bytes, expected at most 244"):
+        NodeGroupRecord(uid="u" * 245, host="h", ports=[1]).encode()
+    longest = NodeGroupRecord(uid="u" * MAX_UID_BYTES, host="h" * MAX_NAME_BYTES, ports=[1] * MAX_PORTS)
+    assert NodeGroupRecord.decode(longest.encode()) == longest
+
+
+def test_a_string_field_that_is_not_utf8_is_refused_not_handed_to_python() -> None:
+    value = msgpack.packb({"version": 1, **nodegroup_fields(host=b"")}).replace(b"\xa4host\xc4\x00",
+                                                                                b"\xa4host\xa2\xff\xfe")
+    with pytest.raises(KvstoreError, match=r"field 'host': '\\xff\\xfe' is not valid UTF-8"):
+        NodeGroupRecord.decode(value)
+    status = packed(state="idle", scan=0, messages=0, bytes=0, updated_s=0.0, note="x").replace(b"\xa1x", b"\xa1\xff")
+    with pytest.raises(KvstoreError, match="field 'note': '.xff' is not valid UTF-8"):
+        ServiceStatus.decode(status)
+
+
+def test_errors_quote_a_peer_text_short_and_escaped() -> None:
+    value = packed(**nodegroup_fields(), **{"a" * 10_000 + "\n": 1})
+    with pytest.raises(KvstoreError) as raised:
+        NodeGroupRecord.decode(value)
+    assert f"unknown field '{'a' * 40}...'" in str(raised.value) and len(str(raised.value)) < 200
+
+
+def status_fields(**changes: object) -> dict:
+    return {"state": "idle", "scan": 0, "messages": 0, "bytes": 0, "updated_s": 0.0, **changes}
+
+
+def test_service_status_bounds_extra_fields_and_their_size() -> None:
+    extra = {f"x{i}": i for i in range(MAX_EXTRA_FIELDS + 1)}
+    with pytest.raises(KvstoreError, match="ServiceStatus: 65 extra fields, expected at most 64"):
+        ServiceStatus.decode(packed(**status_fields(**extra)))
+    with pytest.raises(KvstoreError, match="ServiceStatus: 65 extra fields, expected at most 64"):
+        ServiceStatus(state="idle", extra=extra).encode()
+    with pytest.raises(KvstoreError, match="field 'error': 4097 bytes of text, expected at most 4096"):
+        ServiceStatus.decode(packed(**status_fields(error="e" * (MAX_TEXT_BYTES + 1))))
+    with pytest.raises(KvstoreError, match="ServiceStatus: field 'state': a string of 256 bytes, expected at most 255"):
+        ServiceStatus.decode(packed(**status_fields(state="s" * 256)))
+    with pytest.raises(KvstoreError, match="extra field 'nnnn.*': 256 bytes in its name, expected at most 255"):
+        ServiceStatus(state="idle", extra={"n" * 256: 1}).encode()
+
+
+def test_service_status_encode_cuts_a_long_text_where_a_character_ends() -> None:
+    # An error message must reach the status, not fail a second time: it is cut to the bound.
+    text = "é" * MAX_TEXT_BYTES  # two bytes each: the bound falls on a character boundary
+    decoded = ServiceStatus.decode(ServiceStatus(state="error", extra={"error": "x" + text}).encode())
+    assert decoded.extra["error"] == "x" + "é" * ((MAX_TEXT_BYTES - 1) // 2)
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"scan_x": MAX_SCAN_SIDE + 1}, "AcquireRequest scan 4: field 'scan_x': 65536 positions, expected at most 65535"),
+    ({"scan_y": 2**32 - 1}, "AcquireRequest scan 4: field 'scan_y': 4294967295 positions, expected at most 65535"),
+    ({"routing": [f"ng-{i:05d}" for i in range(MAX_ROUTING_UIDS + 1)]},
+     "field 'routing': 4097 strings, expected at most 4096"),
+    ({"routing": ["u" * 245]}, "field 'routing': element 0 is a string of 245 bytes, expected at most 244"),
+    ({"source": "s" * 256}, "field 'source': a string of 256 bytes, expected at most 255"),
+])
+def test_acquire_request_decode_refuses_what_passes_a_bound(changes: dict, message: str) -> None:
+    fields = {"scan_number": 4, "scan_x": 2, "scan_y": 2, "rate_hz": 0.0, **changes}
+    with pytest.raises(KvstoreError, match=message):
+        AcquireRequest.decode(packed(**fields))
+
+
+def test_acquire_request_encode_refuses_what_decode_would_refuse() -> None:
+    with pytest.raises(KvstoreError, match="field 'scan_x': 65536 positions, expected at most 65535"):
+        AcquireRequest(scan_number=4, scan_x=65536, scan_y=1).encode()
+    with pytest.raises(KvstoreError, match="field 'routing': 4097 NodeGroups, expected at most 4096"):
+        AcquireRequest(scan_number=4, scan_x=1, scan_y=1, routing=[f"{i:05d}" for i in range(4097)]).encode()
+    with pytest.raises(KvstoreError, match="routing uid 'uuuu.*': 245 bytes, expected at most 244"):
+        AcquireRequest(scan_number=4, scan_x=1, scan_y=1, routing=["u" * 245]).encode()
+    largest = AcquireRequest(scan_number=4, scan_x=MAX_SCAN_SIDE, scan_y=MAX_SCAN_SIDE)
+    assert AcquireRequest.decode(largest.encode()) == largest

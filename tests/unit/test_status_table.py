@@ -53,3 +53,25 @@ def test_an_invalid_value_is_shown_with_its_reason() -> None:
 def test_empty_state_says_so() -> None:
     text = render({}, now_s=0.0, title="t")
     assert "no service has published a status" in text and "no NodeGroup is registered" in text
+
+
+def test_a_last_line_names_every_entry_that_does_not_decode() -> None:
+    entries = {
+        "status/x/y": b"\x01",
+        "status/producer/r0t0": ServiceStatus(state="idle").encode(),
+        "nodegroups/x": NodeGroupRecord(uid="other", host="h", ports=[1]).encode(),
+        "acquire/request": b"\xc1",
+    }
+    lines = render(entries, now_s=0.0, title="t").splitlines()
+    assert lines[-1] == "3 entries do not decode (shown as invalid above): acquire/request, nodegroups/x, status/x/y"
+    assert any(line.startswith("nodegroups/x") and "invalid: holds the record of uid 'other'" in line for line in lines)
+    assert "do not decode" not in render({"status/producer/r0t0": entries["status/producer/r0t0"]}, 0.0, "t")
+
+
+def test_the_kvstore_servers_refusals_are_shown_by_kind() -> None:
+    counts = {"malformed": 4, "oversized": 1, "refused_quota": 2, "refused_full": 0, "ttl_clamped": 1,
+              "snapshots_dropped": 1990, "errors": 0}
+    server = ServiceStatus(state="serving", extra={"snapshots": 12, "keys": 301, **counts}).encode()
+    lines = render({status_key("kvstore", "server"): server}, now_s=0.0, title="t").splitlines()
+    assert ("kvstore/server refused: malformed 4, oversized 1, refused_quota 2, refused_full 0, ttl_clamped 1, "
+            "snapshots_dropped 1990, errors 0") in lines

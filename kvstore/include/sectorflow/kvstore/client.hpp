@@ -12,7 +12,13 @@
 //               when a HUGZ carries a sequence lower than its own (the server restarted) or the
 //               server subscribes to the XPUB again (it reconnected).
 // When nothing (update or HUGZ) has come for silence_heartbeats heartbeats, the agent closes its
-// sockets and starts again at connecting.
+// sockets and starts again at connecting. A snapshot whose next message has not come within that
+// time (the server drops the replies of clients that do not read, server.hpp) is asked for again.
+//
+// Bounds: every socket sets ZMQ_MAXMSGSIZE from max_value_bytes (kvmsg.hpp); set() refuses a value
+// above max_value_bytes or a ttl above max_ttl_s (the server would refuse or clamp them). A message
+// from the server that throws while it is handled is counted (ClientStats::errors), the first of
+// each kind logged, and skipped: the agent goes on.
 //
 // Keys written with set() are this client's own: the agent sends them as soon as the server
 // subscribes to its XPUB, refreshes those with a ttl every ttl/3 while the client lives, sends them
@@ -29,6 +35,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -46,6 +53,8 @@ struct ClientOptions {
   int silence_heartbeats = 3;                 ///< missed heartbeats before reconnecting
   /// Optional; told about each state change and resync, on the agent thread.
   std::function<void(const std::string& message)> log;
+  std::size_t max_value_bytes = 65536;  ///< the server's max_value_bytes: larger values are refused here
+  double max_ttl_s = 86400.0;           ///< the server's max_ttl_s: longer ttls are refused here
 };
 
 enum class ClientState { kConnecting, kSyncing, kActive, kClosed };
@@ -60,6 +69,7 @@ struct ClientStats {
   std::uint64_t resyncs = 0;    ///< gaps, server restarts and silences that forced a new snapshot
   std::uint64_t malformed = 0;  ///< messages from the server that did not decode
   std::uint64_t sent = 0;       ///< KVSETs sent (sets, refreshes, republications, deletions)
+  std::uint64_t errors = 0;     ///< messages or commands that threw while handled (the agent went on)
 };
 
 /// Called with the key and its new value, or std::nullopt when the key was deleted.
@@ -68,7 +78,8 @@ using ChangeCallback = std::function<void(const std::string& key, const std::opt
 class Client {
  public:
   /// Starts the agent; returns at once (see wait_synced). Throws KvstoreError for empty host,
-  /// port 0 or out of range, or a heartbeat or silence that is not positive.
+  /// port 0 or out of range, a heartbeat or silence that is not positive, or max_value_bytes or
+  /// max_ttl_s out of the server's ranges.
   explicit Client(ClientOptions options);
   /// close().
   ~Client();
@@ -78,8 +89,8 @@ class Client {
   /// Sets one of this client's own keys to `value` (msgpack bytes; the caller's buffer is copied).
   /// With ttl_s > 0 the server deletes the key ttl_s seconds after the last refresh; the client
   /// refreshes it every ttl_s / 3 while it lives. Never blocks on the network. Throws KvstoreError
-  /// for an invalid key, an empty value (use erase), a value that is not one msgpack object, or
-  /// after close().
+  /// for an invalid key, an empty value (use erase), a value that is not one msgpack object or is
+  /// larger than max_value_bytes, a ttl above max_ttl_s, or after close().
   void set(const std::string& key, std::string value, double ttl_s = 0.0);
   /// Writes a key once without owning it: not refreshed, not republished, kept after close()
   /// (which waits up to one silence period for the server to take it). For requests such as

@@ -2,17 +2,24 @@
 // Guide, chapter 5 (rfc.zeromq.org/spec:12). Every message on the three kvstore sockets is one
 // ZeroMQ multipart message of kKvmsgFrames frames, in this order:
 //
-//   frame 0, key:        ZeroMQ string, 1..kMaxKeyBytes bytes ("nodegroups/ng-3"), or a command
-//                        word the server sends: "KTHXBAI" (end of snapshot), "HUGZ" (heartbeat)
+//   frame 0, key:        ZeroMQ string, 1..kMaxKeyBytes bytes of UTF-8 ("nodegroups/ng-3"), or a
+//                        command word the server sends: "KTHXBAI" (end of snapshot), "HUGZ" (heartbeat)
 //   frame 1, sequence:   8 bytes, signed 64-bit integer in network (big-endian) order
 //   frame 2, uuid:       kUuidBytes bytes identifying the update, or empty
-//   frame 3, properties: zero or more "name=value\n" lines; "ttl" is the time-to-live in seconds
+//   frame 3, properties: zero or more "name=value\n" lines, UTF-8, at most kMaxPropertiesBytes;
+//                        "ttl" is the time-to-live in seconds
 //   frame 4, body:       the value, one msgpack object; an empty body deletes the key
 //
 // KVSET (client -> server, port P+2), KVPUB (server -> clients, port P+1), KVSYNC and KTHXBAI
 // (snapshot replies on port P, after the client's identity frame) and HUGZ all have this layout.
 // The snapshot request is not a kvmsg: two ZeroMQ strings, "ICANHAZ?" and the subtree (a key
 // prefix, possibly empty). The sequence of KTHXBAI and HUGZ is the server's current sequence.
+//
+// Sizes: a value (body) holds at most the configured max_value_bytes ([kvstore] max_value_bytes,
+// ServerOptions and ClientOptions). Every kvstore socket sets ZMQ_MAXMSGSIZE to
+// max_frame_bytes(max_value_bytes), twice that: a frame a little too large still arrives and is
+// refused and counted by the server ("oversized"); a larger one makes ZeroMQ drop the connection
+// of its sender without telling anyone (ZeroMQ reports it as an ordinary disconnect).
 #pragma once
 
 #include <cstddef>
@@ -33,11 +40,21 @@ enum KvmsgFrame : std::size_t { kFrameKey = 0, kFrameSequence, kFrameUuid, kFram
 inline constexpr std::size_t kSequenceBytes = 8;
 inline constexpr std::size_t kUuidBytes = 16;
 inline constexpr std::size_t kMaxKeyBytes = 255;
+/// Bytes of the properties frame: CHP uses "ttl" only; this leaves room for a few more.
+inline constexpr std::size_t kMaxPropertiesBytes = 1024;
+
+/// ZMQ_MAXMSGSIZE of every kvstore socket for values of at most `max_value_bytes` (see above).
+inline std::int64_t max_frame_bytes(std::size_t max_value_bytes) {
+  return 2 * static_cast<std::int64_t>(max_value_bytes);
+}
 
 inline constexpr std::string_view kSnapshotRequest = "ICANHAZ?";
 inline constexpr std::string_view kSnapshotEnd = "KTHXBAI";
 inline constexpr std::string_view kHeartbeat = "HUGZ";
 inline constexpr std::string_view kTtlProperty = "ttl";
+/// The longest ttl any configuration may allow (seconds, about 32 years): a deadline this far stays
+/// far inside a steady_clock, whose nanoseconds overflow after 292 years.
+inline constexpr double kTtlCeilingS = 1e9;
 
 using Properties = std::map<std::string, std::string>;
 
@@ -61,7 +78,8 @@ struct KvMsg {
 /// True for the words the protocol reserves in the key frame ("KTHXBAI", "HUGZ", "ICANHAZ?").
 bool is_command_key(std::string_view key);
 
-/// Throws KvstoreError unless `key` can be set by a client: 1..kMaxKeyBytes bytes, not a command.
+/// Throws KvstoreError unless `key` can be set by a client: 1..kMaxKeyBytes bytes of UTF-8, not a
+/// command word.
 void check_key(std::string_view key);
 
 std::string encode_sequence(std::int64_t sequence);
@@ -84,9 +102,9 @@ void check_msgpack(std::string_view body);
 /// The kKvmsgFrames frames of a message.
 std::vector<std::string> encode_kvmsg(const KvMsg& msg);
 
-/// Decodes and validates the frames of a kvmsg: frame count, key length, sequence size, uuid size,
-/// property syntax. It does not look at the body (see check_msgpack). Throws KvstoreError naming
-/// the key and what was expected.
+/// Decodes and validates the frames of a kvmsg: frame count, key length and UTF-8, sequence size,
+/// uuid size, properties size, UTF-8 and syntax. It does not look at the body (see check_msgpack).
+/// Throws KvstoreError naming the key and what was expected.
 KvMsg decode_kvmsg(const std::vector<std::string_view>& frames);
 
 /// Sends `msg` after `prefix` frames (a ROUTER's identity), by default without blocking. Returns
@@ -94,6 +112,11 @@ KvMsg decode_kvmsg(const std::vector<std::string_view>& frames);
 /// zmq::error_t on socket errors.
 bool send_kvmsg(zmq::socket_ref socket, const KvMsg& msg, const std::vector<std::string>& prefix = {},
                 zmq::send_flags flags = zmq::send_flags::dontwait);
+
+/// Receives one whole message without waiting: keeps its first `keep` frames in `parts` (cleared
+/// first) and drops the others, since a peer may send a message of any number of frames. Returns
+/// how many frames the message had, 0 if none was waiting; throws zmq::error_t on socket errors.
+std::size_t recv_frames(zmq::socket_ref socket, std::vector<zmq::message_t>& parts, std::size_t keep);
 
 /// Views of received frames, for decode_kvmsg; valid while `parts` lives.
 std::vector<std::string_view> frame_views(const std::vector<zmq::message_t>& parts);

@@ -38,6 +38,15 @@
 //                            encode() writes it only for "replay", so old readers see old records.
 //
 // Key parts (uid, service, name) are non-empty and hold no '/'.
+//
+// Bounds (the kMax* constants below): every decoder refuses a record beyond them, so that a value a
+// peer wrote costs a reader a bounded amount of memory and time, and every encoder refuses to write
+// one (it would be unreadable), except that a status's text field is shortened to fit: a status is
+// for people, and an error message too long for it must not turn into a second error.
+//
+// Readers of a list (nodegroups_from, and the Python Client's nodegroups() and statuses()) skip an
+// entry that does not decode and return it with its reason, so that one bad value written by
+// anyone cannot take the list away from everybody; BadEntries reports each such entry once.
 #pragma once
 
 #include <cstddef>
@@ -53,6 +62,22 @@
 namespace sectorflow::kvstore {
 
 inline constexpr std::uint32_t kSchemaVersion = 1;
+
+/// Bytes of a NodeGroup uid: "nodegroups/<uid>" must fit a key (kvmsg.hpp, kMaxKeyBytes = 255).
+inline constexpr std::size_t kMaxUidBytes = 244;
+/// Bytes of a short string field: a host (a DNS name has at most 253), node, state, source, the
+/// name of a status's extra field.
+inline constexpr std::size_t kMaxNameBytes = 255;
+/// Bytes of a status's text extra field (e.g. an error message).
+inline constexpr std::size_t kMaxTextBytes = 4096;
+/// Ports of a NodeGroup: one per aggregator thread, i.e. per detector sector.
+inline constexpr std::size_t kMaxPorts = 256;
+/// Extra fields of a status.
+inline constexpr std::size_t kMaxExtraFields = 64;
+/// NodeGroups in a scan's routing list.
+inline constexpr std::size_t kMaxRoutingUids = 4096;
+/// Probe positions per side of a scan (scan_x, scan_y): frame numbers stay within uint32.
+inline constexpr std::uint32_t kMaxScanSide = 65535;
 
 inline constexpr std::string_view kNodegroupsPrefix = "nodegroups/";
 inline constexpr std::string_view kStatusPrefix = "status/";
@@ -95,15 +120,25 @@ struct NodeGroupRecord {
 
   /// "tcp://<host>:<ports[thread]>"; throws KvstoreError if the thread has no port.
   std::string endpoint(std::size_t thread) const;
+  /// Throws KvstoreError for a uid that is empty, holds '/' or is longer than kMaxUidBytes, more
+  /// than kMaxPorts ports, or a host, node or status longer than kMaxNameBytes.
   std::string encode() const;
-  /// Throws KvstoreError naming the uid and the field if the bytes are not a valid record.
+  /// Throws KvstoreError naming the uid and the field if the bytes are not a valid record (the
+  /// bounds of encode(), a non-empty host and at least one port).
   static NodeGroupRecord decode(std::string_view bytes);
   bool operator==(const NodeGroupRecord& other) const;
 };
 
-/// The NodeGroups of a nodegroups/ subtree (key -> value), sorted by uid: the routing order.
-/// Throws KvstoreError naming the key of a value that does not decode or whose uid differs.
-std::vector<NodeGroupRecord> nodegroups_from(const std::map<std::string, std::string>& entries);
+/// What a reader made of a nodegroups/ subtree: the usable records and the entries it skipped.
+struct NodeGroupList {
+  std::vector<NodeGroupRecord> records;         ///< sorted by uid: the routing order
+  std::map<std::string, std::string> rejected;  ///< key -> why it was skipped (names the field)
+};
+
+/// The NodeGroups of a nodegroups/ subtree (key -> value). An entry whose key is not
+/// nodegroups/<uid>, whose value does not decode or holds another uid is skipped and listed in
+/// `rejected` with the reason; it never hides the others. Does not throw for bad entries.
+NodeGroupList nodegroups_from(const std::map<std::string, std::string>& entries);
 
 /// A free extra field of a status.
 using StatusValue = std::variant<bool, std::int64_t, double, std::string>;
@@ -116,10 +151,12 @@ struct ServiceStatus {
   double updated_s = 0.0;  ///< seconds since the Unix epoch; encode() stamps now if 0
   std::map<std::string, StatusValue> extra;
 
-  /// Throws KvstoreError if the state is empty or an extra field reuses a standard name.
+  /// Throws KvstoreError if the state is empty or longer than kMaxNameBytes, an extra field reuses
+  /// a standard name, or there are more than kMaxExtraFields extra fields or a name longer than
+  /// kMaxNameBytes. A text extra field longer than kMaxTextBytes is cut to that length.
   std::string encode() const;
-  /// Unknown fields become extra; throws KvstoreError for a missing or mistyped standard field or
-  /// an extra field that is not a bool, integer, float or string.
+  /// Unknown fields become extra; throws KvstoreError for a missing or mistyped standard field, an
+  /// extra field that is not a bool, integer, float or string, or a bound above passed.
   static ServiceStatus decode(std::string_view bytes);
   bool operator==(const ServiceStatus& other) const;
 };
@@ -136,8 +173,9 @@ struct AcquireRequest {
   std::optional<std::vector<std::string>> routing;
   std::string source = std::string(kSourceSimulator);  ///< kSourceSimulator or kSourceReplay
 
-  /// Throws KvstoreError for an empty scan shape, a negative rate, an unknown source or a routing
-  /// list that is not sorted, holds duplicates or a uid that is empty or holds '/'.
+  /// Throws KvstoreError for a scan side outside 1..kMaxScanSide, a negative rate, an unknown
+  /// source, or a routing list longer than kMaxRoutingUids, not sorted, with duplicates or with a
+  /// uid that is empty, holds '/' or is longer than kMaxUidBytes.
   std::string encode() const;
   static AcquireRequest decode(std::string_view bytes);
   bool operator==(const AcquireRequest& other) const;

@@ -10,39 +10,94 @@
 //
 // A KVSET with a "ttl" property (seconds) expires unless set again in time; the expiry is published
 // as a deletion (empty body). An empty body deletes the key. A message that is not a valid kvmsg,
-// uses a command word as key, has a bad ttl or a body that is not one msgpack object is dropped and
-// counted as malformed. The server publishes its own ServiceStatus under status/kvstore/<name>
-// (extra fields: malformed, snapshots, expired, keys) at the first heartbeat after it changes.
+// uses a command word or the server's own status key as key, has a bad ttl or a body that is not
+// one msgpack object is dropped and counted as malformed.
+//
+// Bounds (ServerOptions; every refusal is counted by kind, ServerStats, and published):
+//   - frames: ZMQ_MAXMSGSIZE = max_frame_bytes(max_value_bytes) on the three sockets (kvmsg.hpp);
+//     a body above max_value_bytes is refused as oversized; only the first kKvmsgFrames + 1 frames
+//     of a message are kept.
+//   - the map: at most max_keys keys and max_map_bytes bytes (key + properties + body) of clients;
+//     a new key or a larger value beyond them is refused (refused_full). Each key is charged to the
+//     address that last wrote it ("Peer-Address" of the message, so every service of a host shares
+//     one account): at most max_keys_per_address keys and max_map_bytes_per_address bytes each
+//     (refused_quota). Refreshing or shrinking a key one already holds is never refused; deleting
+//     never is.
+//   - ttl: clamped to max_ttl_s (counted ttl_clamped); the KVPUB carries the clamped ttl.
+//   - snapshots: the ROUTER queues at most kSnapshotHwm messages per peer and is mandatory (a full
+//     pipe is seen). A reply that does not fit waits, as the list of the messages it still has to
+//     send, taken when asked (a consistent snapshot), and goes on as the peer reads. A peer has one
+//     such reply at most: asking again drops the older. At most kMaxWaitingSnapshots wait; a reply
+//     whose peer read nothing for kStalledHeartbeats heartbeats, or left, is dropped. Dropped
+//     replies are counted (snapshots_dropped). So a client that asks and never reads costs one
+//     pipe and one list, however often it asks, while a client that reads gets whole snapshots of
+//     any map.
+//   - one message that throws (std::exception) in the loop is counted (errors) and skipped; the
+//     loop ends only on stop() or a socket failure.
+// The server publishes its own ServiceStatus under status/kvstore/<name> (extra fields: malformed,
+// snapshots, expired, keys, map_bytes and the refusal counters of ServerStats) at the first
+// heartbeat after it changes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
 namespace sectorflow::kvstore {
+
+/// Messages a snapshot reply may queue in one peer's pipe (ZMQ_SNDHWM of the ROUTER).
+inline constexpr int kSnapshotHwm = 1000;
+/// Snapshot replies that may wait for their peers to read at one time.
+inline constexpr std::size_t kMaxWaitingSnapshots = 64;
+/// Heartbeats after which a waiting snapshot reply whose peer read nothing is dropped.
+inline constexpr int kStalledHeartbeats = 10;
 
 struct ServerOptions {
   std::string bind_host;         ///< interface to bind ("0.0.0.0" for all)
   std::uint16_t port = 0;        ///< snapshot port P; P + 1 and P + 2 are used too
   std::uint32_t heartbeat_ms = 1000;  ///< HUGZ interval
   std::string status_name = "server";         ///< publishes status/kvstore/<status_name>
+  std::size_t max_value_bytes = 65536;        ///< largest body accepted (frames up to twice, kvmsg.hpp)
+  std::size_t max_keys = 100000;              ///< clients' keys in the map
+  std::size_t max_map_bytes = 256 << 20;      ///< clients' key + properties + body bytes in the map
+  std::size_t max_keys_per_address = 25000;   ///< keys last written from one network address
+  std::size_t max_map_bytes_per_address = 64 << 20;  ///< their bytes
+  double max_ttl_s = 86400.0;                 ///< longer ttls are clamped to this
 };
+
+/// The refusal counters of ServerStats, by the names the status fields and first_refusals use.
+inline constexpr const char* kRefusalKinds[] = {"malformed",    "oversized",   "refused_quota",    "refused_full",
+                                                "ttl_clamped", "snapshots_dropped", "errors"};
 
 struct ServerStats {
   std::int64_t sequence = 0;    ///< sequence of the last published update
   std::uint64_t keys = 0;       ///< keys in the map
+  std::uint64_t map_bytes = 0;  ///< bytes (key + properties + body) of the clients' keys
   std::uint64_t updates = 0;    ///< accepted KVSETs (sets, refreshes and deletions)
   std::uint64_t bytes = 0;      ///< body bytes of the accepted KVSETs
-  std::uint64_t snapshots = 0;  ///< answered ICANHAZ? requests
+  std::uint64_t snapshots = 0;  ///< ICANHAZ? requests answered whole
   std::uint64_t expired = 0;    ///< keys deleted because their ttl ran out
   std::uint64_t malformed = 0;  ///< rejected messages on the snapshot and collector ports
   std::string last_malformed;   ///< why the last one was rejected
+  std::uint64_t oversized = 0;          ///< KVSETs whose body passed max_value_bytes
+  std::uint64_t refused_quota = 0;      ///< KVSETs refused: their address holds its share of the map
+  std::uint64_t refused_full = 0;       ///< KVSETs refused: the map holds max_keys or max_map_bytes
+  std::uint64_t ttl_clamped = 0;        ///< KVSETs whose ttl was cut to max_ttl_s
+  std::uint64_t snapshots_dropped = 0;  ///< snapshot replies abandoned before their end
+  std::uint64_t errors = 0;             ///< messages that threw in the server loop
+  std::map<std::string, std::string> first_refusals;  ///< kind (kRefusalKinds) -> why the first one happened
+
+  /// The counter of one of kRefusalKinds; throws KvstoreError for another name.
+  std::uint64_t refusals(const std::string& kind) const;
 };
 
 class Server {
  public:
-  /// Binds the three sockets. Throws KvstoreError naming the address if one cannot be bound (port
-  /// taken, unknown interface); nothing stays bound then.
+  /// Binds the three sockets. Throws KvstoreError for options out of range (naming the option), or
+  /// naming the address if a socket cannot be bound (port taken, unknown interface); nothing stays
+  /// bound then.
   explicit Server(ServerOptions options);
   ~Server();
   Server(const Server&) = delete;

@@ -9,14 +9,17 @@
 #include <vector>
 
 namespace sectorflow::kvstore {
+class BadEntries;
 class Client;
 }
 
 namespace sectorflow::producer {
 
-/// The sorted UIDs of the NodeGroups registered in `client`'s replica (nodegroups/*). Reads the
-/// local replica only. Throws kvstore::KvstoreError naming a registration that does not decode.
-std::vector<std::string> routing_from_replica(const kvstore::Client& client);
+/// The sorted UIDs of the usable NodeGroups registered in `client`'s replica (nodegroups/*). Reads
+/// the local replica only. A registration that does not decode is skipped, never fatal: each is
+/// logged once through the client's log function and counted in `bad` (the reader's memory of
+/// what it reported; keep one per reader).
+std::vector<std::string> routing_from_replica(const kvstore::Client& client, kvstore::BadEntries& bad);
 
 /// Throws ProducerError unless `routing` is sorted, without duplicates and without empty UIDs.
 void check_routing(const std::vector<std::string>& routing, std::uint32_t scan_number);

@@ -1,0 +1,19 @@
+// Text that came from a peer: checked before it is taken for a string (keys, record fields), and
+// quoted safely in error messages. Private to the kvstore library.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace sectorflow::kvstore::detail {
+
+/// True if `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
+/// U+10FFFF): what Python and every msgpack reader expect of a key or a msgpack str.
+bool valid_utf8(std::string_view text);
+
+/// `text` quoted for an error message: cut after a few dozen bytes ("'abc...'") and with every byte
+/// outside printable ASCII written as \xNN, so that a name or value from a peer can make neither
+/// a message as long as the input nor one that is not text.
+std::string shown(std::string_view text);
+
+}  // namespace sectorflow::kvstore::detail

@@ -112,6 +112,8 @@ void bind_aggregator(py::module_& m) {
       .def("endpoint", &Aggregator::endpoint, py::arg("thread"))
       .def("stats", &Aggregator::stats, py::arg("thread"))
       .def("take_summaries", &Aggregator::take_summaries, "The scans that ended since the last call.")
+      .def("bad_records", &Aggregator::bad_records,
+           "NodeGroup registrations that did not decode, reported so far (their NodeGroups count as absent).")
       .def("failure", &Aggregator::failure, "The first relay thread failure, '' if none.");
 }
 

@@ -4,7 +4,8 @@ The relay threads run in C++ without the GIL; the main thread waits for SIGTERM/
 runs signal handlers only there) and, every report period, reads the counters and publishes
 ``status/aggregator/t<r>`` (``ServiceStatus``: state idle or streaming, scan, messages, bytes and
 the extra fields ``malformed`` (all kinds), ``malformed_<kind>`` per kind of refusal, ``lost``,
-``lost_last_scan``, ``infos``, ``open_scans`` and ``evicted_scans``). A finished scan is published at once and logged as one summary line per
+``lost_last_scan``, ``infos``, ``open_scans``, ``evicted_scans`` and, once a NodeGroup registration
+did not decode, ``bad_records``). A finished scan is published at once and logged as one summary line per
 thread. A malformed kind is logged once, when it first occurs.
 
 Daemon states, logged on every transition: starting, running, stopping, stopped. Each thread's
@@ -50,7 +51,7 @@ class _ThreadView:
     lost_last_scan: int = 0
 
 
-def thread_status(stats: RelayStats, lost_last_scan: int) -> ServiceStatus:
+def thread_status(stats: RelayStats, lost_last_scan: int, bad_records: int = 0) -> ServiceStatus:
     """The ``status/aggregator/t<r>`` record of one relay thread's counters."""
     extra: dict[str, int | str] = dict(refusal_fields(stats.malformed))
     extra["lost"] = int(stats.lost)
@@ -58,6 +59,8 @@ def thread_status(stats: RelayStats, lost_last_scan: int) -> ServiceStatus:
     extra["infos"] = int(stats.infos)
     extra["open_scans"] = int(stats.open_scans)
     extra["evicted_scans"] = int(stats.evicted_scans)
+    if bad_records:
+        extra["bad_records"] = int(bad_records)
     return ServiceStatus(
         state=STATE_STREAMING if stats.streaming else STATE_IDLE,
         scan=stats.scan,
@@ -145,7 +148,7 @@ def _publish(aggregator: Aggregator, views: list[_ThreadView], client: Client, c
     """Publish each thread's status if it changed (or ``force``); log state changes and new malformed kinds."""
     for view in views:
         stats = aggregator.stats(view.thread)
-        status = thread_status(stats, view.lost_last_scan)
+        status = thread_status(stats, view.lost_last_scan, aggregator.bad_records())
         if status.state != view.state:
             logger.info("thread %d: state %s -> %s (scan %d)", view.thread, view.state, status.state, stats.scan)
             view.state = status.state

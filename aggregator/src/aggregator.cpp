@@ -149,6 +149,8 @@ RelayStats Aggregator::stats(std::size_t thread) const {
   return impl_->counters[thread]->snapshot();
 }
 
+std::uint64_t Aggregator::bad_records() const { return impl_->directory->bad_records(); }
+
 std::vector<ScanSummary> Aggregator::take_summaries() {
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   std::vector<ScanSummary> out(std::make_move_iterator(impl_->summaries.begin()),

@@ -41,6 +41,13 @@ std::optional<std::string> Directory::endpoint(const std::string& uid, std::size
   }
 }
 
+void Directory::audit() const {
+  const kvstore::NodeGroupList list = kvstore::nodegroups_from(client_.subtree(std::string(kvstore::kNodegroupsPrefix)));
+  for (const auto& [key, why] : bad_.note(kvstore::kNodegroupsPrefix, list.rejected)) {
+    if (client_.options().log) client_.options().log("skipped the registration " + key + ": " + why);
+  }
+}
+
 void Directory::wait_change(std::uint64_t seen, std::chrono::steady_clock::time_point deadline) const {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait_until(lock, deadline, [&] { return generation_.load(std::memory_order_acquire) != seen; });

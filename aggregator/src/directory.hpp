@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "sectorflow/kvstore/bad_entries.hpp"
 #include "sectorflow/kvstore/client.hpp"
 
 namespace sectorflow::aggregator::detail {
@@ -28,10 +29,16 @@ class Directory {
   std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   /// Waits until the generation differs from `seen` or the deadline passes.
   void wait_change(std::uint64_t seen, std::chrono::steady_clock::time_point deadline) const;
+  /// Reads every registration and reports, once each through the replica's log function, those
+  /// that do not decode: their NodeGroups count as absent, and an operator must learn why.
+  void audit() const;
+  /// Bad registrations reported so far (published as bad_records).
+  std::uint64_t bad_records() const { return bad_.count(); }
   void close();
 
  private:
   kvstore::Client client_;
+  mutable kvstore::BadEntries bad_;  // reporting what was read does not change what is known
   std::atomic<std::uint64_t> generation_{0};
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;

@@ -201,6 +201,7 @@ void Relay::resolve(ScanState& scan, bool wait) {
 
 void Relay::refresh() {
   generation_ = directory_.generation();
+  directory_.audit();
   for (auto it = downstreams_.begin(); it != downstreams_.end();) {
     const std::optional<std::string> endpoint = directory_.endpoint(it->first, settings_.receiver);
     if (!endpoint || *endpoint != it->second->endpoint()) {

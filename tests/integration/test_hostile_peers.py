@@ -1,7 +1,8 @@
 """A hostile peer against a running stack (kvstore, aggregator, two NodeGroup ranks under mpiexec,
 four producer daemons): every class of bad input a data port can be sent, built by hand as an
 attacker would (raw pyzmq, raw msgpack, not the project's codec), is refused and counted by kind
-where an operator sees it; no process ends; and a normal scan afterwards has every frame.
+where an operator sees it; no process ends; and a normal scan afterwards has every frame. So is a
+poisoned registration in the kvstore and a request for a scan too large to hold.
 
 The aggregator thread and the NodeGroup port of sector 0 get the same messages: the aggregator
 refuses what a NodeGroup would (protocol/SPEC.md, "Refusals"), so a bad message never crosses the
@@ -144,6 +145,11 @@ def test_every_bad_message_is_refused_and_counted_and_a_scan_still_has_every_fra
     wait_until(lambda: stack.status("aggregator", "t0").extra["evicted_scans"] == 1, COUNTED_S,
                "aggregator thread 0 to close one scan to open the 17th")
 
+    # A registration that is valid msgpack but not a record: every reader skips it and reports it once.
+    stack.client.set_once("nodegroups/evil", msgpack.packb({"uid": "evil", "ports": "all of them"}))
+    wait_until(lambda: stack.status("aggregator", "t0").extra.get("bad_records") == 1, COUNTED_S,
+               "the aggregator to report the bad registration")
+
     # A request for a scan too large to hold: every producer refuses it and says so in its status.
     stack.client.set_once(ACQUIRE_REQUEST_KEY, AcquireRequest(scan_number=2, scan_x=65535, scan_y=65535).encode())
     for r in range(config.n_receivers):
@@ -166,6 +172,8 @@ def test_every_bad_message_is_refused_and_counted_and_a_scan_still_has_every_fra
     other = stack.client.nodegroups()[1]
     assert stack.refused("nodegroup", other.uid) == {}
     assert all(Path(f"/proc/{service.pid}").exists() for service in load_running(stack.run_dir))
+    aggregator_log = (stack.run_dir / "aggregator.log").read_text()
+    assert aggregator_log.count("skipped the registration nodegroups/evil") == 1
 
     status = sectorflow("status", "--config", str(stack.path))
     assert status.returncode == 0, status.stderr

@@ -39,6 +39,8 @@ class Aggregator {
   std::string endpoint(std::size_t thread) const;
   /// The counters of thread r. Throws AggregatorError for a thread that does not exist.
   RelayStats stats(std::size_t thread) const;
+  /// NodeGroup registrations that did not decode, reported so far (their NodeGroups count as absent).
+  std::uint64_t bad_records() const;
   /// The scans that ended since the last call, in the order they ended.
   std::vector<ScanSummary> take_summaries();
   /// The first relay thread failure ("" if none); a failed thread has stopped.

@@ -7,6 +7,21 @@
 #include "sectorflow/kvstore/schema.hpp"
 
 namespace sectorflow::kvstore::detail {
+namespace {
+
+// Containers nested deeper are rejected as invalid msgpack: records nest 2 deep, and 8 leaves
+// room for a field of the wrong type to be reported as that field's error.
+constexpr std::size_t kMaxDepth = 8;
+
+// msgpack-c allocates an array or map for the element count its header claims before it reads one
+// element: unlimited, a 5-byte record claiming 2^32 entries asks for 190 GB (found by
+// tests/fuzz/fuzz_nodegroup_record). No count or length can exceed the record's bytes; with the
+// depth bounded too, what decoding allocates is a small multiple of the record's size.
+msgpack::unpack_limit limits_for(std::size_t bytes) {
+  return msgpack::unpack_limit(bytes, bytes, bytes, bytes, bytes, kMaxDepth);
+}
+
+}  // namespace
 
 std::string type_name(const msgpack::object& object) {
   switch (object.type) {
@@ -41,7 +56,7 @@ void pack_float64(msgpack::sbuffer& buffer, double value) {
 MsgpackMap::MsgpackMap(std::string_view bytes, std::string what) : what_(std::move(what)) {
   std::size_t offset = 0;
   try {
-    handle_ = msgpack::unpack(bytes.data(), bytes.size(), offset);
+    handle_ = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, limits_for(bytes.size()));
   } catch (const std::exception& error) {
     throw KvstoreError(what_ + ": not valid msgpack (" + error.what() + ")");
   }

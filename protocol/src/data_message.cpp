@@ -3,6 +3,7 @@
 #include <limits>
 #include <msgpack.hpp>
 
+#include "msgpack_limits.hpp"
 #include "sectorflow/protocol/errors.hpp"
 
 namespace sectorflow::protocol {
@@ -47,7 +48,7 @@ std::uint32_t as_u32(const msgpack::object& object, std::size_t index) {
 msgpack::object_handle unpack_array(const void* data, std::size_t size) {
   msgpack::object_handle handle;
   try {
-    handle = msgpack::unpack(static_cast<const char*>(data), size);
+    handle = msgpack::unpack(static_cast<const char*>(data), size, nullptr, nullptr, detail::limits_for(size));
   } catch (const std::exception& error) {
     throw ProtocolError(std::string("data header: not valid msgpack (") + error.what() + ")");
   }

@@ -5,6 +5,7 @@
 #include <msgpack.hpp>
 #include <set>
 
+#include "msgpack_limits.hpp"
 #include "sectorflow/protocol/errors.hpp"
 
 namespace sectorflow::protocol {
@@ -73,7 +74,7 @@ std::string encode_info(const InfoMessage& info) {
 InfoMessage decode_info(const void* data, std::size_t size) {
   msgpack::object_handle handle;
   try {
-    handle = msgpack::unpack(static_cast<const char*>(data), size);
+    handle = msgpack::unpack(static_cast<const char*>(data), size, nullptr, nullptr, detail::limits_for(size));
   } catch (const std::exception& error) {
     throw ProtocolError(std::string("info message: not valid msgpack (") + error.what() + ")");
   }

@@ -8,6 +8,7 @@
 //    asked for up to 190 GB (a crash under ASan, an allocation failure or a huge transient
 //    reservation without it). Counts and lengths are now bounded by the message's size and
 //    nesting by a small depth, so decoding allocates a small multiple of what was received.
+// 2. ServiceStatus::decode accepted an empty state, which encode() refuses.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -119,4 +120,15 @@ TEST(FuzzFindings, SchemaRecordsClaimingBillionsOfEntriesAreRefusedBeforeAllocat
             "NodeGroupRecord: not valid msgpack (array size overflow)");
   EXPECT_EQ(error_of<kv::KvstoreError>([&] { kv::nodegroups_from({{"nodegroups/ng-1", ports}}); }),
             "nodegroups/ng-1: NodeGroupRecord: not valid msgpack (array size overflow)");
+}
+
+TEST(FuzzFindings, ServiceStatusWithAnEmptyStateIsRefusedAsEncodeRefusesIt) {
+  kv::ServiceStatus status;
+  status.state = "idle";
+  status.updated_s = 1.5;
+  std::string bytes = status.encode();
+  const std::string idle = str("idle");
+  bytes.replace(bytes.find(idle), idle.size(), str(""));
+  EXPECT_EQ(error_of<kv::KvstoreError>([&] { kv::ServiceStatus::decode(bytes); }),
+            "ServiceStatus: field 'state': empty state; a status says what the service is doing");
 }

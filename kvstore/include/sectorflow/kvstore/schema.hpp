@@ -118,8 +118,9 @@ struct ServiceStatus {
 
   /// Throws KvstoreError if the state is empty or an extra field reuses a standard name.
   std::string encode() const;
-  /// Unknown fields become extra; throws KvstoreError for a missing or mistyped standard field or
-  /// an extra field that is not a bool, integer, float or string.
+  /// Unknown fields become extra; throws KvstoreError for a missing or mistyped standard field, an
+  /// empty state (which encode() refuses too) or an extra field that is not a bool, integer, float
+  /// or string.
   static ServiceStatus decode(std::string_view bytes);
   bool operator==(const ServiceStatus& other) const;
 };

@@ -28,6 +28,11 @@ if(SECTORFLOW_SANITIZE)
   endif()
   add_compile_options(-fsanitize=${SECTORFLOW_SANITIZE} -fno-sanitize-recover=all)
   add_link_options(-fsanitize=${SECTORFLOW_SANITIZE} -fno-sanitize-recover=all)
+  if(SECTORFLOW_SANITIZE MATCHES "thread" AND NOT ZeroMQ_DIR)
+    message(WARNING "ThreadSanitizer without an instrumented libzmq reports false races on every message passed "
+                    "between threads; `make tsan` builds one (tests/sanitizers/libzmq_for_tsan.sh) and passes "
+                    "-DZeroMQ_DIR=<its prefix>/lib/cmake/ZeroMQ")
+  endif()
 endif()
 
 if(SECTORFLOW_FUZZ)

@@ -25,8 +25,10 @@ void raise_high_water(std::atomic<std::uint64_t>& high, std::uint64_t value) {
 }  // namespace
 
 CountingWorker::CountingWorker(zmq::context_t& context, const std::string& endpoint_prefix,
-                               const NodeGroupSettings& settings, NodeGroupCounters& counters, WorkerHooks hooks)
-    : settings_(settings),
+                               const NodeGroupSettings& settings, NodeGroupCounters& counters, WorkerHooks hooks,
+                               std::chrono::milliseconds stall_before_eviction)
+    : stall_before_eviction_(stall_before_eviction),
+      settings_(settings),
       counters_(counters),
       hooks_(std::move(hooks)),
       assembler_(settings.geometry, settings.slots_per_thread()) {
@@ -154,7 +156,7 @@ bool CountingWorker::force_progress() {
     // forever is only ruled out, against threads starving each other through shared receivers.
     const auto now = std::chrono::steady_clock::now();
     if (!stalled_since_) stalled_since_ = now;
-    if (now - *stalled_since_ < kStallBeforeEviction) return false;
+    if (now - *stalled_since_ < stall_before_eviction_) return false;
   }
   stalled_since_.reset();
   if (assembler_.full()) evict(victim(oldest_held()));

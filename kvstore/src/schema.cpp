@@ -260,6 +260,10 @@ ServiceStatus ServiceStatus::decode(std::string_view bytes) {
   detail::MsgpackMap map(bytes, "ServiceStatus");
   ServiceStatus status;
   status.state = map.string("state", kMaxNameBytes);
+  // What encode() refuses is no status either (found by tests/fuzz/fuzz_service_status).
+  if (status.state.empty()) {
+    throw KvstoreError(map.about("state") + ": empty state; a status says what the service is doing");
+  }
   status.scan = static_cast<std::uint32_t>(map.unsigned_int("scan", std::numeric_limits<std::uint32_t>::max()));
   status.messages = map.unsigned_int("messages", std::numeric_limits<std::uint64_t>::max());
   status.bytes = map.unsigned_int("bytes", std::numeric_limits<std::uint64_t>::max());

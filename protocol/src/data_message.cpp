@@ -3,8 +3,8 @@
 #include <limits>
 #include <msgpack.hpp>
 
+#include "msgpack_limits.hpp"
 #include "sectorflow/protocol/errors.hpp"
-#include "unpack_bounded.hpp"
 
 namespace sectorflow::protocol {
 namespace {

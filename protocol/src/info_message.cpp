@@ -5,9 +5,9 @@
 #include <msgpack.hpp>
 #include <set>
 
+#include "msgpack_limits.hpp"
 #include "sectorflow/protocol/errors.hpp"
 #include "sectorflow/protocol/limits.hpp"
-#include "unpack_bounded.hpp"
 
 namespace sectorflow::protocol {
 namespace {

@@ -28,7 +28,7 @@ from sectorflow.configs import Config
 from sectorflow.consumer import read_counted_scan, scan_file_name
 from sectorflow.kvstore import ACQUIRE_REQUEST_KEY, AcquireRequest, Client, ServiceStatus, client_options, status_key
 from sectorflow.pipeline import load_running
-from sectorflow.protocol import REFUSAL_KINDS
+from sectorflow.protocol import REFUSAL_KINDS, max_frame_bytes
 
 pytestmark = pytest.mark.mpi
 
@@ -131,8 +131,9 @@ def test_every_bad_message_is_refused_and_counted_and_a_scan_still_has_every_fra
     send_all(nodegroup.endpoint(0), [frames for _, frames in attacks])
     # A frame larger than ZMQ_MAXMSGSIZE (a sector or an info message), on a connection of its own:
     # ZeroMQ cuts the peer off before the message exists, so it is never decoded nor counted.
+    oversized = bytes(max_frame_bytes(config.geometry()) + 1)
     for endpoint in (aggregator_port, nodegroup.endpoint(0)):
-        send_all(endpoint, [[header(0), bytes(2 << 20)]])
+        send_all(endpoint, [[header(0), oversized]])
     # Sixteen scans open on aggregator thread 0, then a 17th with a lower number: the table makes room
     # by closing the scan opened first, not the one being opened.
     send_all(aggregator_port, [[info(scan, 0, ["ng-ghost"])] for scan in [*range(100, 116), 50]])

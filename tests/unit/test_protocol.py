@@ -178,9 +178,9 @@ def test_golden_info_bytes_decode_and_reencode_identically() -> None:
         (msgpack.packb(info_dict(scan_x=0)), "scan shape 0 x 64 outside 1..65535 per side"),
         (msgpack.packb(info_dict(routing=["", "ng-a"], counts={})), "uid '' must be non-empty and hold no '/'"),
         (msgpack.packb(info_dict(counts={"ng-a": 8000, "ng-b": 193})), "8193 messages announced for a scan of 8192"),
-        (msgpack.packb(info_dict(routing=[f"ng-{i:04d}" for i in range(1025)], counts={})), "not valid msgpack within"),
+        (msgpack.packb(info_dict(routing=[f"ng-{i:04d}" for i in range(4097)], counts={})), "not valid msgpack within"),
         (b"\xdf\xff\xff\xff\xff", "not valid msgpack within its bounds"),
-        (b"\x80" * (1024 * 1024 + 1), "bytes, more than the 1048576 allowed"),
+        (b"\x80" * (4 * 1024 * 1024 + 1), "bytes, more than the 4194304 allowed"),
     ],
 )
 def test_info_decoder_rejects_malformed_messages_naming_the_key(message: bytes, error: str) -> None:

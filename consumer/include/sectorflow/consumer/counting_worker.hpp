@@ -73,8 +73,10 @@ class CountingWorker {
   static constexpr std::chrono::milliseconds kStallBeforeEviction{2000};
 
   /// Binds one inproc PULL per receiver, `endpoint_prefix` + receiver index, and allocates its pool share.
+  /// `stall_before_eviction` replaces kStallBeforeEviction (unit tests choose "at once" or "never").
   CountingWorker(zmq::context_t& context, const std::string& endpoint_prefix, const NodeGroupSettings& settings,
-                 NodeGroupCounters& counters, WorkerHooks hooks);
+                 NodeGroupCounters& counters, WorkerHooks hooks,
+                 std::chrono::milliseconds stall_before_eviction = kStallBeforeEviction);
   CountingWorker(const CountingWorker&) = delete;
   CountingWorker& operator=(const CountingWorker&) = delete;
 
@@ -135,6 +137,7 @@ class CountingWorker {
   // Per receiver, per producer thread (frame % threads): the last (scan, frame) it delivered here.
   std::vector<std::vector<std::optional<std::pair<std::uint32_t, std::uint32_t>>>> stream_last_;
   std::optional<std::chrono::steady_clock::time_point> stalled_since_;
+  std::chrono::milliseconds stall_before_eviction_;
   std::vector<zmq::pollitem_t> items_;     // poll scratch: the receivers read
   std::vector<std::uint32_t> item_receivers_;
   const NodeGroupSettings& settings_;

@@ -156,7 +156,8 @@ struct ServiceStatus {
   /// kMaxNameBytes. A text extra field longer than kMaxTextBytes is cut to that length.
   std::string encode() const;
   /// Unknown fields become extra; throws KvstoreError for a missing or mistyped standard field, an
-  /// extra field that is not a bool, integer, float or string, or a bound above passed.
+  /// empty state (which encode() refuses too), an extra field that is not a bool, integer, float
+  /// or string, or a bound above passed.
   static ServiceStatus decode(std::string_view bytes);
   bool operator==(const ServiceStatus& other) const;
 };

@@ -14,11 +14,11 @@ namespace sectorflow::protocol {
 /// Largest scan side: the raw fallback format stores sides and positions as uint16.
 inline constexpr std::uint32_t kMaxScanSide = 65535;
 /// Longest routing list of an info message: NodeGroups one scan may be spread over.
-inline constexpr std::size_t kMaxRoutingLength = 1024;
+inline constexpr std::size_t kMaxRoutingLength = 4096;
 /// Longest NodeGroup uid (a kvstore key is at most 255 bytes, "nodegroups/" included).
 inline constexpr std::size_t kMaxUidBytes = 244;
 /// Largest info message: a routing list and a count per uid at their longest fit with room.
-inline constexpr std::size_t kMaxInfoBytes = 1 << 20;
+inline constexpr std::size_t kMaxInfoBytes = 4 << 20;
 
 /// What the configuration allows beyond the wire's own bounds ([limits] table).
 struct ScanLimits {

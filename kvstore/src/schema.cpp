@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <msgpack.hpp>
 
@@ -297,9 +298,9 @@ void check_request(const AcquireRequest& request) {
   }
   check_at_most(what + ": field 'scan_x'", request.scan_x, kMaxScanSide, "positions");
   check_at_most(what + ": field 'scan_y'", request.scan_y, kMaxScanSide, "positions");
-  if (!(request.rate_hz >= 0.0)) {
+  if (!(request.rate_hz >= 0.0) || !std::isfinite(request.rate_hz)) {
     throw KvstoreError("AcquireRequest scan " + std::to_string(request.scan_number) + ": rate_hz " +
-                       std::to_string(request.rate_hz) + " is negative; 0 means as fast as possible");
+                       std::to_string(request.rate_hz) + " is negative or not finite; 0 means as fast as possible");
   }
   if (request.source != kSourceSimulator && request.source != kSourceReplay) {
     throw KvstoreError(what + ": source " + shown(request.source) + " is unknown; expected 'simulator' or 'replay'");

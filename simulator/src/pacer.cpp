@@ -1,5 +1,6 @@
 #include "sectorflow/simulator/pacer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <thread>
@@ -17,7 +18,10 @@ Pacer::Pacer(double rate_hz) : rate_hz_(rate_hz), epoch_(std::chrono::steady_clo
 void Pacer::restart() { epoch_ = std::chrono::steady_clock::now(); }
 
 std::chrono::steady_clock::time_point Pacer::due(std::uint64_t index) const {
-  const std::chrono::duration<double> offset(static_cast<double>(index) / rate_hz_);
+  // A rate from a request can be tiny (1e-300 Hz): a frame due beyond the clock's range (about
+  // 292 years in nanoseconds) would overflow the conversion, so the offset stops at a century.
+  constexpr double kMaxOffsetS = 100.0 * 365 * 24 * 3600;
+  const std::chrono::duration<double> offset(std::min(static_cast<double>(index) / rate_hz_, kMaxOffsetS));
   return epoch_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(offset);
 }
 

@@ -224,6 +224,8 @@ def test_acquire_request_refuses_bad_routing_and_source() -> None:
         AcquireRequest.decode(packed(scan_number=4, scan_x=1, scan_y=1, rate_hz=0.0, source="disk"))
     with pytest.raises(KvstoreError, match="field 'routing': expected an array of strings"):
         AcquireRequest.decode(packed(scan_number=4, scan_x=1, scan_y=1, rate_hz=0.0, routing="a"))
+    with pytest.raises(KvstoreError, match="rate_hz inf is negative or not finite"):
+        AcquireRequest.decode(packed(scan_number=4, scan_x=1, scan_y=1, rate_hz=float("inf")))
 
 
 def test_acquire_request_validates_the_scan_shape() -> None:

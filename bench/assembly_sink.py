@@ -21,9 +21,9 @@ import sys
 import time
 
 from sectorflow.configs import ConfigError, load_config
-from sectorflow.consumer import NodeGroup, settings_from
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client, NodeGroupRecord, nodegroup_key
+from sectorflow.nodegroup import NodeGroup, settings_from
 from sectorflow.service import stop_on_signals
 
 log = logging.getLogger("bench.assembly_sink")

@@ -28,7 +28,7 @@ import numpy as np
 from bench import BenchmarkResult, RunOptions, Target
 from bench.stack_run import run_stack_scan
 from sectorflow.configs import Config
-from sectorflow.consumer import Counter, calculate_thresholds
+from sectorflow.counting import Counter, calculate_thresholds
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sectorflow.configs import Config
-from sectorflow.consumer import read_counted_scan, scan_file_name
+from sectorflow.counting import read_counted_scan
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
-from sectorflow.pipeline import load_running
-from sectorflow.pipeline.stack import start_stack
-from sectorflow.pipeline.summary import summarize
+from sectorflow.nodegroup import scan_file_name
+from sectorflow.orchestration import load_running
+from sectorflow.orchestration.stack import start_stack
+from sectorflow.orchestration.summary import summarize
 from sectorflow.producer import publish_request
 from sectorflow.waiting import WaitTimeout, wait_until
 

@@ -16,6 +16,8 @@ PYBIND11_MODULE(_core, m) {
   b::bind_producer(producer);
   auto aggregator = m.def_submodule("aggregator", "Routing of sectors to NodeGroups.");
   b::bind_aggregator(aggregator);
-  auto consumer = m.def_submodule("consumer", "NodeGroup data path and electron counting.");
-  b::bind_consumer(consumer);
+  auto counting = m.def_submodule("counting", "Electron counting, event for event as stempy.");
+  b::bind_counting(counting);
+  auto nodegroup = m.def_submodule("nodegroup", "The NodeGroup data path: receive, assemble, count.");
+  b::bind_nodegroup(nodegroup);
 }

@@ -11,6 +11,7 @@ void bind_simulator(pybind11::module_& m);
 void bind_kvstore(pybind11::module_& m);
 void bind_producer(pybind11::module_& m);
 void bind_aggregator(pybind11::module_& m);
-void bind_consumer(pybind11::module_& m);
+void bind_counting(pybind11::module_& m);
+void bind_nodegroup(pybind11::module_& m);
 
 }  // namespace sectorflow::bindings

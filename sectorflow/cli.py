@@ -20,13 +20,13 @@ from sectorflow.logs import configure_logging
 
 # Modules that contribute subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
-    "sectorflow.pipeline.cli",
+    "sectorflow.orchestration.cli",
     "sectorflow.producer.acquire",
     "sectorflow.kvstore.cli",
     "sectorflow.aggregator.cli",
     "sectorflow.producer.cli",
-    "sectorflow.consumer.cli",
-    "sectorflow.session.cli",
+    "sectorflow.nodegroup.cli",
+    "sectorflow.orchestration.session_cli",
     "sectorflow.simulator.cli",
 )
 

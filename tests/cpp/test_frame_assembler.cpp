@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "sectorflow/consumer/frame_assembler.hpp"
-#include "sectorflow/consumer/nodegroup_error.hpp"
+#include "sectorflow/nodegroup/frame_assembler.hpp"
+#include "sectorflow/nodegroup/nodegroup_error.hpp"
 
-namespace sc = sectorflow::consumer;
+namespace sc = sectorflow::nodegroup;
 
 namespace {
 

@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include "sectorflow/consumer/scan_tracker.hpp"
+#include "sectorflow/nodegroup/scan_tracker.hpp"
 
-using sectorflow::consumer::ScanTracker;
+using sectorflow::nodegroup::ScanTracker;
 using namespace std::chrono_literals;
 
 namespace {

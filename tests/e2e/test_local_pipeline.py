@@ -12,8 +12,9 @@ import pytest
 import stempy.image as stim
 from support import wait_until
 
-from sectorflow.consumer import read_counted_scan, scan_file_name
-from sectorflow.pipeline import load_running
+from sectorflow.counting import read_counted_scan
+from sectorflow.nodegroup import scan_file_name
+from sectorflow.orchestration import load_running
 from sectorflow.simulator import simulator_from_config
 
 pytestmark = pytest.mark.mpi

@@ -14,8 +14,9 @@ import pytest
 import stempy.image
 from support import wait_until
 
-from sectorflow.consumer import read_counted_scan, scan_file_name
+from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client
+from sectorflow.nodegroup import scan_file_name
 from sectorflow.protocol import find_raw_files
 from sectorflow.simulator import simulator_from_config
 

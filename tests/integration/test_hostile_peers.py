@@ -25,9 +25,10 @@ import zmq
 from support import wait_until
 
 from sectorflow.configs import Config
-from sectorflow.consumer import read_counted_scan, scan_file_name
+from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import ACQUIRE_REQUEST_KEY, AcquireRequest, Client, ServiceStatus, client_options, status_key
-from sectorflow.pipeline import load_running
+from sectorflow.nodegroup import scan_file_name
+from sectorflow.orchestration import load_running
 from sectorflow.protocol import REFUSAL_KINDS, max_frame_bytes
 
 pytestmark = pytest.mark.mpi

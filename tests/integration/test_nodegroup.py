@@ -17,8 +17,9 @@ from kvstore_support import KvServer
 from nodegroup_support import AggregatorStandin, start_job
 from support import wait_until
 
-from sectorflow.consumer import count_frame, read_counted_scan, scan_file_name
+from sectorflow.counting import count_frame, read_counted_scan
 from sectorflow.kvstore import ServiceStatus
+from sectorflow.nodegroup import scan_file_name
 
 pytestmark = pytest.mark.mpi
 

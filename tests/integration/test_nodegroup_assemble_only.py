@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zmq
 
-from sectorflow.consumer import NodeGroup, settings_from
+from sectorflow.nodegroup import NodeGroup, settings_from
 from sectorflow.protocol import DataHeader, InfoMessage, encode_header, encode_info
 
 SMALL = {"detector": {"frame_rows": 16, "frame_cols": 16, "sector_rows": 4, "sector_cols": 16},

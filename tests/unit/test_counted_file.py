@@ -9,7 +9,7 @@ import pytest
 import stempy.io as stio
 from counting_frames import simulated_frames
 
-from sectorflow.consumer import (
+from sectorflow.counting import (
     FILE_VERSION,
     Counter,
     CountingError,

@@ -1,0 +1,289 @@
+"""The counted-scan HDF5 file: stempy's layout (version 3), so ``stempy.io.load_electron_counts``
+opens it, plus an honest record of what did not arrive.
+
+Layout (DESIGN.md, "Counted output"; attribute meanings checked against stempy 3.6.0's own save)::
+
+    /                                   attrs: version = 3
+    /electron_events/frames             vlen uint32, one element per probe position, scan-major
+                                        (position = row * scan_cols + col); each element the
+                                        ascending flat pixel indices row * frame_cols + col.
+                                        attrs: Nx = frame rows, Ny = frame cols
+    /electron_events/scan_positions     int64 0 .. positions - 1
+                                        attrs: Nx = scan cols, Ny = scan rows
+    /metadata/electron_counting         attrs: the threshold statistics (STATISTICS_FIELDS) and
+                                        how the frames were corrected
+    /metadata/completeness              attrs: positions, missing_positions,
+                                        incomplete_frames, complete
+                                        datasets: missing_positions (int64), positions with no
+                                        frame at all (their event list is empty);
+                                        incomplete_positions (int64), frames counted with sectors
+                                        missing; incomplete_missing_sectors (vlen uint32), the
+                                        sectors each of those lacked
+    /metadata/<name>                    any further metadata given (nested dicts become groups)
+
+stempy's loader turns the attributes under /metadata into ``SparseArray.metadata``; it skips
+datasets, so the position lists are read with :func:`read_counted_scan`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from sectorflow.errors import SectorflowError
+
+from .arrays import STATISTICS_FIELDS, CountingError, ThresholdStatistics, statistics_dict
+
+log = logging.getLogger(__name__)
+
+#: The stempy SparseArray file version this module writes.
+FILE_VERSION = 3
+
+_VLEN_UINT32 = h5py.vlen_dtype(np.uint32)
+
+
+@dataclass(frozen=True)
+class CountedScan:
+    """A counted scan as read back from its file.
+
+    ``events[p]`` holds the events of probe position ``p`` (scan-major); a missing position has
+    no events. ``metadata`` is every attribute under /metadata, nested by group, as stempy loads it.
+    """
+
+    events: list[np.ndarray]
+    scan_shape: tuple[int, int]
+    frame_shape: tuple[int, int]
+    statistics: dict[str, Any]
+    missing_positions: np.ndarray
+    incomplete_positions: np.ndarray
+    incomplete_missing_sectors: list[np.ndarray]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def _shape(value: Sequence[int], name: str) -> tuple[int, int]:
+    try:
+        rows, cols = (int(v) for v in value)
+    except (TypeError, ValueError):
+        raise CountingError(f"{name} must be (rows, cols), got {value!r}") from None
+    if rows <= 0 or cols <= 0:
+        raise CountingError(f"{name} must be positive, got {rows} x {cols}")
+    return rows, cols
+
+
+def _position_array(events: Any, position: int) -> np.ndarray:
+    if isinstance(events, np.ndarray) and events.dtype == np.uint32 and events.ndim == 1:
+        return np.ascontiguousarray(events)  # the usual case, from the counter: no conversion
+    array = np.asarray(events)
+    if array.ndim != 1 or not (array.size == 0 or np.issubdtype(array.dtype, np.integer)):
+        raise CountingError(
+            f"events of position {position} must be a 1-D integer array, got {array.dtype} of shape {array.shape}"
+        )
+    if array.size and array.min() < 0:
+        raise CountingError(
+            f"events of position {position} must be ascending flat pixel indices, got {array.min()}"
+        )
+    return np.ascontiguousarray(array.astype(np.uint32))
+
+
+def _validated_events(events: Sequence[Any], pixels: int) -> tuple[np.ndarray, list[int]]:
+    """The events as an object array ready for a vlen write, and the missing positions."""
+    frames = np.empty(len(events), dtype=_VLEN_UINT32)
+    missing = []
+    empty = np.zeros(0, dtype=np.uint32)
+    # Filled one element at a time and written with the low-level call in write_counted_scan:
+    # through numpy or Dataset.__setitem__, event lists of equal length become a 2-D array (the
+    # trap stempy's own save falls into).
+    for position, position_events in enumerate(events):
+        if position_events is None:
+            missing.append(position)
+            frames[position] = empty
+        else:
+            frames[position] = _position_array(position_events, position)
+    # Range and order checked for all positions at once: per position it would dominate the
+    # write of a million-position scan.
+    lengths = np.fromiter((len(e) for e in frames), dtype=np.int64, count=len(frames))
+    if lengths.sum() == 0:
+        return frames, missing
+    flat = np.concatenate(list(frames)).astype(np.int64)
+    starts = np.cumsum(lengths) - lengths
+    rising = np.diff(flat) > 0
+    inner = starts[(starts > 0) & (starts < len(flat))] - 1  # steps from one position to the next
+    rising[inner] = True
+    bad = np.flatnonzero(~rising) + 1 if not rising.all() else np.flatnonzero(flat >= pixels)
+    if bad.size:
+        position = int(np.searchsorted(starts, bad[0], side="right") - 1)
+        values = frames[position]
+        raise CountingError(
+            f"events of position {position} must be ascending flat pixel indices below {pixels}, "
+            f"got {values.tolist()[:8]}{' ...' if len(values) > 8 else ''}"
+        )
+    return frames, missing
+
+
+def _incomplete_lists(
+    incomplete: Mapping[int, Iterable[int]] | Iterable[int] | None,
+) -> tuple[list[int], list[np.ndarray]]:
+    if incomplete is None:
+        return [], []
+    if isinstance(incomplete, Mapping):
+        positions = sorted(int(p) for p in incomplete)
+        sectors = [np.asarray(sorted(int(s) for s in incomplete[p]), dtype=np.uint32) for p in positions]
+        return positions, sectors
+    positions = sorted(int(p) for p in incomplete)
+    return positions, [np.zeros(0, dtype=np.uint32) for _ in positions]
+
+
+def _save_attrs(group: h5py.Group, values: Mapping[str, Any]) -> None:
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            _save_attrs(group.require_group(key), value)
+        else:
+            group.attrs[key] = value
+
+
+def write_counted_scan(
+    path: str | os.PathLike[str],
+    events: Sequence[Any],
+    *,
+    scan_shape: Sequence[int],
+    frame_shape: Sequence[int],
+    statistics: ThresholdStatistics | Mapping[str, Any] | None = None,
+    incomplete: Mapping[int, Iterable[int]] | Iterable[int] | None = None,
+    counting: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write one counted scan in stempy's layout.
+
+    The file is written under a temporary name and renamed when complete, so a reader never sees
+    half a file.
+
+    :param path: the .h5 file to create (replaced if it exists).
+    :param events: one entry per probe position, scan-major: ascending flat pixel indices, or
+        None for a position whose frame never arrived (recorded as missing).
+    :param scan_shape: (rows, cols) of probe positions, i.e. (scan_y, scan_x).
+    :param frame_shape: (rows, cols) of a frame.
+    :param statistics: the thresholds used (from ``calculate_thresholds``) or a dict of them.
+    :param incomplete: positions whose frame was counted with sectors missing, as
+        {position: missing sector indices} or just the positions.
+    :param counting: further attributes of /metadata/electron_counting (e.g. how frames were
+        corrected: dark_reference, gain, row_dark).
+    :param metadata: further metadata, stored under /metadata (nested dicts become groups).
+    :returns: the path written.
+    :raises CountingError: events that do not fit the shapes, or positions out of range.
+    """
+    scan_rows, scan_cols = _shape(scan_shape, "scan_shape")
+    frame_rows, frame_cols = _shape(frame_shape, "frame_shape")
+    positions = scan_rows * scan_cols
+    pixels = frame_rows * frame_cols
+    if len(events) != positions:
+        raise CountingError(
+            f"events has {len(events)} entries, expected one per probe position "
+            f"({scan_rows} x {scan_cols} = {positions})"
+        )
+    frames, missing = _validated_events(events, pixels)
+    incomplete_positions, incomplete_sectors = _incomplete_lists(incomplete)
+    for position in incomplete_positions:
+        if not 0 <= position < positions:
+            raise CountingError(f"incomplete position {position} is outside the scan of {positions} positions")
+        if events[position] is None:
+            raise CountingError(f"position {position} is listed both as missing (None) and as incomplete")
+
+    if isinstance(statistics, ThresholdStatistics):
+        statistics = statistics_dict(statistics)
+    counting_attrs = dict(statistics or {})
+    counting_attrs.update(counting or {})
+
+    target = Path(path)
+    partial = target.with_name(target.name + ".partial")
+    with h5py.File(partial, "w") as f:
+        f.attrs["version"] = FILE_VERSION
+        group = f.create_group("electron_events")
+        dataset = group.create_dataset("frames", (positions,), dtype=_VLEN_UINT32)
+        dataset.attrs["Nx"] = np.int64(frame_rows)
+        dataset.attrs["Ny"] = np.int64(frame_cols)
+        dataset.id.write(h5py.h5s.ALL, h5py.h5s.ALL, frames)
+        scan = group.create_dataset("scan_positions", data=np.arange(positions, dtype=np.int64))
+        scan.attrs["Nx"] = np.int64(scan_cols)
+        scan.attrs["Ny"] = np.int64(scan_rows)
+
+        meta = f.create_group("metadata")
+        _save_attrs(meta.create_group("electron_counting"), counting_attrs)
+        completeness = meta.create_group("completeness")
+        completeness.attrs["positions"] = np.int64(positions)
+        completeness.attrs["missing_positions"] = np.int64(len(missing))
+        completeness.attrs["incomplete_frames"] = np.int64(len(incomplete_positions))
+        completeness.attrs["complete"] = not missing and not incomplete_positions
+        completeness.create_dataset("missing_positions", data=np.asarray(missing, dtype=np.int64))
+        completeness.create_dataset("incomplete_positions", data=np.asarray(incomplete_positions, dtype=np.int64))
+        sectors = np.empty(len(incomplete_positions), dtype=_VLEN_UINT32)
+        for i, missing_sectors in enumerate(incomplete_sectors):
+            sectors[i] = missing_sectors
+        dataset = completeness.create_dataset("incomplete_missing_sectors", (len(sectors),), dtype=_VLEN_UINT32)
+        if len(sectors):
+            dataset.id.write(h5py.h5s.ALL, h5py.h5s.ALL, sectors)
+        _save_attrs(meta, metadata or {})
+    os.replace(partial, target)
+    log.info(
+        "wrote %s: %d positions, %d events, %d missing positions, %d incomplete frames",
+        target, positions, sum(len(e) for e in frames), len(missing), len(incomplete_positions),
+    )
+    return target
+
+
+def _load_attrs(group: h5py.Group) -> dict[str, Any]:
+    values: dict[str, Any] = dict(group.attrs.items())
+    for key, item in group.items():
+        if isinstance(item, h5py.Group):
+            values[key] = _load_attrs(item)
+    return values
+
+
+def read_counted_scan(path: str | os.PathLike[str]) -> CountedScan:
+    """Read a counted scan written by :func:`write_counted_scan` (one frame per position).
+
+    :raises SectorflowError: the file lacks the layout or holds several frames per position.
+    """
+    try:
+        with h5py.File(path, "r") as f:
+            frames = f["electron_events/frames"]
+            scan_positions = f["electron_events/scan_positions"]
+            frame_shape = (int(frames.attrs["Nx"]), int(frames.attrs["Ny"]))
+            scan_shape = (int(scan_positions.attrs["Ny"]), int(scan_positions.attrs["Nx"]))
+            if frames.shape[0] != scan_shape[0] * scan_shape[1]:
+                raise SectorflowError(
+                    f"{path}: {frames.shape[0]} frames for a scan of {scan_shape[0]} x {scan_shape[1]} positions; "
+                    "only one frame per position is supported"
+                )
+            events = list(frames[()])
+            metadata = _load_attrs(f["metadata"]) if "metadata" in f else {}
+            completeness = f.get("metadata/completeness")
+            if completeness is not None:
+                missing = completeness["missing_positions"][()]
+                incomplete = completeness["incomplete_positions"][()]
+                sectors = list(completeness["incomplete_missing_sectors"][()])
+            else:
+                missing = np.zeros(0, dtype=np.int64)
+                incomplete = np.zeros(0, dtype=np.int64)
+                sectors = []
+    except (KeyError, OSError) as error:
+        raise SectorflowError(f"{path}: not a counted scan in stempy's layout ({error})") from error
+    return CountedScan(
+        events=events,
+        scan_shape=scan_shape,
+        frame_shape=frame_shape,
+        statistics={k: v for k, v in metadata.get("electron_counting", {}).items() if k in STATISTICS_FIELDS},
+        missing_positions=missing,
+        incomplete_positions=incomplete,
+        incomplete_missing_sectors=sectors,
+        metadata=metadata,
+    )
+
+
+__all__ = ["FILE_VERSION", "CountedScan", "read_counted_scan", "write_counted_scan"]

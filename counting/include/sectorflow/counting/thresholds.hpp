@@ -1,0 +1,52 @@
+// Counting thresholds from a sample of frames, as stempy's calculate_thresholds computes them
+// (DESIGN.md, "Electron counting"):
+//   1. every pixel of every sample frame, dark-subtracted and gain-corrected, as an integer ADU
+//      value: raw - trunc(dark) without gain; floor(floor(raw - dark) * gain_factor) with gain
+//      (stempy truncates, the same for the non-negative values it handles);
+//   2. mean and standard deviation (n - 1) of those values; x-ray threshold = mean + x_sigma * std;
+//   3. a histogram with one bin per ADU over [min_bin, max_bin), the range stempy uses;
+//   4. a Gaussian a * exp(-(x - mu)^2 / (2 sigma^2)) fitted to the histogram by least squares,
+//      started from (highest count, mean, std): optimized mean = mu, optimized std = |sigma|;
+//   5. background threshold = optimized mean + background_sigma * optimized std.
+// Unlike stempy, a value below zero stays negative instead of wrapping around uint16 (stempy then
+// fails or fits garbage), so a dark reference at the noise level works; whenever no value is
+// negative the statistics are stempy's.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sectorflow/counting/calibration.hpp"
+
+namespace sectorflow::counting {
+
+struct ThresholdOptions {
+  double background_threshold_n_sigma = 4.0;
+  double x_ray_threshold_n_sigma = 10.0;
+};
+
+/// Every statistic stempy reports, under the names of stempy's counting metadata.
+struct ThresholdStatistics {
+  bool threshold_calculated = true;  ///< false when the thresholds were given, not computed
+  double background_threshold = 0.0;
+  double x_ray_threshold = 0.0;
+  int number_of_samples = 0;  ///< frames in the sample
+  double min_sample = 0.0;
+  double max_sample = 0.0;
+  double mean = 0.0;
+  double variance = 0.0;
+  double std_dev = 0.0;
+  int number_of_bins = 0;
+  double x_ray_threshold_n_sigma = 0.0;
+  double background_threshold_n_sigma = 0.0;
+  double optimized_mean = 0.0;
+  double optimized_std_dev = 0.0;
+};
+
+/// Computes the thresholds from `frames` (each calibration.shape().pixels() uint16 pixels, C
+/// order; every frame is used once, the caller chooses the sample). Throws CountingError when
+/// the sample is empty, has no spread to fit, or the fit does not converge.
+ThresholdStatistics calculate_thresholds(const std::vector<const std::uint16_t*>& frames,
+                                         const Calibration& calibration, const ThresholdOptions& options = {});
+
+}  // namespace sectorflow::counting

@@ -1,0 +1,190 @@
+#include "sectorflow/counting/thresholds.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "gaussian_fit.hpp"
+#include "sectorflow/counting/errors.hpp"
+
+namespace sectorflow::counting {
+namespace {
+
+// Histograms of the whole sample range are counted in memory; beyond this many ADU the gain is
+// almost certainly wrong, and we say so instead of allocating gigabytes.
+constexpr std::int64_t kMaxSampleRange = std::int64_t{1} << 26;
+
+// The integer sample value of one pixel, with stempy's truncations (thresholds.hpp, step 1).
+template <bool kDark, bool kGain>
+struct SampleValue {
+  const float* dark;
+  const float* gain;
+
+  std::int64_t operator()(std::uint16_t raw, std::size_t pixel) const {
+    if constexpr (kGain) {
+      // stempy truncates; floor is the same for the non-negative values stempy can handle, and
+      // below zero it keeps one ADU per bin (truncation would pile (-1, 1) into the zero bin and
+      // squeeze the fitted sigma).
+      float value = static_cast<float>(raw);
+      if constexpr (kDark) {
+        value = std::floor(value - dark[pixel]);
+      }
+      const float scaled = std::floor(value * gain[pixel]);
+      if (!(std::fabs(scaled) < 2147483648.0f)) {
+        throw CountingError("sample value " + std::to_string(scaled) + " at pixel " + std::to_string(pixel) +
+                            " is out of range; check the gain map");
+      }
+      return static_cast<std::int64_t>(scaled);
+    } else if constexpr (kDark) {
+      return std::int64_t{raw} - static_cast<std::int64_t>(dark[pixel]);
+    } else {
+      return std::int64_t{raw};
+    }
+  }
+};
+
+struct Range {
+  std::int64_t min = std::numeric_limits<std::int64_t>::max();
+  std::int64_t max = std::numeric_limits<std::int64_t>::min();
+  std::int64_t sum = 0;
+};
+
+template <typename Value>
+Range scan_range(const std::vector<const std::uint16_t*>& frames, std::size_t pixels, const Value& value) {
+  Range range;
+  for (const std::uint16_t* frame : frames) {
+    std::int64_t lo = range.min;
+    std::int64_t hi = range.max;
+    std::int64_t sum = 0;
+    for (std::size_t i = 0; i < pixels; ++i) {
+      const std::int64_t v = value(frame[i], i);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sum += v;
+    }
+    range.min = lo;
+    range.max = hi;
+    range.sum += sum;
+  }
+  return range;
+}
+
+template <typename Value>
+void count_values(const std::vector<const std::uint16_t*>& frames, std::size_t pixels, const Value& value,
+                  std::int64_t min, std::vector<std::uint64_t>& counts) {
+  for (const std::uint16_t* frame : frames) {
+    for (std::size_t i = 0; i < pixels; ++i) {
+      ++counts[static_cast<std::size_t>(value(frame[i], i) - min)];
+    }
+  }
+}
+
+// stempy converts these bounds with static_cast<int>; saturate instead of overflowing.
+std::int64_t truncate_to_int(double x) {
+  constexpr double kLimit = 2147483647.0;
+  if (std::isnan(x)) {
+    return 0;
+  }
+  return static_cast<std::int64_t>(std::clamp(x, -kLimit, kLimit));
+}
+
+}  // namespace
+
+ThresholdStatistics calculate_thresholds(const std::vector<const std::uint16_t*>& frames,
+                                         const Calibration& calibration, const ThresholdOptions& options) {
+  if (frames.empty()) {
+    throw CountingError("threshold sample is empty; pass at least one frame");
+  }
+  for (std::size_t f = 0; f < frames.size(); ++f) {
+    if (frames[f] == nullptr) {
+      throw CountingError("threshold sample frame " + std::to_string(f) + " is a null pointer");
+    }
+  }
+  if (!std::isfinite(options.background_threshold_n_sigma) || !std::isfinite(options.x_ray_threshold_n_sigma)) {
+    throw CountingError("threshold n_sigma values must be finite, got background " +
+                        std::to_string(options.background_threshold_n_sigma) + ", x-ray " +
+                        std::to_string(options.x_ray_threshold_n_sigma));
+  }
+  const std::size_t pixels = calibration.shape().pixels();
+  const double n = static_cast<double>(frames.size()) * static_cast<double>(pixels);
+  if (n < 2.0) {
+    throw CountingError("threshold sample has a single pixel; a standard deviation needs two or more");
+  }
+
+  // Two passes over the sample: the range and sum, then one count per integer value, from which
+  // mean, variance and the fitted histogram all follow exactly.
+  Range range;
+  std::vector<std::uint64_t> counts;
+  const float* dark = calibration.dark_reference();
+  const float* gain = calibration.gain_factor();
+  auto run = [&](const auto& value) {
+    range = scan_range(frames, pixels, value);
+    if (range.max - range.min >= kMaxSampleRange) {
+      throw CountingError("threshold sample values span " + std::to_string(range.min) + " to " +
+                          std::to_string(range.max) + " ADU; check the dark reference and gain map");
+    }
+    counts.assign(static_cast<std::size_t>(range.max - range.min + 1), 0);
+    count_values(frames, pixels, value, range.min, counts);
+  };
+  if (dark && gain) {
+    run(SampleValue<true, true>{dark, gain});
+  } else if (dark) {
+    run(SampleValue<true, false>{dark, gain});
+  } else if (gain) {
+    run(SampleValue<false, true>{dark, gain});
+  } else {
+    run(SampleValue<false, false>{dark, gain});
+  }
+
+  ThresholdStatistics s;
+  s.threshold_calculated = true;
+  s.number_of_samples = static_cast<int>(frames.size());
+  s.min_sample = static_cast<double>(range.min);
+  s.max_sample = static_cast<double>(range.max);
+  s.mean = static_cast<double>(range.sum) / n;
+  double squares = 0.0;
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    if (counts[k] != 0) {
+      const double d = static_cast<double>(range.min + static_cast<std::int64_t>(k)) - s.mean;
+      squares += static_cast<double>(counts[k]) * d * d;
+    }
+  }
+  s.variance = squares / (n - 1.0);
+  s.std_dev = std::sqrt(s.variance);
+  s.x_ray_threshold_n_sigma = options.x_ray_threshold_n_sigma;
+  s.background_threshold_n_sigma = options.background_threshold_n_sigma;
+  s.x_ray_threshold = s.mean + options.x_ray_threshold_n_sigma * s.std_dev;
+
+  // stempy's bin range: it scales the absolute x-ray threshold (not its n_sigma) by the standard
+  // deviation, which in practice spans the whole sample. We keep it so the fit sees the same bins.
+  const std::int64_t max_bin = std::min(range.max, truncate_to_int(s.mean + s.x_ray_threshold * s.std_dev));
+  const std::int64_t min_bin = std::max(range.min, truncate_to_int(s.mean - s.x_ray_threshold * s.std_dev));
+  const std::int64_t bins = max_bin - min_bin;
+  if (bins < 3) {
+    throw CountingError("threshold sample values span only " + std::to_string(range.min) + " to " +
+                        std::to_string(range.max) + " ADU (" + std::to_string(std::max<std::int64_t>(bins, 0)) +
+                        " histogram bins); fitting the noise peak needs frames with dark noise");
+  }
+  s.number_of_bins = static_cast<int>(bins);
+  std::vector<double> x(static_cast<std::size_t>(bins));
+  std::vector<double> y(static_cast<std::size_t>(bins));
+  for (std::int64_t b = 0; b < bins; ++b) {
+    x[static_cast<std::size_t>(b)] = static_cast<double>(min_bin + b);
+    y[static_cast<std::size_t>(b)] = static_cast<double>(counts[static_cast<std::size_t>(min_bin - range.min + b)]);
+  }
+  const std::size_t peak = static_cast<std::size_t>(std::max_element(y.begin(), y.end()) - y.begin());
+  const GaussianFit fit = fit_gaussian(x, y, {y[peak], s.mean, s.std_dev});
+  if (!fit.converged || !std::isfinite(fit.parameters.mean) || !std::isfinite(fit.parameters.sigma) ||
+      fit.parameters.sigma == 0.0) {
+    throw CountingError("Gaussian fit of the threshold sample histogram did not converge after " +
+                        std::to_string(fit.iterations) + " iterations (mean " + std::to_string(s.mean) + ", std " +
+                        std::to_string(s.std_dev) + "); check that the sample frames hold dark noise");
+  }
+  s.optimized_mean = fit.parameters.mean;
+  s.optimized_std_dev = std::fabs(fit.parameters.sigma);
+  s.background_threshold = s.optimized_mean + options.background_threshold_n_sigma * s.optimized_std_dev;
+  return s;
+}
+
+}  // namespace sectorflow::counting

@@ -1,0 +1,36 @@
+"""NodeGroups: receive a scan's sectors on compute nodes, assemble and count its frames, gather
+the parts on MPI rank 0 and write ``FOURD_<scan:010d>_counted.h5``.
+
+``NodeGroup`` is the C++ data path (``sectorflow._core.nodegroup``); ``nodegroup_service`` runs
+the NodeGroups of an MPI rank with their kvstore presence; ``gather`` merges a scan's parts on
+rank 0 and writes the file with :mod:`sectorflow.counting.counted_file`.
+"""
+
+from sectorflow._core.nodegroup import (
+    NodeGroup,
+    NodeGroupError,
+    NodeGroupSettings,
+    ScanProgress,
+    ScanResult,
+    ThresholdSettings,
+)
+
+from .gather import GroupResult, ScanGatherer, scan_file_name
+from .nodegroup_service import LocalGroup, NodeGroupService, ServiceOptions, options_from, settings_from
+
+__all__ = [
+    "GroupResult",
+    "LocalGroup",
+    "NodeGroup",
+    "NodeGroupError",
+    "NodeGroupService",
+    "NodeGroupSettings",
+    "ScanGatherer",
+    "ScanProgress",
+    "ScanResult",
+    "ServiceOptions",
+    "ThresholdSettings",
+    "options_from",
+    "scan_file_name",
+    "settings_from",
+]

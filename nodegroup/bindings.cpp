@@ -1,0 +1,187 @@
+// Bindings of the NodeGroup data path: settings, the NodeGroup, its counters and scan results.
+// ScanResult arrays (positions, events, offsets) are numpy views of the result's own vectors,
+// valid as long as the ScanResult object lives (they keep it alive). Blocking calls release the
+// GIL.
+#include <pybind11/chrono.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "sectorflow/nodegroup/nodegroup.hpp"
+#include "sectorflow/nodegroup/nodegroup_error.hpp"
+#include "sectorflow/protocol/refusal.hpp"
+
+namespace py = pybind11;
+
+namespace sectorflow::bindings {
+namespace {
+
+using namespace sectorflow::nodegroup;
+
+template <typename T>
+py::array_t<T> view(const std::vector<T>& values, const py::object& owner) {
+  return py::array_t<T>({static_cast<py::ssize_t>(values.size())}, {static_cast<py::ssize_t>(sizeof(T))},
+                        values.data(), owner);
+}
+
+py::dict counter_dict(const NodeGroupCounterValues& c) {
+  py::dict d;
+  d["messages"] = c.messages;
+  d["bytes"] = c.bytes;
+  d["info_messages"] = c.info_messages;
+  py::dict malformed;
+  for (std::size_t i = 0; i < protocol::kRefusalKinds; ++i) {
+    malformed[protocol::to_string(static_cast<protocol::Refusal>(i))] = c.malformed.counts[i];
+  }
+  d["malformed"] = malformed;
+  py::dict first;
+  for (std::size_t i = 0; i < protocol::kRefusalKinds; ++i) {
+    if (!c.malformed.first[i].empty()) first[protocol::to_string(static_cast<protocol::Refusal>(i))] = c.malformed.first[i];
+  }
+  d["first_malformed"] = first;  d["late_messages"] = c.late_messages;
+  d["duplicate_sectors"] = c.duplicate_sectors;
+  d["frames_complete"] = c.frames_complete;
+  d["frames_incomplete"] = c.frames_incomplete;
+  d["evicted_frames"] = c.evicted_frames;
+  d["uncounted_frames"] = c.uncounted_frames;
+  d["scans_finished"] = c.scans_finished;
+  d["scans_timed_out"] = c.scans_timed_out;
+  d["scans_evicted"] = c.scans_evicted;
+  d["pool_slots"] = c.pool_slots;
+  d["pool_slots_in_use"] = c.pool_slots_in_use;
+  d["pool_slots_high_water"] = c.pool_slots_high_water;
+  d["pool_bytes"] = c.pool_bytes;
+  return d;
+}
+
+}  // namespace
+
+void bind_nodegroup(py::module_& m) {
+  py::register_exception<NodeGroupError>(m, "NodeGroupError",
+                                         py::module_::import("sectorflow.errors").attr("SectorflowError"));
+
+  const ThresholdSettings td;
+  py::class_<ThresholdSettings>(m, "ThresholdSettings", "How a scan's thresholds are chosen ([counting]).")
+      .def(py::init([](std::uint32_t sample_frames, double background_sigma, double xray_sigma,
+                       double background_threshold, double xray_threshold) {
+             return ThresholdSettings{sample_frames, background_sigma, xray_sigma, background_threshold,
+                                      xray_threshold};
+           }),
+           py::kw_only(), py::arg("sample_frames") = td.sample_frames, py::arg("background_sigma") = td.background_sigma,
+           py::arg("xray_sigma") = td.xray_sigma, py::arg("background_threshold") = td.background_threshold,
+           py::arg("xray_threshold") = td.xray_threshold)
+      .def_readonly("sample_frames", &ThresholdSettings::sample_frames)
+      .def_readonly("background_sigma", &ThresholdSettings::background_sigma)
+      .def_readonly("xray_sigma", &ThresholdSettings::xray_sigma)
+      .def_readonly("background_threshold", &ThresholdSettings::background_threshold)
+      .def_readonly("xray_threshold", &ThresholdSettings::xray_threshold)
+      .def_property_readonly("fixed", &ThresholdSettings::fixed);
+
+  const NodeGroupSettings sd;
+  py::class_<NodeGroupSettings>(m, "NodeGroupSettings", "What one NodeGroup needs (see nodegroup_settings.hpp).")
+      .def(py::init([](std::string uid, std::string host, const protocol::Geometry& geometry, std::uint32_t receivers,
+                       std::uint32_t counting_threads, int recv_hwm, std::uint32_t pool_frames,
+                       double scan_timeout_s, const ThresholdSettings& thresholds,
+                       std::shared_ptr<counting::Calibration> calibration, std::vector<std::uint32_t> producer_threads,
+                       bool count, std::uint64_t max_scan_positions, std::uint32_t max_open_scans) {
+             NodeGroupSettings s;
+             s.uid = std::move(uid);
+             s.host = std::move(host);
+             s.geometry = geometry;
+             s.receivers = receivers;
+             s.counting_threads = counting_threads;
+             s.recv_hwm = recv_hwm;
+             s.pool_frames = pool_frames;
+             s.scan_timeout_s = scan_timeout_s;
+             s.thresholds = thresholds;
+             s.calibration = std::move(calibration);
+             s.producer_threads = std::move(producer_threads);
+             s.count = count;
+             s.limits.max_positions = max_scan_positions;
+             s.max_open_scans = max_open_scans;
+             s.validate();
+             return s;
+           }),
+           py::kw_only(), py::arg("uid"), py::arg("host"), py::arg("geometry"), py::arg("receivers"),
+           py::arg("counting_threads") = sd.counting_threads, py::arg("recv_hwm") = sd.recv_hwm,
+           py::arg("pool_frames") = sd.pool_frames, py::arg("scan_timeout_s") = sd.scan_timeout_s,
+           py::arg("thresholds") = ThresholdSettings{}, py::arg("calibration") = nullptr,
+           py::arg("producer_threads") = std::vector<std::uint32_t>{}, py::arg("count") = sd.count,
+           py::arg("max_scan_positions"), py::arg("max_open_scans"),
+           "count=False assembles frames without counting them (no events, no thresholds): the data path "
+           "alone, for benchmarks. Raises NodeGroupError naming a setting that cannot work.")
+      .def_readonly("uid", &NodeGroupSettings::uid)
+      .def_readonly("host", &NodeGroupSettings::host)
+      .def_readonly("geometry", &NodeGroupSettings::geometry)
+      .def_readonly("receivers", &NodeGroupSettings::receivers)
+      .def_readonly("producer_threads", &NodeGroupSettings::producer_threads)
+      .def_readonly("counting_threads", &NodeGroupSettings::counting_threads)
+      .def_readonly("pool_frames", &NodeGroupSettings::pool_frames)
+      .def_readonly("scan_timeout_s", &NodeGroupSettings::scan_timeout_s)
+      .def_readonly("count", &NodeGroupSettings::count)
+      .def_readonly("thresholds", &NodeGroupSettings::thresholds);
+
+  py::class_<ScanResult>(m, "ScanResult",
+                         "One NodeGroup's part of a finished scan. Array attributes are views owned by this object.")
+      .def_readonly("scan_number", &ScanResult::scan_number)
+      .def_readonly("scan_x", &ScanResult::scan_x)
+      .def_readonly("scan_y", &ScanResult::scan_y)
+      .def_readonly("routing", &ScanResult::routing)
+      .def_property_readonly("positions", [](py::object self) { return view(self.cast<ScanResult&>().positions, self); })
+      .def_property_readonly("events", [](py::object self) { return view(self.cast<ScanResult&>().events, self); })
+      .def_property_readonly("offsets", [](py::object self) { return view(self.cast<ScanResult&>().offsets, self); })
+      .def_readonly("incomplete_positions", &ScanResult::incomplete_positions)
+      .def_readonly("incomplete_missing_sectors", &ScanResult::incomplete_missing_sectors)
+      .def_readonly("thresholds_known", &ScanResult::thresholds_known)
+      .def_readonly("statistics", &ScanResult::statistics)
+      .def_readonly("threshold_error", &ScanResult::threshold_error)
+      .def_readonly("uncounted_frames", &ScanResult::uncounted_frames)
+      .def_readonly("expected", &ScanResult::expected)
+      .def_readonly("received", &ScanResult::received)
+      .def_readonly("timed_out", &ScanResult::timed_out)
+      .def_readonly("evicted", &ScanResult::evicted)
+      .def_readonly("bytes", &ScanResult::bytes)
+      .def_readonly("late_messages", &ScanResult::late_messages)
+      .def_readonly("duplicate_sectors", &ScanResult::duplicate_sectors)
+      .def_readonly("evicted_frames", &ScanResult::evicted_frames)
+      .def_readonly("frames_complete", &ScanResult::frames_complete)
+      .def_readonly("frames_incomplete", &ScanResult::frames_incomplete)
+      .def_readonly("first_message_s", &ScanResult::first_message_s)
+      .def_readonly("last_message_s", &ScanResult::last_message_s)
+      .def_readonly("finished_s", &ScanResult::finished_s);
+
+  py::class_<ScanTracker::Progress>(m, "ScanProgress", "A scan being received.")
+      .def_readonly("scan", &ScanTracker::Progress::scan)
+      .def_readonly("received", &ScanTracker::Progress::received)
+      .def_readonly("expected", &ScanTracker::Progress::expected, "-1 until every aggregator thread's info came")
+      .def_readonly("arrived", &ScanTracker::Progress::arrived, "every part over (complete or timed out)");
+
+  py::class_<NodeGroup>(m, "NodeGroup",
+                        "R receiver threads and C counting threads; binds its ports and starts at once.")
+      .def(py::init<NodeGroupSettings>(), py::arg("settings"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("settings", &NodeGroup::settings)
+      .def_property_readonly("ports", &NodeGroup::ports)
+      .def(
+          "wait_scan",
+          [](NodeGroup& g, double timeout_s) {
+            std::optional<ScanResult> result;
+            {
+              py::gil_scoped_release release;
+              result = g.wait_scan(std::chrono::milliseconds(static_cast<long>(timeout_s * 1000.0)));
+            }
+            return result;
+          },
+          py::arg("timeout_s"), "The next finished scan (a ScanResult), or None after timeout_s.")
+      .def("counters", [](const NodeGroup& g) { return counter_dict(g.counters()); },
+           "Counters since start: messages, bytes, frames, pool slots and bytes, ...")
+      .def("progress", &NodeGroup::progress, "Scans being received.")
+      .def_property_readonly("scans_counting", &NodeGroup::scans_counting)
+      .def("stop", &NodeGroup::stop, py::call_guard<py::gil_scoped_release>(), "Stop and join the threads.");
+}
+
+}  // namespace sectorflow::bindings

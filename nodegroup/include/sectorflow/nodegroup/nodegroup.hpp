@@ -1,0 +1,81 @@
+// A NodeGroup (protocol/SPEC.md steps 5 and 6): R receiver threads, one PULL socket per
+// aggregator thread, forwarding over inproc to C counting threads that assemble and count.
+// Scans are handed over as ScanResult, one per scan, in the order they finish.
+//
+//   aggregator thread r --tcp--> Receiver r --inproc (worker_of(frame), of C)--> CountingWorker c
+//                                     \--> ScanTracker (expected / received / timeout)
+//
+// Memory: the assembly pool (settings.pool_frames frames, split over the counting threads) is
+// allocated by the constructor and reused; what grows with a scan is its result (the events).
+// Every thread and socket is owned here: the destructor stops the threads and joins them.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "sectorflow/nodegroup/counting_worker.hpp"
+#include "sectorflow/nodegroup/nodegroup_counters.hpp"
+#include "sectorflow/nodegroup/nodegroup_settings.hpp"
+#include "sectorflow/nodegroup/receiver.hpp"
+#include "sectorflow/nodegroup/scan_result.hpp"
+#include "sectorflow/nodegroup/scan_tracker.hpp"
+#include "sectorflow/nodegroup/threshold_sampler.hpp"
+
+namespace sectorflow::nodegroup {
+
+class NodeGroup {
+ public:
+  /// Validates the settings, allocates the pool, binds the sockets and starts the threads.
+  /// Throws NodeGroupError (bad settings, a socket that cannot be bound).
+  explicit NodeGroup(NodeGroupSettings settings);
+  ~NodeGroup();
+  NodeGroup(const NodeGroup&) = delete;
+  NodeGroup& operator=(const NodeGroup&) = delete;
+
+  const NodeGroupSettings& settings() const { return settings_; }
+  /// ports[r]: where aggregator thread r pushes.
+  const std::vector<std::uint16_t>& ports() const { return ports_; }
+  /// The next finished scan, waiting up to `timeout`; nothing if none finished by then or stopped.
+  std::optional<ScanResult> wait_scan(std::chrono::milliseconds timeout);
+  NodeGroupCounterValues counters() const;
+  /// Scans being received (not yet handed over by every receiver).
+  std::vector<ScanTracker::Progress> progress() const { return tracker_.progress(); }
+  /// Scans whose data are all in, being counted by the counting threads.
+  std::size_t scans_counting() const;
+  /// Stops and joins the threads (idempotent); the sockets close with the object.
+  void stop();
+
+ private:
+  std::shared_ptr<ThresholdSampler> sampler(std::uint32_t scan);
+  void worker_finished(std::uint32_t scan, ScanResult&& part);
+
+  NodeGroupSettings settings_;
+  NodeGroupCounters counters_;
+  ScanTracker tracker_;
+  std::atomic<bool> stop_{false};
+
+  mutable std::mutex mutex_;  // samplers_, pending_, ready_
+  std::condition_variable ready_changed_;
+  std::map<std::uint32_t, std::shared_ptr<ThresholdSampler>> samplers_;
+  std::map<std::uint32_t, std::pair<std::uint32_t, ScanResult>> pending_;  // parts received, merged result
+  std::deque<ScanResult> ready_;
+
+  zmq::context_t context_;  // before the sockets' owners: destroyed after them
+  std::vector<std::unique_ptr<CountingWorker>> workers_;
+  std::vector<std::unique_ptr<Receiver>> receivers_;
+  std::vector<std::uint16_t> ports_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace sectorflow::nodegroup

@@ -1,0 +1,120 @@
+// Which scans a NodeGroup is receiving, and when each aggregator thread's part of a scan is over
+// (SPEC.md, steps 5 and 6). Shared by the receiver threads (one per aggregator thread r):
+//   - a data message of scan n on port r is accepted unless r's part of n is over (late: dropped);
+//   - r's part is over when r's expected count (from its info message, which may come before or
+//     after the data) equals the data messages accepted on port r, or when no message of the scan
+//     has come on port r for the timeout (then the scan is marked timed out): a receiver that died,
+//     or never started the scan, does not keep the others' frames waiting as long as they trickle in;
+//   - the receiver whose part is over tells every counting thread (an end marker after its data).
+// A scan is forgotten by take(); its number is remembered so that later messages count as late.
+//
+// Peers announce scans, so the tracker bounds them: a scan's shape is fixed by its first message
+// (a message of another shape is refused), and at most max_open_scans scans are live at once.
+// Opening one more evicts the live scan opened first, never the new one: its parts end at the
+// receivers' next expiry pass as if timed out, and it is written with what arrived. Scans being
+// finished count too, up to twice the bound; beyond that a new scan is refused. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace sectorflow::nodegroup {
+
+class ScanTracker {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  ScanTracker(std::uint32_t receivers, std::chrono::milliseconds timeout, std::size_t max_open_scans);
+
+  /// What became of a message.
+  enum class Arrival {
+    kAccepted,
+    kLast,      ///< accepted, and r's part of the scan is now over
+    kLate,      ///< r's part of the scan is over (or the scan finished): dropped
+    kMismatch,  ///< another scan shape than the scan's first message gave: refused
+    kFull,      ///< a new scan while every slot holds a scan being finished: refused
+  };
+  /// A data message of `scan` (of shape scan_x x scan_y) on port `receiver`.
+  Arrival on_data(std::uint32_t scan, std::uint32_t receiver, std::uint64_t bytes, std::uint32_t scan_x,
+                  std::uint32_t scan_y);
+  /// An info message: r's expected count, the routing list and the scan shape. kLast if r's part
+  /// is now over.
+  Arrival on_info(std::uint32_t scan, std::uint32_t receiver, std::uint64_t expected, std::vector<std::string> routing,
+                  std::uint32_t scan_x, std::uint32_t scan_y);
+  /// Scans whose part of `receiver` is not over but whose last message is older than the timeout,
+  /// or that were evicted: their part of r is now over (timed out). The caller sends their end
+  /// markers.
+  std::vector<std::uint32_t> expire(std::uint32_t receiver, Clock::time_point now);
+
+  /// What the receivers learnt about a scan, removed from the tracker (the scan becomes finished).
+  struct Arrivals {
+    std::vector<std::string> routing;
+    std::vector<std::int64_t> expected;  ///< -1 where no info came
+    std::vector<std::uint64_t> received;
+    std::uint64_t bytes = 0;
+    std::uint64_t late = 0;  ///< data that came on a port after its part was over, dropped
+    bool timed_out = false;
+    bool evicted = false;    ///< closed early to make room for a newer scan
+    double first_message_s = 0.0;
+    double last_message_s = 0.0;
+  };
+  Arrivals take(std::uint32_t scan);
+  /// Messages that came for `scan` after it ended.
+  std::uint64_t late(std::uint32_t scan) const;
+  /// Scans evicted so far.
+  std::uint64_t evicted() const;
+
+  /// Progress of the scans being received, for status: (scan, received, expected or -1 if an
+  /// info is missing, over for every receiver).
+  struct Progress {
+    std::uint32_t scan = 0;
+    std::uint64_t received = 0;
+    std::int64_t expected = -1;
+    bool arrived = false;
+  };
+  std::vector<Progress> progress() const;
+
+ private:
+  struct Scan {
+    std::uint64_t opened = 0;  ///< arrival order
+    std::uint32_t scan_x = 0;
+    std::uint32_t scan_y = 0;
+    std::vector<std::string> routing;
+    std::vector<std::int64_t> expected;
+    std::vector<std::uint64_t> received;
+    std::vector<bool> over;
+    std::uint64_t bytes = 0;
+    std::uint64_t late = 0;
+    bool timed_out = false;
+    bool evicted = false;
+    std::vector<Clock::time_point> heard;  ///< per port: the last message of the scan
+    double first_message_s = 0.0;
+    double last_message_s = 0.0;
+
+    bool all_over() const;
+  };
+  /// The scan, opened if new (evicting one if needed); null if the tracker is full.
+  Scan* scan_locked(std::uint32_t scan, std::uint32_t receiver, std::uint32_t scan_x, std::uint32_t scan_y);
+  void evict_oldest_live_locked();
+  bool finished_locked(std::uint32_t scan) const;
+
+  std::uint32_t receivers_;
+  std::chrono::milliseconds timeout_;
+  std::size_t max_open_scans_;
+  mutable std::mutex mutex_;
+  std::map<std::uint32_t, Scan> scans_;
+  std::uint64_t opened_ = 0;
+  std::uint64_t evicted_ = 0;
+  // Finished scans (bounded) and the late messages each got.
+  std::map<std::uint32_t, std::uint64_t> finished_;
+  std::deque<std::uint32_t> finished_order_;
+};
+
+}  // namespace sectorflow::nodegroup

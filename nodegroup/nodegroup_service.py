@@ -1,0 +1,373 @@
+"""The NodeGroup service of one MPI rank: G NodeGroups, their kvstore presence, the gather to rank 0.
+
+``sectorflow nodegroup`` runs one :class:`NodeGroupService` per rank (one rank per node). Each
+NodeGroup (:class:`LocalGroup`):
+
+- binds one PULL socket per aggregator thread on ``[nodegroup] host`` (ports chosen by the OS),
+- registers ``nodegroups/<uid>`` (a ``NodeGroupRecord``: uid, host, ports, node, rank, status)
+  with ``[kvstore] ttl_s``, refreshed by the kvstore client while it lives,
+- publishes ``status/nodegroup/<uid>`` (a ``ServiceStatus``) on every state change and at most
+  every ``STATUS_INTERVAL_S`` while receiving or refusing messages: state (``idle``, ``receiving``, ``counting``,
+  ``writing`` (rank 0 while it writes a file), ``done``), scan, messages, bytes, and the extra
+  fields received / expected (current scan; -1 until every count came), frames_complete,
+  frames_incomplete, pool_slots_in_use, pool_bytes, what it refused (``malformed`` and
+  ``malformed_<kind>``, the kinds of ``sectorflow.protocol.REFUSAL_KINDS``), late_messages,
+  duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, and on rank 0 last_file,
+- logs the first refused message of each kind once, and with each scan's summary line the
+  messages refused since the previous scan,
+- hands every finished scan to rank 0 (MPI point-to-point, never a collective per scan, so ranks
+  whose NodeGroups are not in a scan's routing list never wait for it).
+
+Rank 0 writes ``FOURD_<scan:010d>_counted.h5`` (gather.py). On SIGTERM/SIGINT or when
+``duration_s`` has passed, every rank stops its NodeGroups, sends rank 0 a goodbye, and closes its
+kvstore client, which deletes its keys; rank 0 writes what it holds and exits last.
+
+The UID of a NodeGroup is ``<node>-<pid>-r<rank>-g<index>``: unique per process and group.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sectorflow._core.nodegroup import NodeGroup, NodeGroupSettings, ThresholdSettings
+from sectorflow.configs import Config
+from sectorflow.errors import SectorflowError
+from sectorflow.kvstore import Client, NodeGroupRecord, ServiceStatus, nodegroup_key, status_key
+from sectorflow.protocol import refusal_fields
+
+from sectorflow.counting import make_calibration
+from .gather import GroupResult, ScanGatherer
+
+log = logging.getLogger(__name__)
+
+#: Seconds between status publications while a scan is in progress.
+STATUS_INTERVAL_S = 0.5
+#: Seconds each loop waits for a finished scan (the loop's period when idle).
+LOOP_WAIT_S = 0.05
+#: MPI tags of the point-to-point messages to rank 0.
+TAG_RESULT = 71
+TAG_BYE = 72
+#: Seconds rank 0 waits for the other ranks' goodbyes when stopping.
+BYE_TIMEOUT_S = 10.0
+
+#: NodeGroup counters published as they are in ``status/nodegroup/<uid>``.
+PUBLISHED_COUNTERS = ("frames_complete", "frames_incomplete", "pool_slots_in_use", "pool_bytes", "late_messages",
+                      "duplicate_sectors", "evicted_frames", "scans_timed_out", "scans_evicted")
+
+STATE_IDLE = "idle"
+STATE_RECEIVING = "receiving"
+STATE_COUNTING = "counting"
+STATE_WRITING = "writing"
+STATE_DONE = "done"
+
+
+@dataclass(frozen=True)
+class ServiceOptions:
+    """What the command line may override over the configuration."""
+
+    groups_per_rank: int
+    counting_threads: int
+    output_dir: Path
+    duration_s: float = 0.0  # 0: until stopped
+
+
+def options_from(config: Config, groups_per_rank: int | None = None, threads: int | None = None,
+                 output: str | os.PathLike[str] | None = None, duration_s: float = 0.0) -> ServiceOptions:
+    """The service options: the ``[nodegroup]`` table, overridden by what is given."""
+    ng = config.nodegroup
+    groups = ng.groups_per_rank if groups_per_rank is None else groups_per_rank
+    counting = ng.counting_threads if threads is None else threads
+    if groups < 1:
+        raise SectorflowError(f"--groups-per-rank {groups}: need at least 1 NodeGroup per rank")
+    if counting < 1:
+        raise SectorflowError(f"--threads {counting}: need at least 1 counting thread per NodeGroup")
+    if duration_s < 0:
+        raise SectorflowError(f"--duration {duration_s:g}: must be positive (or 0 for until stopped)")
+    return ServiceOptions(groups, counting, Path(output if output is not None else ng.output_dir), duration_s)
+
+
+def _load_map(path: str, key: str) -> np.ndarray | None:
+    if not path:
+        return None
+    try:
+        return np.load(path)
+    except (OSError, ValueError) as error:
+        raise SectorflowError(f"[counting] {key} = {path!r}: cannot load a .npy array ({error})") from None
+
+
+def settings_from(config: Config, uid: str, counting_threads: int, count: bool = True) -> NodeGroupSettings:
+    """The C++ settings of one NodeGroup from the configuration.
+
+    ``count=False`` assembles frames without counting them (the transport benchmark's data path).
+
+    :raises SectorflowError: a dark reference or gain file that cannot be loaded or does not fit.
+    :raises NodeGroupError: settings the NodeGroup cannot work with.
+    """
+    d, c, ng = config.detector, config.counting, config.nodegroup
+    dark = _load_map(c.dark_reference, "dark_reference")
+    gain = _load_map(c.gain, "gain")
+    calibration = None
+    if dark is not None or gain is not None:
+        calibration = make_calibration((d.frame_rows, d.frame_cols), dark, gain)
+    return NodeGroupSettings(
+        uid=uid, host=ng.host, geometry=config.geometry(), receivers=config.n_receivers,
+        producer_threads=[receiver.threads for receiver in config.receivers],
+        counting_threads=counting_threads, recv_hwm=ng.recv_hwm, pool_frames=ng.pool_frames,
+        scan_timeout_s=ng.scan_timeout_s,
+        thresholds=ThresholdSettings(
+            sample_frames=c.threshold_sample_frames, background_sigma=c.background_sigma,
+            xray_sigma=c.xray_sigma, background_threshold=c.background_threshold, xray_threshold=c.xray_threshold,
+        ),
+        calibration=calibration,
+        count=count,
+        max_scan_positions=config.limits.max_scan_positions,
+        max_open_scans=config.limits.max_open_scans,
+    )
+
+
+def advertised_host(bind_host: str) -> str:
+    """The address others connect to: the bind host, or this node's name for a wildcard."""
+    return socket.gethostname() if bind_host in ("0.0.0.0", "*", "::") else bind_host
+
+
+class LocalGroup:
+    """One NodeGroup of this rank with its registration and status in the kvstore.
+
+    :param config: the configuration.
+    :param client: the rank's kvstore client (owns the keys: closing it deregisters).
+    :param uid: the NodeGroup's uid.
+    :param rank: MPI rank.
+    :param counting_threads: counting threads of the NodeGroup.
+    """
+
+    def __init__(self, config: Config, client: Client, uid: str, rank: int, counting_threads: int) -> None:
+        self.config = config
+        self.client = client
+        self.uid = uid
+        self.rank = rank
+        self.host = advertised_host(config.nodegroup.host)
+        self.node = socket.gethostname()
+        self.group = NodeGroup(settings_from(config, uid, counting_threads))
+        self.state = ""
+        self.scan = 0
+        self.last_file = ""
+        self._published = 0.0
+        self._published_refused = 0
+        self._logged_kinds: set[str] = set()
+        self._refused_before = 0  # refusals counted up to the previous scan's summary
+        self.transition(STATE_IDLE)
+
+    @property
+    def ports(self) -> list[int]:
+        return list(self.group.ports)
+
+    def record(self) -> NodeGroupRecord:
+        return NodeGroupRecord(uid=self.uid, host=self.host, ports=self.ports, node=self.node, rank=self.rank,
+                               status=self.state)
+
+    def transition(self, state: str) -> None:
+        """Enter ``state``: log it, update the registration and publish the status."""
+        if state == self.state:
+            return
+        log.info("nodegroup %s: %s -> %s (scan %d)", self.uid, self.state or "start", state, self.scan)
+        self.state = state
+        self.client.set(nodegroup_key(self.uid), self.record().encode(), self.config.kvstore.ttl_s)
+        self.publish()
+
+    def publish(self) -> None:
+        """Publish ``status/nodegroup/<uid>`` now."""
+        counters = self.group.counters()
+        progress = [p for p in self.group.progress() if p.scan == self.scan]
+        extra: dict[str, Any] = {
+            "received": int(progress[0].received) if progress else 0,
+            "expected": int(progress[0].expected) if progress else 0,
+            "rank": self.rank,
+            **{key: int(counters[key]) for key in PUBLISHED_COUNTERS},
+            **refusal_fields(counters["malformed"]),
+        }
+        if self.last_file:
+            extra["last_file"] = self.last_file
+        status = ServiceStatus(state=self.state, scan=self.scan, messages=int(counters["messages"]),
+                               bytes=int(counters["bytes"]), extra=extra)
+        self.client.set(status_key("nodegroup", self.uid), status.encode(), self.config.kvstore.ttl_s)
+        self._published = time.monotonic()
+        self._published_refused = extra["malformed"]
+
+    def poll(self, timeout_s: float) -> GroupResult | None:
+        """Wait up to ``timeout_s`` for a finished scan; update the state and status meanwhile."""
+        result = self.group.wait_scan(timeout_s)
+        self._log_new_refusals()
+        if result is not None:
+            self.scan = result.scan_number
+            part = GroupResult.from_scan_result(result, self.uid, self.rank, self.host)
+            refused = self._refused_total()
+            since = refused - self._refused_before
+            self._refused_before = refused
+            log.info("%s%s", part.describe(),
+                     f"; {since} messages refused since the previous scan (malformed_* in its status)" if since else "")
+            self.transition(STATE_DONE)
+            self.publish()  # the scan number changed even if the state did not
+            return part
+        progress = self.group.progress()
+        if progress:
+            self.scan = max(p.scan for p in progress)
+        if any(not p.arrived for p in progress):
+            self.transition(STATE_RECEIVING)
+        elif progress or self.group.scans_counting:
+            self.transition(STATE_COUNTING)
+        # Refusals come whatever the state (a peer sends bad input to an idle NodeGroup): they are
+        # published too, at the same bounded rate.
+        busy = self.state in (STATE_RECEIVING, STATE_COUNTING) or self._refused_total() != self._published_refused
+        if busy and time.monotonic() - self._published >= STATUS_INTERVAL_S:
+            self.publish()
+        return None
+
+    def _refused_total(self) -> int:
+        return int(sum(self.group.counters()["malformed"].values()))
+
+    def _log_new_refusals(self) -> None:
+        """Log the first refused message of each kind, once: the counters say how many followed."""
+        for kind, what in self.group.counters()["first_malformed"].items():
+            if kind not in self._logged_kinds:
+                self._logged_kinds.add(kind)
+                log.warning("nodegroup %s: refused a message (%s): %s; further ones of this kind are only counted "
+                            "(status/nodegroup/%s malformed_%s)", self.uid, kind, what, self.uid, kind)
+
+    def stop(self) -> None:
+        self.group.stop()
+
+
+class NodeGroupService:
+    """The NodeGroups of one MPI rank and, on rank 0, the writing of the scan files.
+
+    :param config: the configuration.
+    :param options: groups per rank, counting threads, output directory, duration.
+    :param comm: an mpi4py communicator (``MPI.COMM_WORLD``).
+    """
+
+    def __init__(self, config: Config, options: ServiceOptions, comm: Any) -> None:
+        self.config = config
+        self.options = options
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.client = Client.from_config(config, name=f"nodegroup-r{self.rank}")
+        self.groups: list[LocalGroup] = []
+        self.gatherer: ScanGatherer | None = None
+
+    def start(self) -> list[str]:
+        """Bind and register this rank's NodeGroups; learn every rank's uids. Returns all uids."""
+        node = socket.gethostname()
+        for index in range(self.options.groups_per_rank):
+            uid = f"{node}-{os.getpid()}-r{self.rank}-g{index}"
+            self.groups.append(LocalGroup(self.config, self.client, uid, self.rank, self.options.counting_threads))
+            log.info("nodegroup %s: listening on %s ports %s", uid, self.groups[-1].host, self.groups[-1].ports)
+        job_uids = sorted(uid for uids in self.comm.allgather([g.uid for g in self.groups]) for uid in uids)
+        if self.rank == 0:
+            d = self.config.detector
+            thresholds = self.groups[0].group.settings.thresholds
+            self.gatherer = ScanGatherer(
+                job_uids, self.options.output_dir, (d.frame_rows, d.frame_cols),
+                gather_timeout_s=2 * self.config.nodegroup.scan_timeout_s + 5.0,
+                counting={
+                    "dark_reference_applied": bool(self.config.counting.dark_reference),
+                    "gain_applied": bool(self.config.counting.gain),
+                    "row_dark": "none",
+                    "threshold_sample_frames": thresholds.sample_frames,
+                },
+            )
+            log.info("job of %d ranks, %d NodeGroups; files go to %s", self.size, len(job_uids),
+                     self.options.output_dir)
+        return job_uids
+
+    def run(self, stop: threading.Event) -> int:
+        """Serve scans until ``stop`` is set or the duration has passed; then leave cleanly."""
+        deadline = time.monotonic() + self.options.duration_s if self.options.duration_s else None
+        try:
+            while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+                self._step(LOOP_WAIT_S / len(self.groups))
+        finally:
+            self._leave()
+        return 0
+
+    def _step(self, wait_s: float) -> None:
+        for group in self.groups:
+            part = group.poll(wait_s)
+            if part is None:
+                continue
+            if self.rank == 0:
+                assert self.gatherer is not None
+                self.gatherer.add(part)
+            else:
+                self.comm.send(part, dest=0, tag=TAG_RESULT)
+        if self.rank == 0:
+            self._receive()
+            self._write_ready()
+
+    def _receive(self) -> int:
+        """Take the parts other ranks sent; returns the goodbyes among them."""
+        from mpi4py import MPI
+
+        byes = 0
+        status = MPI.Status()
+        while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
+            message = self.comm.recv(source=status.Get_source(), tag=status.Get_tag())
+            if status.Get_tag() == TAG_BYE:
+                byes += 1
+            else:
+                assert self.gatherer is not None
+                self.gatherer.add(message)
+        return byes
+
+    def _write_ready(self, flush: bool = False) -> None:
+        assert self.gatherer is not None
+        for scan_number in self.gatherer.ready(flush=flush):
+            for group in self.groups:
+                group.scan = scan_number
+                group.transition(STATE_WRITING)
+            try:
+                path = self.gatherer.write(scan_number)
+            except SectorflowError as error:
+                log.error("%s", error)
+                continue
+            for group in self.groups:
+                group.last_file = str(path)
+                group.transition(STATE_DONE)
+                group.publish()
+
+    def _leave(self) -> None:
+        for group in self.groups:
+            group.stop()
+            # Scans finished before the stop still reach their file.
+            while (result := group.group.wait_scan(0.0)) is not None:
+                part = GroupResult.from_scan_result(result, group.uid, self.rank, group.host)
+                if self.rank == 0:
+                    assert self.gatherer is not None
+                    self.gatherer.add(part)
+                else:
+                    self.comm.send(part, dest=0, tag=TAG_RESULT)
+        if self.rank != 0:
+            self.comm.send(None, dest=0, tag=TAG_BYE)
+        else:
+            byes, deadline = 0, time.monotonic() + BYE_TIMEOUT_S
+            while byes < self.size - 1 and time.monotonic() < deadline:
+                byes += self._receive()
+                time.sleep(LOOP_WAIT_S)  # polling period of the goodbye wait
+            if byes < self.size - 1:
+                log.warning("stopping without the goodbye of %d ranks", self.size - 1 - byes)
+            # Scans still waiting for parts are written with the missing NodeGroups recorded.
+            self._write_ready(flush=True)
+        self.client.close()
+        log.info("deregistered %d NodeGroups; bye", len(self.groups))
+
+
+__all__ = ["LocalGroup", "NodeGroupService", "ServiceOptions", "options_from", "settings_from"]

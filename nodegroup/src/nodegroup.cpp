@@ -1,0 +1,139 @@
+#include "sectorflow/nodegroup/nodegroup.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace sectorflow::nodegroup {
+namespace {
+
+double wall_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+NodeGroupSettings completed(NodeGroupSettings settings) {
+  settings.validate();
+  if (!settings.calibration) {
+    settings.calibration =
+        std::make_shared<counting::Calibration>(counting::FrameShape{settings.geometry.frame_rows, settings.geometry.frame_cols});
+  }
+  return settings;
+}
+
+template <typename T>
+void append(std::vector<T>& to, const std::vector<T>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
+void merge(ScanResult& into, ScanResult&& part) {
+  if (into.scan_x == 0) {
+    into.scan_x = part.scan_x;
+    into.scan_y = part.scan_y;
+  }
+  const std::uint64_t base = into.events.size();
+  append(into.positions, part.positions);
+  append(into.events, part.events);
+  for (std::size_t i = 1; i < part.offsets.size(); ++i) into.offsets.push_back(base + part.offsets[i]);
+  append(into.incomplete_positions, part.incomplete_positions);
+  for (auto& sectors : part.incomplete_missing_sectors) into.incomplete_missing_sectors.push_back(std::move(sectors));
+  into.uncounted_frames += part.uncounted_frames;
+  into.late_messages += part.late_messages;
+  into.duplicate_sectors += part.duplicate_sectors;
+  into.evicted_frames += part.evicted_frames;
+  into.frames_complete += part.frames_complete;
+  into.frames_incomplete += part.frames_incomplete;
+}
+
+}  // namespace
+
+NodeGroup::NodeGroup(NodeGroupSettings settings)
+    : settings_(completed(std::move(settings))),
+      tracker_(settings_.receivers, std::chrono::milliseconds(static_cast<long>(settings_.scan_timeout_s * 1000.0)),
+               settings_.max_open_scans),
+      context_(static_cast<int>(std::min<std::uint32_t>(settings_.receivers, 4))) {
+  std::vector<std::string> endpoints;
+  WorkerHooks hooks{[this](std::uint32_t scan) { return sampler(scan); },
+                    [this](std::uint32_t scan, ScanResult&& part) { worker_finished(scan, std::move(part)); }};
+  for (std::uint32_t c = 0; c < settings_.counting_threads; ++c) {
+    endpoints.push_back("inproc://counting-" + std::to_string(c) + "-from-");
+    workers_.push_back(std::make_unique<CountingWorker>(context_, endpoints.back(), settings_, counters_, hooks));
+    counters_.pool_slots += workers_.back()->pool_slots();
+    counters_.pool_bytes += workers_.back()->pool_bytes();
+  }
+  for (std::uint32_t r = 0; r < settings_.receivers; ++r) {
+    receivers_.push_back(std::make_unique<Receiver>(context_, settings_, r, endpoints, tracker_, counters_));
+    ports_.push_back(receivers_.back()->port());
+  }
+  for (auto& worker : workers_) threads_.emplace_back([this, w = worker.get()] { w->run(stop_); });
+  for (auto& receiver : receivers_) threads_.emplace_back([this, r = receiver.get()] { r->run(stop_); });
+}
+
+NodeGroup::~NodeGroup() { stop(); }
+
+NodeGroupCounterValues NodeGroup::counters() const {
+  NodeGroupCounterValues values = counters_.values();
+  values.scans_evicted = tracker_.evicted();
+  return values;
+}
+
+void NodeGroup::stop() {
+  stop_.store(true);
+  for (std::thread& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+  ready_changed_.notify_all();
+}
+
+std::optional<ScanResult> NodeGroup::wait_scan(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  ready_changed_.wait_for(lock, timeout, [this] { return !ready_.empty() || stop_.load(); });
+  if (ready_.empty()) return std::nullopt;
+  ScanResult result = std::move(ready_.front());
+  ready_.pop_front();
+  return result;
+}
+
+std::size_t NodeGroup::scans_counting() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pending_.size();
+}
+
+std::shared_ptr<ThresholdSampler> NodeGroup::sampler(std::uint32_t scan) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& sampler = samplers_[scan];
+  if (!sampler) sampler = std::make_shared<ThresholdSampler>(settings_.thresholds, settings_.calibration);
+  return sampler;
+}
+
+void NodeGroup::worker_finished(std::uint32_t scan, ScanResult&& part) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& [parts, result] = pending_[scan];
+  if (parts == 0) result.scan_number = scan;
+  merge(result, std::move(part));
+  if (++parts < settings_.counting_threads) return;
+
+  ScanTracker::Arrivals arrivals = tracker_.take(scan);
+  result.routing = std::move(arrivals.routing);
+  result.expected = std::move(arrivals.expected);
+  result.received = std::move(arrivals.received);
+  result.bytes = arrivals.bytes;
+  result.timed_out = arrivals.timed_out;
+  result.evicted = arrivals.evicted;
+  result.late_messages += arrivals.late;
+  result.first_message_s = arrivals.first_message_s;
+  result.last_message_s = arrivals.last_message_s;
+  const auto sampler = samplers_.find(scan);
+  if (sampler != samplers_.end()) {
+    result.thresholds_known = sampler->second->decided() && sampler->second->options().has_value();
+    result.statistics = sampler->second->statistics();
+    result.threshold_error = sampler->second->error();
+    samplers_.erase(sampler);
+  }
+  result.finished_s = wall_s();
+  counters_.scans_finished.fetch_add(1, std::memory_order_relaxed);
+  if (result.timed_out) counters_.scans_timed_out.fetch_add(1, std::memory_order_relaxed);
+  ready_.push_back(std::move(result));
+  pending_.erase(scan);
+  ready_changed_.notify_all();
+}
+
+}  // namespace sectorflow::nodegroup

@@ -1,0 +1,176 @@
+#include "sectorflow/nodegroup/scan_tracker.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace sectorflow::nodegroup {
+namespace {
+
+// Finished scans remembered to recognise late messages.
+constexpr std::size_t kFinishedRemembered = 1024;
+
+double wall_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+ScanTracker::ScanTracker(std::uint32_t receivers, std::chrono::milliseconds timeout, std::size_t max_open_scans)
+    : receivers_(receivers), timeout_(timeout), max_open_scans_(std::max<std::size_t>(max_open_scans, 1)) {}
+
+bool ScanTracker::Scan::all_over() const { return std::all_of(over.begin(), over.end(), [](bool b) { return b; }); }
+
+ScanTracker::Scan* ScanTracker::scan_locked(std::uint32_t scan, std::uint32_t receiver, std::uint32_t scan_x,
+                                            std::uint32_t scan_y) {
+  const Clock::time_point now = Clock::now();
+  auto it = scans_.find(scan);
+  if (it == scans_.end()) {
+    if (scans_.size() >= 2 * max_open_scans_) return nullptr;
+    const auto live = std::count_if(scans_.begin(), scans_.end(),
+                                    [](const auto& entry) { return !entry.second.evicted && !entry.second.all_over(); });
+    if (static_cast<std::size_t>(live) >= max_open_scans_) evict_oldest_live_locked();
+    it = scans_.try_emplace(scan).first;
+    Scan& s = it->second;
+    s.opened = ++opened_;
+    s.scan_x = scan_x;
+    s.scan_y = scan_y;
+    s.expected.assign(receivers_, -1);
+    s.received.assign(receivers_, 0);
+    s.over.assign(receivers_, false);
+    s.heard.assign(receivers_, now);  // a port that never hears of the scan times out from its start
+    s.first_message_s = wall_s();
+  }
+  Scan& s = it->second;
+  if (s.scan_x != scan_x || s.scan_y != scan_y) return &s;  // the caller refuses the message
+  s.heard[receiver] = now;
+  s.last_message_s = wall_s();
+  return &s;
+}
+
+void ScanTracker::evict_oldest_live_locked() {
+  Scan* oldest = nullptr;
+  for (auto& [number, s] : scans_) {
+    if (!s.evicted && !s.all_over() && (oldest == nullptr || s.opened < oldest->opened)) oldest = &s;
+  }
+  if (oldest == nullptr) return;
+  oldest->evicted = true;  // every receiver ends its part at its next expire()
+  ++evicted_;
+}
+
+bool ScanTracker::finished_locked(std::uint32_t scan) const { return finished_.count(scan) != 0; }
+
+ScanTracker::Arrival ScanTracker::on_data(std::uint32_t scan, std::uint32_t receiver, std::uint64_t bytes,
+                                          std::uint32_t scan_x, std::uint32_t scan_y) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (finished_locked(scan)) {
+    ++finished_[scan];
+    return Arrival::kLate;
+  }
+  Scan* s = scan_locked(scan, receiver, scan_x, scan_y);
+  if (s == nullptr) return Arrival::kFull;
+  if (s->scan_x != scan_x || s->scan_y != scan_y) return Arrival::kMismatch;
+  if (s->over[receiver]) {
+    ++s->late;
+    return Arrival::kLate;
+  }
+  ++s->received[receiver];
+  s->bytes += bytes;
+  if (s->expected[receiver] >= 0 && s->received[receiver] >= static_cast<std::uint64_t>(s->expected[receiver])) {
+    s->over[receiver] = true;
+    return Arrival::kLast;
+  }
+  return Arrival::kAccepted;
+}
+
+ScanTracker::Arrival ScanTracker::on_info(std::uint32_t scan, std::uint32_t receiver, std::uint64_t expected,
+                                          std::vector<std::string> routing, std::uint32_t scan_x,
+                                          std::uint32_t scan_y) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (finished_locked(scan)) return Arrival::kLate;
+  Scan* s = scan_locked(scan, receiver, scan_x, scan_y);
+  if (s == nullptr) return Arrival::kFull;
+  if (s->scan_x != scan_x || s->scan_y != scan_y) return Arrival::kMismatch;
+  if (s->over[receiver]) return Arrival::kLate;
+  s->expected[receiver] = static_cast<std::int64_t>(expected);
+  s->routing = std::move(routing);
+  if (s->received[receiver] >= expected) {
+    s->over[receiver] = true;
+    return Arrival::kLast;
+  }
+  return Arrival::kAccepted;
+}
+
+std::vector<std::uint32_t> ScanTracker::expire(std::uint32_t receiver, Clock::time_point now) {
+  std::vector<std::uint32_t> expired;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [number, s] : scans_) {
+    if (!s.over[receiver] && (s.evicted || now - s.heard[receiver] >= timeout_)) {
+      s.over[receiver] = true;
+      s.timed_out = true;
+      expired.push_back(number);
+    }
+  }
+  return expired;
+}
+
+ScanTracker::Arrivals ScanTracker::take(std::uint32_t scan) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Arrivals out;
+  const auto it = scans_.find(scan);
+  if (it != scans_.end()) {
+    Scan& s = it->second;
+    out.routing = std::move(s.routing);
+    out.expected = std::move(s.expected);
+    out.received = std::move(s.received);
+    out.bytes = s.bytes;
+    out.late = s.late;
+    out.timed_out = s.timed_out;
+    out.evicted = s.evicted;
+    out.first_message_s = s.first_message_s;
+    out.last_message_s = s.last_message_s;
+    scans_.erase(it);
+  }
+  if (finished_.emplace(scan, 0).second) {
+    finished_order_.push_back(scan);
+    if (finished_order_.size() > kFinishedRemembered) {
+      finished_.erase(finished_order_.front());
+      finished_order_.pop_front();
+    }
+  }
+  return out;
+}
+
+std::uint64_t ScanTracker::late(std::uint32_t scan) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = finished_.find(scan);
+  return it == finished_.end() ? 0 : it->second;
+}
+
+std::uint64_t ScanTracker::evicted() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return evicted_;
+}
+
+std::vector<ScanTracker::Progress> ScanTracker::progress() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Progress> out;
+  for (const auto& [number, s] : scans_) {
+    Progress p;
+    p.scan = number;
+    p.arrived = s.all_over();
+    std::int64_t expected = 0;
+    for (std::uint32_t r = 0; r < receivers_; ++r) {
+      p.received += s.received[r];
+      if (s.expected[r] < 0) {
+        expected = -1;
+      } else if (expected >= 0) {
+        expected += s.expected[r];
+      }
+    }
+    p.expected = expected;
+    out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace sectorflow::nodegroup

@@ -1,0 +1,96 @@
+"""``sectorflow demo``: the whole pipeline on one machine, one scan, a summary and a picture.
+
+Starts the local stack (kvstore, aggregator, NodeGroups under mpiexec, one producer per receiver),
+asks for a simulated scan, waits for its HDF5 file while showing progress, prints the summary,
+writes the overview PNG and stops everything, also when interrupted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sectorflow.configs import Config
+from sectorflow.counting import read_counted_scan
+from sectorflow.errors import SectorflowError, require
+from sectorflow.kvstore import SERVICE_NODEGROUP, SERVICE_PRODUCER, Client
+from sectorflow.nodegroup import scan_file_name
+from sectorflow.producer import publish_request
+
+from .images import write_overview_png
+from .stack import start_stack
+from .summary import ScanSummary, summarize
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    scan_x: int = 128
+    scan_y: int = 128
+    ranks: int = 2
+    run_dir: Path = Path("runs/demo")
+    output_dir: Path | None = None  # default: [nodegroup] output_dir
+    png: bool = True
+    ready_timeout_s: float = 120.0
+    scan_timeout_s: float = 600.0
+
+
+def run_demo(config: Config, options: DemoOptions) -> ScanSummary:
+    """Run one simulated scan through the whole local pipeline; returns its summary."""
+    if options.png:
+        require("matplotlib", "plot", "to draw the scan's PNG (or run the demo with --no-png)")  # before, not after, the scan
+    output_dir = (options.output_dir or Path(config.nodegroup.output_dir)).resolve()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    supervisor = start_stack(config, options.run_dir, options.ranks, output_dir, True, options.ready_timeout_s)
+    try:
+        with Client.from_config(config, name="demo") as client:
+            scan_number = _next_scan_number(output_dir)
+            total = options.scan_x * options.scan_y * config.n_receivers
+            log.info("scan %d: acquiring %d x %d positions (%d sectors)", scan_number, options.scan_x,
+                     options.scan_y, total)
+            started = time.monotonic()
+            publish_request(client, config, scan_number, options.scan_x, options.scan_y, config.simulator.rate_hz)
+            path = _wait_for_file(client, output_dir, scan_number, total, started, options.scan_timeout_s,
+                                  supervisor.check)
+            seconds = time.monotonic() - started
+    finally:
+        supervisor.stop_all()
+    counted = read_counted_scan(path)
+    png = write_overview_png(counted, path.with_suffix(".png"), f"sectorflow scan {scan_number}") if options.png else None
+    return summarize(config, scan_number, counted, path, seconds, png)
+
+
+def _next_scan_number(output_dir: Path) -> int:
+    """One past the highest scan already counted in ``output_dir`` (1 for an empty one)."""
+    numbers = [0]
+    for path in output_dir.glob(scan_file_name(0).replace("0" * 10, "*")):
+        digits = path.name.split("_")[1]
+        if digits.isdigit():
+            numbers.append(int(digits))
+    return max(numbers) + 1
+
+
+def _wait_for_file(client: Client, output_dir: Path, scan_number: int, total_sectors: int, started: float,
+                   timeout_s: float, check) -> Path:
+    last_report = started
+    while True:
+        check()
+        path = output_dir / scan_file_name(scan_number)
+        if path.exists():
+            return path
+        now = time.monotonic()
+        if now - started > timeout_s:
+            raise SectorflowError(f"scan {scan_number}: no HDF5 file in {output_dir} after {timeout_s:.0f} s; "
+                                  "see the service logs in the run directory")
+        if now - last_report >= 2.0:
+            sent = sum(s.messages for (_, _), s in client.statuses(SERVICE_PRODUCER).items()
+                       if s.scan == scan_number)
+            groups = {name: s.state for (_, name), s in client.statuses(SERVICE_NODEGROUP).items()}
+            log.info("scan %d: %d of %d sectors sent (%.0f%%), NodeGroups: %s, %.0f s", scan_number, sent,
+                     total_sectors, 100.0 * sent / total_sectors, ", ".join(sorted(set(groups.values()))) or "-",
+                     now - started)
+            last_report = now
+        time.sleep(0.1)  # polling the output directory against a deadline

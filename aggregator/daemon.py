@@ -20,14 +20,8 @@ from dataclasses import dataclass, field
 from sectorflow._core.aggregator import Aggregator, RelayStats, ScanSummary
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
-from sectorflow.kvstore import (
-    SERVICE_AGGREGATOR,
-    STATE_IDLE,
-    STATE_STREAMING,
-    Client,
-    ServiceStatus,
-    status_key,
-)
+from sectorflow.kvstore import Client
+from sectorflow.protocol import SERVICE_AGGREGATOR, STATE_IDLE, STATE_STREAMING, ServiceStatus, status_key
 from sectorflow.protocol import refusal_fields
 from sectorflow.service import ServiceState, stop_on_signals
 

@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 from sectorflow._core.aggregator import AggregatorOptions
 from sectorflow.configs import Config
-from sectorflow.kvstore import NODEGROUPS_PREFIX, client_options
+from sectorflow.kvstore import client_options
+from sectorflow.protocol import NODEGROUPS_PREFIX
 
 
 def aggregator_options(config: Config, log: Callable[[str], None] | None = None) -> AggregatorOptions:

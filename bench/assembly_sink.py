@@ -22,7 +22,8 @@ import time
 
 from sectorflow.configs import ConfigError, load_config
 from sectorflow.errors import SectorflowError
-from sectorflow.kvstore import Client, NodeGroupRecord, nodegroup_key
+from sectorflow.kvstore import Client
+from sectorflow.protocol import NodeGroupRecord, nodegroup_key
 from sectorflow.nodegroup import NodeGroup, settings_from
 from sectorflow.service import stop_on_signals
 

@@ -29,7 +29,8 @@ from bench.config_file import with_free_ports, write_config
 from bench.processes import ProcessSet
 from bench.proc_stats import rss_kib
 from sectorflow.configs import Config, KvstoreConfig, load_config
-from sectorflow.kvstore import Client, ServiceStatus, client_options, status_key
+from sectorflow.kvstore import Client, client_options
+from sectorflow.protocol import ServiceStatus, status_key
 from sectorflow.waiting import wait_until
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,8 @@ from bench.proc_stats import cpu_seconds
 from bench.programs import build_programs
 from bench.ratios import median, per_gb, ratio
 from sectorflow.configs import Config, ReceiverConfig
-from sectorflow.kvstore import SERVICE_AGGREGATOR, Client, NodeGroupRecord, nodegroup_key, wall_clock_s
+from sectorflow.kvstore import Client
+from sectorflow.protocol import SERVICE_AGGREGATOR, NodeGroupRecord, nodegroup_key, wall_clock_s
 from sectorflow.waiting import wait_until
 
 log = logging.getLogger(__name__)

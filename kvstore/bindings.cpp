@@ -16,7 +16,6 @@ namespace py = pybind11;
 
 namespace sectorflow::bindings {
 
-void bind_kvstore_schema(py::module_& m);  // bindings_schema.cpp
 
 namespace {
 
@@ -314,7 +313,6 @@ void bind_kvstore(py::module_& m) {
   bind_kvmsg(m);
   bind_server(m);
   bind_client(m);
-  bind_kvstore_schema(m);
 }
 
 }  // namespace sectorflow::bindings

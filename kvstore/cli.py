@@ -82,7 +82,7 @@ def run_status(args: argparse.Namespace, config: Config) -> int:
 
 
 def _show(client: Client, address: str, clear: bool) -> None:
-    from sectorflow._core.kvstore import wall_clock_s
+    from sectorflow._core.protocol import wall_clock_s
 
     state = "live" if client.synced() else "SERVER SILENT, last known state"
     title = f"kvstore {address}: sequence {client.sequence()}, {state}"

@@ -15,6 +15,7 @@ from typing import Any
 import msgpack
 
 from sectorflow._core import kvstore as _core
+from sectorflow._core import protocol as _records
 from sectorflow.configs import Config
 
 from .options import client_options
@@ -34,7 +35,7 @@ class Client(_core.Client):
     def __init__(self, options: _core.ClientOptions, name: str = "client") -> None:
         super().__init__(options)
         self._name = name
-        self._bad = _core.BadEntries()
+        self._bad = _records.BadEntries()
         _open_clients.add(self)
 
     @classmethod
@@ -75,28 +76,28 @@ class Client(_core.Client):
         """Every key under ``prefix`` with its value unpacked by msgpack."""
         return {key: msgpack.unpackb(raw, raw=False) for key, raw in self.subtree(prefix).items()}
 
-    def nodegroups(self) -> list[_core.NodeGroupRecord]:
+    def nodegroups(self) -> list[_records.NodeGroupRecord]:
         """The usable registered NodeGroups, sorted by uid (the routing order).
 
         A registration that does not decode is skipped, never raised: it is logged once (see
         ``bad_records``) and the others are returned.
         """
-        listing = _core.nodegroups_from(self.subtree(_core.NODEGROUPS_PREFIX))
-        self._report(_core.NODEGROUPS_PREFIX, listing.rejected)
+        listing = _records.nodegroups_from(self.subtree(_records.NODEGROUPS_PREFIX))
+        self._report(_records.NODEGROUPS_PREFIX, listing.rejected)
         return listing.records
 
-    def statuses(self, service: str = "") -> dict[tuple[str, str], _core.ServiceStatus]:
+    def statuses(self, service: str = "") -> dict[tuple[str, str], _records.ServiceStatus]:
         """``(service, name) -> ServiceStatus`` of one service, or of all for ``service=""``.
 
         A status that does not decode (or whose key is not ``status/<service>/<name>``) is skipped,
         never raised: it is logged once (see ``bad_records``) and the others are returned.
         """
-        prefix = _core.status_prefix(service)
+        prefix = _records.status_prefix(service)
         out, rejected = {}, {}
         for key, raw in self.subtree(prefix).items():
             try:
-                out[_core.parse_status_key(key)] = _core.ServiceStatus.decode(raw)
-            except _core.KvstoreError as error:
+                out[_records.parse_status_key(key)] = _records.ServiceStatus.decode(raw)
+            except _records.ProtocolError as error:
                 rejected[key] = str(error)
         self._report(prefix, rejected)
         return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from sectorflow._core import kvstore as _core
+from sectorflow._core import protocol as _records
 
 SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "REFUSED", "EXTRA")
 # The extra fields in which a service counts the messages it refused: "malformed" and
@@ -36,14 +37,14 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
     lines.append("")
     nodegroups = _nodegroup_rows(entries)
     lines.append(_table(NODEGROUP_HEADERS, nodegroups) if nodegroups else "no NodeGroup is registered")
-    request = entries.get(_core.ACQUIRE_REQUEST_KEY)
+    request = entries.get(_records.ACQUIRE_REQUEST_KEY)
     if request is not None:
         lines.append("")
-        lines.append(f"{_core.ACQUIRE_REQUEST_KEY}: {_describe_request(request)}")
+        lines.append(f"{_records.ACQUIRE_REQUEST_KEY}: {_describe_request(request)}")
     invalid = ([row[0] for row in services if row[2] == INVALID]
                + [row[0] for row in nodegroups if row[5].startswith(f"{INVALID}: ")])
     if request is not None and _describe_request(request).startswith(f"{INVALID}:"):
-        invalid.append(_core.ACQUIRE_REQUEST_KEY)
+        invalid.append(_records.ACQUIRE_REQUEST_KEY)
     if invalid:
         lines.append("")
         lines.append(f"{len(invalid)} {'entry does' if len(invalid) == 1 else 'entries do'} not decode "
@@ -54,12 +55,12 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
 def _service_rows(entries: Mapping[str, bytes], now_s: float) -> list[tuple[str, ...]]:
     rows = []
     for key, raw in sorted(entries.items()):
-        if not key.startswith(_core.STATUS_PREFIX):
+        if not key.startswith(_records.STATUS_PREFIX):
             continue
         try:
-            service, name = _core.parse_status_key(key)
-            status = _core.ServiceStatus.decode(raw)
-        except _core.KvstoreError as error:
+            service, name = _records.parse_status_key(key)
+            status = _records.ServiceStatus.decode(raw)
+        except _records.ProtocolError as error:
             rows.append((key, "", INVALID, "", "", "", "", "", str(error)))
             continue
         extra = " ".join(f"{k}={v}" for k, v in sorted(status.extra.items()) if not _is_refusal_field(k))
@@ -88,28 +89,28 @@ def _refusal_lines(entries: Mapping[str, bytes]) -> list[str]:
     """What each kvstore server refused, by kind (the counters of its status): one line per server."""
     lines = []
     for key, raw in sorted(entries.items()):
-        if not key.startswith(_core.status_prefix(_core.SERVICE_KVSTORE)):
+        if not key.startswith(_records.status_prefix(_records.SERVICE_KVSTORE)):
             continue
         try:
-            status = _core.ServiceStatus.decode(raw)
-        except _core.KvstoreError:
+            status = _records.ServiceStatus.decode(raw)
+        except _records.ProtocolError:
             continue  # shown as invalid in the table already
         counts = [f"{kind} {status.extra[kind]}" for kind in _core.REFUSAL_KINDS if kind in status.extra]
         if counts:
-            lines.append(f"{key.removeprefix(_core.STATUS_PREFIX)} refused: {', '.join(counts)}")
+            lines.append(f"{key.removeprefix(_records.STATUS_PREFIX)} refused: {', '.join(counts)}")
     return lines
 
 
 def _nodegroup_rows(entries: Mapping[str, bytes]) -> list[tuple[str, ...]]:
     rows = []
     for key, raw in sorted(entries.items()):
-        if not key.startswith(_core.NODEGROUPS_PREFIX):
+        if not key.startswith(_records.NODEGROUPS_PREFIX):
             continue
         try:
-            record = _core.NodeGroupRecord.decode(raw)
-            if _core.nodegroup_key(record.uid) != key:
-                raise _core.KvstoreError(f"holds the record of uid {record.uid!r}")
-        except _core.KvstoreError as error:
+            record = _records.NodeGroupRecord.decode(raw)
+            if _records.nodegroup_key(record.uid) != key:
+                raise _records.ProtocolError(f"holds the record of uid {record.uid!r}")
+        except _records.ProtocolError as error:
             rows.append((key, "", "", "", "", f"{INVALID}: {error}"))
             continue
         ports = ",".join(str(port) for port in record.ports)
@@ -119,8 +120,8 @@ def _nodegroup_rows(entries: Mapping[str, bytes]) -> list[tuple[str, ...]]:
 
 def _describe_request(raw: bytes) -> str:
     try:
-        request = _core.AcquireRequest.decode(raw)
-    except _core.KvstoreError as error:
+        request = _records.AcquireRequest.decode(raw)
+    except _records.ProtocolError as error:
         return f"{INVALID}: {error}"
     rate = "as fast as possible" if request.rate_hz == 0 else f"{request.rate_hz:g} Hz"
     # The routing decides streaming or fallback for the whole scan: the one thing an operator asks.

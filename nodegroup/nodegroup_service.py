@@ -41,7 +41,8 @@ import numpy as np
 from sectorflow._core.nodegroup import NodeGroup, NodeGroupSettings, ThresholdSettings
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
-from sectorflow.kvstore import Client, NodeGroupRecord, ServiceStatus, nodegroup_key, status_key
+from sectorflow.kvstore import Client
+from sectorflow.protocol import NodeGroupRecord, ServiceStatus, nodegroup_key, status_key
 from sectorflow.protocol import refusal_fields
 
 from sectorflow.counting import make_calibration

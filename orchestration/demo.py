@@ -15,7 +15,8 @@ from pathlib import Path
 from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
 from sectorflow.errors import SectorflowError, require
-from sectorflow.kvstore import SERVICE_NODEGROUP, SERVICE_PRODUCER, Client
+from sectorflow.kvstore import Client
+from sectorflow.protocol import SERVICE_NODEGROUP, SERVICE_PRODUCER
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.producer import publish_request
 

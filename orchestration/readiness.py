@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
-from sectorflow.kvstore import SERVICE_AGGREGATOR, SERVICE_PRODUCER, Client
+from sectorflow.kvstore import Client
+from sectorflow.protocol import SERVICE_AGGREGATOR, SERVICE_PRODUCER
 
 log = logging.getLogger(__name__)
 

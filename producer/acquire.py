@@ -16,7 +16,8 @@ from typing import Any
 from sectorflow.cli import add_config_argument
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
-from sectorflow.kvstore import (
+from sectorflow.kvstore import Client
+from sectorflow.protocol import (
     ACQUIRE_REQUEST_KEY,
     SERVICE_PRODUCER,
     SOURCE_REPLAY,
@@ -24,7 +25,6 @@ from sectorflow.kvstore import (
     STATE_ERROR,
     STATE_FINISHED,
     AcquireRequest,
-    Client,
     ServiceStatus,
     wall_clock_s,
 )

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "bindings.hpp"
-#include "sectorflow/kvstore/bad_entries.hpp"
+#include "sectorflow/protocol/bad_entries.hpp"
 #include "sectorflow/kvstore/client.hpp"
 #include "sectorflow/producer/errors.hpp"
 #include "sectorflow/producer/producer.hpp"

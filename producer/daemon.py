@@ -34,8 +34,8 @@ from sectorflow._core.producer import (
 from sectorflow._core.simulator import Pacer
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
-from sectorflow.kvstore import ACQUIRE_REQUEST_KEY, SOURCE_REPLAY, AcquireRequest, Client, KvstoreError
-from sectorflow.protocol import ProtocolError, check_scan_shape
+from sectorflow.kvstore import Client
+from sectorflow.protocol import ACQUIRE_REQUEST_KEY, SOURCE_REPLAY, AcquireRequest, ProtocolError, check_scan_shape
 from sectorflow.simulator import simulator_from_config
 
 from .options import check_receiver, producer_options
@@ -143,7 +143,7 @@ class ProducerDaemon:
             return
         try:
             request = AcquireRequest.decode(raw)
-        except KvstoreError:
+        except ProtocolError:
             return
         self.acquired.add((request.scan_number, request.source))
         log.info("scan %d: its request predates this producer; not acquired", request.scan_number)
@@ -151,7 +151,7 @@ class ProducerDaemon:
     def _handle(self, value: bytes) -> None:
         try:
             request = AcquireRequest.decode(value)
-        except KvstoreError as error:
+        except ProtocolError as error:
             log.error("%s holds an invalid request, ignored: %s", ACQUIRE_REQUEST_KEY, error)
             return
         try:

@@ -40,6 +40,12 @@ void bind_raw_files(py::module_& m);
 
 }  // namespace
 
+void bind_kvstore_records(py::module_& m);  // bindings_records.cpp
+
+namespace {
+
+}  // namespace
+
 void bind_protocol(py::module_& m) {
   using namespace sectorflow::protocol;
   const auto& protocol_error = py::register_exception<ProtocolError>(
@@ -157,6 +163,7 @@ void bind_protocol(py::module_& m) {
         py::arg("frame"), "Decode and validate an info message; raises ProtocolError naming the key.");
 
   bind_raw_files(m);
+  bind_kvstore_records(m);
 }
 
 namespace {

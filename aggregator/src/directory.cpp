@@ -3,20 +3,20 @@
 #include <utility>
 
 #include "sectorflow/kvstore/errors.hpp"
-#include "sectorflow/kvstore/schema.hpp"
+#include "sectorflow/protocol/records.hpp"
 
 namespace sectorflow::aggregator::detail {
 namespace {
 
 kvstore::ClientOptions nodegroups_only(kvstore::ClientOptions options) {
-  options.subtree = std::string(kvstore::kNodegroupsPrefix);
+  options.subtree = std::string(protocol::kNodegroupsPrefix);
   return options;
 }
 
 }  // namespace
 
 Directory::Directory(kvstore::ClientOptions options) : client_(nodegroups_only(std::move(options))) {
-  client_.on_change(std::string(kvstore::kNodegroupsPrefix),
+  client_.on_change(std::string(protocol::kNodegroupsPrefix),
                     [this](const std::string&, const std::optional<std::string>&) {
                       {
                         const std::lock_guard<std::mutex> lock(mutex_);
@@ -32,9 +32,9 @@ void Directory::close() { client_.close(); }
 
 std::optional<std::string> Directory::endpoint(const std::string& uid, std::size_t thread) const {
   try {
-    const std::optional<std::string> value = client_.get(kvstore::nodegroup_key(uid));
+    const std::optional<std::string> value = client_.get(protocol::nodegroup_key(uid));
     if (!value) return std::nullopt;
-    return kvstore::NodeGroupRecord::decode(*value).endpoint(thread);
+    return protocol::NodeGroupRecord::decode(*value).endpoint(thread);
   } catch (const kvstore::KvstoreError&) {
     // A registration this thread cannot use counts as absent: its messages are lost and counted.
     return std::nullopt;
@@ -42,8 +42,8 @@ std::optional<std::string> Directory::endpoint(const std::string& uid, std::size
 }
 
 void Directory::audit() const {
-  const kvstore::NodeGroupList list = kvstore::nodegroups_from(client_.subtree(std::string(kvstore::kNodegroupsPrefix)));
-  for (const auto& [key, why] : bad_.note(kvstore::kNodegroupsPrefix, list.rejected)) {
+  const protocol::NodeGroupList list = protocol::nodegroups_from(client_.subtree(std::string(protocol::kNodegroupsPrefix)));
+  for (const auto& [key, why] : bad_.note(protocol::kNodegroupsPrefix, list.rejected)) {
     if (client_.options().log) client_.options().log("skipped the registration " + key + ": " + why);
   }
 }

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "sectorflow/kvstore/bad_entries.hpp"
+#include "sectorflow/protocol/bad_entries.hpp"
 #include "sectorflow/kvstore/client.hpp"
 
 namespace sectorflow::aggregator::detail {
@@ -38,7 +38,7 @@ class Directory {
 
  private:
   kvstore::Client client_;
-  mutable kvstore::BadEntries bad_;  // reporting what was read does not change what is known
+  mutable protocol::BadEntries bad_;  // reporting what was read does not change what is known
   std::atomic<std::uint64_t> generation_{0};
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;

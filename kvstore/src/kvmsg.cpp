@@ -7,14 +7,13 @@
 #include <random>
 #include <zmq_addon.hpp>
 
-#include "msgpack_map.hpp"
 #include "sectorflow/kvstore/errors.hpp"
-#include "text.hpp"
+#include "sectorflow/protocol/text.hpp"
 
 namespace sectorflow::kvstore {
 namespace {
 
-using detail::shown;
+using protocol::shown;
 
 std::string about(std::string_view key) { return "kvmsg " + shown(key); }
 
@@ -89,7 +88,7 @@ void check_key(std::string_view key) {
                        std::to_string(kMaxKeyBytes) + " allowed");
   }
   if (is_command_key(key)) throw KvstoreError(about(key) + ": this key is a protocol command word, not a key");
-  if (!detail::valid_utf8(key)) throw KvstoreError(about(key) + ": key is not valid UTF-8; keys are text");
+  if (!protocol::valid_utf8(key)) throw KvstoreError(about(key) + ": key is not valid UTF-8; keys are text");
 }
 
 std::string encode_sequence(std::int64_t sequence) {
@@ -179,14 +178,14 @@ KvMsg decode_kvmsg(const std::vector<std::string_view>& frames) {
   if (frames[kFrameSequence].size() != kSequenceBytes) {
     throw KvstoreError(about(msg.key) + ": " + sequence_size_error(frames[kFrameSequence].size()));
   }
-  if (!detail::valid_utf8(msg.key)) throw KvstoreError(about(msg.key) + ": key is not valid UTF-8; keys are text");
+  if (!protocol::valid_utf8(msg.key)) throw KvstoreError(about(msg.key) + ": key is not valid UTF-8; keys are text");
   msg.sequence = decode_sequence(frames[kFrameSequence]);
   const std::string_view properties = frames[kFrameProperties];
   if (properties.size() > kMaxPropertiesBytes) {
     throw KvstoreError(about(msg.key) + ": properties frame of " + std::to_string(properties.size()) +
                        " bytes, at most " + std::to_string(kMaxPropertiesBytes) + " allowed");
   }
-  if (!detail::valid_utf8(properties)) throw KvstoreError(about(msg.key) + ": properties are not valid UTF-8");
+  if (!protocol::valid_utf8(properties)) throw KvstoreError(about(msg.key) + ": properties are not valid UTF-8");
   msg.properties = parse_properties(properties, about(msg.key));
   const std::string_view uuid = frames[kFrameUuid];
   if (!uuid.empty() && uuid.size() != kUuidBytes) {

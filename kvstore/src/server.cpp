@@ -15,7 +15,7 @@
 #include "map_usage.hpp"
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
-#include "sectorflow/kvstore/schema.hpp"
+#include "sectorflow/protocol/records.hpp"
 #include "sectorflow/kvstore/wakeup.hpp"
 #include "snapshots.hpp"
 
@@ -107,14 +107,14 @@ struct Server::Impl {
   std::map<std::string, Entry> map;
   std::multimap<Clock::time_point, std::string> expiries;  // entries whose key was set again are skipped
   std::int64_t sequence = 0;
-  std::string status_key = kvstore::status_key(kServiceKvstore, options.status_name);
+  std::string own_status_key = protocol::status_key(protocol::kServiceKvstore, options.status_name);
   detail::MapUsage usage;
   detail::SnapshotReplies replies;
   std::vector<zmq::message_t> parts;  // the frames of the message being handled
 
   mutable std::mutex stats_mutex;
   ServerStats stats;
-  std::optional<ServiceStatus> published_status;  // without its time stamp
+  std::optional<protocol::ServiceStatus> published_status;  // without its time stamp
 
   std::string endpoint(int offset) const {
     return "tcp://" + options.bind_host + ":" + std::to_string(options.port + offset);
@@ -215,7 +215,7 @@ struct Server::Impl {
       reject(std::string("update: ") + error.what());
       return;
     }
-    if (msg.key == status_key) {
+    if (msg.key == own_status_key) {
       reject("update: kvmsg '" + msg.key + "': this key belongs to the server, which publishes its status there");
       return;
     }
@@ -315,8 +315,8 @@ struct Server::Impl {
       const std::lock_guard<std::mutex> lock(stats_mutex);
       return stats;
     }();
-    ServiceStatus status;
-    status.state = std::string(kStateServing);
+    protocol::ServiceStatus status;
+    status.state = std::string(protocol::kStateServing);
     status.messages = now.updates;
     status.bytes = now.bytes;
     status.extra["snapshots"] = static_cast<std::int64_t>(now.snapshots);
@@ -326,13 +326,13 @@ struct Server::Impl {
     for (const char* kind : kRefusalKinds) status.extra[kind] = static_cast<std::int64_t>(now.refusals(kind));
     if (published_status == status) return;
     published_status = status;
-    status.updated_s = wall_clock_s();
+    status.updated_s = protocol::wall_clock_s();
     KvMsg msg;
-    msg.key = status_key;
+    msg.key = own_status_key;
     msg.uuid = new_uuid();
     msg.body = status.encode();
     publish(msg);
-    map[status_key] = Entry{std::make_shared<const KvMsg>(std::move(msg)), std::nullopt, {}};
+    map[own_status_key] = Entry{std::make_shared<const KvMsg>(std::move(msg)), std::nullopt, {}};
     count([](ServerStats&) {});
   }
 

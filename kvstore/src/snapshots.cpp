@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "text.hpp"
+#include "sectorflow/protocol/text.hpp"
 
 namespace sectorflow::kvstore::detail {
 
@@ -20,7 +20,7 @@ bool SnapshotReplies::answer(std::string identity, std::vector<std::shared_ptr<c
   const Sent sent = send(identity, reply, now);
   if (sent == Sent::kWhole) return true;
   if (sent == Sent::kPeerGone) {
-    if (dropped_) dropped_("peer " + shown(identity) + " left before its snapshot was sent");
+    if (dropped_) dropped_("peer " + protocol::shown(identity) + " left before its snapshot was sent");
     return false;
   }
   if (waiting_.size() >= max_waiting_) {
@@ -70,7 +70,7 @@ SnapshotReplies::Sent SnapshotReplies::send(const std::string& identity, Reply& 
 }
 
 void SnapshotReplies::drop(std::map<std::string, Reply>::iterator reply, const std::string& why) {
-  const std::string text = "peer " + shown(reply->first) + ": " + why + " (" + std::to_string(reply->second.next) +
+  const std::string text = "peer " + protocol::shown(reply->first) + ": " + why + " (" + std::to_string(reply->second.next) +
                            " of " + std::to_string(reply->second.entries.size() + 1) + " messages sent)";
   waiting_.erase(reply);
   if (dropped_) dropped_(text);

@@ -17,13 +17,13 @@
 #include <tuple>
 #include <vector>
 
-#include <sectorflow/kvstore/bad_entries.hpp>
 #include <sectorflow/kvstore/client.hpp>
 #include <sectorflow/producer/errors.hpp>
 #include <sectorflow/producer/producer.hpp>
 #include <sectorflow/producer/routing.hpp>
 #include <sectorflow/producer/sector_source.hpp>
 #include <sectorflow/producer/sibling_gate.hpp>
+#include <sectorflow/protocol/bad_entries.hpp>
 #include <sectorflow/simulator/simulator.hpp>
 
 namespace {
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     request.scan_x = static_cast<std::uint32_t>(std::stoul(need(args, "--scan-x")));
     request.scan_y = static_cast<std::uint32_t>(std::stoul(need(args, "--scan-y")));
     // Fixed once for all threads, so that they route the scan alike.
-    sectorflow::kvstore::BadEntries bad;  // registrations that do not decode are skipped, logged once
+    sectorflow::protocol::BadEntries bad;  // registrations that do not decode are skipped, logged once
     request.routing = sp::routing_from_replica(client, bad);
 
     const sectorflow::simulator::Simulator simulator(sectorflow::simulator::SimulatorSettings{}, geometry);

@@ -5,9 +5,9 @@
 #include <zmq.hpp>
 
 #include "buffer_pool.hpp"
-#include "sectorflow/kvstore/bad_entries.hpp"
+#include "sectorflow/protocol/bad_entries.hpp"
 #include "sectorflow/kvstore/client.hpp"
-#include "sectorflow/kvstore/schema.hpp"
+#include "sectorflow/protocol/records.hpp"
 #include "sectorflow/producer/errors.hpp"
 #include "sectorflow/producer/routing.hpp"
 #include "sectorflow/protocol/data_message.hpp"
@@ -33,14 +33,14 @@ struct Producer::Impl {
   std::optional<zmq::socket_t> socket;
 
   bool in_scan = false;
-  std::string state = std::string(kvstore::kStateIdle);
+  std::string state = std::string(protocol::kStateIdle);
   ScanRequest request;
   ScanDecision decision;
   std::vector<std::uint8_t> frames;  ///< FrameState per frame of the scan
   std::optional<protocol::RawFileWriter> writer;
   std::chrono::steady_clock::time_point started;
   std::chrono::steady_clock::time_point last_status;
-  kvstore::BadEntries bad_entries;  ///< registrations skipped when routing from the replica
+  protocol::BadEntries bad_entries;  ///< registrations skipped when routing from the replica
 
   explicit Impl(std::size_t sector_bytes) : pool(sector_bytes) {}
 };
@@ -74,7 +74,7 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
     }
     impl_->socket.emplace(std::move(socket));
   }
-  publish(std::string(kvstore::kStateIdle));
+  publish(std::string(protocol::kStateIdle));
 }
 
 Producer::~Producer() = default;
@@ -85,14 +85,14 @@ void Producer::publish(const std::string& state, const std::string& error) {
   impl_->state = state;
   impl_->last_status = std::chrono::steady_clock::now();
   if (kvstore_ == nullptr) return;
-  kvstore::ServiceStatus status;
+  protocol::ServiceStatus status;
   status.state = state;
   status.scan = scan_;
   status.messages = messages_;
   status.bytes = bytes_;
   status.extra["receiver"] = std::int64_t{options_.receiver};
   status.extra["thread"] = std::int64_t{options_.thread_id};
-  if (state != kvstore::kStateIdle || scan_ != 0) {
+  if (state != protocol::kStateIdle || scan_ != 0) {
     status.extra["mode"] = std::string(to_string(impl_->decision.mode));
     status.extra["nodegroups"] = static_cast<std::int64_t>(impl_->decision.routing.size());
     status.extra["announced"] = static_cast<std::int64_t>(impl_->decision.announced);
@@ -102,7 +102,7 @@ void Producer::publish(const std::string& state, const std::string& error) {
   if (const std::uint64_t bad = impl_->bad_entries.count(); bad != 0) {
     status.extra["bad_records"] = static_cast<std::int64_t>(bad);
   }
-  kvstore_->set(kvstore::status_key(kvstore::kServiceProducer, options_.name()), status.encode(),
+  kvstore_->set(protocol::status_key(protocol::kServiceProducer, options_.name()), status.encode(),
                 options_.status_ttl_s);
 }
 
@@ -110,7 +110,7 @@ void Producer::fail(const std::string& error) {
   impl_->in_scan = false;
   impl_->writer.reset();
   try {
-    publish(std::string(kvstore::kStateError), error);
+    publish(std::string(protocol::kStateError), error);
   } catch (const std::exception&) {
     // The original failure is what the caller must see.
   }
@@ -184,7 +184,7 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
   scan_ = request.scan_number;
   messages_ = 0;
   bytes_ = 0;
-  publish(std::string(decision.mode == Mode::kStreaming ? kvstore::kStateStreaming : kvstore::kStateWritingToDisk));
+  publish(std::string(decision.mode == Mode::kStreaming ? protocol::kStateStreaming : protocol::kStateWritingToDisk));
 
   if (decision.mode == Mode::kStreaming) {
     protocol::InfoMessage info{request.scan_number, options_.receiver, options_.thread_id, request.scan_x,
@@ -308,7 +308,7 @@ ScanResult Producer::end_scan() {
   result.messages = messages_;
   result.bytes = bytes_;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->started).count();
-  publish(std::string(kvstore::kStateFinished));
+  publish(std::string(protocol::kStateFinished));
   return result;
 }
 
@@ -320,7 +320,7 @@ void Producer::report_error(std::uint32_t scan_number, const std::string& error)
   scan_ = scan_number;
   messages_ = 0;
   bytes_ = 0;
-  publish(std::string(kvstore::kStateError), error);
+  publish(std::string(protocol::kStateError), error);
 }
 
 ScanResult Producer::run_scan(const ScanRequest& request, SectorSource& source, SiblingGate* gate) {

@@ -1,20 +1,20 @@
 #include "sectorflow/producer/routing.hpp"
 
-#include "sectorflow/kvstore/bad_entries.hpp"
+#include "sectorflow/protocol/bad_entries.hpp"
 #include "sectorflow/kvstore/client.hpp"
-#include "sectorflow/kvstore/schema.hpp"
+#include "sectorflow/protocol/records.hpp"
 #include "sectorflow/producer/errors.hpp"
 
 namespace sectorflow::producer {
 
-std::vector<std::string> routing_from_replica(const kvstore::Client& client, kvstore::BadEntries& bad) {
-  const kvstore::NodeGroupList list =
-      kvstore::nodegroups_from(client.subtree(std::string(kvstore::kNodegroupsPrefix)));
-  for (const auto& [key, why] : bad.note(kvstore::kNodegroupsPrefix, list.rejected)) {
+std::vector<std::string> routing_from_replica(const kvstore::Client& client, protocol::BadEntries& bad) {
+  const protocol::NodeGroupList list =
+      protocol::nodegroups_from(client.subtree(std::string(protocol::kNodegroupsPrefix)));
+  for (const auto& [key, why] : bad.note(protocol::kNodegroupsPrefix, list.rejected)) {
     if (client.options().log) client.options().log("skipped the registration " + key + ": " + why);
   }
   std::vector<std::string> uids;
-  for (const kvstore::NodeGroupRecord& record : list.records) uids.push_back(record.uid);
+  for (const protocol::NodeGroupRecord& record : list.records) uids.push_back(record.uid);
   return uids;  // nodegroups_from sorts by uid
 }
 

@@ -3,7 +3,7 @@
 #include <limits>
 #include <msgpack.hpp>
 
-#include "msgpack_limits.hpp"
+#include "msgpack_reader.hpp"
 #include "sectorflow/protocol/errors.hpp"
 
 namespace sectorflow::protocol {
@@ -17,26 +17,9 @@ std::string field_label(std::size_t index) {
   return std::string("data header field '") + kFieldNames[index] + "' (index " + std::to_string(index) + ")";
 }
 
-const char* type_name(msgpack::type::object_type type) {
-  switch (type) {
-    case msgpack::type::NIL: return "nil";
-    case msgpack::type::BOOLEAN: return "boolean";
-    case msgpack::type::POSITIVE_INTEGER: return "positive integer";
-    case msgpack::type::NEGATIVE_INTEGER: return "negative integer";
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return "float";
-    case msgpack::type::STR: return "string";
-    case msgpack::type::BIN: return "binary";
-    case msgpack::type::ARRAY: return "array";
-    case msgpack::type::MAP: return "map";
-    case msgpack::type::EXT: return "extension";
-  }
-  return "unknown";
-}
-
 std::uint32_t as_u32(const msgpack::object& object, std::size_t index) {
   if (object.type != msgpack::type::POSITIVE_INTEGER) {
-    throw ProtocolError(field_label(index) + ": expected an unsigned integer, got " + type_name(object.type),
+    throw ProtocolError(field_label(index) + ": expected an unsigned integer, got " + detail::type_name(object),
                         Refusal::kHeader);
   }
   if (object.via.u64 > std::numeric_limits<std::uint32_t>::max()) {
@@ -55,7 +38,7 @@ msgpack::object_handle unpack_array(const void* data, std::size_t size) {
   msgpack::object_handle handle = detail::unpack_bounded(data, size, kHeaderLimit, "data header", Refusal::kHeader);
   const msgpack::object& root = handle.get();
   if (root.type != msgpack::type::ARRAY) {
-    throw ProtocolError(std::string("data header: expected a msgpack array, got ") + type_name(root.type),
+    throw ProtocolError(std::string("data header: expected a msgpack array, got ") + detail::type_name(root),
                         Refusal::kHeader);
   }
   if (root.via.array.size != kDataHeaderFields) {

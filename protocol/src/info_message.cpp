@@ -1,47 +1,34 @@
 #include "sectorflow/protocol/info_message.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <msgpack.hpp>
-#include <set>
+#include <string_view>
+#include <utility>
+#include <vector>
 
-#include "msgpack_limits.hpp"
+#include "msgpack_reader.hpp"
 #include "sectorflow/protocol/errors.hpp"
 #include "sectorflow/protocol/limits.hpp"
+#include "sectorflow/protocol/text.hpp"
 
 namespace sectorflow::protocol {
 namespace {
 
-constexpr const char* kKeys[] = {"version", "kind",    "scan_number", "receiver", "thread_id",
-                                 "scan_x",  "scan_y",  "routing",     "counts"};
+// The fields of an info message, in the order encode_info() writes them.
+constexpr std::string_view kFields[] = {"version", "kind",   "scan_number", "receiver", "thread_id",
+                                        "scan_x",  "scan_y", "routing",     "counts"};
+constexpr std::string_view kKind = "info";
 
 // An info message holds a few named fields, a routing list and a count per uid: containers
 // bounded by the longest routing list, strings by the longest uid.
 const msgpack::unpack_limit kInfoLimit(/*array=*/kMaxRoutingLength, /*map=*/kMaxRoutingLength + 16,
                                        /*str=*/kMaxUidBytes, /*bin=*/0, /*ext=*/0, /*depth=*/4);
 
-std::string label(const std::string& key) { return "info message key '" + key + "'"; }
-
 ProtocolError info_error(const std::string& what) { return ProtocolError(what, Refusal::kInfo); }
 
-std::uint64_t as_uint(const msgpack::object& object, const std::string& key, std::uint64_t max) {
-  if (object.type != msgpack::type::POSITIVE_INTEGER) {
-    throw info_error(label(key) + ": expected an unsigned integer");
-  }
-  if (object.via.u64 > max) {
-    throw info_error(label(key) + ": value " + std::to_string(object.via.u64) + " out of range");
-  }
-  return object.via.u64;
-}
-
-std::uint32_t as_u32(const msgpack::object& object, const std::string& key) {
-  return static_cast<std::uint32_t>(as_uint(object, key, std::numeric_limits<std::uint32_t>::max()));
-}
-
-std::string as_string(const msgpack::object& object, const std::string& what) {
-  if (object.type != msgpack::type::STR) throw info_error(what + ": expected a string");
-  return std::string(object.via.str.ptr, object.via.str.size);
-}
+void pack_string(msgpack::packer<msgpack::sbuffer>& packer, std::string_view text) { detail::pack_key(packer, text); }
 
 }  // namespace
 
@@ -53,27 +40,27 @@ bool InfoMessage::operator==(const InfoMessage& o) const {
 std::string encode_info(const InfoMessage& info) {
   msgpack::sbuffer buffer(256);
   msgpack::packer<msgpack::sbuffer> packer(buffer);
-  packer.pack_map(9);
-  packer.pack(std::string("version"));
+  packer.pack_map(static_cast<std::uint32_t>(std::size(kFields)));
+  pack_string(packer, "version");
   packer.pack_uint32(kInfoVersion);
-  packer.pack(std::string("kind"));
-  packer.pack(std::string("info"));
-  packer.pack(std::string("scan_number"));
-  packer.pack_uint32(info.scan_number);
-  packer.pack(std::string("receiver"));
-  packer.pack_uint32(info.receiver);
-  packer.pack(std::string("thread_id"));
-  packer.pack_uint32(info.thread_id);
-  packer.pack(std::string("scan_x"));
-  packer.pack_uint32(info.scan_x);
-  packer.pack(std::string("scan_y"));
-  packer.pack_uint32(info.scan_y);
-  packer.pack(std::string("routing"));
-  packer.pack(info.routing);
-  packer.pack(std::string("counts"));
+  pack_string(packer, "kind");
+  pack_string(packer, kKind);
+  const std::pair<std::string_view, std::uint32_t> numbers[] = {{"scan_number", info.scan_number},
+                                                                {"receiver", info.receiver},
+                                                                {"thread_id", info.thread_id},
+                                                                {"scan_x", info.scan_x},
+                                                                {"scan_y", info.scan_y}};
+  for (const auto& [field, value] : numbers) {
+    pack_string(packer, field);
+    packer.pack_uint32(value);
+  }
+  pack_string(packer, "routing");
+  packer.pack_array(static_cast<std::uint32_t>(info.routing.size()));
+  for (const std::string& uid : info.routing) pack_string(packer, uid);
+  pack_string(packer, "counts");
   packer.pack_map(static_cast<std::uint32_t>(info.counts.size()));
   for (const auto& [uid, count] : info.counts) {
-    packer.pack(uid);
+    pack_string(packer, uid);
     packer.pack_uint64(count);
   }
   return std::string(buffer.data(), buffer.size());
@@ -84,73 +71,49 @@ InfoMessage decode_info(const void* data, std::size_t size) {
     throw info_error("info message: " + std::to_string(size) + " bytes, more than the " +
                      std::to_string(kMaxInfoBytes) + " allowed");
   }
-  const msgpack::object_handle handle = detail::unpack_bounded(data, size, kInfoLimit, "info message", Refusal::kInfo);
-  const msgpack::object& root = handle.get();
-  if (root.type != msgpack::type::MAP) throw info_error("info message: expected a msgpack map");
+  const detail::MsgpackMap map(std::string_view(static_cast<const char*>(data), size), "info message", kInfoLimit,
+                               kInfoVersion, Refusal::kInfo);
+  const std::string kind = map.string("kind");
+  if (kind != kKind) map.fail(map.about("kind") + ": expected 'info', got " + shown(kind));
 
-  std::map<std::string, const msgpack::object*> fields;
-  for (std::uint32_t i = 0; i < root.via.map.size; ++i) {
-    const auto& kv = root.via.map.ptr[i];
-    fields[as_string(kv.key, "info message key")] = &kv.val;
-  }
-  for (const char* key : kKeys) {
-    if (fields.count(key) == 0) throw info_error(std::string("info message: missing key '") + key + "'");
-  }
-  const std::uint32_t version = as_u32(*fields["version"], "version");
-  if (version != kInfoVersion) {
-    throw info_error(label("version") + ": expected " + std::to_string(kInfoVersion) + ", got " +
-                        std::to_string(version));
-  }
-  const std::string kind = as_string(*fields["kind"], label("kind"));
-  if (kind != "info") throw info_error(label("kind") + ": expected 'info', got '" + kind + "'");
-
+  constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
   InfoMessage info;
-  info.scan_number = as_u32(*fields["scan_number"], "scan_number");
-  info.receiver = as_u32(*fields["receiver"], "receiver");
-  info.thread_id = as_u32(*fields["thread_id"], "thread_id");
-  info.scan_x = as_u32(*fields["scan_x"], "scan_x");
-  info.scan_y = as_u32(*fields["scan_y"], "scan_y");
-  const std::string where = "info message of scan " + std::to_string(info.scan_number);
+  info.scan_number = static_cast<std::uint32_t>(map.unsigned_int("scan_number", kU32));
+  info.receiver = static_cast<std::uint32_t>(map.unsigned_int("receiver", kU32));
+  info.thread_id = static_cast<std::uint32_t>(map.unsigned_int("thread_id", kU32));
+  info.scan_x = static_cast<std::uint32_t>(map.unsigned_int("scan_x", kU32));
+  info.scan_y = static_cast<std::uint32_t>(map.unsigned_int("scan_y", kU32));
+  const std::string scan = " (scan " + std::to_string(info.scan_number) + ")";
   if (info.scan_x == 0 || info.scan_y == 0 || info.scan_x > kMaxScanSide || info.scan_y > kMaxScanSide) {
-    throw info_error(where + ": scan shape " + std::to_string(info.scan_x) + " x " + std::to_string(info.scan_y) +
-                     " outside 1.." + std::to_string(kMaxScanSide) + " per side");
+    throw info_error("info message of scan " + std::to_string(info.scan_number) + ": scan shape " +
+                     std::to_string(info.scan_x) + " x " + std::to_string(info.scan_y) + " outside 1.." +
+                     std::to_string(kMaxScanSide) + " per side");
   }
 
-  const msgpack::object& routing = *fields["routing"];
-  if (routing.type != msgpack::type::ARRAY) throw info_error(label("routing") + ": expected an array of UIDs");
-  for (std::uint32_t i = 0; i < routing.via.array.size; ++i) {
-    std::string uid = as_string(routing.via.array.ptr[i], label("routing"));
+  info.routing = map.strings("routing", kMaxRoutingLength, kMaxUidBytes);
+  for (const std::string& uid : info.routing) {
     if (uid.empty() || uid.find('/') != std::string::npos) {
-      throw info_error(label("routing") + ": uid '" + uid + "' must be non-empty and hold no '/' (scan " +
-                       std::to_string(info.scan_number) + ")");
+      map.fail(map.about("routing") + ": uid " + shown(uid) + " must be non-empty and hold no '/'" + scan);
     }
-    info.routing.push_back(std::move(uid));
   }
   if (!std::is_sorted(info.routing.begin(), info.routing.end()) ||
       std::adjacent_find(info.routing.begin(), info.routing.end()) != info.routing.end()) {
-    throw info_error(label("routing") + ": expected sorted UIDs without duplicates (scan " +
-                        std::to_string(info.scan_number) + ")");
+    map.fail(map.about("routing") + ": expected sorted UIDs without duplicates" + scan);
   }
-  const std::set<std::string> known(info.routing.begin(), info.routing.end());
 
-  const std::uint64_t positions = std::uint64_t{info.scan_x} * info.scan_y;
-  std::uint64_t total = 0;
-  const msgpack::object& counts = *fields["counts"];
-  if (counts.type != msgpack::type::MAP) throw info_error(label("counts") + ": expected a map UID -> count");
-  for (std::uint32_t i = 0; i < counts.via.map.size; ++i) {
-    const auto& kv = counts.via.map.ptr[i];
-    std::string uid = as_string(kv.key, label("counts"));
-    if (known.count(uid) == 0) {
-      throw info_error(label("counts") + ": UID '" + uid + "' is not in the routing list (scan " +
-                          std::to_string(info.scan_number) + ")");
-    }
-    info.counts[uid] = as_uint(kv.val, "counts", positions);
-    total += info.counts[uid];
-  }
   // A producer thread sends at most one message per probe position.
+  const std::uint64_t positions = std::uint64_t{info.scan_x} * info.scan_y;
+  info.counts = map.counts("counts", kMaxRoutingLength, kMaxUidBytes, positions);
+  std::uint64_t total = 0;
+  for (const auto& [uid, count] : info.counts) {
+    if (!std::binary_search(info.routing.begin(), info.routing.end(), uid)) {
+      map.fail(map.about("counts") + ": UID " + shown(uid) + " is not in the routing list" + scan);
+    }
+    total += count;
+  }
   if (total > positions) {
-    throw info_error(label("counts") + ": " + std::to_string(total) + " messages announced for a scan of " +
-                     std::to_string(positions) + " positions (scan " + std::to_string(info.scan_number) + ")");
+    map.fail(map.about("counts") + ": " + std::to_string(total) + " messages announced for a scan of " +
+             std::to_string(positions) + " positions" + scan);
   }
   return info;
 }

@@ -16,7 +16,7 @@
 
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
-#include "sectorflow/kvstore/schema.hpp"
+#include "sectorflow/protocol/records.hpp"
 #include "sectorflow/protocol/data_message.hpp"
 #include "sectorflow/protocol/errors.hpp"
 #include "sectorflow/protocol/info_message.hpp"
@@ -73,7 +73,7 @@ TEST(FuzzFindings, DataHeaderNestedDeeperThanAnyMessageIsRefused) {
   // Within the depth a field of the wrong type is still named as such.
   const std::string shallow = "\x99\x91\x01" + std::string(8, '\x01');
   EXPECT_EQ(protocol_error(shallow, sp::decode_header),
-            "data header field 'version' (index 0): expected an unsigned integer, got array");
+            "data header field 'version' (index 0): expected an unsigned integer, got an array");
 }
 
 TEST(FuzzFindings, InfoMessageClaimingBillionsOfEntriesIsRefusedBeforeAllocating) {
@@ -108,34 +108,34 @@ TEST(FuzzFindings, KvmsgBodyClaimingBillionsOfElementsIsRefusedWithoutBuildingIt
             "body of 1 bytes is not valid msgpack (parse error)");
   EXPECT_EQ(error_of<kv::KvstoreError>([&] { kv::check_msgpack(std::string("\x01\x02", 2)); }),
             "body is not one msgpack object: 1 bytes follow the first object");
-  const std::string record = kv::NodeGroupRecord{"a", "h", {1}, "n", 0, "idle"}.encode();
+  const std::string record = sp::NodeGroupRecord{"a", "h", {1}, "n", 0, "idle"}.encode();
   EXPECT_EQ(error_of<kv::KvstoreError>([&] { kv::check_msgpack(record); }), "");
 }
 
 TEST(FuzzFindings, SchemaRecordsClaimingBillionsOfEntriesAreRefusedBeforeAllocating) {
   // fuzz_nodegroup_record, fuzz_service_status, fuzz_acquire_request, fuzz_nodegroups_from.
-  EXPECT_EQ(error_of<kv::KvstoreError>([&] { kv::NodeGroupRecord::decode(kHugeMap); }),
-            "NodeGroupRecord: not valid msgpack (map size overflow)");
-  EXPECT_EQ(error_of<kv::KvstoreError>([&] { kv::ServiceStatus::decode(kHugeMap); }),
-            "ServiceStatus: not valid msgpack (map size overflow)");
-  EXPECT_EQ(error_of<kv::KvstoreError>([&] { kv::AcquireRequest::decode(kHugeMap); }),
-            "AcquireRequest: not valid msgpack (map size overflow)");
+  EXPECT_EQ(error_of<sp::ProtocolError>([&] { sp::NodeGroupRecord::decode(kHugeMap); }),
+            "NodeGroupRecord: not valid msgpack within its bounds (map size overflow)");
+  EXPECT_EQ(error_of<sp::ProtocolError>([&] { sp::ServiceStatus::decode(kHugeMap); }),
+            "ServiceStatus: not valid msgpack within its bounds (map size overflow)");
+  EXPECT_EQ(error_of<sp::ProtocolError>([&] { sp::AcquireRequest::decode(kHugeMap); }),
+            "AcquireRequest: not valid msgpack within its bounds (map size overflow)");
   // A record whose ports field claims 2^32 - 1 ports.
   const std::string ports = map_of({str("version"), "\x01", str("ports"), kHugeArray});
-  EXPECT_EQ(error_of<kv::KvstoreError>([&] { kv::NodeGroupRecord::decode(ports); }),
-            "NodeGroupRecord: not valid msgpack (array size overflow)");
+  EXPECT_EQ(error_of<sp::ProtocolError>([&] { sp::NodeGroupRecord::decode(ports); }),
+            "NodeGroupRecord: not valid msgpack within its bounds (array size overflow)");
   // A list reader skips such an entry and says why.
-  EXPECT_EQ(kv::nodegroups_from({{"nodegroups/ng-1", ports}}).rejected.at("nodegroups/ng-1"),
-            "NodeGroupRecord: not valid msgpack (array size overflow)");
+  EXPECT_EQ(sp::nodegroups_from({{"nodegroups/ng-1", ports}}).rejected.at("nodegroups/ng-1"),
+            "NodeGroupRecord: not valid msgpack within its bounds (array size overflow)");
 }
 
 TEST(FuzzFindings, ServiceStatusWithAnEmptyStateIsRefusedAsEncodeRefusesIt) {
-  kv::ServiceStatus status;
+  sp::ServiceStatus status;
   status.state = "idle";
   status.updated_s = 1.5;
   std::string bytes = status.encode();
   const std::string idle = str("idle");
   bytes.replace(bytes.find(idle), idle.size(), str(""));
-  EXPECT_EQ(error_of<kv::KvstoreError>([&] { kv::ServiceStatus::decode(bytes); }),
+  EXPECT_EQ(error_of<sp::ProtocolError>([&] { sp::ServiceStatus::decode(bytes); }),
             "ServiceStatus: field 'state': empty state; a status says what the service is doing");
 }

@@ -21,13 +21,14 @@
 #include "sectorflow/kvstore/client.hpp"
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
-#include "sectorflow/kvstore/schema.hpp"
 #include "sectorflow/kvstore/server.hpp"
+#include "sectorflow/protocol/records.hpp"
 
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
 namespace kv = sectorflow::kvstore;
+namespace sp = sectorflow::protocol;
 using namespace std::chrono_literals;
 
 namespace {
@@ -165,39 +166,6 @@ TEST(KvMsg, ShortSequenceIsRejectedNamingTheKey) {
   }
 }
 
-TEST(Schema, GoldenRecordsRoundTrip) {
-  const std::string nodegroup = golden("nodegroup_record_v1.msgpack");
-  const kv::NodeGroupRecord record = kv::NodeGroupRecord::decode(nodegroup);
-  EXPECT_EQ(record.uid, "ng-0001");
-  EXPECT_EQ(record.ports, (std::vector<std::uint16_t>{6200, 6201, 6202, 6203}));
-  EXPECT_EQ(record.endpoint(1), "tcp://10.0.0.7:6201");
-  EXPECT_EQ(record.encode(), nodegroup);
-
-  const std::string status = golden("service_status_v1.msgpack");
-  const kv::ServiceStatus decoded = kv::ServiceStatus::decode(status);
-  EXPECT_EQ(decoded.state, "streaming");
-  EXPECT_EQ(std::get<std::int64_t>(decoded.extra.at("expected")), 400);
-  EXPECT_EQ(decoded.encode(), status);
-
-  const std::string request = golden("acquire_request_v1.msgpack");
-  EXPECT_EQ(kv::AcquireRequest::decode(request), (kv::AcquireRequest{17, 128, 64, 1000.0}));
-  EXPECT_EQ(kv::AcquireRequest::decode(request).encode(), request);
-
-  const std::string routed = golden("acquire_request_v1_routing.msgpack");
-  const kv::AcquireRequest with_routing{18, 8, 4, 250.0, std::vector<std::string>{"ng-a", "ng-b"}, "replay"};
-  EXPECT_EQ(kv::AcquireRequest::decode(routed), with_routing);
-  EXPECT_EQ(with_routing.encode(), routed);
-}
-
-TEST(Schema, MissingFieldIsNamed) {
-  try {
-    kv::NodeGroupRecord::decode(kv::AcquireRequest{1, 1, 1, 0.0}.encode());
-    FAIL() << "an acquire request decoded as a NodeGroup";
-  } catch (const kv::KvstoreError& error) {
-    EXPECT_NE(std::string(error.what()).find("NodeGroupRecord: missing field 'uid'"), std::string::npos);
-  }
-}
-
 TEST(KvMsg, KeysMustBeUtf8) {
   EXPECT_NO_THROW(kv::check_key("status/\xc3\xa9t\xc3\xa9/x"));
   for (const std::string key : {"status/\xff/x", "status/\xc0\x80/x", "status/\xed\xa0\x80/x"}) {
@@ -210,41 +178,9 @@ TEST(KvMsg, KeysMustBeUtf8) {
   }
 }
 
-TEST(Schema, EncodersAndDecodersShareTheBounds) {
-  kv::NodeGroupRecord record{"ng-1", "127.0.0.1", std::vector<std::uint16_t>(kv::kMaxPorts + 1, 6200), "n", 0, "idle"};
-  EXPECT_THROW(record.encode(), kv::KvstoreError);
-  record.ports.resize(kv::kMaxPorts);
-  EXPECT_EQ(kv::NodeGroupRecord::decode(record.encode()), record);
-
-  kv::AcquireRequest request;
-  request.scan_number = 1;
-  request.scan_x = kv::kMaxScanSide + 1;
-  request.scan_y = 1;
-  try {
-    request.encode();
-    FAIL() << "a scan side of 65536 was encoded";
-  } catch (const kv::KvstoreError& error) {
-    EXPECT_STREQ(error.what(), "AcquireRequest scan 1: field 'scan_x': 65536 positions, expected at most 65535");
-  }
-}
-
-TEST(Schema, NodeGroupsFromSkipsWhatDoesNotDecodeAndSaysWhy) {
-  const kv::NodeGroupRecord a{"a", "127.0.0.1", {6200}, "n", 0, "idle"};
-  const kv::NodeGroupRecord b{"b", "127.0.0.1", {6300}, "n", 1, "idle"};
-  const kv::NodeGroupList list = kv::nodegroups_from({{"nodegroups/b", b.encode()},
-                                                      {"nodegroups/a", a.encode()},
-                                                      {"nodegroups/x", "\x93\x01\x02\x03"},
-                                                      {"nodegroups/y", a.encode()}});
-  EXPECT_EQ(list.records, (std::vector<kv::NodeGroupRecord>{a, b}));
-  const std::map<std::string, std::string> rejected{
-      {"nodegroups/x", "NodeGroupRecord: expected a msgpack map, got an array"},
-      {"nodegroups/y", "holds the record of uid 'a'"}};
-  EXPECT_EQ(list.rejected, rejected);
-}
-
 TEST(ClientServer, RegistrationReachesAnotherReplicaAndLeavesWithTheClient) {
   RunningServer running;
-  kv::Client watcher(running.client(std::string(kv::kNodegroupsPrefix)));
+  kv::Client watcher(running.client(std::string(sp::kNodegroupsPrefix)));
   std::mutex mutex;
   std::vector<std::pair<std::string, bool>> changes;
   watcher.on_change("", [&](const std::string& key, const std::optional<std::string>& value) {
@@ -253,19 +189,19 @@ TEST(ClientServer, RegistrationReachesAnotherReplicaAndLeavesWithTheClient) {
   });
   ASSERT_TRUE(watcher.wait_synced(10s));
 
-  const kv::NodeGroupRecord record{"ng-1", "127.0.0.1", {6200, 6201}, "node0", 0, std::string(kv::kStateIdle)};
+  const sp::NodeGroupRecord record{"ng-1", "127.0.0.1", {6200, 6201}, "node0", 0, std::string(sp::kStateIdle)};
   {
     kv::Client nodegroup(running.client());
-    nodegroup.set(kv::nodegroup_key(record.uid), record.encode(), 1.0);
-    const kv::ServiceStatus idle{std::string(kv::kStateIdle), 0, 0, 0, 0.0, {}};
-    nodegroup.set(kv::status_key(kv::kServiceNodegroup, record.uid), idle.encode());
-    ASSERT_TRUE(wait_for([&] { return watcher.get(kv::nodegroup_key(record.uid)).has_value(); }));
-    const auto groups = kv::nodegroups_from(watcher.subtree(std::string(kv::kNodegroupsPrefix))).records;
+    nodegroup.set(sp::nodegroup_key(record.uid), record.encode(), 1.0);
+    const sp::ServiceStatus idle{std::string(sp::kStateIdle), 0, 0, 0, 0.0, {}};
+    nodegroup.set(sp::status_key(sp::kServiceNodegroup, record.uid), idle.encode());
+    ASSERT_TRUE(wait_for([&] { return watcher.get(sp::nodegroup_key(record.uid)).has_value(); }));
+    const auto groups = sp::nodegroups_from(watcher.subtree(std::string(sp::kNodegroupsPrefix))).records;
     ASSERT_EQ(groups.size(), 1u);
     EXPECT_EQ(groups[0], record);
-    EXPECT_FALSE(watcher.get(kv::status_key(kv::kServiceNodegroup, record.uid)).has_value()) << "outside the subtree";
+    EXPECT_FALSE(watcher.get(sp::status_key(sp::kServiceNodegroup, record.uid)).has_value()) << "outside the subtree";
   }  // the destructor says goodbye
-  ASSERT_TRUE(wait_for([&] { return !watcher.get(kv::nodegroup_key(record.uid)).has_value(); }));
+  ASSERT_TRUE(wait_for([&] { return !watcher.get(sp::nodegroup_key(record.uid)).has_value(); }));
   // The replica changes first, then the agent calls back: the deletion's callback may still be on its way.
   const auto changes_seen = [&] {
     const std::lock_guard<std::mutex> lock(mutex);
@@ -283,7 +219,7 @@ TEST(ClientServer, SetRejectsValuesThatAreNotMsgpack) {
   kv::Client client(running.client());
   EXPECT_THROW(client.set("status/producer/x", "\xc1"), kv::KvstoreError);
   EXPECT_THROW(client.set("status/producer/x", ""), kv::KvstoreError);
-  EXPECT_THROW(client.set("HUGZ", kv::AcquireRequest{1, 1, 1, 0.0}.encode()), kv::KvstoreError);
+  EXPECT_THROW(client.set("HUGZ", sp::AcquireRequest{1, 1, 1, 0.0}.encode()), kv::KvstoreError);
 }
 
 TEST(ServerBounds, RefusalsAreCountedByKindWithTheFirstReason) {
@@ -304,7 +240,7 @@ TEST(ServerBounds, RefusalsAreCountedByKindWithTheFirstReason) {
   writer.kvset("k1", "\x01");                               // the third key: the map is full then
   writer.kvset("k2", "\x01");                               // refused
   writer.kvset("probe", "\x02");                            // a refresh of a key held: never refused
-  writer.kvset(kv::status_key("kvstore", "server"), "\x01");  // the server's own key: malformed
+  writer.kvset(sp::status_key("kvstore", "server"), "\x01");  // the server's own key: malformed
   // One connection delivers in order: once the last is counted, every one before it was handled.
   ASSERT_TRUE(wait_for([&] { return server.stats().malformed == 1; }));
 

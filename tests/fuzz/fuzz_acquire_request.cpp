@@ -1,6 +1,6 @@
-// Fuzz target: AcquireRequest::decode (kvstore/schema.hpp), the value of acquire/request that
+// Fuzz target: AcquireRequest::decode (protocol/records.hpp), the value of acquire/request that
 // every producer daemon acts on. The input is the value. Properties: decode throws nothing but
-// KvstoreError, and a decoded request encodes (the encoder validates it again) and decodes back to
+// ProtocolError, and a decoded request encodes (the encoder validates it again) and decodes back to
 // itself.
 #include <cstddef>
 #include <cstdint>
@@ -8,19 +8,19 @@
 #include <string_view>
 
 #include "property.hpp"
-#include "sectorflow/kvstore/errors.hpp"
-#include "sectorflow/kvstore/schema.hpp"
+#include "sectorflow/protocol/errors.hpp"
+#include "sectorflow/protocol/records.hpp"
 
-namespace kv = sectorflow::kvstore;
+namespace sp = sectorflow::protocol;
 using sectorflow::fuzz::require;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  std::optional<kv::AcquireRequest> request;
+  std::optional<sp::AcquireRequest> request;
   try {
-    request = kv::AcquireRequest::decode(std::string_view(reinterpret_cast<const char*>(data), size));
-  } catch (const kv::KvstoreError&) {
+    request = sp::AcquireRequest::decode(std::string_view(reinterpret_cast<const char*>(data), size));
+  } catch (const sp::ProtocolError&) {
     return 0;
   }
-  require(kv::AcquireRequest::decode(request->encode()) == *request, "decode(encode(request)) differs");
+  require(sp::AcquireRequest::decode(request->encode()) == *request, "decode(encode(request)) differs");
   return 0;
 }

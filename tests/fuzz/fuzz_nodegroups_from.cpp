@@ -1,4 +1,4 @@
-// Fuzz target: nodegroups_from (kvstore/schema.hpp), the routing list a producer builds from the
+// Fuzz target: nodegroups_from (protocol/records.hpp), the routing list a producer builds from the
 // nodegroups/ subtree of its replica. The input is split into frames by the scheme of frames.hpp;
 // frames 0, 2, 4, ... are keys and the frame after each its value (a key without one gets an empty
 // value). Properties: nodegroups_from throws nothing (a bad entry is skipped and listed, never
@@ -14,9 +14,9 @@
 
 #include "frames.hpp"
 #include "property.hpp"
-#include "sectorflow/kvstore/schema.hpp"
+#include "sectorflow/protocol/records.hpp"
 
-namespace kv = sectorflow::kvstore;
+namespace sp = sectorflow::protocol;
 using sectorflow::fuzz::require;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -25,12 +25,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (std::size_t i = 0; i < frames.size(); i += 2) {
     entries[std::string(frames[i])] = i + 1 < frames.size() ? std::string(frames[i + 1]) : std::string();
   }
-  const kv::NodeGroupList list = kv::nodegroups_from(entries);
+  const sp::NodeGroupList list = sp::nodegroups_from(entries);
   require(list.records.size() + list.rejected.size() == entries.size(), "an entry neither a record nor rejected");
   for (std::size_t i = 0; i < list.records.size(); ++i) {
-    const kv::NodeGroupRecord& record = list.records[i];
-    require(entries.count(kv::nodegroup_key(record.uid)) == 1, "a record under another uid's key");
-    require(list.rejected.count(kv::nodegroup_key(record.uid)) == 0, "a key both a record and rejected");
+    const sp::NodeGroupRecord& record = list.records[i];
+    require(entries.count(sp::nodegroup_key(record.uid)) == 1, "a record under another uid's key");
+    require(list.rejected.count(sp::nodegroup_key(record.uid)) == 0, "a key both a record and rejected");
     require(i == 0 || list.records[i - 1].uid < record.uid, "records not sorted by uid without duplicates");
   }
   return 0;

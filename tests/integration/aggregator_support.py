@@ -16,7 +16,8 @@ import zmq
 from support import STANDIN, Processes, read_jsonl, wait_until
 
 from sectorflow.configs import Config
-from sectorflow.kvstore import Client, ServiceStatus, status_key
+from sectorflow.kvstore import Client
+from sectorflow.protocol import ServiceStatus, status_key
 from sectorflow.protocol import DataHeader, InfoMessage, encode_header, encode_info
 
 START_S = 20.0

@@ -18,7 +18,8 @@ import zmq
 from support import Processes, wait_until
 
 from sectorflow.configs import Config
-from sectorflow.kvstore import Client, ServiceStatus, client_options, status_key
+from sectorflow.kvstore import Client, client_options
+from sectorflow.protocol import ServiceStatus, status_key
 from sectorflow.waiting import WaitTimeout
 from sectorflow.waiting import wait_until as shared_wait_until
 
@@ -29,7 +30,8 @@ SYNC_S = 10.0  # deadline of waits on replication; a failure guard, not a speed 
 REGISTERING_SCRIPT = """
 import sys, threading
 from sectorflow.configs import load_config
-from sectorflow.kvstore import Client, ServiceStatus, status_key
+from sectorflow.kvstore import Client
+from sectorflow.protocol import ServiceStatus, status_key
 config = load_config(sys.argv[1])
 client = Client.from_config(config, name=sys.argv[2])
 client.set(status_key("producer", sys.argv[2]), ServiceStatus(state="streaming").encode(), config.kvstore.ttl_s)

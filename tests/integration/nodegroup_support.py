@@ -19,7 +19,8 @@ import zmq
 from support import Processes, wait_until
 
 from sectorflow.configs import Config
-from sectorflow.kvstore import Client, NodeGroupRecord
+from sectorflow.kvstore import Client
+from sectorflow.protocol import NodeGroupRecord
 from sectorflow.protocol import DataHeader, InfoMessage, encode_header, encode_info
 from sectorflow.simulator import simulator_from_config
 

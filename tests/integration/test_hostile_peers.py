@@ -26,7 +26,8 @@ from support import wait_until
 
 from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
-from sectorflow.kvstore import ACQUIRE_REQUEST_KEY, AcquireRequest, Client, ServiceStatus, client_options, status_key
+from sectorflow.kvstore import Client, client_options
+from sectorflow.protocol import ACQUIRE_REQUEST_KEY, AcquireRequest, ServiceStatus, status_key
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
 from sectorflow.protocol import REFUSAL_KINDS, max_frame_bytes

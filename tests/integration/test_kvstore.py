@@ -19,14 +19,8 @@ from kvstore_support import (  # noqa: F401  (fixtures)
     start_registering_client,
 )
 
-from sectorflow.kvstore import (
-    Client,
-    NodeGroupRecord,
-    ServiceStatus,
-    decode_kvmsg,
-    nodegroup_key,
-    status_key,
-)
+from sectorflow.kvstore import Client, decode_kvmsg
+from sectorflow.protocol import NodeGroupRecord, ServiceStatus, nodegroup_key, status_key
 
 SYNC_S = 10.0  # deadline of waits; a failure guard, not a speed requirement
 

@@ -12,7 +12,8 @@ import pytest
 from support import Processes, wait_until
 from kvstore_support import KvServer, clients, kvstore  # noqa: F401  (fixtures)
 
-from sectorflow.kvstore import Client, NodeGroupRecord, ServiceStatus, nodegroup_key, status_key
+from sectorflow.kvstore import Client
+from sectorflow.protocol import NodeGroupRecord, ServiceStatus, nodegroup_key, status_key
 
 SYNC_S = 10.0
 RUN_S = 60.0  # deadline of a one-shot command; a failure guard only

@@ -23,14 +23,12 @@ from kvstore_support import (  # noqa: F401  (fixtures)
     start_kvstore,
 )
 
-from sectorflow.kvstore import (
+from sectorflow.kvstore import Client, KvstoreError, decode_kvmsg
+from sectorflow.protocol import (
     ACQUIRE_REQUEST_KEY,
     AcquireRequest,
-    Client,
-    KvstoreError,
     NodeGroupRecord,
     ServiceStatus,
-    decode_kvmsg,
     nodegroup_key,
     status_key,
 )

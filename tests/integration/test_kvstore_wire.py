@@ -15,7 +15,8 @@ import zmq
 from support import wait_until
 from kvstore_support import KvServer, clients, kvstore, server_status  # noqa: F401  (fixtures)
 
-from sectorflow.kvstore import Client, ServiceStatus, status_key
+from sectorflow.kvstore import Client
+from sectorflow.protocol import ServiceStatus, status_key
 
 SYNC_S = 10.0
 RESEND_S = 0.1  # a PUB drops what it sends before the server's subscription arrives: resend

@@ -18,7 +18,7 @@ from nodegroup_support import AggregatorStandin, start_job
 from support import wait_until
 
 from sectorflow.counting import count_frame, read_counted_scan
-from sectorflow.kvstore import ServiceStatus
+from sectorflow.protocol import ServiceStatus
 from sectorflow.nodegroup import scan_file_name
 
 pytestmark = pytest.mark.mpi

@@ -8,7 +8,8 @@ from pathlib import Path
 import zmq
 from support import STANDIN, read_jsonl, wait_until
 
-from sectorflow.kvstore import Client, NodeGroupRecord
+from sectorflow.kvstore import Client
+from sectorflow.protocol import NodeGroupRecord
 from sectorflow.protocol import DataHeader, encode_header
 
 

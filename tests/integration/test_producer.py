@@ -23,7 +23,8 @@ from producer_support import (
 )
 from support import wait_until
 
-from sectorflow.kvstore import Client, ServiceStatus, status_key
+from sectorflow.kvstore import Client
+from sectorflow.protocol import ServiceStatus, status_key
 from sectorflow.producer import (
     Mode,
     Producer,

@@ -23,7 +23,8 @@ import msgpack
 import zmq
 
 from sectorflow.configs import load_config
-from sectorflow.kvstore import Client, NodeGroupRecord, nodegroup_key
+from sectorflow.kvstore import Client
+from sectorflow.protocol import NodeGroupRecord, nodegroup_key
 
 
 def digest(payload: bytes) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sectorflow.aggregator import summary_line, thread_status
-from sectorflow.kvstore import ServiceStatus
+from sectorflow.protocol import ServiceStatus
 from sectorflow.protocol import REFUSAL_KINDS
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sectorflow.kvstore import AcquireRequest, NodeGroupRecord, ServiceStatus, nodegroup_key, status_key
+from sectorflow.protocol import AcquireRequest, NodeGroupRecord, ServiceStatus, nodegroup_key, status_key
 from sectorflow.kvstore.status_table import render
 
 

@@ -30,6 +30,8 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "sectorflow/protocol/limits.hpp"
+
 namespace sectorflow::kvstore {
 
 inline constexpr std::size_t kKvmsgFrames = 5;
@@ -39,7 +41,7 @@ enum KvmsgFrame : std::size_t { kFrameKey = 0, kFrameSequence, kFrameUuid, kFram
 
 inline constexpr std::size_t kSequenceBytes = 8;
 inline constexpr std::size_t kUuidBytes = 16;
-inline constexpr std::size_t kMaxKeyBytes = 255;
+inline constexpr std::size_t kMaxKeyBytes = protocol::kMaxKeyBytes;
 /// Bytes of the properties frame: CHP uses "ttl" only; this leaves room for a few more.
 inline constexpr std::size_t kMaxPropertiesBytes = 1024;
 

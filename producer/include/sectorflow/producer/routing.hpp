@@ -9,8 +9,10 @@
 #include <vector>
 
 namespace sectorflow::kvstore {
-class BadEntries;
 class Client;
+}
+namespace sectorflow::protocol {
+class BadEntries;
 }
 
 namespace sectorflow::producer {
@@ -19,7 +21,7 @@ namespace sectorflow::producer {
 /// the local replica only. A registration that does not decode is skipped, never fatal: each is
 /// logged once through the client's log function and counted in `bad` (the reader's memory of
 /// what it reported; keep one per reader).
-std::vector<std::string> routing_from_replica(const kvstore::Client& client, kvstore::BadEntries& bad);
+std::vector<std::string> routing_from_replica(const kvstore::Client& client, protocol::BadEntries& bad);
 
 /// Throws ProducerError unless `routing` is sorted, without duplicates and without empty UIDs.
 void check_routing(const std::vector<std::string>& routing, std::uint32_t scan_number);

@@ -11,11 +11,14 @@
 
 namespace sectorflow::protocol {
 
-/// Largest scan side: the raw fallback format stores sides and positions as uint16.
+/// Largest scan side: the raw fallback format stores sides and positions as uint16 (and frame
+/// numbers stay within uint32).
 inline constexpr std::uint32_t kMaxScanSide = 65535;
 /// Longest routing list of an info message: NodeGroups one scan may be spread over.
 inline constexpr std::size_t kMaxRoutingLength = 4096;
-/// Longest NodeGroup uid (a kvstore key is at most 255 bytes, "nodegroups/" included).
+/// Longest kvstore key (CHP's key frame, kvstore/SPEC.md): every record's key must fit it.
+inline constexpr std::size_t kMaxKeyBytes = 255;
+/// Longest NodeGroup uid: "nodegroups/<uid>" must fit a kvstore key.
 inline constexpr std::size_t kMaxUidBytes = 244;
 /// Largest info message: a routing list and a count per uid at their longest fit with room.
 inline constexpr std::size_t kMaxInfoBytes = 4 << 20;

@@ -2,7 +2,7 @@
 // hold. Defined once here; Python uses the same constants and codecs through sectorflow.kvstore.
 //
 // Every value is one msgpack map carrying "version" (kSchemaVersion) and the fields below.
-// Decoders check the version, every required field and its type, and throw KvstoreError naming
+// Decoders check the version, every required field and its type, and throw ProtocolError naming
 // the record, the field, what was expected and what came.
 //
 //   nodegroups/<uid>          NodeGroupRecord: a NodeGroup that can receive a scan. Set by the
@@ -59,12 +59,12 @@
 #include <variant>
 #include <vector>
 
-namespace sectorflow::kvstore {
+#include "sectorflow/protocol/limits.hpp"
+
+namespace sectorflow::protocol {
 
 inline constexpr std::uint32_t kSchemaVersion = 1;
 
-/// Bytes of a NodeGroup uid: "nodegroups/<uid>" must fit a key (kvmsg.hpp, kMaxKeyBytes = 255).
-inline constexpr std::size_t kMaxUidBytes = 244;
 /// Bytes of a short string field: a host (a DNS name has at most 253), node, state, source, the
 /// name of a status's extra field.
 inline constexpr std::size_t kMaxNameBytes = 255;
@@ -74,10 +74,6 @@ inline constexpr std::size_t kMaxTextBytes = 4096;
 inline constexpr std::size_t kMaxPorts = 256;
 /// Extra fields of a status.
 inline constexpr std::size_t kMaxExtraFields = 64;
-/// NodeGroups in a scan's routing list.
-inline constexpr std::size_t kMaxRoutingUids = 4096;
-/// Probe positions per side of a scan (scan_x, scan_y): frame numbers stay within uint32.
-inline constexpr std::uint32_t kMaxScanSide = 65535;
 
 inline constexpr std::string_view kNodegroupsPrefix = "nodegroups/";
 inline constexpr std::string_view kStatusPrefix = "status/";
@@ -99,15 +95,15 @@ inline constexpr std::string_view kStateFinished = "finished";
 inline constexpr std::string_view kStateError = "error";
 inline constexpr std::string_view kStateServing = "serving";
 
-/// "nodegroups/<uid>"; throws KvstoreError if uid is empty or holds '/'.
+/// "nodegroups/<uid>"; throws ProtocolError if uid is empty or holds '/'.
 std::string nodegroup_key(std::string_view uid);
-/// "status/<service>/<name>"; throws KvstoreError if a part is empty or holds '/'.
+/// "status/<service>/<name>"; throws ProtocolError if a part is empty or holds '/'.
 std::string status_key(std::string_view service, std::string_view name);
 /// "status/<service>/", or "status/" for an empty service: the subtree of a service's statuses.
 std::string status_prefix(std::string_view service = {});
-/// (service, name) of a status key; throws KvstoreError for any other key.
+/// (service, name) of a status key; throws ProtocolError for any other key.
 std::pair<std::string, std::string> parse_status_key(std::string_view key);
-/// The uid of a nodegroups/ key; throws KvstoreError for any other key.
+/// The uid of a nodegroups/ key; throws ProtocolError for any other key.
 std::string parse_nodegroup_key(std::string_view key);
 
 struct NodeGroupRecord {
@@ -118,12 +114,12 @@ struct NodeGroupRecord {
   std::uint32_t rank = 0;
   std::string status;
 
-  /// "tcp://<host>:<ports[thread]>"; throws KvstoreError if the thread has no port.
+  /// "tcp://<host>:<ports[thread]>"; throws ProtocolError if the thread has no port.
   std::string endpoint(std::size_t thread) const;
-  /// Throws KvstoreError for a uid that is empty, holds '/' or is longer than kMaxUidBytes, more
+  /// Throws ProtocolError for a uid that is empty, holds '/' or is longer than kMaxUidBytes, more
   /// than kMaxPorts ports, or a host, node or status longer than kMaxNameBytes.
   std::string encode() const;
-  /// Throws KvstoreError naming the uid and the field if the bytes are not a valid record (the
+  /// Throws ProtocolError naming the uid and the field if the bytes are not a valid record (the
   /// bounds of encode(), a non-empty host and at least one port).
   static NodeGroupRecord decode(std::string_view bytes);
   bool operator==(const NodeGroupRecord& other) const;
@@ -151,11 +147,11 @@ struct ServiceStatus {
   double updated_s = 0.0;  ///< seconds since the Unix epoch; encode() stamps now if 0
   std::map<std::string, StatusValue> extra;
 
-  /// Throws KvstoreError if the state is empty or longer than kMaxNameBytes, an extra field reuses
+  /// Throws ProtocolError if the state is empty or longer than kMaxNameBytes, an extra field reuses
   /// a standard name, or there are more than kMaxExtraFields extra fields or a name longer than
   /// kMaxNameBytes. A text extra field longer than kMaxTextBytes is cut to that length.
   std::string encode() const;
-  /// Unknown fields become extra; throws KvstoreError for a missing or mistyped standard field, an
+  /// Unknown fields become extra; throws ProtocolError for a missing or mistyped standard field, an
   /// empty state (which encode() refuses too), an extra field that is not a bool, integer, float
   /// or string, or a bound above passed.
   static ServiceStatus decode(std::string_view bytes);
@@ -174,7 +170,7 @@ struct AcquireRequest {
   std::optional<std::vector<std::string>> routing;
   std::string source = std::string(kSourceSimulator);  ///< kSourceSimulator or kSourceReplay
 
-  /// Throws KvstoreError for a scan side outside 1..kMaxScanSide, a negative rate, an unknown
+  /// Throws ProtocolError for a scan side outside 1..kMaxScanSide, a negative rate, an unknown
   /// source, or a routing list longer than kMaxRoutingUids, not sorted, with duplicates or with a
   /// uid that is empty, holds '/' or is longer than kMaxUidBytes.
   std::string encode() const;
@@ -185,4 +181,4 @@ struct AcquireRequest {
 /// Seconds since the Unix epoch: the clock of ServiceStatus::updated_s.
 double wall_clock_s();
 
-}  // namespace sectorflow::kvstore
+}  // namespace sectorflow::protocol

@@ -1,8 +1,8 @@
-#include "sectorflow/kvstore/bad_entries.hpp"
+#include "sectorflow/protocol/bad_entries.hpp"
 
 #include <iterator>
 
-namespace sectorflow::kvstore {
+namespace sectorflow::protocol {
 
 std::map<std::string, std::string> BadEntries::note(std::string_view prefix,
                                                     const std::map<std::string, std::string>& rejected) {
@@ -27,4 +27,4 @@ std::uint64_t BadEntries::count() const {
   return count_;
 }
 
-}  // namespace sectorflow::kvstore
+}  // namespace sectorflow::protocol

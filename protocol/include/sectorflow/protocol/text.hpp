@@ -1,11 +1,11 @@
 // Text that came from a peer: checked before it is taken for a string (keys, record fields), and
-// quoted safely in error messages. Private to the kvstore library.
+// quoted safely in error messages. Shared by the decoders of every contract (records, kvmsg).
 #pragma once
 
 #include <string>
 #include <string_view>
 
-namespace sectorflow::kvstore::detail {
+namespace sectorflow::protocol {
 
 /// True if `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
 /// U+10FFFF): what Python and every msgpack reader expect of a key or a msgpack str.
@@ -16,4 +16,4 @@ bool valid_utf8(std::string_view text);
 /// a message as long as the input nor one that is not text.
 std::string shown(std::string_view text);
 
-}  // namespace sectorflow::kvstore::detail
+}  // namespace sectorflow::protocol

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace sectorflow::kvstore {
+namespace sectorflow::protocol {
 
 class BadEntries {
  public:
@@ -26,4 +26,4 @@ class BadEntries {
   std::uint64_t count_ = 0;
 };
 
-}  // namespace sectorflow::kvstore
+}  // namespace sectorflow::protocol

@@ -1,8 +1,8 @@
-#include "text.hpp"
+#include "sectorflow/protocol/text.hpp"
 
 #include <cstdint>
 
-namespace sectorflow::kvstore::detail {
+namespace sectorflow::protocol {
 
 bool valid_utf8(std::string_view text) {
   std::size_t i = 0;
@@ -54,4 +54,4 @@ std::string shown(std::string_view text) {
   return out + "'";
 }
 
-}  // namespace sectorflow::kvstore::detail
+}  // namespace sectorflow::protocol

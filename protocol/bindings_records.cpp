@@ -1,16 +1,16 @@
-// Python face of the state schema: the same key builders, records and codecs as the C++ services.
+// Python face of the kvstore records: the same key builders, records and codecs as the C++ services.
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
-#include "sectorflow/kvstore/bad_entries.hpp"
-#include "sectorflow/kvstore/schema.hpp"
+#include "sectorflow/protocol/bad_entries.hpp"
+#include "sectorflow/protocol/records.hpp"
 
 namespace py = pybind11;
 
 namespace sectorflow::bindings {
 namespace {
 
-using namespace sectorflow::kvstore;
+using namespace sectorflow::protocol;
 
 std::string bytes_of(const py::buffer& buffer) {
   const py::buffer_info info = buffer.request();
@@ -49,8 +49,6 @@ void bind_constants(py::module_& m) {
   m.attr("MAX_TEXT_BYTES") = kMaxTextBytes;
   m.attr("MAX_PORTS") = kMaxPorts;
   m.attr("MAX_EXTRA_FIELDS") = kMaxExtraFields;
-  m.attr("MAX_ROUTING_UIDS") = kMaxRoutingUids;
-  m.attr("MAX_SCAN_SIDE") = kMaxScanSide;
 
   m.def("nodegroup_key", [](const std::string& uid) { return nodegroup_key(uid); }, py::arg("uid"),
         "'nodegroups/<uid>'.");
@@ -84,7 +82,7 @@ void bind_records(py::module_& m) {
       .def("endpoint", &NodeGroupRecord::endpoint, py::arg("thread"), "'tcp://host:ports[thread]'.")
       .def("encode", [](const NodeGroupRecord& r) { return py::bytes(r.encode()); })
       .def_static("decode", [](const py::buffer& b) { return NodeGroupRecord::decode(bytes_of(b)); }, py::arg("value"),
-                  "Decode and validate; raises KvstoreError naming the field.")
+                  "Decode and validate; raises ProtocolError naming the field.")
       .def("__eq__", [](const NodeGroupRecord& a, const NodeGroupRecord& b) { return a == b; })
       .def("__repr__", [](const NodeGroupRecord& r) {
         return "NodeGroupRecord(uid='" + r.uid + "', host='" + r.host + "', ports=" + ports_text(r.ports) +
@@ -171,7 +169,7 @@ void bind_records(py::module_& m) {
 
 }  // namespace
 
-void bind_kvstore_schema(py::module_& m) {
+void bind_kvstore_records(py::module_& m) {
   bind_constants(m);
   bind_records(m);
 }

@@ -1,4 +1,4 @@
-#include "sectorflow/kvstore/schema.hpp"
+#include "sectorflow/protocol/records.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -6,25 +6,37 @@
 #include <limits>
 #include <msgpack.hpp>
 
-#include "msgpack_map.hpp"
-#include "sectorflow/kvstore/errors.hpp"
-#include "sectorflow/kvstore/kvmsg.hpp"
-#include "text.hpp"
+#include "msgpack_reader.hpp"
+#include "sectorflow/protocol/errors.hpp"
+#include "sectorflow/protocol/text.hpp"
 
-namespace sectorflow::kvstore {
+namespace sectorflow::protocol {
 namespace {
 
 using detail::pack_key;
-using detail::shown;
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
-static_assert(kNodegroupsPrefix.size() + kMaxUidBytes == kMaxKeyBytes, "a NodeGroup key must fit a kvmsg key");
+static_assert(kNodegroupsPrefix.size() + kMaxUidBytes == kMaxKeyBytes, "a NodeGroup key must fit a kvstore key");
 
+// The fields of each record, in the order encode() writes them: the map sizes are derived from these.
+constexpr std::string_view kNodeGroupFields[] = {"version", "uid", "host", "ports", "node", "rank", "status"};
 constexpr std::string_view kStatusFields[] = {"version", "state", "scan", "messages", "bytes", "updated_s"};
+constexpr std::string_view kRequestFields[] = {"version", "scan_number", "scan_x", "scan_y", "rate_hz"};
+constexpr std::string_view kRequestOptionalFields[] = {"routing", "source"};
+
+// A record is a small map of short fields: containers up to its longest list, strings up to its
+// longest text; limits_for(size) bounds the rest.
+const msgpack::unpack_limit kRecordLimit(/*array=*/kMaxRoutingLength + 1, /*map=*/kMaxExtraFields + 16,
+                                         /*str=*/kMaxTextBytes * 4, /*bin=*/0, /*ext=*/0, /*depth=*/4);
+
+// Decoding a record: its map, its version, its refusal kind (records are not data messages).
+detail::MsgpackMap record_map(std::string_view bytes, const char* what) {
+  return detail::MsgpackMap(bytes, what, kRecordLimit, kSchemaVersion, Refusal::kInfo);
+}
 
 void check_part(std::string_view part, std::string_view what) {
   if (part.empty() || part.find('/') != std::string_view::npos) {
-    throw KvstoreError("kvstore key: " + std::string(what) + " " + shown(part) + " must be non-empty and hold no '/'");
+    throw ProtocolError("kvstore key: " + std::string(what) + " " + shown(part) + " must be non-empty and hold no '/'");
   }
 }
 
@@ -40,7 +52,7 @@ std::string bytes_of(const msgpack::sbuffer& buffer) { return std::string(buffer
 void check_at_most(const std::string& about, std::size_t size, std::size_t max, std::string_view unit,
                    std::string_view why = {}) {
   if (size > max) {
-    throw KvstoreError(about + ": " + std::to_string(size) + " " + std::string(unit) + ", expected at most " +
+    throw ProtocolError(about + ": " + std::to_string(size) + " " + std::string(unit) + ", expected at most " +
                        std::to_string(max) + std::string(why));
   }
 }
@@ -79,7 +91,7 @@ StatusValue extra_value(const msgpack::object& object, const detail::MsgpackMap&
     case msgpack::type::BOOLEAN: return object.via.boolean;
     case msgpack::type::POSITIVE_INTEGER:
       if (object.via.u64 > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        throw KvstoreError(map.about(key) + ": integer " + std::to_string(object.via.u64) + " does not fit int64");
+        throw ProtocolError(map.about(key) + ": integer " + std::to_string(object.via.u64) + " does not fit int64");
       }
       return static_cast<std::int64_t>(object.via.u64);
     case msgpack::type::NEGATIVE_INTEGER: return object.via.i64;
@@ -88,11 +100,11 @@ StatusValue extra_value(const msgpack::object& object, const detail::MsgpackMap&
     case msgpack::type::STR: {
       const std::string_view text(object.via.str.ptr, object.via.str.size);
       check_at_most(map.about(key), text.size(), kMaxTextBytes, "bytes of text");
-      if (!detail::valid_utf8(text)) throw KvstoreError(map.about(key) + ": " + shown(text) + " is not valid UTF-8");
+      if (!valid_utf8(text)) throw ProtocolError(map.about(key) + ": " + shown(text) + " is not valid UTF-8");
       return std::string(text);
     }
     default:
-      throw KvstoreError(map.about(key) + ": extra fields hold a bool, integer, float or string, got " +
+      throw ProtocolError(map.about(key) + ": extra fields hold a bool, integer, float or string, got " +
                          detail::type_name(object));
   }
 }
@@ -121,7 +133,7 @@ std::pair<std::string, std::string> parse_status_key(std::string_view key) {
   const std::size_t slash = rest.find('/');
   if (!starts_with(key, kStatusPrefix) || slash == std::string_view::npos || slash == 0 ||
       slash + 1 == rest.size() || rest.find('/', slash + 1) != std::string_view::npos) {
-    throw KvstoreError("kvstore key '" + std::string(key) + "' is not a status key (status/<service>/<name>)");
+    throw ProtocolError("kvstore key '" + std::string(key) + "' is not a status key (status/<service>/<name>)");
   }
   return {std::string(rest.substr(0, slash)), std::string(rest.substr(slash + 1))};
 }
@@ -129,7 +141,7 @@ std::pair<std::string, std::string> parse_status_key(std::string_view key) {
 std::string parse_nodegroup_key(std::string_view key) {
   const std::string_view uid = key.substr(std::min(key.size(), kNodegroupsPrefix.size()));
   if (!starts_with(key, kNodegroupsPrefix) || uid.empty() || uid.find('/') != std::string_view::npos) {
-    throw KvstoreError("kvstore key '" + std::string(key) + "' is not a NodeGroup key (nodegroups/<uid>)");
+    throw ProtocolError("kvstore key '" + std::string(key) + "' is not a NodeGroup key (nodegroups/<uid>)");
   }
   return std::string(uid);
 }
@@ -139,7 +151,7 @@ std::string parse_nodegroup_key(std::string_view key) {
 
 std::string NodeGroupRecord::endpoint(std::size_t thread) const {
   if (thread >= ports.size()) {
-    throw KvstoreError("NodeGroup '" + uid + "' has " + std::to_string(ports.size()) +
+    throw ProtocolError("NodeGroup '" + uid + "' has " + std::to_string(ports.size()) +
                        " ports, none for aggregator thread " + std::to_string(thread) +
                        " (the NodeGroup needs one port per aggregator thread)");
   }
@@ -151,7 +163,7 @@ std::string NodeGroupRecord::encode() const {
   check_bounds(*this);
   msgpack::sbuffer buffer(128);
   Packer packer(buffer);
-  packer.pack_map(7);
+  packer.pack_map(static_cast<std::uint32_t>(std::size(kNodeGroupFields)));
   pack_key(packer, "version");
   packer.pack_uint32(kSchemaVersion);
   pack_key(packer, "uid");
@@ -171,22 +183,22 @@ std::string NodeGroupRecord::encode() const {
 }
 
 NodeGroupRecord NodeGroupRecord::decode(std::string_view bytes) {
-  detail::MsgpackMap map(bytes, "NodeGroupRecord");
+  detail::MsgpackMap map = record_map(bytes, "NodeGroupRecord");
   NodeGroupRecord record;
   record.uid = map.string("uid");
   map.name(record.uid);
-  map.reject_unknown({"version", "uid", "host", "ports", "node", "rank", "status"});
+  map.reject_unknown({std::begin(kNodeGroupFields), std::end(kNodeGroupFields)});
   record.host = map.string("host", kMaxNameBytes);
   record.ports = map.ports("ports", kMaxPorts);
   record.node = map.string("node", kMaxNameBytes);
   record.rank = static_cast<std::uint32_t>(map.unsigned_int("rank", std::numeric_limits<std::uint32_t>::max()));
   record.status = map.string("status", kMaxNameBytes);
   if (record.uid.empty() || record.uid.find('/') != std::string::npos) {
-    throw KvstoreError(map.about("uid") + ": must be non-empty and hold no '/'");
+    throw ProtocolError(map.about("uid") + ": must be non-empty and hold no '/'");
   }
   check_bounds(record);
-  if (record.host.empty()) throw KvstoreError(map.about("host") + ": empty; the NodeGroup must say where it listens");
-  if (record.ports.empty()) throw KvstoreError(map.about("ports") + ": empty; one port per aggregator thread");
+  if (record.host.empty()) throw ProtocolError(map.about("host") + ": empty; the NodeGroup must say where it listens");
+  if (record.ports.empty()) throw ProtocolError(map.about("ports") + ": empty; one port per aggregator thread");
   return record;
 }
 
@@ -200,9 +212,9 @@ NodeGroupList nodegroups_from(const std::map<std::string, std::string>& entries)
     try {
       const std::string uid = parse_nodegroup_key(key);
       NodeGroupRecord record = NodeGroupRecord::decode(value);
-      if (record.uid != uid) throw KvstoreError("holds the record of uid " + shown(record.uid));
+      if (record.uid != uid) throw ProtocolError("holds the record of uid " + shown(record.uid));
       list.records.push_back(std::move(record));
-    } catch (const KvstoreError& error) {
+    } catch (const ProtocolError& error) {
       list.rejected.emplace(key, error.what());
     }
   }
@@ -214,11 +226,11 @@ NodeGroupList nodegroups_from(const std::map<std::string, std::string>& entries)
 // ServiceStatus
 
 std::string ServiceStatus::encode() const {
-  if (state.empty()) throw KvstoreError("ServiceStatus: empty state; say what the service is doing, e.g. 'idle'");
+  if (state.empty()) throw ProtocolError("ServiceStatus: empty state; say what the service is doing, e.g. 'idle'");
   check_bounds(*this);
   for (const auto& [key, value] : extra) {
     if (std::find(std::begin(kStatusFields), std::end(kStatusFields), key) != std::end(kStatusFields)) {
-      throw KvstoreError("ServiceStatus: extra field " + shown(key) + " reuses a standard field name");
+      throw ProtocolError("ServiceStatus: extra field " + shown(key) + " reuses a standard field name");
     }
   }
   msgpack::sbuffer buffer(128);
@@ -258,12 +270,12 @@ std::string ServiceStatus::encode() const {
 }
 
 ServiceStatus ServiceStatus::decode(std::string_view bytes) {
-  detail::MsgpackMap map(bytes, "ServiceStatus");
+  detail::MsgpackMap map = record_map(bytes, "ServiceStatus");
   ServiceStatus status;
   status.state = map.string("state", kMaxNameBytes);
   // What encode() refuses is no status either (found by tests/fuzz/fuzz_service_status).
   if (status.state.empty()) {
-    throw KvstoreError(map.about("state") + ": empty state; a status says what the service is doing");
+    throw ProtocolError(map.about("state") + ": empty state; a status says what the service is doing");
   }
   status.scan = static_cast<std::uint32_t>(map.unsigned_int("scan", std::numeric_limits<std::uint32_t>::max()));
   status.messages = map.unsigned_int("messages", std::numeric_limits<std::uint64_t>::max());
@@ -293,28 +305,28 @@ namespace {
 void check_request(const AcquireRequest& request) {
   const std::string what = "AcquireRequest scan " + std::to_string(request.scan_number);
   if (request.scan_x == 0 || request.scan_y == 0) {
-    throw KvstoreError(what + ": scan shape " + std::to_string(request.scan_x) + " x " +
+    throw ProtocolError(what + ": scan shape " + std::to_string(request.scan_x) + " x " +
                        std::to_string(request.scan_y) + " is empty; expected at least 1 x 1");
   }
   check_at_most(what + ": field 'scan_x'", request.scan_x, kMaxScanSide, "positions");
   check_at_most(what + ": field 'scan_y'", request.scan_y, kMaxScanSide, "positions");
   if (!(request.rate_hz >= 0.0) || !std::isfinite(request.rate_hz)) {
-    throw KvstoreError("AcquireRequest scan " + std::to_string(request.scan_number) + ": rate_hz " +
+    throw ProtocolError("AcquireRequest scan " + std::to_string(request.scan_number) + ": rate_hz " +
                        std::to_string(request.rate_hz) + " is negative or not finite; 0 means as fast as possible");
   }
   if (request.source != kSourceSimulator && request.source != kSourceReplay) {
-    throw KvstoreError(what + ": source " + shown(request.source) + " is unknown; expected 'simulator' or 'replay'");
+    throw ProtocolError(what + ": source " + shown(request.source) + " is unknown; expected 'simulator' or 'replay'");
   }
   if (request.routing) {
     const std::vector<std::string>& uids = *request.routing;
-    check_at_most(what + ": field 'routing'", uids.size(), kMaxRoutingUids, "NodeGroups");
+    check_at_most(what + ": field 'routing'", uids.size(), kMaxRoutingLength, "NodeGroups");
     for (std::size_t i = 0; i < uids.size(); ++i) {
       if (uids[i].empty() || uids[i].find('/') != std::string::npos) {
-        throw KvstoreError(what + ": routing uid " + shown(uids[i]) + " must be non-empty and hold no '/'");
+        throw ProtocolError(what + ": routing uid " + shown(uids[i]) + " must be non-empty and hold no '/'");
       }
       check_at_most(what + ": routing uid " + shown(uids[i]), uids[i].size(), kMaxUidBytes, "bytes");
       if (i > 0 && !(uids[i - 1] < uids[i])) {
-        throw KvstoreError(what + ": routing list is not sorted without duplicates (" + shown(uids[i - 1]) +
+        throw ProtocolError(what + ": routing list is not sorted without duplicates (" + shown(uids[i - 1]) +
                            " before " + shown(uids[i]) + ")");
       }
     }
@@ -330,7 +342,7 @@ std::string AcquireRequest::encode() const {
   // Optional fields are written only when they say more than their absence (see schema.hpp), so a
   // request of the original five fields encodes to the original bytes.
   const bool replay = source != kSourceSimulator;
-  packer.pack_map(5 + (routing ? 1U : 0U) + (replay ? 1U : 0U));
+  packer.pack_map(static_cast<std::uint32_t>(std::size(kRequestFields)) + (routing ? 1U : 0U) + (replay ? 1U : 0U));
   pack_key(packer, "version");
   packer.pack_uint32(kSchemaVersion);
   pack_key(packer, "scan_number");
@@ -354,15 +366,17 @@ std::string AcquireRequest::encode() const {
 }
 
 AcquireRequest AcquireRequest::decode(std::string_view bytes) {
-  detail::MsgpackMap map(bytes, "AcquireRequest");
-  map.reject_unknown({"version", "scan_number", "scan_x", "scan_y", "rate_hz", "routing", "source"});
+  detail::MsgpackMap map = record_map(bytes, "AcquireRequest");
+  std::vector<std::string_view> known(std::begin(kRequestFields), std::end(kRequestFields));
+  known.insert(known.end(), std::begin(kRequestOptionalFields), std::end(kRequestOptionalFields));
+  map.reject_unknown(known);
   constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
   AcquireRequest request;
   request.scan_number = static_cast<std::uint32_t>(map.unsigned_int("scan_number", kU32));
   request.scan_x = static_cast<std::uint32_t>(map.unsigned_int("scan_x", kU32));
   request.scan_y = static_cast<std::uint32_t>(map.unsigned_int("scan_y", kU32));
   request.rate_hz = map.number("rate_hz");
-  if (map.has("routing")) request.routing = map.strings("routing", kMaxRoutingUids, kMaxUidBytes);
+  if (map.has("routing")) request.routing = map.strings("routing", kMaxRoutingLength, kMaxUidBytes);
   if (map.has("source")) request.source = map.string("source", kMaxNameBytes);
   check_request(request);
   return request;
@@ -378,4 +392,4 @@ double wall_clock_s() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
-}  // namespace sectorflow::kvstore
+}  // namespace sectorflow::protocol

@@ -1,0 +1,226 @@
+#include "msgpack_reader.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "sectorflow/protocol/errors.hpp"
+#include "sectorflow/protocol/text.hpp"
+
+namespace sectorflow::protocol::detail {
+
+std::string type_name(const msgpack::object& object) {
+  switch (object.type) {
+    case msgpack::type::NIL: return "nil";
+    case msgpack::type::BOOLEAN: return "a bool";
+    case msgpack::type::POSITIVE_INTEGER: return "an unsigned integer";
+    case msgpack::type::NEGATIVE_INTEGER: return "a negative integer";
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return "a float";
+    case msgpack::type::STR: return "a string";
+    case msgpack::type::BIN: return "binary data";
+    case msgpack::type::ARRAY: return "an array";
+    case msgpack::type::MAP: return "a map";
+    default: return "an extension type";
+  }
+}
+
+msgpack::unpack_limit limits_for(std::size_t message_bytes) {
+  return msgpack::unpack_limit(message_bytes, message_bytes, message_bytes, message_bytes, message_bytes,
+                               kMaxMsgpackDepth);
+}
+
+msgpack::object_handle unpack_bounded(const void* data, std::size_t size, const msgpack::unpack_limit& caps,
+                                      const std::string& what, Refusal kind) {
+  const msgpack::unpack_limit own = limits_for(size);
+  const msgpack::unpack_limit limit(std::min(own.array(), caps.array()), std::min(own.map(), caps.map()),
+                                    std::min(own.str(), caps.str()), std::min(own.bin(), caps.bin()),
+                                    std::min(own.ext(), caps.ext()), std::min(own.depth(), caps.depth()));
+  std::size_t offset = 0;
+  msgpack::object_handle handle;
+  try {
+    handle = msgpack::unpack(static_cast<const char*>(data), size, offset, nullptr, nullptr, limit);
+  } catch (const std::exception& error) {
+    throw ProtocolError(what + ": not valid msgpack within its bounds (" + error.what() + ")", kind);
+  }
+  if (offset != size) {
+    throw ProtocolError(what + ": " + std::to_string(size - offset) + " bytes after the msgpack object", kind);
+  }
+  return handle;
+}
+
+void pack_key(msgpack::packer<msgpack::sbuffer>& packer, std::string_view key) {
+  packer.pack_str(static_cast<std::uint32_t>(key.size()));
+  packer.pack_str_body(key.data(), static_cast<std::uint32_t>(key.size()));
+}
+
+void pack_float64(msgpack::sbuffer& buffer, double value) {
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  char bytes[9];
+  bytes[0] = static_cast<char>(0xcb);
+  for (int i = 0; i < 8; ++i) bytes[1 + i] = static_cast<char>((bits >> (56 - 8 * i)) & 0xffU);
+  buffer.write(bytes, sizeof bytes);
+}
+
+MsgpackMap::MsgpackMap(std::string_view bytes, std::string what, const msgpack::unpack_limit& caps,
+                       std::uint32_t version, Refusal kind)
+    : handle_(unpack_bounded(bytes.data(), bytes.size(), caps, what, kind)), what_(std::move(what)), kind_(kind) {
+  const msgpack::object& root = handle_.get();
+  if (root.type != msgpack::type::MAP) fail(what_ + ": expected a msgpack map, got " + type_name(root));
+  for (std::uint32_t i = 0; i < root.via.map.size; ++i) {
+    const msgpack::object_kv& kv = root.via.map.ptr[i];
+    if (kv.key.type != msgpack::type::STR) fail(what_ + ": expected string keys, got " + type_name(kv.key));
+    const std::string_view key(kv.key.via.str.ptr, kv.key.via.str.size);
+    if (!valid_utf8(key)) fail(what_ + ": field name " + shown(key) + " is not valid UTF-8");
+    fields_[std::string(key)] = &kv.val;
+  }
+  const std::uint64_t found = unsigned_int("version", std::numeric_limits<std::uint32_t>::max());
+  if (found != version) {
+    fail(what_ + ": version " + std::to_string(found) + ", this program reads version " + std::to_string(version) +
+         " (update the writer or this program)");
+  }
+}
+
+void MsgpackMap::fail(const std::string& what) const { throw ProtocolError(what, kind_); }
+
+void MsgpackMap::name(const std::string& label) { what_ += " " + shown(label); }
+
+std::string MsgpackMap::about(const std::string& key) const { return what_ + ": field " + shown(key); }
+
+const msgpack::object& MsgpackMap::get(const std::string& key) const {
+  const auto found = fields_.find(key);
+  if (found == fields_.end()) fail(what_ + ": missing field " + shown(key));
+  return *found->second;
+}
+
+std::string MsgpackMap::string(const std::string& key) const {
+  const msgpack::object& object = get(key);
+  if (object.type != msgpack::type::STR) {
+    fail(about(key) + ": expected a string, got " + type_name(object));
+  }
+  const std::string_view value(object.via.str.ptr, object.via.str.size);
+  if (!valid_utf8(value)) fail(about(key) + ": " + shown(value) + " is not valid UTF-8");
+  return std::string(value);
+}
+
+std::string MsgpackMap::string(const std::string& key, std::size_t max_bytes) const {
+  std::string value = string(key);
+  if (value.size() > max_bytes) {
+    fail(about(key) + ": a string of " + std::to_string(value.size()) + " bytes, expected at most " +
+                       std::to_string(max_bytes));
+  }
+  return value;
+}
+
+std::uint64_t MsgpackMap::unsigned_int(const std::string& key, std::uint64_t max) const {
+  const msgpack::object& object = get(key);
+  if (object.type != msgpack::type::POSITIVE_INTEGER) {
+    fail(about(key) + ": expected an unsigned integer, got " + type_name(object));
+  }
+  if (object.via.u64 > max) {
+    fail(about(key) + ": " + std::to_string(object.via.u64) + " is above the maximum " +
+                       std::to_string(max));
+  }
+  return object.via.u64;
+}
+
+double MsgpackMap::number(const std::string& key) const {
+  const msgpack::object& object = get(key);
+  switch (object.type) {
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return object.via.f64;
+    case msgpack::type::POSITIVE_INTEGER: return static_cast<double>(object.via.u64);
+    case msgpack::type::NEGATIVE_INTEGER: return static_cast<double>(object.via.i64);
+    default: fail(about(key) + ": expected a number, got " + type_name(object));
+  }
+}
+
+std::vector<std::uint16_t> MsgpackMap::ports(const std::string& key, std::size_t max_count) const {
+  const msgpack::object& object = get(key);
+  if (object.type != msgpack::type::ARRAY) {
+    fail(about(key) + ": expected an array of ports, got " + type_name(object));
+  }
+  if (object.via.array.size > max_count) {
+    fail(about(key) + ": " + std::to_string(object.via.array.size) + " ports, expected at most " +
+                       std::to_string(max_count));
+  }
+  std::vector<std::uint16_t> ports;
+  for (std::uint32_t i = 0; i < object.via.array.size; ++i) {
+    const msgpack::object& port = object.via.array.ptr[i];
+    if (port.type != msgpack::type::POSITIVE_INTEGER || port.via.u64 == 0 || port.via.u64 > 65535) {
+      fail(about(key) + ": element " + std::to_string(i) + " is not a port from 1 to 65535");
+    }
+    ports.push_back(static_cast<std::uint16_t>(port.via.u64));
+  }
+  return ports;
+}
+
+std::vector<std::string> MsgpackMap::strings(const std::string& key, std::size_t max_count,
+                                             std::size_t max_bytes) const {
+  const msgpack::object& object = get(key);
+  if (object.type != msgpack::type::ARRAY) {
+    fail(about(key) + ": expected an array of strings, got " + type_name(object));
+  }
+  if (object.via.array.size > max_count) {
+    fail(about(key) + ": " + std::to_string(object.via.array.size) + " strings, expected at most " +
+                       std::to_string(max_count));
+  }
+  std::vector<std::string> strings;
+  for (std::uint32_t i = 0; i < object.via.array.size; ++i) {
+    const msgpack::object& element = object.via.array.ptr[i];
+    if (element.type != msgpack::type::STR) {
+      fail(about(key) + ": element " + std::to_string(i) + " is " + type_name(element) +
+                         ", expected a string");
+    }
+    if (element.via.str.size > max_bytes) {
+      fail(about(key) + ": element " + std::to_string(i) + " is a string of " +
+                         std::to_string(element.via.str.size) + " bytes, expected at most " + std::to_string(max_bytes));
+    }
+    const std::string_view value(element.via.str.ptr, element.via.str.size);
+    if (!valid_utf8(value)) {
+      fail(about(key) + ": element " + std::to_string(i) + " " + shown(value) + " is not valid UTF-8");
+    }
+    strings.emplace_back(value);
+  }
+  return strings;
+}
+
+std::map<std::string, std::uint64_t> MsgpackMap::counts(const std::string& key, std::size_t max_count,
+                                                      std::size_t max_bytes, std::uint64_t max) const {
+  const msgpack::object& object = get(key);
+  if (object.type != msgpack::type::MAP) fail(about(key) + ": expected a map of names to counts, got " + type_name(object));
+  if (object.via.map.size > max_count) {
+    fail(about(key) + ": " + std::to_string(object.via.map.size) + " entries, expected at most " +
+         std::to_string(max_count));
+  }
+  std::map<std::string, std::uint64_t> counts;
+  for (std::uint32_t i = 0; i < object.via.map.size; ++i) {
+    const msgpack::object_kv& kv = object.via.map.ptr[i];
+    if (kv.key.type != msgpack::type::STR || kv.key.via.str.size > max_bytes) {
+      fail(about(key) + ": entry " + std::to_string(i) + " is not named by a string of at most " +
+           std::to_string(max_bytes) + " bytes");
+    }
+    const std::string name(kv.key.via.str.ptr, kv.key.via.str.size);
+    if (kv.val.type != msgpack::type::POSITIVE_INTEGER || kv.val.via.u64 > max) {
+      fail(about(key) + ": " + shown(name) + " is " + type_name(kv.val) + ", expected an unsigned integer up to " +
+           std::to_string(max));
+    }
+    counts[name] = kv.val.via.u64;
+  }
+  return counts;
+}
+
+void MsgpackMap::reject_unknown(const std::vector<std::string_view>& known) const {
+  for (const auto& [key, value] : fields_) {
+    bool listed = false;
+    for (const std::string_view name : known) listed = listed || key == name;
+    if (!listed) {
+      std::string names;
+      for (const std::string_view name : known) names += (names.empty() ? "" : ", ") + std::string(name);
+      fail(what_ + ": unknown field " + shown(key) + " (known: " + names + ")");
+    }
+  }
+}
+
+}  // namespace sectorflow::protocol::detail

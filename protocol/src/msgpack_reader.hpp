@@ -1,0 +1,90 @@
+// Reading msgpack that came from a peer: one object within bounds, and a map of named fields
+// fetched by name and type with errors that name the message and the field. Every decoder of the
+// protocol library reads through here (data header, info message, kvstore records). Private to
+// the protocol library.
+//
+// Bounds: msgpack-c allocates an array or map for the element count its header claims before it
+// reads one element, so without limits a few bytes claiming 2^32 elements ask for up to 190 GB
+// (found by every fuzz target in tests/fuzz). No count or length may exceed the bytes of the
+// message, nesting is bounded, and each message type adds the ceilings of its own contract; what
+// decoding allocates is then a small multiple of the message's size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <msgpack.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sectorflow/protocol/refusal.hpp"
+
+namespace sectorflow::protocol::detail {
+
+/// Containers nested deeper are rejected as invalid msgpack. Above the contracts' 2, so that a
+/// field of the wrong type is reported as that field's error.
+inline constexpr std::size_t kMaxMsgpackDepth = 8;
+
+/// No count or length beyond the message's own bytes, nesting at most kMaxMsgpackDepth.
+msgpack::unpack_limit limits_for(std::size_t message_bytes);
+
+/// Exactly one msgpack object filling `size` bytes, within limits_for(size) and `caps` (the
+/// contract's own ceilings). Throws ProtocolError of `kind` starting with `what` ("data header").
+msgpack::object_handle unpack_bounded(const void* data, std::size_t size, const msgpack::unpack_limit& caps,
+                                      const std::string& what, Refusal kind);
+
+/// A short description of a msgpack object's type for error messages ("a string", "an array").
+std::string type_name(const msgpack::object& object);
+
+/// A msgpack map with string keys and a "version" field: a record or an info message.
+class MsgpackMap {
+ public:
+  /// Parses `bytes` (unpack_bounded with `caps`); `what` names the message in errors
+  /// ("NodeGroupRecord", "info message"). Throws ProtocolError of `kind` unless the bytes are one
+  /// msgpack map with UTF-8 string keys whose "version" is `version`.
+  MsgpackMap(std::string_view bytes, std::string what, const msgpack::unpack_limit& caps, std::uint32_t version,
+             Refusal kind);
+
+  /// Adds "'<label>'" after the message's name in later errors (e.g. the uid once it is known).
+  void name(const std::string& label);
+
+  bool has(const std::string& key) const { return fields_.count(key) != 0; }
+  std::string string(const std::string& key) const;
+  /// The string field `key`; throws ProtocolError naming it if it is longer than `max_bytes`.
+  std::string string(const std::string& key, std::size_t max_bytes) const;
+  std::uint64_t unsigned_int(const std::string& key, std::uint64_t max) const;
+  double number(const std::string& key) const;
+  /// At most `max_count` ports, each 1..65535.
+  std::vector<std::uint16_t> ports(const std::string& key, std::size_t max_count) const;
+  /// At most `max_count` strings of at most `max_bytes` each.
+  std::vector<std::string> strings(const std::string& key, std::size_t max_count, std::size_t max_bytes) const;
+  /// The map field `key` of strings to unsigned integers (at most `max` each); at most `max_count`
+  /// entries, keys of at most `max_bytes`.
+  std::map<std::string, std::uint64_t> counts(const std::string& key, std::size_t max_count, std::size_t max_bytes,
+                                              std::uint64_t max) const;
+  /// Throws ProtocolError if a field outside `known` is present.
+  void reject_unknown(const std::vector<std::string_view>& known) const;
+  const std::map<std::string, const msgpack::object*>& fields() const { return fields_; }
+  /// "<what> '<label>': field '<key>'": the start of an error message about one field.
+  std::string about(const std::string& key) const;
+  /// A ProtocolError of this message's refusal kind.
+  [[noreturn]] void fail(const std::string& what) const;
+
+ private:
+  const msgpack::object& get(const std::string& key) const;
+
+  msgpack::object_handle handle_;
+  std::string what_;
+  Refusal kind_;
+  std::map<std::string, const msgpack::object*> fields_;
+};
+
+/// Packs a string (msgpack str).
+void pack_key(msgpack::packer<msgpack::sbuffer>& packer, std::string_view key);
+
+/// Appends a msgpack float 64 even for integral values (msgpack-c's pack_double writes 1000.0 as
+/// the integer 1000), so that a float field stays a float for every reader.
+void pack_float64(msgpack::sbuffer& buffer, double value);
+
+}  // namespace sectorflow::protocol::detail

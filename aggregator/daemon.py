@@ -8,8 +8,9 @@ the extra fields ``malformed`` (all kinds), ``malformed_<kind>`` per kind of ref
 did not decode, ``bad_records``). A finished scan is published at once and logged as one summary line per
 thread. A malformed kind is logged once, when it first occurs.
 
-Daemon states, logged on every transition: starting, running, stopping, stopped. Each thread's
-own state (idle, streaming) is logged on every change too.
+States (the one state machine, sectorflow.service), logged on every transition: the daemon starts,
+serves (idle), stops; each thread is idle or streaming while it serves, and takes the daemon's
+state (stopping, stopped) when it stops; each thread's state is published in its status.
 """
 
 from __future__ import annotations
@@ -21,8 +22,16 @@ from sectorflow._core.aggregator import Aggregator, RelayStats, ScanSummary
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
-from sectorflow.protocol import SERVICE_AGGREGATOR, STATE_IDLE, STATE_STREAMING, ServiceStatus, status_key
-from sectorflow.protocol import refusal_fields
+from sectorflow.protocol import (
+    SERVICE_AGGREGATOR,
+    STATE_IDLE,
+    STATE_STOPPED,
+    STATE_STOPPING,
+    STATE_STREAMING,
+    ServiceStatus,
+    refusal_fields,
+    status_key,
+)
 from sectorflow.service import ServiceState, stop_on_signals
 
 from .options import aggregator_options
@@ -39,7 +48,7 @@ class _ThreadView:
     """What the daemon last published and logged about one relay thread."""
 
     thread: int
-    state: str = STATE_IDLE
+    state: ServiceState
     published: tuple = ()
     logged_kinds: set[str] = field(default_factory=set)
     lost_last_scan: int = 0
@@ -88,7 +97,7 @@ def run_aggregator(config: Config) -> int:
     state = ServiceState(logger)
     options = aggregator_options(config, log=lambda message: logger.info("kvstore replica: %s", message))
     aggregator = Aggregator(options)  # AggregatorError (a SectorflowError) names the address
-    views = [_ThreadView(r) for r in range(aggregator.threads())]
+    views = [_ThreadView(r, ServiceState(logger, name=f"thread {r}")) for r in range(aggregator.threads())]
     heartbeat_s = config.kvstore.heartbeat_ms / 1000
     failure = ""
     try:
@@ -98,31 +107,30 @@ def run_aggregator(config: Config) -> int:
             for r in range(aggregator.threads()):
                 logger.info("thread %d: pulling on %s from %d producer thread(s)", r, aggregator.endpoint(r),
                             config.receivers[r].threads)
-            state.enter("running")
+            state.enter(STATE_IDLE)
             since_publish = 0.0
             while not stop.wait(POLL_INTERVAL_S):
                 since_publish += POLL_INTERVAL_S
                 finished = _collect(aggregator, views)
                 force = since_publish >= heartbeat_s
-                _publish(aggregator, views, client, config, force=force or finished)
+                _publish(aggregator, views, client, config, state.state, force=force or finished)
                 if force:
                     since_publish = 0.0
                 failure = aggregator.failure()
                 if failure:
                     break
-            state.enter("stopping")
+            state.enter(STATE_STOPPING)
+            _publish(aggregator, views, client, config, state.state, force=True)
             aggregator.stop()
             _collect(aggregator, views)
-            for view in views:
-                view.published = ()  # the last word: stopped counters, state idle
-            _publish(aggregator, views, client, config, force=True)
+            state.enter(STATE_STOPPED)
+            _publish(aggregator, views, client, config, state.state, force=True)  # the last word: final counters
     finally:
         aggregator.stop()
     for view in views:
         stats = aggregator.stats(view.thread)
         logger.info("thread %d: forwarded %d messages (%d bytes), lost %d, malformed %d", view.thread,
                     stats.messages, stats.bytes, stats.lost, sum(stats.malformed.values()))
-    state.enter("stopped")
     if failure:
         raise SectorflowError(failure)
     return 0
@@ -138,14 +146,19 @@ def _collect(aggregator: Aggregator, views: list[_ThreadView]) -> bool:
     return bool(summaries)
 
 
-def _publish(aggregator: Aggregator, views: list[_ThreadView], client: Client, config: Config, force: bool) -> None:
-    """Publish each thread's status if it changed (or ``force``); log state changes and new malformed kinds."""
+def _publish(aggregator: Aggregator, views: list[_ThreadView], client: Client, config: Config, daemon_state: str,
+             force: bool) -> None:
+    """Publish each thread's status if it changed (or ``force``); log state changes and new malformed kinds.
+
+    A thread is idle or streaming while the daemon serves; while the daemon stops, its state is the
+    daemon's.
+    """
     for view in views:
         stats = aggregator.stats(view.thread)
         status = thread_status(stats, view.lost_last_scan, aggregator.bad_records())
-        if status.state != view.state:
-            logger.info("thread %d: state %s -> %s (scan %d)", view.thread, view.state, status.state, stats.scan)
-            view.state = status.state
+        if daemon_state in (STATE_STOPPING, STATE_STOPPED):
+            status.state = daemon_state
+        view.state.enter(status.state, why=f"scan {stats.scan}")
         for kind, what in stats.first_malformed.items():
             if kind not in view.logged_kinds:
                 view.logged_kinds.add(kind)

@@ -11,6 +11,7 @@
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
 #include "sectorflow/kvstore/server.hpp"
+#include "sectorflow/protocol/service_state.hpp"
 
 namespace py = pybind11;
 
@@ -212,6 +213,13 @@ void bind_server(py::module_& m) {
       .def("run", &Server::run, py::call_guard<py::gil_scoped_release>(),
            "Serve until stop(); releases the GIL. Call it from a thread other than the one that stops it.")
       .def("stop", &Server::stop, "Make run() return; callable from any thread.")
+      .def("set_state",
+           [](Server& server, const std::string& name) {
+             const std::optional<protocol::ServiceState> state = protocol::parse_service_state(name);
+             if (!state) throw KvstoreError("'" + name + "' is not a service state");
+             server.set_state(*state);
+           },
+           py::arg("state"), "The state the server's status says (published at once); callable from any thread.")
       .def("stats", &Server::stats)
       .def_property_readonly("options", &Server::options)
       .def("endpoint", &Server::endpoint, py::arg("offset"),

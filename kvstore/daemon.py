@@ -2,8 +2,9 @@
 
 The C++ server loop runs in a worker thread with the GIL released; the main thread waits for a
 signal (Python runs signal handlers only there), reports what the server refused as it is counted
-(one line per kind and report interval, never one per message) and stops the server. States,
-logged on every transition: starting, serving, stopping, stopped.
+(one line per kind and report interval, never one per message) and stops the server. States (the
+one state machine, sectorflow.service), logged on every transition and published as the state of
+the server's own status: starting, idle (serving), stopping, stopped.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 from sectorflow._core.kvstore import REFUSAL_KINDS, KvstoreError, Server
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
+from sectorflow.protocol import STATE_IDLE, STATE_STOPPED, STATE_STOPPING
 from sectorflow.service import ServiceState, stop_on_signals
 
 from .options import server_options
@@ -41,12 +43,12 @@ def run_server(config: Config) -> int:
         SectorflowError: a port cannot be bound (the message names the address) or the server
             loop failed.
     """
-    state = ServiceState(logger)
     options = server_options(config)
     try:
         server = Server(options)
     except KvstoreError as error:
         raise SectorflowError(f"{error}; ports are set by [kvstore] port in {config.source}") from None
+    state = ServiceState(logger, publish=server.set_state)
 
     failures: list[BaseException] = []
     stop = threading.Event()  # set by a signal (below) or by the server loop ending
@@ -63,7 +65,7 @@ def run_server(config: Config) -> int:
     try:
         with stop_on_signals(logger, on_stop=stop.set):
             worker.start()
-            state.enter("serving")
+            state.enter(STATE_IDLE)
             logger.info(
                 "snapshots on %s, updates published on %s, updates collected on %s, heartbeat %d ms",
                 server.endpoint(0), server.endpoint(1), server.endpoint(2), options.heartbeat_ms,
@@ -72,13 +74,13 @@ def run_server(config: Config) -> int:
             while not stop.wait(REPORT_INTERVAL_S):
                 _report_refusals(server, reported)
             _report_refusals(server, reported)
-            state.enter("stopping")
+            state.enter(STATE_STOPPING)
     finally:
         server.stop()
         if worker.is_alive():
             worker.join()
     stats = server.stats()
-    state.enter("stopped")
+    state.enter(STATE_STOPPED)
     logger.info(
         "served %d updates, %d snapshots, %d expirations; rejected %d malformed messages; %d keys at sequence %d; %s",
         stats.updates, stats.snapshots, stats.expired, stats.malformed, stats.keys, stats.sequence,

@@ -7,8 +7,9 @@ NodeGroup (:class:`LocalGroup`):
 - registers ``nodegroups/<uid>`` (a ``NodeGroupRecord``: uid, host, ports, node, rank, status)
   with ``[kvstore] ttl_s``, refreshed by the kvstore client while it lives,
 - publishes ``status/nodegroup/<uid>`` (a ``ServiceStatus``) on every state change and at most
-  every ``STATUS_INTERVAL_S`` while receiving or refusing messages: state (``idle``, ``receiving``, ``counting``,
-  ``writing`` (rank 0 while it writes a file), ``done``), scan, messages, bytes, and the extra
+  every ``STATUS_INTERVAL_S`` while receiving or refusing messages: state (the one state machine,
+  ``sectorflow.service``: ``idle``, ``streaming`` (receiving a scan), ``counting``, ``writing`` (rank 0
+  while it writes a file), ``finished``, ``stopping``), scan, messages, bytes, and the extra
   fields received / expected (current scan; -1 until every count came), frames_complete,
   frames_incomplete, pool_slots_in_use, pool_bytes, what it refused (``malformed`` and
   ``malformed_<kind>``, the kinds of ``sectorflow.protocol.REFUSAL_KINDS``), late_messages,
@@ -42,8 +43,21 @@ from sectorflow._core.nodegroup import NodeGroup, NodeGroupSettings, ThresholdSe
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
-from sectorflow.protocol import NodeGroupRecord, ServiceStatus, nodegroup_key, status_key
-from sectorflow.protocol import refusal_fields
+from sectorflow.protocol import (
+    STATE_COUNTING,
+    STATE_FINISHED,
+    STATE_IDLE,
+    STATE_STOPPED,
+    STATE_STOPPING,
+    STATE_STREAMING,
+    STATE_WRITING,
+    NodeGroupRecord,
+    ServiceStatus,
+    nodegroup_key,
+    refusal_fields,
+    status_key,
+)
+from sectorflow.service import ServiceState
 
 from sectorflow.counting import make_calibration
 from .gather import GroupResult, ScanGatherer
@@ -64,11 +78,6 @@ BYE_TIMEOUT_S = 10.0
 PUBLISHED_COUNTERS = ("frames_complete", "frames_incomplete", "pool_slots_in_use", "pool_bytes", "late_messages",
                       "duplicate_sectors", "evicted_frames", "scans_timed_out", "scans_evicted")
 
-STATE_IDLE = "idle"
-STATE_RECEIVING = "receiving"
-STATE_COUNTING = "counting"
-STATE_WRITING = "writing"
-STATE_DONE = "done"
 
 
 @dataclass(frozen=True)
@@ -158,34 +167,40 @@ class LocalGroup:
         self.host = advertised_host(config.nodegroup.host)
         self.node = socket.gethostname()
         self.group = NodeGroup(settings_from(config, uid, counting_threads))
-        self.state = ""
         self.scan = 0
         self.last_file = ""
         self._published = 0.0
         self._published_refused = 0
         self._logged_kinds: set[str] = set()
         self._refused_before = 0  # refusals counted up to the previous scan's summary
+        # Every transition updates the registration and publishes the status (its ports are bound).
+        self.state = ServiceState(log, publish=self._published_state, name=f"nodegroup {uid}")
         self.transition(STATE_IDLE)
 
     @property
     def ports(self) -> list[int]:
         return list(self.group.ports)
 
-    def record(self) -> NodeGroupRecord:
+    def record(self, state: str) -> NodeGroupRecord:
         return NodeGroupRecord(uid=self.uid, host=self.host, ports=self.ports, node=self.node, rank=self.rank,
-                               status=self.state)
+                               status=state)
 
     def transition(self, state: str) -> None:
-        """Enter ``state``: log it, update the registration and publish the status."""
-        if state == self.state:
-            return
-        log.info("nodegroup %s: %s -> %s (scan %d)", self.uid, self.state or "start", state, self.scan)
-        self.state = state
-        self.client.set(nodegroup_key(self.uid), self.record().encode(), self.config.kvstore.ttl_s)
-        self.publish()
+        """Enter ``state`` (the one state machine): logged, registration updated, status published.
 
-    def publish(self) -> None:
-        """Publish ``status/nodegroup/<uid>`` now."""
+        While stopping, what finishes the work already queued (writing its files) leaves the state
+        at stopping.
+        """
+        if self.state.state == STATE_STOPPING and state != STATE_STOPPED:
+            return
+        self.state.enter(state, why=f"scan {self.scan}")
+
+    def _published_state(self, state: str) -> None:
+        self.client.set(nodegroup_key(self.uid), self.record(state).encode(), self.config.kvstore.ttl_s)
+        self.publish(state)
+
+    def publish(self, state: str | None = None) -> None:
+        """Publish ``status/nodegroup/<uid>`` now (in ``state``, by default the current one)."""
         counters = self.group.counters()
         progress = [p for p in self.group.progress() if p.scan == self.scan]
         extra: dict[str, Any] = {
@@ -197,7 +212,7 @@ class LocalGroup:
         }
         if self.last_file:
             extra["last_file"] = self.last_file
-        status = ServiceStatus(state=self.state, scan=self.scan, messages=int(counters["messages"]),
+        status = ServiceStatus(state=state or self.state.state, scan=self.scan, messages=int(counters["messages"]),
                                bytes=int(counters["bytes"]), extra=extra)
         self.client.set(status_key("nodegroup", self.uid), status.encode(), self.config.kvstore.ttl_s)
         self._published = time.monotonic()
@@ -215,19 +230,19 @@ class LocalGroup:
             self._refused_before = refused
             log.info("%s%s", part.describe(),
                      f"; {since} messages refused since the previous scan (malformed_* in its status)" if since else "")
-            self.transition(STATE_DONE)
+            self.transition(STATE_FINISHED)
             self.publish()  # the scan number changed even if the state did not
             return part
         progress = self.group.progress()
         if progress:
             self.scan = max(p.scan for p in progress)
         if any(not p.arrived for p in progress):
-            self.transition(STATE_RECEIVING)
+            self.transition(STATE_STREAMING)
         elif progress or self.group.scans_counting:
             self.transition(STATE_COUNTING)
         # Refusals come whatever the state (a peer sends bad input to an idle NodeGroup): they are
         # published too, at the same bounded rate.
-        busy = self.state in (STATE_RECEIVING, STATE_COUNTING) or self._refused_total() != self._published_refused
+        busy = self.state.state in (STATE_STREAMING, STATE_COUNTING) or self._refused_total() != self._published_refused
         if busy and time.monotonic() - self._published >= STATUS_INTERVAL_S:
             self.publish()
         return None
@@ -342,11 +357,12 @@ class NodeGroupService:
                 continue
             for group in self.groups:
                 group.last_file = str(path)
-                group.transition(STATE_DONE)
+                group.transition(STATE_FINISHED)
                 group.publish()
 
     def _leave(self) -> None:
         for group in self.groups:
+            group.transition(STATE_STOPPING)
             group.stop()
             # Scans finished before the stop still reach their file.
             while (result := group.group.wait_scan(0.0)) is not None:
@@ -367,6 +383,8 @@ class NodeGroupService:
                 log.warning("stopping without the goodbye of %d ranks", self.size - 1 - byes)
             # Scans still waiting for parts are written with the missing NodeGroups recorded.
             self._write_ready(flush=True)
+        for group in self.groups:
+            group.transition(STATE_STOPPED)
         self.client.close()
         log.info("deregistered %d NodeGroups; bye", len(self.groups))
 

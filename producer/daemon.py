@@ -1,8 +1,9 @@
 """The producer daemon of one receiver: acquires its sector of every requested scan, once.
 
-States (logged on every transition): ``starting`` (kvstore client and producer threads set up,
-replica syncing) -> ``idle`` (watching ``acquire/request``) -> ``acquiring`` (a scan runs on the
-receiver's T threads) -> ``idle`` ... -> ``stopping`` -> ``stopped``.
+States (the one state machine, ``sectorflow.service``; logged on every transition): ``starting``
+(kvstore client set up, replica syncing) -> ``idle`` (watching ``acquire/request``) ->
+``streaming`` or ``writing-to-disk`` (a scan runs on the receiver's T threads) -> ``idle`` ... ->
+``stopping`` -> ``stopped``. Each producer thread publishes its own state in its status.
 
 A request is an event: the daemon acquires each (scan number, source) once, the first time a
 request for it appears after the daemon is idle, so a scan written to disk may later be replayed
@@ -35,18 +36,25 @@ from sectorflow._core.simulator import Pacer
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
-from sectorflow.protocol import ACQUIRE_REQUEST_KEY, SOURCE_REPLAY, AcquireRequest, ProtocolError, check_scan_shape
+from sectorflow.protocol import (
+    ACQUIRE_REQUEST_KEY,
+    SOURCE_REPLAY,
+    STATE_IDLE,
+    STATE_STOPPED,
+    STATE_STOPPING,
+    STATE_STREAMING,
+    STATE_WRITING_TO_DISK,
+    AcquireRequest,
+    ProtocolError,
+    check_scan_shape,
+)
+from sectorflow.service import ServiceState
 from sectorflow.simulator import simulator_from_config
 
 from .options import check_receiver, producer_options
 
 log = logging.getLogger(__name__)
 
-STARTING = "starting"
-IDLE = "idle"
-ACQUIRING = "acquiring"
-STOPPING = "stopping"
-STOPPED = "stopped"
 
 # How often the idle loop looks at the stop flag, and the scan loop logs progress.
 POLL_S = 0.2
@@ -69,7 +77,6 @@ class ProducerDaemon:
 
     config: Config
     receiver: int
-    state: str = STARTING
     acquired: set[tuple[int, str]] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
     _requests: queue.Queue = field(default_factory=queue.Queue)
@@ -78,10 +85,8 @@ class ProducerDaemon:
     def __post_init__(self) -> None:
         check_receiver(self.config, self.receiver)
         self.threads = self.config.receivers[self.receiver].threads
+        self.state = ServiceState(log, name=f"producer r{self.receiver}")
 
-    def _transition(self, state: str, why: str = "") -> None:
-        log.info("producer r%d: %s -> %s%s", self.receiver, self.state, state, f" ({why})" if why else "")
-        self.state = state
 
     def stop(self) -> None:
         """Ask the daemon to stop: a running scan is interrupted (safe from a signal handler)."""
@@ -107,17 +112,17 @@ class ProducerDaemon:
                 self._producers = [
                     Producer(producer_options(self.config, self.receiver, t), client) for t in range(self.threads)
                 ]
-                self._transition(IDLE, f"{self.threads} threads, watching {ACQUIRE_REQUEST_KEY}")
+                self.state.enter(STATE_IDLE, f"{self.threads} threads, watching {ACQUIRE_REQUEST_KEY}")
                 while not self._stop.is_set():
                     try:
                         value = self._requests.get(timeout=POLL_S)
                     except queue.Empty:
                         continue
                     self._handle(value)
-                self._transition(STOPPING)
+                self.state.enter(STATE_STOPPING)
             finally:
                 self._producers.clear()  # each waits up to its linger for queued messages
-        self._transition(STOPPED)
+        self.state.enter(STATE_STOPPED)
         return 0
 
     def _on_request(self, key: str, value: bytes | None) -> None:
@@ -167,7 +172,9 @@ class ProducerDaemon:
                         request.scan_number, request.source)
             return
         self.acquired.add((request.scan_number, request.source))
-        self._transition(ACQUIRING, f"scan {request.scan_number}, {request.scan_x} x {request.scan_y}, "
+        # An empty routing list in the request means every thread writes the scan to disk.
+        working = STATE_WRITING_TO_DISK if request.routing == [] else STATE_STREAMING
+        self.state.enter(working, f"scan {request.scan_number}, {request.scan_x} x {request.scan_y}, "
                                     f"source {request.source}")
         try:
             self._acquire(request)
@@ -175,7 +182,7 @@ class ProducerDaemon:
             log.error("scan %d: failed: %s: %s", request.scan_number, type(error).__name__, error)
         finally:
             if not self._stop.is_set():
-                self._transition(IDLE)
+                self.state.enter(STATE_IDLE)
 
     def _sources(self, request: AcquireRequest) -> list[SectorSource]:
         """One source per thread; raises for a replay whose files are missing or do not match."""

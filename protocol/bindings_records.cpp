@@ -1,9 +1,13 @@
 // Python face of the kvstore records: the same key builders, records and codecs as the C++ services.
 #include <pybind11/stl.h>
 
+#include <cctype>
+
 #include "bindings.hpp"
 #include "sectorflow/protocol/bad_entries.hpp"
+#include "sectorflow/protocol/errors.hpp"
 #include "sectorflow/protocol/records.hpp"
+#include "sectorflow/protocol/service_state.hpp"
 
 namespace py = pybind11;
 
@@ -33,15 +37,27 @@ void bind_constants(py::module_& m) {
   m.attr("SERVICE_AGGREGATOR") = std::string(kServiceAggregator);
   m.attr("SERVICE_NODEGROUP") = std::string(kServiceNodegroup);
   m.attr("SERVICE_KVSTORE") = std::string(kServiceKvstore);
-  m.attr("STATE_IDLE") = std::string(kStateIdle);
-  m.attr("STATE_REGISTERING") = std::string(kStateRegistering);
-  m.attr("STATE_STREAMING") = std::string(kStateStreaming);
-  m.attr("STATE_DRAINING") = std::string(kStateDraining);
-  m.attr("STATE_WRITING") = std::string(kStateWriting);
-  m.attr("STATE_WRITING_TO_DISK") = std::string(kStateWritingToDisk);
-  m.attr("STATE_FINISHED") = std::string(kStateFinished);
-  m.attr("STATE_ERROR") = std::string(kStateError);
-  m.attr("STATE_SERVING") = std::string(kStateServing);
+  // The service states, each as STATE_<NAME> ("writing-to-disk" as STATE_WRITING_TO_DISK), in order.
+  py::list states;
+  for (std::size_t i = 0; i < kServiceStates; ++i) {
+    const std::string name(to_string(static_cast<ServiceState>(i)));
+    states.append(name);
+    std::string attr = "STATE_";
+    for (const char c : name) attr += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    m.attr(attr.c_str()) = name;
+  }
+  m.attr("SERVICE_STATES") = py::tuple(states);
+  m.def("transition_allowed",
+        [](const std::string& from, const std::string& to) {
+          const auto state = [](const std::string& name) {
+            const std::optional<ServiceState> parsed = parse_service_state(name);
+            if (!parsed) throw ProtocolError("'" + name + "' is not a service state");
+            return *parsed;
+          };
+          return transition_allowed(state(from), state(to));
+        },
+        py::arg("from_state"), py::arg("to_state"),
+        "Whether a service may go from one state to another (protocol/service_state.hpp).");
   m.attr("SOURCE_SIMULATOR") = std::string(kSourceSimulator);
   m.attr("SOURCE_REPLAY") = std::string(kSourceReplay);
   m.attr("MAX_UID_BYTES") = kMaxUidBytes;

@@ -103,6 +103,7 @@ struct Server::Impl {
   zmq::socket_t collector{context, zmq::socket_type::sub};
   Wakeup wakeup;
   std::atomic<bool> stop_requested{false};
+  std::atomic<protocol::ServiceState> state{protocol::ServiceState::kIdle};  // set by the daemon
 
   std::map<std::string, Entry> map;
   std::multimap<Clock::time_point, std::string> expiries;  // entries whose key was set again are skipped
@@ -316,7 +317,7 @@ struct Server::Impl {
       return stats;
     }();
     protocol::ServiceStatus status;
-    status.state = std::string(protocol::kStateServing);
+    status.state = std::string(protocol::to_string(state.load()));
     status.messages = now.updates;
     status.bytes = now.bytes;
     status.extra["snapshots"] = static_cast<std::int64_t>(now.snapshots);
@@ -382,7 +383,10 @@ void Server::run() {
       if (error.num() != EINTR) throw;
       continue;  // a signal: look at stop_requested again
     }
-    if (items[2].revents & ZMQ_POLLIN) s.wakeup.drain();
+    if (items[2].revents & ZMQ_POLLIN) {
+      s.wakeup.drain();
+      s.guarded("status", [&s] { s.publish_status(); });  // woken for a new state, or to stop
+    }
     for (int i = 0; i < kBatch && (items[0].revents & ZMQ_POLLIN); ++i) {
       if (!(s.snapshot.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
       s.guarded("snapshot request", [&s] { s.handle_snapshot_request(); });
@@ -406,6 +410,11 @@ void Server::run() {
       next_heartbeat = now + std::chrono::milliseconds(s.options.heartbeat_ms);
     }
   }
+}
+
+void Server::set_state(protocol::ServiceState state) noexcept {
+  impl_->state.store(state);
+  impl_->wakeup.notify();
 }
 
 void Server::stop() noexcept {

@@ -33,7 +33,7 @@ struct Producer::Impl {
   std::optional<zmq::socket_t> socket;
 
   bool in_scan = false;
-  std::string state = std::string(protocol::kStateIdle);
+  protocol::ServiceState state = protocol::ServiceState::kIdle;
   ScanRequest request;
   ScanDecision decision;
   std::vector<std::uint8_t> frames;  ///< FrameState per frame of the scan
@@ -74,25 +74,25 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
     }
     impl_->socket.emplace(std::move(socket));
   }
-  publish(std::string(protocol::kStateIdle));
+  publish(protocol::ServiceState::kIdle);
 }
 
 Producer::~Producer() = default;
 
 void Producer::stop() { stop_.store(true); }
 
-void Producer::publish(const std::string& state, const std::string& error) {
+void Producer::publish(protocol::ServiceState state, const std::string& error) {
   impl_->state = state;
   impl_->last_status = std::chrono::steady_clock::now();
   if (kvstore_ == nullptr) return;
   protocol::ServiceStatus status;
-  status.state = state;
+  status.state = std::string(protocol::to_string(state));
   status.scan = scan_;
   status.messages = messages_;
   status.bytes = bytes_;
   status.extra["receiver"] = std::int64_t{options_.receiver};
   status.extra["thread"] = std::int64_t{options_.thread_id};
-  if (state != protocol::kStateIdle || scan_ != 0) {
+  if (state != protocol::ServiceState::kIdle || scan_ != 0) {
     status.extra["mode"] = std::string(to_string(impl_->decision.mode));
     status.extra["nodegroups"] = static_cast<std::int64_t>(impl_->decision.routing.size());
     status.extra["announced"] = static_cast<std::int64_t>(impl_->decision.announced);
@@ -110,7 +110,7 @@ void Producer::fail(const std::string& error) {
   impl_->in_scan = false;
   impl_->writer.reset();
   try {
-    publish(std::string(protocol::kStateError), error);
+    publish(protocol::ServiceState::kError, error);
   } catch (const std::exception&) {
     // The original failure is what the caller must see.
   }
@@ -184,7 +184,7 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
   scan_ = request.scan_number;
   messages_ = 0;
   bytes_ = 0;
-  publish(std::string(decision.mode == Mode::kStreaming ? protocol::kStateStreaming : protocol::kStateWritingToDisk));
+  publish(decision.mode == Mode::kStreaming ? protocol::ServiceState::kStreaming : protocol::ServiceState::kWritingToDisk);
 
   if (decision.mode == Mode::kStreaming) {
     protocol::InfoMessage info{request.scan_number, options_.receiver, options_.thread_id, request.scan_x,
@@ -308,7 +308,7 @@ ScanResult Producer::end_scan() {
   result.messages = messages_;
   result.bytes = bytes_;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->started).count();
-  publish(std::string(protocol::kStateFinished));
+  publish(protocol::ServiceState::kFinished);
   return result;
 }
 
@@ -320,7 +320,7 @@ void Producer::report_error(std::uint32_t scan_number, const std::string& error)
   scan_ = scan_number;
   messages_ = 0;
   bytes_ = 0;
-  publish(std::string(protocol::kStateError), error);
+  publish(protocol::ServiceState::kError, error);
 }
 
 ScanResult Producer::run_scan(const ScanRequest& request, SectorSource& source, SiblingGate* gate) {

@@ -75,11 +75,18 @@ void check_bounds(const NodeGroupRecord& record) {
   check_at_most(about("ports"), record.ports.size(), kMaxPorts, "ports", " (one per aggregator thread)");
   check_at_most(about("node"), record.node.size(), kMaxNameBytes, "bytes");
   check_at_most(about("status"), record.status.size(), kMaxNameBytes, "bytes");
+  if (!parse_service_state(record.status)) {
+    throw ProtocolError(about("status") + ": " + shown(record.status) + " is not a service state");
+  }
 }
 
 void check_bounds(const ServiceStatus& status) {
   const auto about = [](std::string_view field) { return "ServiceStatus: field " + shown(field); };
   check_at_most(about("state"), status.state.size(), kMaxNameBytes, "bytes");
+  if (!status.state.empty() && !parse_service_state(status.state)) {
+    throw ProtocolError(about("state") + ": " + shown(status.state) + " is not a service state (starting, idle, "
+                        "streaming, writing-to-disk, counting, writing, finished, error, stopping, stopped)");
+  }
   check_at_most("ServiceStatus", status.extra.size(), kMaxExtraFields, "extra fields");
   for (const auto& [key, value] : status.extra) {
     check_at_most("ServiceStatus: extra field " + shown(key), key.size(), kMaxNameBytes, "bytes in its name");

@@ -189,11 +189,11 @@ TEST(ClientServer, RegistrationReachesAnotherReplicaAndLeavesWithTheClient) {
   });
   ASSERT_TRUE(watcher.wait_synced(10s));
 
-  const sp::NodeGroupRecord record{"ng-1", "127.0.0.1", {6200, 6201}, "node0", 0, std::string(sp::kStateIdle)};
+  const sp::NodeGroupRecord record{"ng-1", "127.0.0.1", {6200, 6201}, "node0", 0, std::string(sp::to_string(sp::ServiceState::kIdle))};
   {
     kv::Client nodegroup(running.client());
     nodegroup.set(sp::nodegroup_key(record.uid), record.encode(), 1.0);
-    const sp::ServiceStatus idle{std::string(sp::kStateIdle), 0, 0, 0, 0.0, {}};
+    const sp::ServiceStatus idle{std::string(sp::to_string(sp::ServiceState::kIdle)), 0, 0, 0, 0.0, {}};
     nodegroup.set(sp::status_key(sp::kServiceNodegroup, record.uid), idle.encode());
     ASSERT_TRUE(wait_for([&] { return watcher.get(sp::nodegroup_key(record.uid)).has_value(); }));
     const auto groups = sp::nodegroups_from(watcher.subtree(std::string(sp::kNodegroupsPrefix))).records;

@@ -53,7 +53,7 @@ class KvServer:
     def start(self) -> subprocess.Popen:
         self.starts += 1
         self.process = self.processes.sectorflow("kvstore", "--config", str(self.path), name=f"kvstore{self.starts}")
-        wait_until(lambda: self.process.poll() is not None or "-> serving" in self.log(), SERVER_START_S,
+        wait_until(lambda: self.process.poll() is not None or "state starting -> idle" in self.log(), SERVER_START_S,
                    "the kvstore server to serve")
         assert self.process.poll() is None, self.log()
         return self.process

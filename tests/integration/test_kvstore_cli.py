@@ -76,7 +76,7 @@ def test_status_lists_registered_services_and_nodegroups(
     assert rows["producer/r0t1"][2:6] == ["streaming", "7", "4,242", "0"]
     assert "expected=5000" in rows["producer/r0t1"]
     assert rows["ng-9/10.0.0.9"] == ["ng-9", "10.0.0.9", "6300,6301", "nid9", "1", "idle"]
-    assert rows["kvstore/server"][2] == "serving"
+    assert rows["kvstore/server"][2] == "idle"
 
 
 def test_status_without_a_server_says_so_and_fails(make_config: Callable) -> None:

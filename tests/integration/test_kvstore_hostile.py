@@ -97,7 +97,7 @@ def test_poisoned_entries_are_shown_by_status(
     assert any(line.startswith("nodegroups/x") and "invalid: NodeGroupRecord" in line for line in lines)
     assert lines[-1] == ("3 entries do not decode (shown as invalid above): nodegroups/x, status/producer/r9t9, "
                          "status/x/y")
-    assert any(line.split()[:3] == ["kvstore", "server", "serving"] for line in lines)
+    assert any(line.split()[:3] == ["kvstore", "server", "idle"] for line in lines)
 
 
 def test_client_readers_skip_bad_entries_log_each_once_and_count_them(

@@ -204,7 +204,7 @@ def test_three_scans_three_files_pool_flat_and_partial_routing(stack, processes,
 
     standin.send_scan(records, scan=1, scan_x=8, scan_y=8)
     wait_file(output, 1, job, processes)
-    wait_until(lambda: all(status(r.uid).scan == 1 and status(r.uid).state == "done" for r in records), 20,
+    wait_until(lambda: all(status(r.uid).scan == 1 and status(r.uid).state == "finished" for r in records), 20,
                "every NodeGroup done with scan 1")
     pool_after_small = {r.uid: status(r.uid).extra["pool_bytes"] for r in records}
 
@@ -218,7 +218,7 @@ def test_three_scans_three_files_pool_flat_and_partial_routing(stack, processes,
     standin.send_scan(records, scan=3, scan_x=16, scan_y=16)  # four times scan 1
     scan3 = read_counted_scan(wait_file(output, 3, job, processes))
     assert scan3.metadata["scan"]["frames_complete"] == 256
-    wait_until(lambda: all(status(r.uid).scan == 3 and status(r.uid).state == "done" for r in records), 20,
+    wait_until(lambda: all(status(r.uid).scan == 3 and status(r.uid).state == "finished" for r in records), 20,
                "every NodeGroup done with scan 3")
     for r in records:
         assert status(r.uid).extra["pool_bytes"] == pool_after_small[r.uid] > 0

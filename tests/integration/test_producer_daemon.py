@@ -88,7 +88,9 @@ def test_daemons_acquire_to_disk_then_stream_then_replay(make_config, processes,
         assert processes.stop(daemon) == 0
         assert "Traceback" not in processes.output(daemon)
     log = processes.output(daemons[0])
-    assert "idle -> acquiring (scan 1" in log and "acquiring -> idle" in log and "-> stopped" in log
+    # Scan 1 was first acquired with no NodeGroup registered: written to disk.
+    assert "state idle -> writing-to-disk (scan 1" in log and "state writing-to-disk -> idle" in log
+    assert "state idle -> streaming (scan 2" in log and "state stopping -> stopped" in log
 
 
 def test_acquire_refuses_a_bad_scan_shape_and_replay_without_nodegroups(make_config, processes) -> None:

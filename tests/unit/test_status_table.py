@@ -71,7 +71,7 @@ def test_a_last_line_names_every_entry_that_does_not_decode() -> None:
 def test_the_kvstore_servers_refusals_are_shown_by_kind() -> None:
     counts = {"malformed": 4, "oversized": 1, "refused_quota": 2, "refused_full": 0, "ttl_clamped": 1,
               "snapshots_dropped": 1990, "errors": 0}
-    server = ServiceStatus(state="serving", extra={"snapshots": 12, "keys": 301, **counts}).encode()
+    server = ServiceStatus(state="idle", extra={"snapshots": 12, "keys": 301, **counts}).encode()
     lines = render({status_key("kvstore", "server"): server}, now_s=0.0, title="t").splitlines()
     assert ("kvstore/server refused: malformed 4, oversized 1, refused_quota 2, refused_full 0, ttl_clamped 1, "
             "snapshots_dropped 1990, errors 0") in lines

@@ -45,6 +45,8 @@
 #include <memory>
 #include <string>
 
+#include "sectorflow/protocol/service_state.hpp"
+
 namespace sectorflow::kvstore {
 
 /// Messages a snapshot reply may queue in one peer's pipe (ZMQ_SNDHWM of the ROUTER).
@@ -108,6 +110,9 @@ class Server {
   void run();
   /// Makes run() return within one poll wakeup. Thread-safe and async-signal-safe.
   void stop() noexcept;
+  /// The state the server's own status says (idle while it serves, set by the daemon that runs
+  /// it); published at once. Thread-safe.
+  void set_state(protocol::ServiceState state) noexcept;
 
   /// A consistent copy of the counters; thread-safe.
   ServerStats stats() const;

@@ -31,6 +31,7 @@
 #include "sectorflow/producer/options.hpp"
 #include "sectorflow/producer/sector_source.hpp"
 #include "sectorflow/producer/sibling_gate.hpp"
+#include "sectorflow/protocol/service_state.hpp"
 
 namespace sectorflow::kvstore {
 class Client;
@@ -135,7 +136,7 @@ class Producer {
 
  private:
   struct Impl;
-  void publish(const std::string& state, const std::string& error = {});
+  void publish(protocol::ServiceState state, const std::string& error = {});
   void fail(const std::string& error);
 
   ProducerOptions options_;

@@ -13,13 +13,14 @@
 //       ports   [u16, ...]    one data port per aggregator thread: thread r pushes to ports[r]
 //       node    str           compute node (host name) it runs on
 //       rank    u32           MPI rank of the process that owns it
-//       status  str           state of the NodeGroup (see the states below)
+//       status  str           the NodeGroup's service state (service_state.hpp)
 //
 //   status/<service>/<name>   ServiceStatus: what one service instance is doing, e.g.
 //                             status/producer/r0t1 (receiver 0, thread 1), status/aggregator/t0,
 //                             status/nodegroup/<uid>, status/kvstore/server. Set with a ttl.
-//       state      str        idle, registering, streaming, draining, writing, writing-to-disk,
-//                             finished, error, serving (free text: these are the usual ones)
+//       state      str        one of the service states (service_state.hpp): starting, idle,
+//                             streaming, writing-to-disk, counting, writing, finished, error,
+//                             stopping, stopped
 //       scan       u32        current or last scan number (0 before the first scan)
 //       messages   u64        messages handled so far (sent, forwarded or received)
 //       bytes      u64        bytes handled so far
@@ -60,6 +61,7 @@
 #include <vector>
 
 #include "sectorflow/protocol/limits.hpp"
+#include "sectorflow/protocol/service_state.hpp"
 
 namespace sectorflow::protocol {
 
@@ -85,15 +87,6 @@ inline constexpr std::string_view kServiceAggregator = "aggregator";
 inline constexpr std::string_view kServiceNodegroup = "nodegroup";
 inline constexpr std::string_view kServiceKvstore = "kvstore";
 
-inline constexpr std::string_view kStateIdle = "idle";
-inline constexpr std::string_view kStateRegistering = "registering";
-inline constexpr std::string_view kStateStreaming = "streaming";
-inline constexpr std::string_view kStateDraining = "draining";
-inline constexpr std::string_view kStateWriting = "writing";
-inline constexpr std::string_view kStateWritingToDisk = "writing-to-disk";
-inline constexpr std::string_view kStateFinished = "finished";
-inline constexpr std::string_view kStateError = "error";
-inline constexpr std::string_view kStateServing = "serving";
 
 /// "nodegroups/<uid>"; throws ProtocolError if uid is empty or holds '/'.
 std::string nodegroup_key(std::string_view uid);
@@ -112,7 +105,7 @@ struct NodeGroupRecord {
   std::vector<std::uint16_t> ports;  ///< ports[r] receives from aggregator thread r
   std::string node;
   std::uint32_t rank = 0;
-  std::string status;
+  std::string status = std::string(to_string(ServiceState::kIdle));  ///< a service state
 
   /// "tcp://<host>:<ports[thread]>"; throws ProtocolError if the thread has no port.
   std::string endpoint(std::size_t thread) const;

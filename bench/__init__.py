@@ -32,7 +32,7 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class Target:
-    """A goal of issue 9 and whether this run met it."""
+    """A goal of the benchmarks (BENCHMARKS.md, "Targets") and whether this run met it."""
 
     name: str  # what is measured, e.g. "(c)/(a) transport ratio"
     goal: str  # e.g. ">= 0.45"

@@ -44,7 +44,7 @@ MIN_REPEAT_S = 0.3  # each timed repetition of sectorflow loops over the frames 
 # (electrons per frame, gain applied): dark reference always, as at the beamline.
 SCENARIOS = [(20, False), (200, False), (2000, False), (200, True)]
 PIPELINE_SCAN = (128, 128)  # probe positions of the whole-pipeline scan (10.9 GB raw)
-TARGET_RATIO = 10.0  # issue 9: at least 10x stempy per core
+TARGET_RATIO = 10.0  # the target: at least 10x stempy per core
 
 _SPREAD = np.array([[0.04, 0.10, 0.04], [0.10, 0.44, 0.10], [0.04, 0.10, 0.04]])
 

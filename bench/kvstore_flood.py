@@ -1,4 +1,4 @@
-"""Memory: the kvstore server's resident set before and after a snapshot flood (issue 14).
+"""Memory: the kvstore server's resident set before and after a snapshot flood (docs/fault-model.md).
 
 A client connects a DEALER to the snapshot port, asks ``ICANHAZ?`` again and again and never reads
 (its queue is one message deep). The server holds ``KEYS`` keys of ``VALUE_BYTES`` bytes, about what

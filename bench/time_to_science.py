@@ -4,7 +4,7 @@ the file workflow it replaces (raw files with fsync, then stempy reads, counts a
 bench/file_workflow.py), one after the other in one run. The paper measured 13x for 10 GB scans at
 its facility; here both sides share the same two cores and one disk.
 
-Both scans of issue 9 run: 128 x 128 (10.9 GB raw) and 256 x 256 (43.5 GB raw, about 5 minutes
+Both scans of the target run: 128 x 128 (10.9 GB raw) and 256 x 256 (43.5 GB raw, about 5 minutes
 for both workflows here); ``--quick`` leaves the second out (``FULL_SCANS``).
 """
 

@@ -1,7 +1,7 @@
 """The counted-scan HDF5 file: stempy's layout (version 3), so ``stempy.io.load_electron_counts``
 opens it, plus an honest record of what did not arrive.
 
-Layout (DESIGN.md, "Counted output"; attribute meanings checked against stempy 3.6.0's own save)::
+Layout (docs/contracts.md, "Counted output"; attribute meanings checked against stempy 3.6.0's own save)::
 
     /                                   attrs: version = 3
     /electron_events/frames             vlen uint32, one element per probe position, scan-major

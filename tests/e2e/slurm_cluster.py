@@ -1,8 +1,11 @@
 """A real single-node Slurm cluster (Debian's slurmctld, slurmd, munged) in a scratch directory.
 
 Started by the e2e fixtures as root, with nothing from systemd: munged with a private key and
-socket, slurmctld and slurmd in the foreground (-D) as children. Settings follow
-../shared/notes/machine-facts.md (measured on this machine kind).
+socket, slurmctld and slurmd in the foreground (-D) as children. What Debian's Slurm 22.05 needs
+here, learnt the hard way: munged refuses a socket directory that is not world-executable and
+hangs a captured stdout; slurmd initialises a cgroup plugin even with task/none and dies without
+`CgroupPlugin=cgroup/v1` where /sys/fs/cgroup is absent or hybrid; `NodeName=localhost` works
+whatever the host name is; ready means `scontrol ping` says UP and `sinfo` says idle.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-// The aggregator (DESIGN.md step 2, SPEC.md steps 4 and 5): one relay thread per receiver, each
+// The aggregator (protocol/SPEC.md steps 4 and 5): one relay thread per receiver, each
 // pulling from that receiver's producer threads and pushing every data message, unchanged, to the
 // NodeGroup its frame number routes it to. NodeGroups are found in the kvstore (nodegroups/*).
 //

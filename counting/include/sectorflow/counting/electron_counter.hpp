@@ -1,4 +1,4 @@
-// Counting one frame (DESIGN.md, "Electron counting"), event for event as stempy 3.6.0's
+// Counting one frame (docs/contracts.md, "Electron counting"), event for event as stempy 3.6.0's
 // electron_count_frame:
 //   - dark reference, no gain: pixel = raw - trunc(dark) in uint16 arithmetic (a pixel below its
 //     dark wraps to a large value and is cut by the x-ray threshold);

@@ -1,5 +1,5 @@
 // Counting thresholds from a sample of frames, as stempy's calculate_thresholds computes them
-// (DESIGN.md, "Electron counting"):
+// (docs/contracts.md, "Electron counting"):
 //   1. every pixel of every sample frame, dark-subtracted and gain-corrected, as an integer ADU
 //      value: raw - trunc(dark) without gain; floor(floor(raw - dark) * gain_factor) with gain
 //      (stempy truncates, the same for the non-negative values it handles);

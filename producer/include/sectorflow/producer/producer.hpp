@@ -1,4 +1,4 @@
-// One producer thread (DESIGN.md step 1, protocol/SPEC.md): per scan it fixes the routing list,
+// One producer thread (protocol/SPEC.md, "A scan", steps 1 to 3): per scan it fixes the routing list,
 // decides once between streaming and fallback, records the decision in its kvstore status, then
 // sends the info message and its data messages on a PUSH socket to aggregator thread r, or writes
 // its sectors to raw version-5 files in the fallback directory.

@@ -4,8 +4,8 @@
 // frames in a bounded pool. A thread that runs far ahead of a sibling (a source that is faster for
 // one thread, a scheduler that favours it) fills the NodeGroup's pool with frames that wait for the
 // sibling's sectors, and those sectors queue behind the ahead-runner's in the shared stream: the
-// pool can then free a slot only by counting a frame early (DESIGN.md, NodeGroups). Detector
-// hardware paces its threads together; simulated and replayed sources do not, so the daemon gates
+// pool can then free a slot only by counting a frame early (the NodeGroup's counting_worker.hpp).
+// Detector hardware paces its threads together; simulated and replayed sources do not, so the daemon gates
 // them: a thread waits before a frame more than max_lead_frames past the frame its slowest
 // unfinished sibling has reached. Nothing is dropped; the lead is bounded, and with it the spread
 // of frames the pool must hold.

@@ -1,4 +1,4 @@
-// The info message (DESIGN.md, "Contracts"): one ZeroMQ frame, a msgpack map
+// The info message (SPEC.md, "Info message"): one ZeroMQ frame, a msgpack map
 //   { "version": kInfoVersion, "kind": "info", "scan_number": u32, "receiver": u32,
 //     "thread_id": u32, "scan_x": u32, "scan_y": u32,
 //     "routing": [uid, ...],            // sorted NodeGroup UIDs fixed for this scan

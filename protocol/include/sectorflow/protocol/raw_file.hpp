@@ -1,4 +1,4 @@
-// Raw fallback files (DESIGN.md, "Contracts"): the 4D Camera's version-5 format, which stempy
+// Raw fallback files (SPEC.md, "Raw fallback files"): the 4D Camera's version-5 format, which stempy
 // reads. When no NodeGroup is registered, producers write a scan here instead of streaming it,
 // and replay it later from here.
 //

@@ -1,5 +1,6 @@
-"""Helpers every test may import (``from support import wait_until``): free loopback ports,
-TOML writing, waiting on a condition with a deadline, supervised real processes.
+"""Helpers every test may import (``from support import wait_until``): waiting on a condition
+with a deadline, supervised real processes, the NodeGroup stand-in's records. Free ports and TOML
+files come from ``harness``, which the benchmarks share.
 
 No test sleeps to synchronise: ``wait_until`` polls a condition and fails with a message naming
 what it waited for when the deadline passes.
@@ -10,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,23 +19,11 @@ from typing import Any
 
 import pytest
 
-from sectorflow.waiting import WaitTimeout, free_port_block as shared_free_port_block
+from sectorflow.waiting import WaitTimeout
 from sectorflow.waiting import wait_until as shared_wait_until
 
 REPO = Path(__file__).resolve().parents[1]
-LOOPBACK = "127.0.0.1"
-
-
-def free_port() -> int:
-    """A TCP port on loopback that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
-
-
-def free_port_block(count: int) -> int:
-    """The first of ``count`` consecutive free loopback ports (the kvstore uses P, P+1, P+2)."""
-    return shared_free_port_block(LOOPBACK, count)
+LOOPBACK = "127.0.0.1"  # where the services of a test listen
 
 
 def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.02) -> Any:
@@ -53,42 +41,6 @@ def deep_update(base: dict, overrides: dict) -> dict:
         else:
             base[key] = value
     return base
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    raise TypeError(f"cannot write {value!r} as TOML")
-
-
-def write_toml(data: dict, path: Path) -> Path:
-    """Write a (two-level) TOML document: tables, arrays of tables and scalars."""
-    lines: list[str] = []
-    for key, value in data.items():
-        if not isinstance(value, (dict, list)):
-            lines.append(f"{key} = {_toml_value(value)}")
-    for key, value in data.items():
-        if isinstance(value, dict):
-            lines.append(f"\n[{key}]")
-            nested = {}
-            for k, v in value.items():
-                if isinstance(v, dict):
-                    nested[k] = v
-                else:
-                    lines.append(f"{k} = {_toml_value(v)}")
-            for k, v in nested.items():
-                lines.append(f"\n[{key}.{k}]")
-                lines.extend(f"{kk} = {_toml_value(vv)}" for kk, vv in v.items())
-        elif isinstance(value, list):
-            for item in value:
-                lines.append(f"\n[[{key}]]")
-                lines.extend(f"{k} = {_toml_value(v)}" for k, v in item.items())
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 class Processes:

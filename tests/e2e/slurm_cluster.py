@@ -10,20 +10,15 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
+from harness import free_port
+
 
 class SlurmError(RuntimeError):
     """The test cluster could not start; the message carries the daemon's log tail."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _real_memory_mb() -> int:
@@ -65,8 +60,8 @@ class SlurmCluster:
         self.conf.write_text(f"""\
 ClusterName=sectorflowtest
 SlurmctldHost=localhost
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
+SlurmctldPort={free_port('127.0.0.1')}
+SlurmdPort={free_port('127.0.0.1')}
 SlurmUser=root
 AuthType=auth/munge
 CredType=cred/munge

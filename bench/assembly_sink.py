@@ -18,7 +18,6 @@ import json
 import logging
 import resource
 import sys
-import time
 
 from sectorflow.configs import ConfigError, load_config
 from sectorflow.errors import SectorflowError
@@ -26,6 +25,7 @@ from sectorflow.kvstore import Client
 from sectorflow.protocol import NodeGroupRecord, nodegroup_key
 from sectorflow.nodegroup import NodeGroup, settings_from
 from sectorflow.service import stop_on_signals
+from sectorflow.waiting import WaitTimeout, wait_until
 
 log = logging.getLogger("bench.assembly_sink")
 
@@ -56,10 +56,12 @@ def main(argv: list[str] | None = None) -> int:
             record = NodeGroupRecord(uid=args.uid, host=config.nodegroup.host, ports=list(group.ports))
             client.set(nodegroup_key(args.uid), record.encode(), config.kvstore.ttl_s)
             print(json.dumps({"uid": args.uid, "ports": list(group.ports), "cpu_s": cpu_s()}), flush=True)
-            deadline = time.monotonic() + args.timeout_s
-            result = None
-            while result is None and not stop.is_set() and time.monotonic() < deadline:
-                result = group.wait_scan(WAIT_SLICE_S)
+            try:
+                # Each poll blocks in the NodeGroup for up to WAIT_SLICE_S; a stop ends the wait between two.
+                result = wait_until(lambda: group.wait_scan(WAIT_SLICE_S), args.timeout_s, "a finished scan", 0.0,
+                                    stop=stop)
+            except WaitTimeout:
+                result = None
             if result is None:
                 print(f"assembly_sink: error: no scan finished within {args.timeout_s:g} s", file=sys.stderr)
                 return 2

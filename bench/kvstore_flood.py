@@ -26,10 +26,11 @@ import zmq
 
 from bench import BenchmarkResult, RunOptions
 from bench.config_file import with_free_ports, write_config
-from bench.processes import ProcessSet
+from bench.processes import STOP_TIMEOUT_S
 from bench.proc_stats import rss_kib
 from sectorflow.configs import Config, KvstoreConfig, load_config
 from sectorflow.kvstore import Client, client_options
+from sectorflow.orchestration import ServiceSpec, Supervisor
 from sectorflow.protocol import ServiceStatus, status_key
 from sectorflow.waiting import wait_until
 
@@ -95,9 +96,8 @@ def write_for_any_build(config: Config, path: Path) -> Config:
 def flood(config: Config, requests: int, sectorflow: list[str], workdir: Path) -> FloodRun:
     """Start ``sectorflow kvstore`` (the argv prefix ``sectorflow``), fill it, flood it, measure it."""
     config = write_for_any_build(with_free_ports(config), workdir / "config.toml")
-    with ProcessSet(workdir) as processes:
-        processes.start("kvstore", [*sectorflow, "kvstore", "--config", str(config.source)])
-        pid = processes.pid("kvstore")
+    with Supervisor(workdir, STOP_TIMEOUT_S) as processes:
+        pid = processes.start(ServiceSpec("kvstore", (*sectorflow, "kvstore", "--config", str(config.source)))).pid
         with Client(client_options(config)) as client:
             if not client.wait_synced(START_TIMEOUT_S):
                 raise RuntimeError(f"the kvstore did not answer: {processes.log_tail('kvstore')}")

@@ -32,12 +32,14 @@ from pathlib import Path
 
 from bench import BenchmarkResult, RunOptions, Target
 from bench.config_file import with_free_ports, write_config
-from bench.processes import ProcessError, ProcessSet
+from bench.processes import STOP_TIMEOUT_S, read_json, start_reporting
 from bench.proc_stats import cpu_seconds
 from bench.programs import build_programs
 from bench.ratios import median, per_gb, ratio
 from sectorflow.configs import Config, ReceiverConfig
+from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
+from sectorflow.orchestration import ServiceSpec, Supervisor
 from sectorflow.protocol import SERVICE_AGGREGATOR, NodeGroupRecord, nodegroup_key, wall_clock_s
 from sectorflow.waiting import wait_until
 
@@ -104,42 +106,43 @@ class Bench:
         self.hwm = config.aggregator.hwm
         self.runs = 0
 
-    def sender(self, processes: ProcessSet, endpoint: str, route: str | None) -> None:
+    def sender(self, processes: Supervisor, endpoint: str, route: str | None) -> None:
         """Start the C++ sender; with ``route``, it first sends the info message routing to that NodeGroup."""
         argv = [str(self.programs["zmq_hop"]), "send", "--connect", endpoint, "--scan-x", str(SCAN_X),
                 "--scan-y", str(MESSAGES // SCAN_X), "--bytes", str(self.single.detector.sector_bytes),
                 "--hwm", str(self.hwm), "--timeout-s", str(int(RUN_TIMEOUT_S))]
-        processes.start("sender", argv + (["--route", route] if route else []))
+        start_reporting(processes, "sender", argv + (["--route", route] if route else []))
 
-    def sink(self, processes: ProcessSet) -> str:
+    def sink(self, processes: Supervisor) -> str:
         """Start the C++ sink; returns the endpoint it bound."""
-        processes.start("sink", [str(self.programs["zmq_hop"]), "sink", "--bind", f"tcp://{self.host}:0",
-                                 "--messages", str(MESSAGES), "--hwm", str(self.hwm),
-                                 "--timeout-s", str(int(RUN_TIMEOUT_S))])
-        return processes.read_json("sink", START_TIMEOUT_S)["endpoint"]
+        start_reporting(processes, "sink", [str(self.programs["zmq_hop"]), "sink", "--bind", f"tcp://{self.host}:0",
+                                            "--messages", str(MESSAGES), "--hwm", str(self.hwm),
+                                            "--timeout-s", str(int(RUN_TIMEOUT_S))])
+        return read_json(processes, "sink", START_TIMEOUT_S)["endpoint"]
 
-    def aggregator(self, processes: ProcessSet, client: Client, config: Config) -> None:
+    def aggregator(self, processes: Supervisor, client: Client, config: Config) -> None:
         """Start the aggregator daemon of ``config``; returns once every relay thread published its status."""
         started = wall_clock_s()
-        processes.start("aggregator", [sys.executable, "-m", "sectorflow", "aggregator", "--config", config.source])
+        processes.start(ServiceSpec("aggregator", (sys.executable, "-m", "sectorflow", "aggregator", "--config",
+                                                   config.source)))
         threads = {f"t{r}" for r in range(config.n_receivers)}
 
         def ready() -> bool:
-            if processes.exited("aggregator") is not None:
-                raise ProcessError(f"the aggregator exited; its log:\n{processes.log_tail('aggregator')}")
+            if processes.exit_code("aggregator") is not None:
+                raise SectorflowError(f"the aggregator exited; its log:\n{processes.log_tail('aggregator')}")
             seen = {name for (_, name), s in client.statuses(SERVICE_AGGREGATOR).items() if s.updated_s >= started}
             return threads <= seen
 
         wait_until(ready, START_TIMEOUT_S, "aggregator status in the kvstore")
 
-    def feed(self, processes: ProcessSet, config: Config, uid: str) -> list[str]:
+    def feed(self, processes: Supervisor, config: Config, uid: str) -> list[str]:
         """Start one producer_feed per receiver of ``config``, together ``MESSAGES``; returns their names."""
         d = config.detector
         frames = MESSAGES // config.n_receivers
         names = []
         for r in range(config.n_receivers):
             names.append(f"producer-{r}")
-            processes.start(names[-1], [
+            start_reporting(processes, names[-1], [
                 str(self.programs["producer_feed"]), "--aggregator",
                 f"tcp://{config.aggregator.host}:{config.aggregator.base_port + r}", "--route", uid,
                 "--receiver", str(r), "--threads", "1", "--scan-x", str(SCAN_X), "--scan-y", str(frames // SCAN_X),
@@ -152,13 +155,14 @@ class Bench:
         self.runs += 1
         uid = f"bench-{path}-{self.runs}"
         relays: list[str] = []  # long-running processes whose CPU is read from /proc around the transfer
-        with ProcessSet(self.workdir / "logs" / f"{self.runs:02d}-{path}") as processes:
+        with Supervisor(self.workdir / "logs" / f"{self.runs:02d}-{path}", STOP_TIMEOUT_S) as processes:
             try:
                 if path in ("pipeline", "pipeline-4"):
                     config = self.single if path == "pipeline" else self.sectors
-                    processes.start("sink", [sys.executable, "-m", "bench.assembly_sink", "--config", config.source,
-                                             "--uid", uid, "--timeout-s", str(int(RUN_TIMEOUT_S))])
-                    sink_ready = processes.read_json("sink", START_TIMEOUT_S)
+                    start_reporting(processes, "sink", [sys.executable, "-m", "bench.assembly_sink", "--config",
+                                                        config.source, "--uid", uid,
+                                                        "--timeout-s", str(int(RUN_TIMEOUT_S))])
+                    sink_ready = read_json(processes, "sink", START_TIMEOUT_S)
                     wait_until(lambda: any(r.uid == uid for r in client.nodegroups()), START_TIMEOUT_S,
                                f"NodeGroup {uid} in the kvstore")
                     self.aggregator(processes, client, config)
@@ -167,9 +171,10 @@ class Bench:
                     entry = self.sink(processes)
                     sink_ready = {}  # the C++ sink's CPU before the data is nil
                     if path == "proxy":
-                        processes.start("proxy", [str(self.programs["zmq_hop"]), "proxy", "--bind",
-                                                  f"tcp://{self.host}:0", "--connect", entry, "--hwm", str(self.hwm)])
-                        entry = processes.read_json("proxy", START_TIMEOUT_S)["endpoint"]
+                        start_reporting(processes, "proxy", [str(self.programs["zmq_hop"]), "proxy", "--bind",
+                                                             f"tcp://{self.host}:0", "--connect", entry,
+                                                             "--hwm", str(self.hwm)])
+                        entry = read_json(processes, "proxy", START_TIMEOUT_S)["endpoint"]
                         relays.append("proxy")
                     elif path == "aggregator":
                         port = int(entry.rsplit(":", 1)[1])
@@ -178,17 +183,19 @@ class Bench:
                         self.aggregator(processes, client, self.single)
                         relays.append("aggregator")
                         entry = f"tcp://{self.single.aggregator.host}:{self.single.aggregator.base_port}"
-                before = {name: cpu_seconds(processes.pid(name)) or 0.0 for name in relays}
+                before = {name: cpu_seconds(processes.process(name).pid) or 0.0 for name in relays}
                 if path in ("pipeline", "pipeline-4"):
                     senders = self.feed(processes, config, uid)
                 else:
                     senders = ["sender"]
                     self.sender(processes, entry, uid if path == "aggregator" else None)
-                end = processes.read_json("sink", RUN_TIMEOUT_S + 10)
-                cpu = {name: (cpu_seconds(processes.pid(name)) or 0.0) - before[name] for name in relays}
+                end = read_json(processes, "sink", RUN_TIMEOUT_S + 10)
+                cpu = {name: (cpu_seconds(processes.process(name).pid) or 0.0) - before[name] for name in relays}
                 for name in senders:
-                    cpu[name] = float(processes.read_json(name, RUN_TIMEOUT_S)["cpu_s"])
-                    processes.wait(name, RUN_TIMEOUT_S)
+                    cpu[name] = float(read_json(processes, name, RUN_TIMEOUT_S)["cpu_s"])
+                    if (code := processes.wait(name, RUN_TIMEOUT_S)) != 0:
+                        raise SectorflowError(f"{name} exited with code {code}; last lines of its log:\n"
+                                              f"{processes.log_tail(name)}")
                 cpu["sink"] = float(end["cpu_s"]) - float(sink_ready.get("cpu_s", 0.0))
                 return Run(int(end["messages"]), int(end["bytes"]), float(end["seconds"]), cpu)
             finally:
@@ -200,18 +207,19 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
     with tempfile.TemporaryDirectory(prefix="bench-transport-") as work:
         bench = Bench(config, Path(work))
         runs: dict[str, list[Run]] = {path: [] for path in PATHS}
-        with ProcessSet(Path(work) / "logs") as services:
-            services.start("kvstore", [sys.executable, "-m", "sectorflow", "kvstore", "--config", bench.single.source])
+        with Supervisor(Path(work) / "logs", STOP_TIMEOUT_S) as services:
+            services.start(ServiceSpec("kvstore", (sys.executable, "-m", "sectorflow", "kvstore", "--config",
+                                                   bench.single.source)))
             with Client.from_config(bench.single, name="bench-transport") as client:
                 if not client.wait_synced(START_TIMEOUT_S):
-                    raise ProcessError(f"the kvstore did not answer in {START_TIMEOUT_S:g} s; its log:\n"
-                                       f"{services.log_tail('kvstore')}")
+                    raise SectorflowError(f"the kvstore did not answer in {START_TIMEOUT_S:g} s; its log:\n"
+                                          f"{services.log_tail('kvstore')}")
                 for round_ in range(ROUNDS):
                     for path in PATHS:
                         runs[path].append(bench.run(path, client))
                         log.info("round %d, %s: %.2f GB/s", round_ + 1, path, runs[path][-1].gb_s)
-            services.start("check", [str(bench.programs["zmq_hop"]), "check", "--messages", str(PEEKS)])
-            peek_ns = float(services.read_json("check", RUN_TIMEOUT_S)["ns_per_message"])
+            start_reporting(services, "check", [str(bench.programs["zmq_hop"]), "check", "--messages", str(PEEKS)])
+            peek_ns = float(read_json(services, "check", RUN_TIMEOUT_S)["ns_per_message"])
     return summarize(runs, config, peek_ns)
 
 

@@ -41,6 +41,7 @@ import numpy as np
 
 from sectorflow._core.nodegroup import NodeGroup, NodeGroupSettings, ThresholdSettings
 from sectorflow.configs import Config
+from sectorflow.counting import make_calibration
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.protocol import (
@@ -58,8 +59,8 @@ from sectorflow.protocol import (
     status_key,
 )
 from sectorflow.service import ServiceState
+from sectorflow.waiting import WaitTimeout, wait_until
 
-from sectorflow.counting import make_calibration
 from .gather import GroupResult, ScanGatherer
 
 log = logging.getLogger(__name__)
@@ -375,11 +376,16 @@ class NodeGroupService:
         if self.rank != 0:
             self.comm.send(None, dest=0, tag=TAG_BYE)
         else:
-            byes, deadline = 0, time.monotonic() + BYE_TIMEOUT_S
-            while byes < self.size - 1 and time.monotonic() < deadline:
+            byes = 0
+
+            def all_said_goodbye() -> bool:
+                nonlocal byes
                 byes += self._receive()
-                time.sleep(LOOP_WAIT_S)  # polling period of the goodbye wait
-            if byes < self.size - 1:
+                return byes >= self.size - 1
+
+            try:
+                wait_until(all_said_goodbye, BYE_TIMEOUT_S, "the other ranks' goodbyes", LOOP_WAIT_S)
+            except WaitTimeout:
                 log.warning("stopping without the goodbye of %d ranks", self.size - 1 - byes)
             # Scans still waiting for parts are written with the missing NodeGroups recorded.
             self._write_ready(flush=True)

@@ -11,7 +11,7 @@ from sectorflow.simulator import parse_scan_shape
 
 from .demo import DemoOptions, run_demo
 from .stack import start_stack
-from .supervisor import load_running, stop_services
+from .supervisor import STATE_FILE, load_running, stop_services
 
 
 def default_run_dir(config: Config) -> Path:
@@ -90,6 +90,6 @@ def run_down(args: argparse.Namespace, config: Config) -> int:
         print(f"nothing to stop in {run_dir}")
         return 0
     stop_services(list(reversed(services)), args.grace)
-    (run_dir / "services.json").write_text("[]")
+    (run_dir / STATE_FILE).write_text("[]")
     print(f"stopped {len(services)} services ({', '.join(s.name for s in services)})")
     return 0

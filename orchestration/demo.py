@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,12 +20,16 @@ from sectorflow.kvstore import Client
 from sectorflow.protocol import SERVICE_NODEGROUP, SERVICE_PRODUCER
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.producer import publish_request
+from sectorflow.waiting import WaitTimeout, every, wait_until
 
 from .images import write_overview_png
 from .stack import start_stack
 from .summary import ScanSummary, summarize
 
 log = logging.getLogger(__name__)
+
+POLL_S = 0.1  # how often the output directory is looked at
+PROGRESS_S = 2.0  # how often a progress line is logged
 
 
 @dataclass(frozen=True)
@@ -54,8 +59,7 @@ def run_demo(config: Config, options: DemoOptions) -> ScanSummary:
                      options.scan_y, total)
             started = time.monotonic()
             publish_request(client, config, scan_number, options.scan_x, options.scan_y, config.simulator.rate_hz)
-            path = _wait_for_file(client, output_dir, scan_number, total, started, options.scan_timeout_s,
-                                  supervisor.check)
+            path = _wait_for_file(client, output_dir, scan_number, total, options.scan_timeout_s, supervisor.check)
             seconds = time.monotonic() - started
     finally:
         supervisor.stop_all()
@@ -74,24 +78,28 @@ def _next_scan_number(output_dir: Path) -> int:
     return max(numbers) + 1
 
 
-def _wait_for_file(client: Client, output_dir: Path, scan_number: int, total_sectors: int, started: float,
-                   timeout_s: float, check) -> Path:
-    last_report = started
-    while True:
+def _wait_for_file(client: Client, output_dir: Path, scan_number: int, total_sectors: int, timeout_s: float,
+                   check: Callable[[], None]) -> Path:
+    """The scan's HDF5 file once it is there; ``check`` raises if a service died meanwhile."""
+    path = output_dir / scan_file_name(scan_number)
+
+    def progress(elapsed_s: float) -> None:
+        sent = sum(s.messages for (_, _), s in client.statuses(SERVICE_PRODUCER).items()
+                   if s.scan == scan_number)
+        groups = {name: s.state for (_, name), s in client.statuses(SERVICE_NODEGROUP).items()}
+        log.info("scan %d: %d of %d sectors sent (%.0f%%), NodeGroups: %s, %.0f s", scan_number, sent,
+                 total_sectors, 100.0 * sent / total_sectors, ", ".join(sorted(set(groups.values()))) or "-",
+                 elapsed_s)
+
+    report = every(PROGRESS_S, progress)
+
+    def on_poll(elapsed_s: float) -> None:
         check()
-        path = output_dir / scan_file_name(scan_number)
-        if path.exists():
-            return path
-        now = time.monotonic()
-        if now - started > timeout_s:
-            raise SectorflowError(f"scan {scan_number}: no HDF5 file in {output_dir} after {timeout_s:.0f} s; "
-                                  "see the service logs in the run directory")
-        if now - last_report >= 2.0:
-            sent = sum(s.messages for (_, _), s in client.statuses(SERVICE_PRODUCER).items()
-                       if s.scan == scan_number)
-            groups = {name: s.state for (_, name), s in client.statuses(SERVICE_NODEGROUP).items()}
-            log.info("scan %d: %d of %d sectors sent (%.0f%%), NodeGroups: %s, %.0f s", scan_number, sent,
-                     total_sectors, 100.0 * sent / total_sectors, ", ".join(sorted(set(groups.values()))) or "-",
-                     now - started)
-            last_report = now
-        time.sleep(0.1)  # polling the output directory against a deadline
+        report(elapsed_s)
+
+    try:
+        wait_until(path.exists, timeout_s, str(path), POLL_S, on_poll=on_poll)
+    except WaitTimeout:
+        raise SectorflowError(f"scan {scan_number}: no HDF5 file in {output_dir} after {timeout_s:.0f} s; "
+                              "see the service logs in the run directory") from None
+    return path

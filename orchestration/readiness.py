@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -11,8 +10,12 @@ from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.protocol import SERVICE_AGGREGATOR, SERVICE_PRODUCER
+from sectorflow.waiting import WaitTimeout, every, wait_until
 
 log = logging.getLogger(__name__)
+
+POLL_S = 0.1  # how often the replica is looked at
+PROGRESS_S = 2.0  # how often a progress line is logged
 
 
 @dataclass(frozen=True)
@@ -52,17 +55,20 @@ def wait_ready(client: Client, expected: Expected, timeout_s: float, check: Call
 
     Raises SectorflowError naming what is still missing after ``timeout_s``.
     """
-    deadline = time.monotonic() + timeout_s
-    last_report = 0.0
-    while True:
+    lacking: list[str] = []
+
+    def ready() -> bool:
+        lacking[:] = missing(client, expected)
+        return not lacking
+
+    report = every(PROGRESS_S, lambda _elapsed_s: log.info("waiting for %s", ", ".join(lacking)))
+
+    def on_poll(elapsed_s: float) -> None:
         check()
-        lacking = missing(client, expected)
-        if not lacking:
-            return
-        now = time.monotonic()
-        if now > deadline:
-            raise SectorflowError(f"the stack was not ready after {timeout_s:.0f} s: waiting for {', '.join(lacking)}")
-        if now - last_report > 2.0:
-            log.info("waiting for %s", ", ".join(lacking))
-            last_report = now
-        time.sleep(0.1)  # polling the replica against a deadline
+        report(elapsed_s)
+
+    try:
+        wait_until(ready, timeout_s, "the stack", POLL_S, on_poll=on_poll)
+    except WaitTimeout:
+        raise SectorflowError(f"the stack was not ready after {timeout_s:.0f} s: waiting for {', '.join(lacking)}") \
+            from None

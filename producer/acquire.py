@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 from typing import Any
 
 from sectorflow.cli import add_config_argument
@@ -29,6 +28,7 @@ from sectorflow.protocol import (
     wall_clock_s,
 )
 from sectorflow.simulator import parse_scan_shape
+from sectorflow.waiting import WaitTimeout, every, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -134,9 +134,12 @@ def wait_for_scan(
         SectorflowError: a thread reports an error for the scan, or the timeout passes (the message lists
             the threads not finished and what they report).
     """
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    last_progress = 0.0
-    while True:
+    current: dict[str, ServiceStatus] = {}
+    mine: dict[str, ServiceStatus] = {}
+    finished: list[str] = []
+
+    def all_finished() -> bool:
+        nonlocal current, mine, finished
         current = {name: status for (_, name), status in client.statuses(SERVICE_PRODUCER).items()}
         mine = {name: current[name] for name in names
                 if name in current and current[name].scan == scan and current[name].updated_s >= since_s}
@@ -145,19 +148,21 @@ def wait_for_scan(
         if errors:
             raise SectorflowError(f"scan {scan}: " + "; ".join(errors))
         finished = [name for name, status in mine.items() if status.state == STATE_FINISHED]
-        if len(finished) == len(names):
-            return mine
-        now = time.monotonic()
-        if now - last_progress >= PROGRESS_S:
-            last_progress = now
-            print(f"scan {scan}: {len(finished)} of {len(names)} producer threads finished, "
-                  f"{sum(s.messages for s in mine.values())} messages", file=sys.stderr, flush=True)
-        if deadline is not None and now > deadline:
-            waiting = [f"{name} ({current[name].state} scan {current[name].scan})" if name in current
-                       else f"{name} (no status)" for name in names if name not in finished]
-            raise SectorflowError(f"scan {scan}: not finished after {timeout_s:g} s; waiting for "
-                                  + ", ".join(waiting))
-        time.sleep(POLL_S)  # polling the replica, which the kvstore agent keeps current
+        return len(finished) == len(names)
+
+    def progress(_elapsed_s: float) -> None:
+        print(f"scan {scan}: {len(finished)} of {len(names)} producer threads finished, "
+              f"{sum(s.messages for s in mine.values())} messages", file=sys.stderr, flush=True)
+
+    try:
+        # Polling the replica, which the kvstore agent keeps current.
+        wait_until(all_finished, timeout_s, f"scan {scan}", POLL_S, on_poll=every(PROGRESS_S, progress))
+    except WaitTimeout:
+        waiting = [f"{name} ({current[name].state} scan {current[name].scan})" if name in current
+                   else f"{name} (no status)" for name in names if name not in finished]
+        raise SectorflowError(f"scan {scan}: not finished after {timeout_s:g} s; waiting for "
+                              + ", ".join(waiting)) from None
+    return mine
 
 
 def summary(scan: int, statuses: dict[str, ServiceStatus], config: Config) -> str:

@@ -50,6 +50,7 @@ from sectorflow.protocol import (
 )
 from sectorflow.service import ServiceState
 from sectorflow.simulator import simulator_from_config
+from sectorflow.waiting import WaitTimeout, wait_until
 
 from .options import check_receiver, producer_options
 
@@ -131,16 +132,16 @@ class ProducerDaemon:
             self._requests.put(value)
 
     def _wait_synced(self, client: Client, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not client.wait_synced(POLL_S):
-            if self._stop.is_set():
-                return
-            if time.monotonic() > deadline:
-                kv = self.config.kvstore
-                raise SectorflowError(
-                    f"kvstore at {kv.host}:{kv.port} did not answer within {timeout_s:.0f} s; "
-                    "start it with 'sectorflow kvstore' or fix [kvstore] in the configuration"
-                )
+        kv = self.config.kvstore
+        try:
+            # Each poll blocks in the client for up to POLL_S; a stop ends the wait between two.
+            wait_until(lambda: client.wait_synced(POLL_S), timeout_s, f"kvstore at {kv.host}:{kv.port}", 0.0,
+                       stop=self._stop)
+        except WaitTimeout:
+            raise SectorflowError(
+                f"kvstore at {kv.host}:{kv.port} did not answer within {timeout_s:.0f} s; "
+                "start it with 'sectorflow kvstore' or fix [kvstore] in the configuration"
+            ) from None
 
     def _skip_existing_request(self, client: Client) -> None:
         raw = client.get(ACQUIRE_REQUEST_KEY)

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-# Re-exported so that `from conftest import wait_until` keeps working where no nested conftest shadows it.
-from support import Processes, deep_update, free_port, free_port_block, wait_until, write_toml  # noqa: F401
+from harness import free_port_block, write_toml
+from support import LOOPBACK, Processes, deep_update
 
 from sectorflow.configs import DEFAULT_CONFIG, Config, load_config
 
@@ -25,9 +25,9 @@ def make_config(tmp_path: Path) -> Callable[..., tuple[Config, Path]]:
 
     def make(**overrides: Any) -> tuple[Config, Path]:
         data = tomllib.loads(DEFAULT_CONFIG.read_text())
-        data["kvstore"].update(port=free_port_block(3), heartbeat_ms=200, ttl_s=1.0)
+        data["kvstore"].update(port=free_port_block(LOOPBACK, 3), heartbeat_ms=200, ttl_s=1.0)
         n_receivers = len(overrides.get("receivers", data["receivers"]))
-        data["aggregator"]["base_port"] = free_port_block(n_receivers)
+        data["aggregator"]["base_port"] = free_port_block(LOOPBACK, n_receivers)
         data["producer"]["fallback_dir"] = str(tmp_path / "raw")
         data["nodegroup"]["output_dir"] = str(tmp_path / "counted")
         deep_update(data, overrides)

@@ -1,5 +1,6 @@
-"""Helpers every test may import (``from support import wait_until``): free loopback ports,
-TOML writing, waiting on a condition with a deadline, supervised real processes.
+"""Helpers every test may import (``from support import wait_until``): waiting on a condition
+with a deadline, real processes on the one Supervisor, the NodeGroup stand-in's records. Free
+ports and TOML files come from ``harness``, which the benchmarks share.
 
 No test sleeps to synchronise: ``wait_until`` polls a condition and fails with a message naming
 what it waited for when the deadline passes.
@@ -8,9 +9,6 @@ what it waited for when the deadline passes.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,23 +17,13 @@ from typing import Any
 
 import pytest
 
-from sectorflow.waiting import WaitTimeout, free_port_block as shared_free_port_block
+from sectorflow.orchestration import ServiceSpec, Supervisor
+from sectorflow.waiting import WaitTimeout
 from sectorflow.waiting import wait_until as shared_wait_until
 
 REPO = Path(__file__).resolve().parents[1]
-LOOPBACK = "127.0.0.1"
-
-
-def free_port() -> int:
-    """A TCP port on loopback that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
-
-
-def free_port_block(count: int) -> int:
-    """The first of ``count`` consecutive free loopback ports (the kvstore uses P, P+1, P+2)."""
-    return shared_free_port_block(LOOPBACK, count)
+LOOPBACK = "127.0.0.1"  # where the services of a test listen
+STOP_S = 10.0  # from SIGTERM to SIGKILL when a test stops a process
 
 
 def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.02) -> Any:
@@ -55,93 +43,39 @@ def deep_update(base: dict, overrides: dict) -> dict:
     return base
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    raise TypeError(f"cannot write {value!r} as TOML")
-
-
-def write_toml(data: dict, path: Path) -> Path:
-    """Write a (two-level) TOML document: tables, arrays of tables and scalars."""
-    lines: list[str] = []
-    for key, value in data.items():
-        if not isinstance(value, (dict, list)):
-            lines.append(f"{key} = {_toml_value(value)}")
-    for key, value in data.items():
-        if isinstance(value, dict):
-            lines.append(f"\n[{key}]")
-            nested = {}
-            for k, v in value.items():
-                if isinstance(v, dict):
-                    nested[k] = v
-                else:
-                    lines.append(f"{k} = {_toml_value(v)}")
-            for k, v in nested.items():
-                lines.append(f"\n[{key}.{k}]")
-                lines.extend(f"{kk} = {_toml_value(vv)}" for kk, vv in v.items())
-        elif isinstance(value, list):
-            for item in value:
-                lines.append(f"\n[[{key}]]")
-                lines.extend(f"{k} = {_toml_value(v)}" for k, v in item.items())
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 class Processes:
-    """Real subprocesses started by a test; all are stopped (TERM, then KILL) at teardown."""
+    """Real subprocesses started by a test, each a process of one Supervisor logging to
+    ``<log_dir>/<name>.log``; the ``processes`` fixture stops all of them at teardown."""
 
     def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.started: list[tuple[subprocess.Popen, Path]] = []
+        self.supervisor = Supervisor(log_dir, STOP_S)
+        self._names: dict[subprocess.Popen, str] = {}
 
     def start(self, *args: str, name: str = "proc", env: dict[str, str] | None = None) -> subprocess.Popen:
-        """Start ``args``; stdout and stderr go to ``<log_dir>/<name>.log`` (see ``log``)."""
-        log = self.log_dir / f"{name}.log"
-        handle = open(log, "wb")
-        process = subprocess.Popen(
-            list(args), stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, **(env or {})}, start_new_session=True,
-        )
-        handle.close()
-        self.started.append((process, log))
+        """Start ``args``; stdout and stderr go to its log (see ``output``). A name used before
+        in this test gets a number, so that every process keeps a log of its own."""
+        unique, number = name, 1
+        while unique in self._names.values():
+            number += 1
+            unique = f"{name}-{number}"
+        process = self.supervisor.start(ServiceSpec(unique, args), env)
+        self._names[process] = unique
         return process
 
     def sectorflow(self, *args: str, name: str = "sectorflow", env: dict[str, str] | None = None) -> subprocess.Popen:
         """Start the ``sectorflow`` CLI of this interpreter's environment."""
         return self.start(sys.executable, "-m", "sectorflow", *args, name=name, env=env)
 
-    @staticmethod
-    def log(process: subprocess.Popen, processes: "Processes") -> str:
-        for p, log in processes.started:
-            if p is process:
-                return log.read_text(errors="replace")
-        return ""
-
     def output(self, process: subprocess.Popen) -> str:
         """Everything the process wrote so far."""
-        return Processes.log(process, self)
+        return self.supervisor.log_path(self._names[process]).read_text(errors="replace")
 
-    def stop(self, process: subprocess.Popen, timeout_s: float = 10.0) -> int:
+    def stop(self, process: subprocess.Popen, timeout_s: float = STOP_S) -> int | None:
         """SIGTERM the process group, SIGKILL after ``timeout_s``; returns the exit code."""
-        if process.poll() is None:
-            try:
-                os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout_s)
-        return process.returncode
+        return self.supervisor.stop(self._names[process], timeout_s)
 
     def stop_all(self) -> None:
-        for process, _ in reversed(self.started):
-            self.stop(process)
+        self.supervisor.stop_all()
 
 
 STANDIN = Path(__file__).resolve().parent / "standins" / "nodegroup_standin.py"

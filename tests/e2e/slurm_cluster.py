@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import time
+from collections.abc import Callable
 from pathlib import Path
+
+from harness import free_port
+
+from sectorflow.orchestration import ServiceSpec, Supervisor
+from sectorflow.waiting import WaitTimeout, wait_until
 
 
 class SlurmError(RuntimeError):
     """The test cluster could not start; the message carries the daemon's log tail."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _real_memory_mb() -> int:
@@ -44,7 +41,8 @@ class SlurmCluster:
         self.root = root
         self.conf = root / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
-        self._daemons: list[subprocess.Popen] = []
+        # The daemons' own output; slurmctld and slurmd write their logs to log/ themselves.
+        self._daemons = Supervisor(root / "daemons")
 
     def start(self, timeout_s: float = 30.0) -> None:
         for name in ("state", "spool", "munge", "log"):
@@ -68,8 +66,8 @@ class SlurmCluster:
         self.conf.write_text(f"""\
 ClusterName=sectorflowtest
 SlurmctldHost=localhost
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
+SlurmctldPort={free_port('127.0.0.1')}
+SlurmdPort={free_port('127.0.0.1')}
 SlurmUser=root
 AuthType=auth/munge
 CredType=cred/munge
@@ -96,32 +94,28 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
         (r / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n")
 
     def _spawn(self, args: list[str], name: str) -> None:
-        log = open(self.root / "log" / f"{name}.out", "wb")
-        self._daemons.append(subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                              env=self.env, start_new_session=True))
-        log.close()
+        self._daemons.start(ServiceSpec(name, tuple(args)), self.env)
 
     def _idle(self) -> bool:
-        for daemon in self._daemons:
-            if daemon.poll() is not None:
-                raise SlurmError(f"{daemon.args[0]} exited with {daemon.returncode}: {self._log_tail()}")
+        for name in self._daemons.names():
+            if (code := self._daemons.exit_code(name)) is not None:
+                raise SlurmError(f"{name} exited with {code}: {self._log_tail()}")
         ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, env=self.env)
         if "UP" not in ping.stdout:
             return False
         state = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=self.env)
         return state.stdout.strip() == "idle"
 
-    def _wait(self, condition, timeout_s: float, what: str, log: Path) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            if time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-                raise SlurmError(f"timed out after {timeout_s} s waiting for {what}: {tail}")
-            time.sleep(0.1)  # polling interval of a deadline wait
+    def _wait(self, condition: Callable[[], bool], timeout_s: float, what: str, log: Path) -> None:
+        try:
+            wait_until(condition, timeout_s, what, 0.1)
+        except WaitTimeout as timeout:
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise SlurmError(f"{timeout}: {tail}") from None
 
     def _log_tail(self) -> str:
         parts = []
-        for path in sorted((self.root / "log").glob("*")):
+        for path in sorted([*(self.root / "log").glob("*"), *(self.root / "daemons").glob("*.log")]):
             parts.append(f"--- {path.name}\n{path.read_text(errors='replace')[-1500:]}")
         return "\n".join(parts)
 
@@ -131,16 +125,7 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 
     def stop(self, timeout_s: float = 15.0) -> None:
         subprocess.run(["scancel", "--full", "--user=root"], capture_output=True, env=self.env)
-        for daemon in reversed(self._daemons):
-            if daemon.poll() is None:
-                os.killpg(daemon.pid, signal.SIGTERM)
-        for daemon in reversed(self._daemons):
-            try:
-                daemon.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(daemon.pid, signal.SIGKILL)
-                daemon.wait(timeout_s)
-        self._daemons.clear()
+        self._daemons.stop_all(timeout_s)
 
 
 def slurm_available() -> bool:

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 import msgpack
 import pytest
 import zmq
-from support import free_port_block, wait_until
+from harness import free_port_block
+from support import LOOPBACK, wait_until
 
 from sectorflow.kvstore import Client, ClientOptions, KvstoreError
 
@@ -25,7 +26,7 @@ class FakeServer:
     """ROUTER on P, PUB on P+1, SUB on P+2, driven step by step by the test."""
 
     def __init__(self) -> None:
-        self.port = free_port_block(3)
+        self.port = free_port_block(LOOPBACK, 3)
         context = zmq.Context.instance()
         self.router = context.socket(zmq.ROUTER)
         self.publisher = context.socket(zmq.PUB)

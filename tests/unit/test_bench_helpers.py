@@ -10,13 +10,14 @@ import tomllib
 import pytest
 
 from bench import BenchmarkResult, Target
-from bench.config_file import to_toml, toml_value
+from bench.config_file import config_tables
 from bench.memory import growth_rows
 from bench.proc_stats import descendants, stat_cpu_ticks, stat_parent, status_kib
 from bench.ratios import median, per_gb, ratio
 from bench.report import TARGETS_BEGIN, TARGETS_END, cell, merge_targets, section, table, target_rows
 from bench.scaling import layout, variant
 from bench.transport import Run, single_sector
+from harness import write_toml
 from sectorflow.configs import config_from_dict
 
 STATUS = """Name:\tpython3
@@ -132,25 +133,15 @@ def test_targets_of_a_benchmark_are_replaced_and_the_others_kept_in_registry_ord
     assert ledger.count(TARGETS_BEGIN) == 1 and ledger.count("## Targets") == 1
 
 
-def test_toml_values_are_valid_toml() -> None:
-    assert toml_value(True) == "true"
-    assert toml_value(3) == "3"
-    assert toml_value(2.0) == "2.0"
-    assert toml_value(1e-07) == "1e-07"
-    assert toml_value('a "quoted" path') == '"a \\"quoted\\" path"'
-    assert tomllib.loads("x = " + toml_value({"OMP_NUM_THREADS": "1"})) == {"x": {"OMP_NUM_THREADS": "1"}}
-    with pytest.raises(TypeError, match="no TOML form"):
-        toml_value([1, 2])
-
-
-def test_a_configuration_variant_survives_toml_and_the_loader(local_config) -> None:
+def test_a_configuration_variant_survives_toml_and_the_loader(local_config, tmp_path) -> None:
     changed = dataclasses.replace(
         local_config,
         aggregator=dataclasses.replace(local_config.aggregator, hwm=50, base_port=7100),
         receivers=tuple(dataclasses.replace(r, threads=4) for r in local_config.receivers),
         slurm=dataclasses.replace(local_config.slurm, environment={"OMP_NUM_THREADS": "1"}),
     )
-    again = config_from_dict(tomllib.loads(to_toml(changed)), source=changed.source)
+    written = write_toml(config_tables(changed), tmp_path / "variant.toml")
+    again = config_from_dict(tomllib.loads(written.read_text()), source=changed.source)
     assert again == changed
 
 

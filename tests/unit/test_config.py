@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import write_toml
+from harness import write_toml
 
 from sectorflow.configs import CONFIG_DIR, DEFAULT_CONFIG, ConfigError, config_from_dict, load_config
 

@@ -1,9 +1,10 @@
 """Configuration: the TOML files of this folder and the code that loads and validates them.
 
 ``load_config(path)`` returns a frozen ``Config``; ``configs/local.toml`` is the default.
+``configs/defaults.toml`` is every key at its default, generated from the schema for the C++ side.
 """
 
-from .loader import CONFIG_DIR, DEFAULT_CONFIG, ConfigError, config_from_dict, load_config
+from .loader import CONFIG_DIR, DEFAULT_CONFIG, DEFAULTS_TABLE, ConfigError, config_from_dict, load_config
 from .schema import (
     AggregatorConfig,
     Config,
@@ -22,6 +23,7 @@ from .schema import (
 __all__ = [
     "CONFIG_DIR",
     "DEFAULT_CONFIG",
+    "DEFAULTS_TABLE",
     "AggregatorConfig",
     "Config",
     "ConfigError",

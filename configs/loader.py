@@ -19,6 +19,8 @@ from .schema import Config, ReceiverConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent
 DEFAULT_CONFIG = CONFIG_DIR / "local.toml"
+# Every key at its default, generated from the schema (defaults.py): what C++ reads, not a beamline.
+DEFAULTS_TABLE = CONFIG_DIR / "defaults.toml"
 # Set by the loader, never by a file.
 _INTERNAL_KEYS = {"source"}
 
@@ -37,7 +39,7 @@ def load_config(path: str | Path | None = None) -> Config:
     try:
         text = file.read_text()
     except FileNotFoundError:
-        shipped = ", ".join(sorted(p.name for p in CONFIG_DIR.glob("*.toml")))
+        shipped = ", ".join(sorted(p.name for p in CONFIG_DIR.glob("*.toml") if p != DEFAULTS_TABLE))
         raise ConfigError(f"{file}: no such configuration file (shipped ones: {shipped})") from None
     except OSError as error:
         raise ConfigError(f"{file}: cannot read: {error.strerror}") from None

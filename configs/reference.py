@@ -22,11 +22,12 @@ def reference_markdown() -> str:
         prefix = "[[receivers]]" if f.name == "receivers" else f"[{f.name}]"
         for sub in dataclasses.fields(table):
             default = sub.default if sub.default is not dataclasses.MISSING else sub.default_factory()
-            rows.append(f"| `{prefix} {sub.name}` | `{default!r}` | {_meaning(sub)} |")
+            rows.append(f"| `{prefix} {sub.name}` | `{default!r}` | {meaning(sub)} |")
     return "\n".join(rows)
 
 
-def _meaning(f: dataclasses.Field) -> str:
+def meaning(f: dataclasses.Field) -> str:
+    """A key's doc with its allowed range or choices (the reference's and defaults.toml's comments)."""
     rules = f.metadata
     text = rules.get("doc", "")
     if "choices" in rules:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,17 @@ from typing import Any
 import pytest
 from harness import write_toml
 
-from sectorflow.configs import CONFIG_DIR, DEFAULT_CONFIG, ConfigError, config_from_dict, load_config
+from sectorflow.configs import (
+    CONFIG_DIR,
+    DEFAULT_CONFIG,
+    DEFAULTS_TABLE,
+    Config,
+    ConfigError,
+    DetectorConfig,
+    ReceiverConfig,
+    config_from_dict,
+    load_config,
+)
 
 
 @pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.toml")), ids=lambda p: p.name)
@@ -147,3 +158,20 @@ def test_readme_configuration_reference_matches_the_schema() -> None:
     begin = readme.index("<!-- reference:begin")
     section = readme[readme.index("\n", begin) + 1 : readme.index("<!-- reference:end -->")]
     assert section.strip() == reference_markdown().strip(), "regenerate with python -m sectorflow.configs.reference"
+
+
+def test_defaults_table_matches_the_schema() -> None:
+    from sectorflow.configs.defaults import defaults_toml
+
+    assert DEFAULTS_TABLE.read_text() == defaults_toml(), (
+        "regenerate with python -m sectorflow.configs.defaults > configs/defaults.toml"
+    )
+
+
+def test_defaults_table_loads_as_every_key_at_its_default() -> None:
+    config = load_config(DEFAULTS_TABLE)
+    for f in dataclasses.fields(Config):
+        if f.name == "receivers":
+            assert config.receivers == (ReceiverConfig(),) * DetectorConfig().n_sectors
+        elif f.name != "source":
+            assert getattr(config, f.name) == f.default, f.name

@@ -1,0 +1,69 @@
+"""Render ``configs/defaults.toml``, the default of every configuration key, from the schema.
+
+Run ``python -m sectorflow.configs.defaults > configs/defaults.toml``; a test checks the file
+matches. The schema stays the one source: Python takes its defaults from the dataclasses, the C++
+``sectorflow::configs`` library from this file (compiled in), so both fill a key a beamline file
+leaves out with the same value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import textwrap
+import typing
+from typing import Any
+
+from .reference import meaning
+from .schema import Config, DetectorConfig, ReceiverConfig
+
+HEADER = """\
+# The default of every configuration key, generated from configs/schema.py by
+# `python -m sectorflow.configs.defaults > configs/defaults.toml` (a test checks they match).
+# A key a beamline file leaves out takes its value from here: in Python through the schema, in
+# C++ through the sectorflow::configs library, which compiles this file in (and installs it as
+# share/sectorflow/defaults.toml). It is itself a complete configuration: one [[receivers]] per
+# sector of the default detector, each with the defaults of a receiver.
+# Reference for every key: README.md, "Configuration".
+"""
+
+
+def defaults_toml() -> str:
+    """Every table of the schema with each key at its default, a comment per key saying what it is."""
+    parts = [HEADER]
+    hints = typing.get_type_hints(Config)
+    for f in dataclasses.fields(Config):
+        if f.name == "source":
+            continue
+        if f.name == "receivers":
+            for r in range(DetectorConfig().n_sectors):
+                parts.append(_table(f"[[{f.name}]]", ReceiverConfig, documented=r == 0))
+        else:
+            parts.append(_table(f"[{f.name}]", hints[f.name]))
+    return "\n".join(parts)
+
+
+def _table(header: str, table: type, documented: bool = True) -> str:
+    lines = [header]
+    for f in dataclasses.fields(table):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        if documented:
+            lines.extend(textwrap.wrap(meaning(f), 98, initial_indent="# ", subsequent_indent="# "))
+        lines.append(f"{f.name} = {_toml_value(default)}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)  # a float keeps its point or exponent: C++ reads it as a float
+    if isinstance(value, str):
+        return json.dumps(value)  # JSON's escapes are TOML basic-string escapes
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"no TOML form for a default of type {type(value).__name__}")
+
+
+if __name__ == "__main__":
+    print(defaults_toml(), end="")

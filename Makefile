@@ -12,11 +12,12 @@ EDITABLE := --no-build-isolation -Cbuild-dir=build -Ccmake.define.SECTORFLOW_BUI
 # pytest arguments, e.g. `make test PYTEST_ARGS="-k kvstore"`
 PYTEST_ARGS ?=
 
-# Debian: libzmq + cppzmq + msgpack-cxx for the C++ core, MPICH for mpi4py (built against it,
+# Debian: libzmq + cppzmq + msgpack-cxx for the C++ core, toml++ (header-only) for its reader of
+# beamline files (sectorflow::configs), MPICH for mpi4py (built against it,
 # see README "Why Debian's MPICH"), Slurm + munge for the streaming-session tests; clang-14 with
 # its sanitizer runtimes, libFuzzer and llvm-symbolizer, and dpkg-source (to unpack libzmq's
 # source for the TSan build) for `make sanitize` and `make fuzz`.
-DEB_PACKAGES := g++ cmake ninja-build pkg-config libzmq3-dev cppzmq-dev libmsgpack-cxx-dev \
+DEB_PACKAGES := g++ cmake ninja-build pkg-config libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libtomlplusplus-dev \
                 mpich libmpich-dev slurm-wlm munge iproute2 libgtest-dev \
                 clang-14 libclang-rt-14-dev libfuzzer-14-dev llvm-14 dpkg-dev
 

@@ -1,0 +1,61 @@
+// A beamline configuration file read from C++ (configs/*.toml; every key in README.md,
+// "Configuration"): what a receiver program that embeds sectorflow reads instead of copying
+// values from the file.
+//
+// A key the file leaves out has its default from the defaults table, configs/defaults.toml, which
+// is generated from configs/schema.py (the one source of defaults, also the Python loader's) and
+// compiled into this library: an installed program needs no file or path for it. The table also
+// says which keys exist and of what type, so a key it does not know (with a "did you mean") or a
+// value of another type is refused when the file is read. Ranges are not checked here: the option
+// structs check what they are given (validate(), the constructors), and the Python loader checks
+// a whole file (`sectorflow` reads it at start-up).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace sectorflow::configs {
+
+/// A configuration that cannot be used; the message names the file, the key and what was expected.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One parsed beamline file over the defaults table. Cheap to copy (the parsed file is shared and
+/// immutable); thread-safe to read.
+class Beamline {
+ public:
+  /// Reads `path`. Throws ConfigError for a missing or unreadable file, bad TOML, an unknown key,
+  /// a value whose type is not its key's, or a file without [[receivers]].
+  static Beamline load(const std::string& path);
+  /// Parses TOML text as load() does; `source` names it in messages.
+  static Beamline parse(const std::string& text, const std::string& source);
+  /// The defaults table itself: every key at its default, one receiver per default sector.
+  static const Beamline& defaults();
+
+  /// The file (or source) this configuration came from.
+  const std::string& source() const;
+  /// Values by dotted key: "producer.send_hwm", "receivers[2].threads". A key the file leaves out
+  /// has its default; a receiver's key its receiver default. Throws ConfigError for a key the
+  /// table does not know, a receiver index past the file's [[receivers]], or a value of another
+  /// type (number() takes integers too, as the loader does).
+  std::int64_t integer(const std::string& key) const;
+  double number(const std::string& key) const;
+  std::string text(const std::string& key) const;
+  /// The [[receivers]] of the file: receiver r reads sector r.
+  std::size_t receivers() const;
+
+ private:
+  struct Impl;
+  explicit Beamline(std::shared_ptr<const Impl> impl);
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// The defaults table as compiled in (configs/defaults.toml of the build).
+const char* defaults_toml();
+
+}  // namespace sectorflow::configs

@@ -1,0 +1,43 @@
+// The option structs a receiver program needs, filled from a beamline file the way the Python side
+// fills them from a loaded configuration (Config.geometry(), kvstore/options.py,
+// producer/options.py, simulator/from_config.py): the same keys, so a program that embeds the
+// library and the daemons of the same file agree. A value that does not fit its field's type
+// (a negative count, a port above 65535) is a ConfigError naming the key; ranges beyond that are
+// checked by the structs themselves when used.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sectorflow/configs/beamline.hpp"
+#include "sectorflow/kvstore/client.hpp"
+#include "sectorflow/kvstore/server.hpp"
+#include "sectorflow/producer/options.hpp"
+#include "sectorflow/protocol/geometry.hpp"
+#include "sectorflow/protocol/limits.hpp"
+#include "sectorflow/simulator/settings.hpp"
+
+namespace sectorflow::configs {
+
+/// [detector]: frame and sector shape, the bytes of a dtype pixel.
+protocol::Geometry geometry(const Beamline& beamline);
+/// [limits] max_scan_positions.
+protocol::ScanLimits scan_limits(const Beamline& beamline);
+/// [kvstore]: how a client reaches the server and what it may send; `subtree` as ClientOptions.
+kvstore::ClientOptions client_options(const Beamline& beamline, std::string subtree = "");
+/// [kvstore]: where the server binds, its heartbeat and its bounds.
+kvstore::ServerOptions server_options(const Beamline& beamline);
+/// [[receivers]] threads of `receiver`; throws ConfigError for a receiver the file does not list.
+std::uint32_t receiver_threads(const Beamline& beamline, std::uint32_t receiver);
+/// Where aggregator thread `receiver` listens: tcp://aggregator.host:(aggregator.base_port + receiver).
+std::string aggregator_endpoint(const Beamline& beamline, std::uint32_t receiver);
+/// [producer] max_lead_frames: how far a thread may run ahead of its slowest sibling (SiblingGate).
+std::uint64_t max_lead_frames(const Beamline& beamline);
+/// Thread `thread_id` of `receiver`: [detector], [[receivers]] threads, the aggregator endpoint,
+/// [producer] send_hwm and fallback_dir, [kvstore] ttl_s as the status ttl. Throws ConfigError for
+/// a receiver or thread the file does not have.
+producer::ProducerOptions producer_options(const Beamline& beamline, std::uint32_t receiver, std::uint32_t thread_id);
+/// [simulator], all but rate_hz (the pacer's).
+simulator::SimulatorSettings simulator_settings(const Beamline& beamline);
+
+}  // namespace sectorflow::configs

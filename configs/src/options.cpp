@@ -1,0 +1,133 @@
+#include "sectorflow/configs/options.hpp"
+
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+namespace sectorflow::configs {
+namespace {
+
+// The integer at `key` as a T; a value T cannot hold is refused by name instead of wrapped around.
+template <typename T>
+T whole(const Beamline& beamline, const std::string& key) {
+  const std::int64_t value = beamline.integer(key);
+  bool fits = false;
+  if (value >= 0) {
+    fits = static_cast<std::uint64_t>(value) <= static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+  } else if constexpr (std::is_signed_v<T>) {
+    fits = value >= static_cast<std::int64_t>(std::numeric_limits<T>::min());
+  }
+  if (!fits) {
+    throw ConfigError(beamline.source() + ": '" + key + "' = " + std::to_string(value) + ": expected a value from " +
+                      std::to_string(std::numeric_limits<T>::min()) + " to " +
+                      std::to_string(std::numeric_limits<T>::max()));
+  }
+  return static_cast<T>(value);
+}
+
+void check_receiver(const Beamline& beamline, std::uint32_t receiver) {
+  if (receiver >= beamline.receivers()) {
+    throw ConfigError("receiver " + std::to_string(receiver) + ": " + beamline.source() + " has " +
+                      std::to_string(beamline.receivers()) + " receivers ([[receivers]]), expected 0 to " +
+                      std::to_string(beamline.receivers() - 1));
+  }
+}
+
+}  // namespace
+
+protocol::Geometry geometry(const Beamline& beamline) {
+  protocol::Geometry geometry;
+  geometry.frame_rows = whole<std::uint32_t>(beamline, "detector.frame_rows");
+  geometry.frame_cols = whole<std::uint32_t>(beamline, "detector.frame_cols");
+  geometry.sector_rows = whole<std::uint32_t>(beamline, "detector.sector_rows");
+  geometry.sector_cols = whole<std::uint32_t>(beamline, "detector.sector_cols");
+  const std::string dtype = beamline.text("detector.dtype");
+  if (dtype == "uint8") {
+    geometry.itemsize = 1;
+  } else if (dtype == "uint16") {
+    geometry.itemsize = 2;
+  } else if (dtype == "uint32") {
+    geometry.itemsize = 4;
+  } else {
+    throw ConfigError(beamline.source() + ": 'detector.dtype' = '" + dtype +
+                      "': expected one of 'uint8', 'uint16', 'uint32'");
+  }
+  return geometry;
+}
+
+protocol::ScanLimits scan_limits(const Beamline& beamline) {
+  return protocol::ScanLimits{whole<std::uint64_t>(beamline, "limits.max_scan_positions")};
+}
+
+kvstore::ClientOptions client_options(const Beamline& beamline, std::string subtree) {
+  kvstore::ClientOptions options;
+  options.host = beamline.text("kvstore.host");
+  options.port = whole<std::uint16_t>(beamline, "kvstore.port");
+  options.subtree = std::move(subtree);
+  options.heartbeat_ms = whole<std::uint32_t>(beamline, "kvstore.heartbeat_ms");
+  options.silence_heartbeats = whole<int>(beamline, "kvstore.silence_heartbeats");
+  options.max_value_bytes = whole<std::size_t>(beamline, "kvstore.max_value_bytes");
+  options.max_ttl_s = beamline.number("kvstore.max_ttl_s");
+  return options;
+}
+
+kvstore::ServerOptions server_options(const Beamline& beamline) {
+  kvstore::ServerOptions options;
+  options.bind_host = beamline.text("kvstore.bind_host");
+  options.port = whole<std::uint16_t>(beamline, "kvstore.port");
+  options.heartbeat_ms = whole<std::uint32_t>(beamline, "kvstore.heartbeat_ms");
+  options.max_value_bytes = whole<std::size_t>(beamline, "kvstore.max_value_bytes");
+  options.max_keys = whole<std::size_t>(beamline, "kvstore.max_keys");
+  options.max_map_bytes = whole<std::size_t>(beamline, "kvstore.max_map_bytes");
+  options.max_keys_per_address = whole<std::size_t>(beamline, "kvstore.max_keys_per_address");
+  options.max_map_bytes_per_address = whole<std::size_t>(beamline, "kvstore.max_map_bytes_per_address");
+  options.max_ttl_s = beamline.number("kvstore.max_ttl_s");
+  return options;
+}
+
+std::uint32_t receiver_threads(const Beamline& beamline, std::uint32_t receiver) {
+  check_receiver(beamline, receiver);
+  return whole<std::uint32_t>(beamline, "receivers[" + std::to_string(receiver) + "].threads");
+}
+
+std::string aggregator_endpoint(const Beamline& beamline, std::uint32_t receiver) {
+  const std::uint64_t port = whole<std::uint16_t>(beamline, "aggregator.base_port") + std::uint64_t{receiver};
+  return "tcp://" + beamline.text("aggregator.host") + ":" + std::to_string(port);
+}
+
+std::uint64_t max_lead_frames(const Beamline& beamline) {
+  return whole<std::uint64_t>(beamline, "producer.max_lead_frames");
+}
+
+producer::ProducerOptions producer_options(const Beamline& beamline, std::uint32_t receiver, std::uint32_t thread_id) {
+  const std::uint32_t threads = receiver_threads(beamline, receiver);
+  if (thread_id >= threads) {
+    throw ConfigError("receiver " + std::to_string(receiver) + " has " + std::to_string(threads) +
+                      " producer threads; thread " + std::to_string(thread_id) + " does not exist");
+  }
+  producer::ProducerOptions options;
+  options.geometry = geometry(beamline);
+  options.receiver = receiver;
+  options.thread_id = thread_id;
+  options.threads = threads;
+  options.aggregator_endpoint = aggregator_endpoint(beamline, receiver);
+  options.send_hwm = whole<int>(beamline, "producer.send_hwm");
+  options.fallback_dir = beamline.text("producer.fallback_dir");
+  options.status_ttl_s = beamline.number("kvstore.ttl_s");
+  return options;
+}
+
+simulator::SimulatorSettings simulator_settings(const Beamline& beamline) {
+  simulator::SimulatorSettings settings;
+  settings.seed = whole<std::uint64_t>(beamline, "simulator.seed");
+  settings.dose_per_frame = beamline.number("simulator.dose_per_frame");
+  settings.electron_adu = beamline.number("simulator.electron_adu");
+  settings.electron_spread_px = beamline.number("simulator.electron_spread_px");
+  settings.dark_mean_adu = beamline.number("simulator.dark_mean_adu");
+  settings.dark_sigma_adu = beamline.number("simulator.dark_sigma_adu");
+  settings.bright_field_radius_px = beamline.number("simulator.bright_field_radius_px");
+  settings.dropped_fraction = beamline.number("simulator.dropped_fraction");
+  return settings;
+}
+
+}  // namespace sectorflow::configs

@@ -1,0 +1,142 @@
+// sectorflow::configs: a beamline file read from C++ over the compiled-in defaults table, and the
+// option structs filled from it as the Python side fills them.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "sectorflow/configs/beamline.hpp"
+#include "sectorflow/configs/options.hpp"
+
+namespace cf = sectorflow::configs;
+
+namespace {
+
+const std::string kConfigs = SECTORFLOW_CONFIGS_DIR;
+
+// The message of the ConfigError `read` throws, or "" (a failure) if it throws none.
+std::string error_of(const std::function<void()>& read) {
+  try {
+    read();
+  } catch (const cf::ConfigError& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "no ConfigError";
+  return "";
+}
+
+cf::Beamline beamline(const std::string& tables) {
+  return cf::Beamline::parse(tables + "\n[[receivers]]\n", "beamline.toml");
+}
+
+}  // namespace
+
+TEST(Beamline, TheCompiledInTableIsTheGeneratedFile) {
+  std::ifstream file(kConfigs + "/defaults.toml");
+  std::ostringstream text;
+  text << file.rdbuf();
+  EXPECT_EQ(text.str(), cf::defaults_toml());
+}
+
+TEST(Beamline, EveryShippedFileIsRead) {
+  for (const auto& entry : std::filesystem::directory_iterator(kConfigs)) {
+    if (entry.path().extension() != ".toml") continue;
+    const cf::Beamline read = cf::Beamline::load(entry.path().string());
+    EXPECT_EQ(read.receivers(), cf::geometry(read).n_sectors()) << entry.path();
+  }
+}
+
+TEST(Beamline, AKeyTheFileLeavesOutHasTheSchemasDefault) {
+  const cf::Beamline file = beamline("[aggregator]\nhwm = 200");
+  EXPECT_EQ(file.integer("aggregator.hwm"), 200);
+  EXPECT_EQ(file.integer("nodegroup.recv_hwm"), 50);
+  EXPECT_EQ(file.integer("kvstore.max_keys"), 100000);
+  EXPECT_EQ(file.number("kvstore.ttl_s"), 5.0);
+  EXPECT_EQ(file.text("producer.fallback_dir"), "out/raw");
+  EXPECT_EQ(file.integer("receivers[0].threads"), 1);
+  EXPECT_EQ(file.receivers(), 1u);
+}
+
+TEST(Beamline, TheDefaultsAreACompleteConfiguration) {
+  const cf::Beamline& defaults = cf::Beamline::defaults();
+  EXPECT_EQ(defaults.receivers(), 4u);
+  const sectorflow::protocol::Geometry geometry = cf::geometry(defaults);
+  EXPECT_EQ(geometry.frame_rows, 576u);
+  EXPECT_EQ(geometry.sector_rows, 144u);
+  EXPECT_EQ(geometry.itemsize, 2u);
+  geometry.validate();
+  cf::simulator_settings(defaults).validate();
+}
+
+TEST(Beamline, LocalTomlFillsAProducerThreadAsTheDaemonDoes) {
+  const cf::Beamline local = cf::Beamline::load(kConfigs + "/local.toml");
+  const sectorflow::producer::ProducerOptions options = cf::producer_options(local, 2, 0);
+  EXPECT_EQ(options.geometry.sector_bytes(), 144u * 576u * 2u);
+  EXPECT_EQ(options.receiver, 2u);
+  EXPECT_EQ(options.threads, 1u);
+  EXPECT_EQ(options.aggregator_endpoint, "tcp://127.0.0.1:6102");
+  EXPECT_EQ(options.send_hwm, 16);
+  EXPECT_EQ(options.fallback_dir, "out/raw");
+  EXPECT_EQ(options.status_ttl_s, 5.0);
+  EXPECT_EQ(cf::max_lead_frames(local), 32u);
+  EXPECT_EQ(cf::scan_limits(local).max_positions, 2048u * 2048u);
+
+  const sectorflow::kvstore::ClientOptions client = cf::client_options(local, "nodegroups/");
+  EXPECT_EQ(client.host, "127.0.0.1");
+  EXPECT_EQ(client.port, 5556);
+  EXPECT_EQ(client.subtree, "nodegroups/");
+  EXPECT_EQ(client.heartbeat_ms, 1000u);
+  EXPECT_EQ(client.silence_heartbeats, 3);
+  EXPECT_EQ(client.max_value_bytes, 65536u);
+  EXPECT_EQ(client.max_ttl_s, 86400.0);
+  const sectorflow::kvstore::ServerOptions server = cf::server_options(local);
+  EXPECT_EQ(server.max_map_bytes, std::size_t{256} << 20);
+  EXPECT_EQ(server.max_keys_per_address, 25000u);
+}
+
+TEST(Beamline, ReceiversComeFromTheFile) {
+  const cf::Beamline camera = cf::Beamline::load(kConfigs + "/4dcamera.toml");
+  EXPECT_EQ(cf::receiver_threads(camera, 3), 4u);
+  EXPECT_EQ(cf::producer_options(camera, 3, 3).aggregator_endpoint, "tcp://aggregator.beamline.example:6103");
+  EXPECT_EQ(error_of([&] { cf::producer_options(camera, 4, 0); }),
+            "receiver 4: " + kConfigs + "/4dcamera.toml has 4 receivers ([[receivers]]), expected 0 to 3");
+  EXPECT_EQ(error_of([&] { cf::producer_options(camera, 0, 4); }),
+            "receiver 0 has 4 producer threads; thread 4 does not exist");
+  EXPECT_EQ(error_of([&] { camera.integer("receivers[4].threads"); }),
+            kConfigs + "/4dcamera.toml: 'receivers[4].threads': the file lists 4 [[receivers]], numbered from 0");
+}
+
+TEST(Beamline, MistakesAreOneLineNamingTheFileAndTheKey) {
+  EXPECT_EQ(error_of([] { beamline("[kvstore]\nprot = 1"); }),
+            "beamline.toml: unknown key 'kvstore.prot'; did you mean 'port'?");
+  EXPECT_EQ(error_of([] { beamline("[aggregator]\nhwn = 1"); }),
+            "beamline.toml: unknown key 'aggregator.hwn'; did you mean 'hwm'?");
+  EXPECT_EQ(error_of([] { beamline("[logging]\nzzzz = 1"); }),
+            "beamline.toml: unknown key 'logging.zzzz'; known keys: level");
+  EXPECT_EQ(error_of([] { beamline("[aggregator]\nhwm = \"many\""); }),
+            "beamline.toml: 'aggregator.hwm' = 'many': expected an integer");
+  EXPECT_EQ(error_of([] { beamline("kvstore = 5"); }), "beamline.toml: 'kvstore' = 5: expected a table");
+  EXPECT_EQ(error_of([] { cf::Beamline::parse("[[receivers]]\nthreds = 2\n", "beamline.toml"); }),
+            "beamline.toml: unknown key 'receivers[0].threds'; did you mean 'threads'?");
+  EXPECT_EQ(error_of([] { cf::Beamline::parse("[detector]\n", "beamline.toml"); }),
+            "beamline.toml: 'receivers' must be a non-empty array of tables ([[receivers]]), one per sector");
+  EXPECT_EQ(error_of([] { cf::client_options(beamline("[kvstore]\nport = 70000")); }),
+            "beamline.toml: 'kvstore.port' = 70000: expected a value from 0 to 65535");
+  EXPECT_EQ(error_of([] { cf::geometry(beamline("[detector]\ndtype = \"float32\"")); }),
+            "beamline.toml: 'detector.dtype' = 'float32': expected one of 'uint8', 'uint16', 'uint32'");
+  EXPECT_EQ(error_of([] { cf::Beamline::parse("[kvstore\n", "broken.toml"); }).rfind("broken.toml: not valid TOML: ", 0),
+            0u);
+  EXPECT_EQ(error_of([] { cf::Beamline::load("/nonexistent/beamline.toml"); }),
+            "/nonexistent/beamline.toml: cannot read the configuration file (does it exist?)");
+  EXPECT_EQ(error_of([] { cf::Beamline::defaults().integer("kvstore.nonsense"); }),
+            "no configuration key 'kvstore.nonsense' (README.md, \"Configuration\", lists them)");
+}
+
+TEST(Beamline, ANumberTakesAnIntegerAndADictTakesAnyKey) {
+  const cf::Beamline file = beamline("[kvstore]\nttl_s = 2\n[slurm.environment]\nOMP_NUM_THREADS = \"1\"");
+  EXPECT_EQ(file.number("kvstore.ttl_s"), 2.0);
+  EXPECT_EQ(file.text("slurm.environment.OMP_NUM_THREADS"), "1");
+}

@@ -1,12 +1,12 @@
 // A receiver program that embeds sectorflow without Python: it links the installed
-// sectorflow::producer (and sectorflow::simulator as its detector), fixes the routing of a scan
-// once from its kvstore replica and streams its sector with T threads, or writes it to raw files
-// when no NodeGroup is registered.
+// sectorflow::producer (and sectorflow::simulator as its detector), reads what it needs from the
+// beamline file with sectorflow::configs (the geometry, its receiver's producer threads, the
+// aggregator endpoint, the kvstore, [producer], [simulator] and [limits]; a key the file leaves out
+// has the same default as in Python), fixes the routing of a scan once from its kvstore replica
+// and streams its sector with one thread per producer thread, or writes it to raw files when no
+// NodeGroup is registered.
 //
-//   receiver_example --kvstore-host H --kvstore-port P --aggregator tcp://H:PORT --receiver R
-//                    --threads T --scan N --scan-x X --scan-y Y --fallback-dir DIR
-//                    [--frame ROWSxCOLS --sector ROWSxCOLS]   (default 576x576 and 144x576)
-#include <algorithm>
+//   receiver_example --config FILE --receiver R --scan N --scan-x X --scan-y Y
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -14,9 +14,10 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
+#include <sectorflow/configs/beamline.hpp>
+#include <sectorflow/configs/options.hpp>
 #include <sectorflow/kvstore/client.hpp>
 #include <sectorflow/producer/errors.hpp>
 #include <sectorflow/producer/producer.hpp>
@@ -24,12 +25,10 @@
 #include <sectorflow/producer/sector_source.hpp>
 #include <sectorflow/producer/sibling_gate.hpp>
 #include <sectorflow/protocol/bad_entries.hpp>
+#include <sectorflow/protocol/limits.hpp>
 #include <sectorflow/simulator/simulator.hpp>
 
 namespace {
-
-// producer.max_lead_frames of configs/local.toml.
-constexpr std::uint64_t kMaxLeadFrames = 32;
 
 std::map<std::string, std::string> parse(int argc, char** argv) {
   std::map<std::string, std::string> args;
@@ -43,52 +42,49 @@ std::string need(const std::map<std::string, std::string>& args, const std::stri
   return it->second;
 }
 
-std::pair<std::uint32_t, std::uint32_t> shape(const std::string& text) {
-  const auto x = text.find('x');
-  if (x == std::string::npos) throw std::runtime_error("shape '" + text + "': expected ROWSxCOLS");
-  return {static_cast<std::uint32_t>(std::stoul(text.substr(0, x))),
-          static_cast<std::uint32_t>(std::stoul(text.substr(x + 1)))};
+std::uint32_t number(const std::map<std::string, std::string>& args, const std::string& key) {
+  return static_cast<std::uint32_t>(std::stoul(need(args, key)));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   namespace sp = sectorflow::producer;
+  namespace cf = sectorflow::configs;
   try {
     const auto args = parse(argc, argv);
-    sectorflow::protocol::Geometry geometry;
-    if (args.count("--frame")) std::tie(geometry.frame_rows, geometry.frame_cols) = shape(args.at("--frame"));
-    if (args.count("--sector")) std::tie(geometry.sector_rows, geometry.sector_cols) = shape(args.at("--sector"));
+    const cf::Beamline beamline = cf::Beamline::load(need(args, "--config"));
+    const std::uint32_t receiver = number(args, "--receiver");
+    const std::uint32_t threads = cf::receiver_threads(beamline, receiver);
 
-    sectorflow::kvstore::ClientOptions kv;
-    kv.host = need(args, "--kvstore-host");
-    kv.port = static_cast<std::uint16_t>(std::stoul(need(args, "--kvstore-port")));
-    sectorflow::kvstore::Client client(kv);
-    if (!client.wait_synced(std::chrono::seconds(10))) throw std::runtime_error("the kvstore did not answer");
-
-    const auto threads = static_cast<std::uint32_t>(std::stoul(need(args, "--threads")));
-    const auto receiver = static_cast<std::uint32_t>(std::stoul(need(args, "--receiver")));
     sp::ScanRequest request;
-    request.scan_number = static_cast<std::uint32_t>(std::stoul(need(args, "--scan")));
-    request.scan_x = static_cast<std::uint32_t>(std::stoul(need(args, "--scan-x")));
-    request.scan_y = static_cast<std::uint32_t>(std::stoul(need(args, "--scan-y")));
+    request.scan_number = number(args, "--scan");
+    request.scan_x = number(args, "--scan-x");
+    request.scan_y = number(args, "--scan-y");
+    // Everything the scan allocates is sized from its shape: bound it before anything is built.
+    sectorflow::protocol::check_scan_shape(request.scan_x, request.scan_y, cf::scan_limits(beamline),
+                                           "scan " + std::to_string(request.scan_number));
+
+    sectorflow::kvstore::Client client(cf::client_options(beamline));
+    if (!client.wait_synced(std::chrono::seconds(10))) {
+      throw std::runtime_error("the kvstore at " + client.options().host + ":" + std::to_string(client.options().port) +
+                               " did not answer ([kvstore] of " + beamline.source() + ")");
+    }
     // Fixed once for all threads, so that they route the scan alike.
     sectorflow::protocol::BadEntries bad;  // registrations that do not decode are skipped, logged once
     request.routing = sp::routing_from_replica(client, bad);
 
-    const sectorflow::simulator::Simulator simulator(sectorflow::simulator::SimulatorSettings{}, geometry);
+    const sectorflow::simulator::Simulator simulator(cf::simulator_settings(beamline), cf::geometry(beamline));
     // Detector hardware paces a receiver's threads together; a simulated source does not, and a
     // thread far ahead of its siblings fills the NodeGroups' frame pools (sibling_gate.hpp).
-    sp::SiblingGate gate(threads, std::max<std::uint64_t>(kMaxLeadFrames, threads));
+    sp::SiblingGate gate(threads, cf::max_lead_frames(beamline));
     std::vector<sp::ScanResult> results(threads);
     std::vector<std::string> errors(threads);
     std::vector<std::thread> workers;
     for (std::uint32_t t = 0; t < threads; ++t) {
       workers.emplace_back([&, t] {
         try {
-          auto options = sp::ProducerOptions::for_thread(geometry, receiver, t, threads, need(args, "--aggregator"));
-          options.fallback_dir = need(args, "--fallback-dir");
-          sp::Producer producer(options, &client);
+          sp::Producer producer(cf::producer_options(beamline, receiver, t), &client);
           sp::GeneratedSource source(
               std::uint64_t{request.scan_x} * request.scan_y, threads, t,
               [&](std::uint32_t frame, void* out, std::size_t bytes) {

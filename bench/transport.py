@@ -147,7 +147,8 @@ class Bench:
                 f"tcp://{config.aggregator.host}:{config.aggregator.base_port + r}", "--route", uid,
                 "--receiver", str(r), "--threads", "1", "--scan-x", str(SCAN_X), "--scan-y", str(frames // SCAN_X),
                 "--frame", f"{d.frame_rows}x{d.frame_cols}", "--sector", f"{d.sector_rows}x{d.sector_cols}",
-                "--hwm", str(config.producer.send_hwm), "--timeout-s", str(int(RUN_TIMEOUT_S))])
+                "--itemsize", str(d.itemsize), "--hwm", str(config.producer.send_hwm),
+                "--timeout-s", str(int(RUN_TIMEOUT_S))])
         return names
 
     def run(self, path: str, client: Client) -> Run:

@@ -68,7 +68,7 @@ void bind_protocol(py::module_& m) {
              return g;
            }),
            py::arg("frame_rows"), py::arg("frame_cols"), py::arg("sector_rows"), py::arg("sector_cols"),
-           py::arg("itemsize") = 2)
+           py::arg("itemsize"), "[detector]: Config.geometry(); itemsize is the bytes of a dtype pixel.")
       .def_readonly("frame_rows", &Geometry::frame_rows)
       .def_readonly("frame_cols", &Geometry::frame_cols)
       .def_readonly("sector_rows", &Geometry::sector_rows)

@@ -42,7 +42,6 @@ void bind_simulator(py::module_& m) {
   py::register_exception<SimulatorError>(m, "SimulatorError",
                                          py::module_::import("sectorflow.errors").attr("SectorflowError"));
 
-  const SimulatorSettings defaults;
   py::class_<SimulatorSettings>(m, "SimulatorSettings",
                                 "What the simulated detector looks like (the [simulator] configuration table).")
       .def(py::init([](std::uint64_t seed, double dose_per_frame, double electron_adu, double electron_spread_px,
@@ -53,13 +52,11 @@ void bind_simulator(py::module_& m) {
              s.validate();
              return s;
            }),
-           py::kw_only(), py::arg("seed") = defaults.seed, py::arg("dose_per_frame") = defaults.dose_per_frame,
-           py::arg("electron_adu") = defaults.electron_adu,
-           py::arg("electron_spread_px") = defaults.electron_spread_px,
-           py::arg("dark_mean_adu") = defaults.dark_mean_adu, py::arg("dark_sigma_adu") = defaults.dark_sigma_adu,
-           py::arg("bright_field_radius_px") = defaults.bright_field_radius_px,
-           py::arg("dropped_fraction") = defaults.dropped_fraction,
-           "Raises SimulatorError naming the first setting out of range.")
+           py::kw_only(), py::arg("seed"), py::arg("dose_per_frame"), py::arg("electron_adu"),
+           py::arg("electron_spread_px"), py::arg("dark_mean_adu"), py::arg("dark_sigma_adu"),
+           py::arg("bright_field_radius_px"), py::arg("dropped_fraction"),
+           "Every value from [simulator] (settings_from_config). Raises SimulatorError naming the first "
+           "setting out of range.")
       .def_readonly("seed", &SimulatorSettings::seed)
       .def_readonly("dose_per_frame", &SimulatorSettings::dose_per_frame)
       .def_readonly("electron_adu", &SimulatorSettings::electron_adu)
@@ -69,7 +66,7 @@ void bind_simulator(py::module_& m) {
       .def_readonly("bright_field_radius_px", &SimulatorSettings::bright_field_radius_px)
       .def_readonly("dropped_fraction", &SimulatorSettings::dropped_fraction)
       .def("__repr__", [](const SimulatorSettings& s) {
-        return "SimulatorSettings(seed=" + std::to_string(s.seed) + ", dose_per_frame=" +
+        return "SimulatorSettings(seed=" + std::to_string(s.seed.value_or(0)) + ", dose_per_frame=" +
                std::to_string(s.dose_per_frame) + ", ...)";
       });
 

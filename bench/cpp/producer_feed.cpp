@@ -4,7 +4,7 @@
 // producer's send, the aggregator and the NodeGroup, not a detector or a simulator.
 //
 //   producer_feed --aggregator EP --route UID --receiver R --threads T --scan-x X --scan-y Y
-//                 --frame ROWSxCOLS --sector ROWSxCOLS --hwm H --timeout-s S
+//                 --frame ROWSxCOLS --sector ROWSxCOLS --itemsize B --hwm H --timeout-s S
 //
 // T producer threads (thread t sends frames f with f % T == t, as the daemon's threads do), each
 // with its own PUSH socket to EP, route scan 1 to the NodeGroup UID (no kvstore: the routing is
@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
     sectorflow::protocol::Geometry geometry;
     std::tie(geometry.frame_rows, geometry.frame_cols) = shape(need(args, "--frame"));
     std::tie(geometry.sector_rows, geometry.sector_cols) = shape(need(args, "--sector"));
+    geometry.itemsize = number(args, "--itemsize");
     const std::uint32_t receiver = number(args, "--receiver");
     const std::uint32_t threads = number(args, "--threads");
     const auto timeout = std::chrono::seconds(number(args, "--timeout-s"));

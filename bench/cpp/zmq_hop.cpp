@@ -214,7 +214,9 @@ int check(const Args& args) {
   const std::uint64_t messages = number(args, "--messages");
   if (messages == 0) throw std::runtime_error("--messages must be at least 1");
   constexpr std::uint32_t kScanSide = 1u << 11;
-  const sectorflow::protocol::DataExpectations expect{sectorflow::protocol::Geometry{}, {kScanSide * kScanSide}, 0};
+  // The 4D Camera's geometry (configs/4dcamera.toml): 4 sectors of 144 x 576 uint16.
+  const sectorflow::protocol::Geometry geometry{576, 576, 144, 576, 2};
+  const sectorflow::protocol::DataExpectations expect{geometry, {kScanSide * kScanSide}, 0};
   std::vector<std::string> headers;
   for (std::uint32_t i = 0; i < 1024; ++i) {
     sectorflow::protocol::DataHeader header;

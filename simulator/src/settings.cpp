@@ -9,6 +9,9 @@ namespace {
 
 void check(const char* name, double value, double low, double high) {
   if (std::isfinite(value) && value >= low && value <= high) return;
+  if (std::isnan(value)) {
+    throw SimulatorError(std::string("simulator setting '") + name + "' is not set ([simulator] " + name + ")");
+  }
   std::ostringstream message;
   message << "simulator setting '" << name << "' = " << value << ": expected a value from " << low << " to "
           << high;
@@ -18,6 +21,7 @@ void check(const char* name, double value, double low, double high) {
 }  // namespace
 
 void SimulatorSettings::validate() const {
+  if (!seed) throw SimulatorError("simulator setting 'seed' is not set ([simulator] seed)");
   constexpr double kHuge = 1.0e12;
   check("dose_per_frame", dose_per_frame, 0.0, kMaxDosePerFrame);
   check("electron_adu", electron_adu, 0.0, kHuge);

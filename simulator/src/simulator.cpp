@@ -23,15 +23,19 @@ std::string where(std::uint32_t scan, std::uint32_t frame) {
   return "scan " + std::to_string(scan) + ", frame " + std::to_string(frame);
 }
 
+SimulatorSettings validated(const SimulatorSettings& settings) {
+  settings.validate();
+  return settings;
+}
+
 }  // namespace
 
 Simulator::Simulator(const SimulatorSettings& settings, const protocol::Geometry& geometry)
-    : settings_(settings),
+    : settings_(validated(settings)),  // first: the seed is set
       geometry_(geometry),
-      noise_root_(derive(settings.seed, kNoiseDomain)),
-      electron_root_(derive(settings.seed, kElectronDomain)),
-      drop_root_(derive(settings.seed, kDropDomain)) {
-  settings_.validate();
+      noise_root_(derive(*settings_.seed, kNoiseDomain)),
+      electron_root_(derive(*settings_.seed, kElectronDomain)),
+      drop_root_(derive(*settings_.seed, kDropDomain)) {
   geometry_.validate();
   switch (geometry_.itemsize) {
     case 1:

@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string encoded = sp::encode_header(*header);
   require(sp::decode_header(encoded.data(), encoded.size()) == *header, "decode(encode(header)) differs");
 
-  const sp::Geometry geometry;  // the 4D Camera's: 4 sectors of 144 x 576 uint16
+  const sp::Geometry geometry{576, 576, 144, 576, 2};  // the 4D Camera's: 4 sectors of 144 x 576 uint16
   const bool sector_exists = header->sector < geometry.n_sectors();
   require(payload_accepted(*header, geometry.sector_bytes(), geometry) == sector_exists,
           "check_payload disagrees about a whole sector");

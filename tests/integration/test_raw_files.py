@@ -26,9 +26,10 @@ from sectorflow.protocol import (
     parse_raw_file_name,
     raw_file_name,
 )
-from sectorflow.simulator import Simulator, SimulatorSettings, simulator_from_config
+from sectorflow.configs import SimulatorConfig
+from sectorflow.simulator import Simulator, settings_from_config, simulator_from_config
 
-SMALL = Geometry(32, 32, 8, 32)
+SMALL = Geometry(32, 32, 8, 32, 2)
 SCAN_X, SCAN_Y = 4, 3
 
 
@@ -84,7 +85,7 @@ def test_stempy_reads_our_files_frame_for_frame(camera_simulator: Simulator, tmp
 
 
 def test_our_reader_returns_the_records_written(tmp_path: Path) -> None:
-    sim = Simulator(SimulatorSettings(seed=4), SMALL)
+    sim = Simulator(settings_from_config(SimulatorConfig(seed=4)), SMALL)
     write_scan(sim, tmp_path, scan=3, threads=2, shuffle=True)
     seen = set()
     for path in find_raw_files(tmp_path, 3):
@@ -125,7 +126,7 @@ def test_file_names_follow_the_pattern_and_find_sorts_by_sector_then_thread(tmp_
 
 
 def test_truncated_file_names_the_file_record_and_byte_offset(tmp_path: Path) -> None:
-    sim = Simulator(SimulatorSettings(), SMALL)
+    sim = Simulator(settings_from_config(SimulatorConfig()), SMALL)
     with RawFileWriter(tmp_path, 1, 0, 0, SMALL) as writer:
         for frame in range(3):
             writer.write(header(1, frame, 0), sim.sector(1, frame, 0))
@@ -142,18 +143,18 @@ def test_truncated_file_names_the_file_record_and_byte_offset(tmp_path: Path) ->
 
 
 def test_records_of_another_geometry_are_reported_with_the_file(tmp_path: Path) -> None:
-    sim = Simulator(SimulatorSettings(), SMALL)
+    sim = Simulator(settings_from_config(SimulatorConfig()), SMALL)
     with RawFileWriter(tmp_path, 1, 0, 0, SMALL) as writer:
         for frame in range(3):
             writer.write(header(1, frame, 0), sim.sector(1, frame, 0))
-    narrow = Geometry(32, 16, 8, 16)
+    narrow = Geometry(32, 16, 8, 16, 2)
     with pytest.raises(RawFileError, match=rf"{writer.path}: record 1 at byte 272 .*not a whole number of "
                                            r"272-byte records .*written for another geometry"):
         list(RawFileReader(writer.path, narrow))
 
 
 def test_reader_rejects_a_record_of_another_scan(tmp_path: Path) -> None:
-    sim = Simulator(SimulatorSettings(), SMALL)
+    sim = Simulator(settings_from_config(SimulatorConfig()), SMALL)
     with RawFileWriter(tmp_path, 1, 0, 0, SMALL) as writer:
         writer.write(header(1, 0, 0), sim.sector(1, 0, 0))
     renamed = tmp_path / raw_file_name(2, 0, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,9 +23,14 @@ from sectorflow.simulator import (
     simulator_from_config,
 )
 
+def simulator_settings(**values: Any) -> SimulatorSettings:
+    """The schema's [simulator] defaults, changed where a test says."""
+    return settings_from_config(SimulatorConfig(**values))
+
+
 # Small geometries: four full-width sectors (like the 4D Camera, scaled down) and a 2 x 2 tiling.
-STRIPS = Geometry(32, 32, 8, 32)
-TILES = Geometry(32, 32, 16, 16)
+STRIPS = Geometry(32, 32, 8, 32, 2)
+TILES = Geometry(32, 32, 16, 16, 2)
 SCAN = 3
 
 
@@ -38,16 +44,16 @@ def sectors_of(frame: np.ndarray, geometry: Geometry) -> list[np.ndarray]:
 
 
 def test_same_seed_gives_same_bytes() -> None:
-    a = Simulator(SimulatorSettings(seed=11), STRIPS)
-    b = Simulator(SimulatorSettings(seed=11), STRIPS)
+    a = Simulator(simulator_settings(seed=11), STRIPS)
+    b = Simulator(simulator_settings(seed=11), STRIPS)
     for frame in range(20):
         assert a.frame(SCAN, frame).tobytes() == b.frame(SCAN, frame).tobytes()
         assert np.array_equal(a.electrons(SCAN, frame), b.electrons(SCAN, frame))
 
 
 def test_different_seed_scan_or_frame_gives_different_bytes() -> None:
-    sim = Simulator(SimulatorSettings(seed=11), STRIPS)
-    other = Simulator(SimulatorSettings(seed=12), STRIPS)
+    sim = Simulator(simulator_settings(seed=11), STRIPS)
+    other = Simulator(simulator_settings(seed=12), STRIPS)
     reference = sim.frame(SCAN, 0).tobytes()
     assert other.frame(SCAN, 0).tobytes() != reference
     assert sim.frame(SCAN + 1, 0).tobytes() != reference
@@ -59,7 +65,7 @@ def test_different_seed_scan_or_frame_gives_different_bytes() -> None:
 
 @pytest.mark.parametrize("geometry", [STRIPS, TILES], ids=["4x1 strips", "2x2 tiles"])
 def test_sector_generated_alone_equals_sector_of_whole_frame(geometry: Geometry) -> None:
-    sim = Simulator(SimulatorSettings(seed=5, dose_per_frame=60.0), geometry)
+    sim = Simulator(simulator_settings(seed=5, dose_per_frame=60.0), geometry)
     for frame in range(10):
         whole = sim.frame(SCAN, frame)
         assert whole.shape == (geometry.frame_rows, geometry.frame_cols)
@@ -70,7 +76,7 @@ def test_sector_generated_alone_equals_sector_of_whole_frame(geometry: Geometry)
 
 
 def test_generation_order_and_thread_do_not_matter() -> None:
-    settings = SimulatorSettings(seed=8, dose_per_frame=40.0)
+    settings = simulator_settings(seed=8, dose_per_frame=40.0)
     in_order = Simulator(settings, TILES)
     expected = {(f, s): in_order.sector(SCAN, f, s).tobytes() for f in range(12) for s in range(TILES.n_sectors)}
 
@@ -97,7 +103,7 @@ def test_strikes_straddling_sector_boundaries_keep_their_whole_charge() -> None:
     # that cross their boundaries, which on 2 x 2 tiles of 16 x 16 many do.
     adu = 10000.0
     sim = Simulator(
-        SimulatorSettings(seed=2, dose_per_frame=6.0, electron_adu=adu, dark_mean_adu=0.0, dark_sigma_adu=0.0,
+        simulator_settings(seed=2, dose_per_frame=6.0, electron_adu=adu, dark_mean_adu=0.0, dark_sigma_adu=0.0,
                           bright_field_radius_px=10.0),
         Geometry(32, 32, 16, 16, 4),
     )
@@ -113,7 +119,7 @@ def test_strikes_straddling_sector_boundaries_keep_their_whole_charge() -> None:
 
 def test_mean_dose_matches_the_configured_dose() -> None:
     for dose, frames in ((20.0, 4000), (150.0, 2000)):  # both Poisson samplers
-        sim = Simulator(SimulatorSettings(seed=4, dose_per_frame=dose), STRIPS)
+        sim = Simulator(simulator_settings(seed=4, dose_per_frame=dose), STRIPS)
         counts = np.array([sim.electron_count(SCAN, f) for f in range(frames)])
         assert counts.mean() == pytest.approx(dose, rel=0.03)
         assert counts.var() == pytest.approx(dose, rel=0.15)  # Poisson: variance = mean
@@ -121,7 +127,8 @@ def test_mean_dose_matches_the_configured_dose() -> None:
 
 
 def test_electrons_are_where_the_frame_is_bright() -> None:
-    sim = Simulator(SimulatorSettings(seed=6, dose_per_frame=10.0, electron_spread_px=0.5), Geometry(64, 64, 16, 64))
+    sim = Simulator(simulator_settings(seed=6, dose_per_frame=10.0, electron_spread_px=0.5),
+                    Geometry(64, 64, 16, 64, 2))
     for frame in range(5):
         image = sim.frame(SCAN, frame).astype(np.int64)
         for row, col in sim.electrons(SCAN, frame):
@@ -131,8 +138,8 @@ def test_electrons_are_where_the_frame_is_bright() -> None:
 
 
 def test_dark_level_mean_and_sigma_on_electron_free_pixels() -> None:
-    settings = SimulatorSettings(seed=9, dose_per_frame=20.0, dark_mean_adu=20.0, dark_sigma_adu=2.2)
-    geometry = Geometry(96, 96, 24, 96)
+    settings = simulator_settings(seed=9, dose_per_frame=20.0, dark_mean_adu=20.0, dark_sigma_adu=2.2)
+    geometry = Geometry(96, 96, 24, 96, 2)
     sim = Simulator(settings, geometry)
     rows, cols = np.mgrid[0 : geometry.frame_rows, 0 : geometry.frame_cols]
     dark = []
@@ -149,7 +156,7 @@ def test_dark_level_mean_and_sigma_on_electron_free_pixels() -> None:
 
 
 def test_dose_zero_gives_dark_frames_only() -> None:
-    sim = Simulator(SimulatorSettings(seed=1, dose_per_frame=0.0), STRIPS)
+    sim = Simulator(simulator_settings(seed=1, dose_per_frame=0.0), STRIPS)
     assert sim.electron_count(SCAN, 0) == 0
     assert sim.electrons(SCAN, 0).shape == (0, 2)
     assert sim.frame(SCAN, 0).max() < 20 + 5 * 2.2
@@ -157,7 +164,7 @@ def test_dose_zero_gives_dark_frames_only() -> None:
 
 @pytest.mark.parametrize("fraction, draws", [(0.001, 400_000), (0.1, 100_000)])
 def test_dropped_fraction_matches_the_configured_fraction(fraction: float, draws: int) -> None:
-    sim = Simulator(SimulatorSettings(seed=3, dropped_fraction=fraction), STRIPS)
+    sim = Simulator(simulator_settings(seed=3, dropped_fraction=fraction), STRIPS)
     frames = draws // STRIPS.n_sectors
     dropped = sum(sim.dropped(SCAN, f, s) for f in range(frames) for s in range(STRIPS.n_sectors))
     # Four standard deviations of a binomial count.
@@ -167,16 +174,16 @@ def test_dropped_fraction_matches_the_configured_fraction(fraction: float, draws
 
 
 def test_dropped_fraction_zero_and_one_are_exact() -> None:
-    never = Simulator(SimulatorSettings(dropped_fraction=0.0), STRIPS)
-    always = Simulator(SimulatorSettings(dropped_fraction=1.0), STRIPS)
+    never = Simulator(simulator_settings(dropped_fraction=0.0), STRIPS)
+    always = Simulator(simulator_settings(dropped_fraction=1.0), STRIPS)
     assert not any(never.dropped(SCAN, f, s) for f in range(2000) for s in range(4))
     assert all(always.dropped(SCAN, f, s) for f in range(2000) for s in range(4))
 
 
 def test_bright_field_disk_keeps_strikes_inside_the_radius() -> None:
     radius, spread = 6.0, 0.7
-    geometry = Geometry(64, 64, 16, 64)
-    sim = Simulator(SimulatorSettings(seed=7, dose_per_frame=30.0, bright_field_radius_px=radius,
+    geometry = Geometry(64, 64, 16, 64, 2)
+    sim = Simulator(simulator_settings(seed=7, dose_per_frame=30.0, bright_field_radius_px=radius,
                                       electron_spread_px=spread), geometry)
     rows, cols = np.mgrid[0:64, 0:64]
     # Pixel centres beyond the disk plus the footprint (3 sigma, rounded up, plus a pixel).
@@ -191,7 +198,7 @@ def test_bright_field_disk_keeps_strikes_inside_the_radius() -> None:
 @pytest.mark.parametrize("itemsize, dtype", [(1, np.uint8), (2, np.uint16), (4, np.uint32)])
 def test_pixels_have_the_geometry_dtype_and_saturate_at_its_maximum(itemsize: int, dtype: type) -> None:
     geometry = Geometry(16, 16, 8, 8, itemsize)
-    sim = Simulator(SimulatorSettings(seed=1, dose_per_frame=30.0, electron_adu=1e6, electron_spread_px=0.0),
+    sim = Simulator(simulator_settings(seed=1, dose_per_frame=30.0, electron_adu=1e6, electron_spread_px=0.0),
                     geometry)
     frame = sim.frame(SCAN, 0)
     assert frame.dtype == dtype and frame.shape == (16, 16)
@@ -202,7 +209,7 @@ def test_pixels_have_the_geometry_dtype_and_saturate_at_its_maximum(itemsize: in
 
 
 def test_scan_summary_counts_every_sector_once() -> None:
-    sim = Simulator(SimulatorSettings(seed=2, dropped_fraction=0.1), STRIPS)
+    sim = Simulator(simulator_settings(seed=2, dropped_fraction=0.1), STRIPS)
     summary = simulate_scan(sim, SCAN, 5, 4)
     assert summary.frames == 20
     assert summary.sectors_generated + summary.sectors_dropped == 20 * STRIPS.n_sectors
@@ -225,14 +232,14 @@ def test_settings_from_config_carries_every_simulator_key() -> None:
 
 def test_bad_settings_name_the_setting() -> None:
     with pytest.raises(SimulatorError, match="'electron_spread_px' = 11: expected a value from 0 to 10"):
-        SimulatorSettings(electron_spread_px=11.0)
+        simulator_settings(electron_spread_px=11.0)
     with pytest.raises(SimulatorError, match="'dropped_fraction' = 1.5"):
-        SimulatorSettings(dropped_fraction=1.5)
+        simulator_settings(dropped_fraction=1.5)
     assert issubclass(SimulatorError, SectorflowError)
 
 
 def test_bad_arguments_are_errors_that_say_what_was_expected() -> None:
-    sim = Simulator(SimulatorSettings(), STRIPS)
+    sim = Simulator(simulator_settings(), STRIPS)
     with pytest.raises(SimulatorError, match="scan 3, frame 0: sector 4 out of range; the geometry has 4 sectors"):
         sim.sector(SCAN, 0, 4)
     with pytest.raises(SimulatorError, match="buffer of 100 bytes, expected 512"):
@@ -240,9 +247,9 @@ def test_bad_arguments_are_errors_that_say_what_was_expected() -> None:
     with pytest.raises(SimulatorError, match="must be C-contiguous"):
         sim.generate_sector(SCAN, 0, 0, np.empty((8, 64), np.uint16)[:, ::2])
     with pytest.raises(SimulatorError, match="pixels of 3 bytes are not supported"):
-        Simulator(SimulatorSettings(), Geometry(8, 8, 4, 8, 3))
+        Simulator(simulator_settings(), Geometry(8, 8, 4, 8, 3))
     with pytest.raises(ProtocolError, match="do not tile"):
-        Simulator(SimulatorSettings(), Geometry(10, 8, 4, 8))
+        Simulator(simulator_settings(), Geometry(10, 8, 4, 8, 2))
 
 
 def test_pacer_unpaced_returns_at_once_and_paced_waits_for_the_frame() -> None:

@@ -1,6 +1,8 @@
 // Detector geometry: a frame of frame_rows x frame_cols pixels tiled by sectors of
 // sector_rows x sector_cols, numbered row-major over the tile grid. Nothing else in sectorflow
-// assumes 4 sectors or 576 x 576; it all comes from here, filled from the configuration.
+// assumes 4 sectors or 576 x 576; it all comes from here, filled from the configuration's
+// [detector] table (Config.geometry() in Python, sectorflow::configs::geometry() in C++). No
+// field has a default: one left at 0 is refused by validate(), naming its key.
 #pragma once
 
 #include <cstddef>
@@ -9,13 +11,13 @@
 namespace sectorflow::protocol {
 
 struct Geometry {
-  std::uint32_t frame_rows = 576;
-  std::uint32_t frame_cols = 576;
-  std::uint32_t sector_rows = 144;
-  std::uint32_t sector_cols = 576;
-  std::uint32_t itemsize = 2;  ///< bytes per pixel (uint16 for the 4D Camera)
+  std::uint32_t frame_rows = 0;   ///< [detector] frame_rows
+  std::uint32_t frame_cols = 0;   ///< [detector] frame_cols
+  std::uint32_t sector_rows = 0;  ///< [detector] sector_rows
+  std::uint32_t sector_cols = 0;  ///< [detector] sector_cols
+  std::uint32_t itemsize = 0;     ///< bytes per pixel of [detector] dtype (2 for uint16)
 
-  /// Throws ProtocolError unless the sectors tile the frame exactly.
+  /// Throws ProtocolError for a field left at 0 or sectors that do not tile the frame exactly.
   void validate() const;
 
   std::uint32_t sector_grid_cols() const { return frame_cols / sector_cols; }

@@ -1,9 +1,12 @@
 // What the simulated detector looks like: dose, electron signal, dark level, bright-field disk and
 // sector loss. Filled from the [simulator] table of the configuration (configs/schema.py, which
-// documents each field); the defaults here are the schema's.
+// documents each field) by simulator/from_config.py or sectorflow::configs::simulator_settings:
+// no field has a default here (NaN or no seed: not set), and validate() refuses one left unset.
 #pragma once
 
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <stdexcept>
 
 namespace sectorflow::simulator {
@@ -21,16 +24,19 @@ inline constexpr double kMaxElectronSpreadPx = 10.0;
 inline constexpr double kMaxDosePerFrame = 1.0e9;
 
 struct SimulatorSettings {
-  std::uint64_t seed = 1;                ///< the same seed gives the same bytes
-  double dose_per_frame = 20.0;          ///< mean electrons per frame (Poisson)
-  double electron_adu = 200.0;           ///< signal of one electron in ADU, summed over its pixels
-  double electron_spread_px = 0.7;       ///< Gaussian sigma of an electron's charge cloud, pixels
-  double dark_mean_adu = 20.0;           ///< mean of the dark background
-  double dark_sigma_adu = 2.2;           ///< standard deviation of the dark noise
-  double bright_field_radius_px = 0.0;   ///< strikes inside this disk around the frame centre (0: anywhere)
-  double dropped_fraction = 0.0;         ///< probability that a sector is lost upstream
+  static constexpr double kUnset = std::numeric_limits<double>::quiet_NaN();
 
-  /// Throws SimulatorError naming the first setting that is negative, not finite or out of range.
+  std::optional<std::uint64_t> seed;         ///< the same seed gives the same bytes
+  double dose_per_frame = kUnset;            ///< mean electrons per frame (Poisson)
+  double electron_adu = kUnset;              ///< signal of one electron in ADU, summed over its pixels
+  double electron_spread_px = kUnset;        ///< Gaussian sigma of an electron's charge cloud, pixels
+  double dark_mean_adu = kUnset;             ///< mean of the dark background
+  double dark_sigma_adu = kUnset;            ///< standard deviation of the dark noise
+  double bright_field_radius_px = kUnset;    ///< strikes inside this disk around the frame centre (0: anywhere)
+  double dropped_fraction = kUnset;          ///< probability that a sector is lost upstream
+
+  /// Throws SimulatorError naming the first setting that is not set, negative, not finite or out
+  /// of range.
   void validate() const;
 };
 

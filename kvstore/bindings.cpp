@@ -149,7 +149,7 @@ void bind_kvmsg(py::module_& m) {
 }
 
 void bind_server(py::module_& m) {
-  const ServerOptions defaults;
+  const ServerOptions defaults;  // only for what is not configuration: status_name
   py::class_<ServerOptions>(m, "ServerOptions", "Where the server binds, its heartbeat and its bounds (server.hpp).")
       .def(py::init([](std::string bind_host, std::uint16_t port, std::uint32_t heartbeat_ms, std::string status_name,
                        std::size_t max_value_bytes, std::size_t max_keys, std::size_t max_map_bytes,
@@ -167,12 +167,10 @@ void bind_server(py::module_& m) {
              options.max_ttl_s = max_ttl_s;
              return options;
            }),
-           py::kw_only(), py::arg("bind_host"), py::arg("port"), py::arg("heartbeat_ms") = defaults.heartbeat_ms,
-           py::arg("status_name") = defaults.status_name, py::arg("max_value_bytes") = defaults.max_value_bytes,
-           py::arg("max_keys") = defaults.max_keys, py::arg("max_map_bytes") = defaults.max_map_bytes,
-           py::arg("max_keys_per_address") = defaults.max_keys_per_address,
-           py::arg("max_map_bytes_per_address") = defaults.max_map_bytes_per_address,
-           py::arg("max_ttl_s") = defaults.max_ttl_s)
+           py::kw_only(), py::arg("bind_host"), py::arg("port"), py::arg("heartbeat_ms"),
+           py::arg("status_name") = defaults.status_name, py::arg("max_value_bytes"), py::arg("max_keys"),
+           py::arg("max_map_bytes"), py::arg("max_keys_per_address"), py::arg("max_map_bytes_per_address"),
+           py::arg("max_ttl_s"), "Every value but status_name from [kvstore] (server_options).")
       .def_readwrite("bind_host", &ServerOptions::bind_host)
       .def_readwrite("port", &ServerOptions::port)
       .def_readwrite("heartbeat_ms", &ServerOptions::heartbeat_ms)
@@ -234,7 +232,7 @@ void bind_client(py::module_& m) {
       .value("CLOSED", ClientState::kClosed)
       .def("__str__", [](ClientState state) { return std::string(to_string(state)); });
 
-  const ClientOptions defaults;
+  const ClientOptions defaults;  // only for what is not configuration: subtree
   py::class_<ClientOptions>(m, "ClientOptions", "Where the server is and how the replica behaves.")
       .def(py::init([](std::string host, std::uint16_t port, std::string subtree, std::uint32_t heartbeat_ms,
                        int silence_heartbeats, const std::optional<py::function>& log, std::size_t max_value_bytes,
@@ -249,10 +247,10 @@ void bind_client(py::module_& m) {
              return options;
            }),
            py::kw_only(), py::arg("host"), py::arg("port"), py::arg("subtree") = defaults.subtree,
-           py::arg("heartbeat_ms") = defaults.heartbeat_ms, py::arg("silence_heartbeats") = defaults.silence_heartbeats,
-           py::arg("log") = py::none(), py::arg("max_value_bytes") = defaults.max_value_bytes,
-           py::arg("max_ttl_s") = defaults.max_ttl_s,
-           "log(message: str) is called on the agent thread on each state change and resync.")
+           py::arg("heartbeat_ms"), py::arg("silence_heartbeats"), py::arg("log") = py::none(),
+           py::arg("max_value_bytes"), py::arg("max_ttl_s"),
+           "host, port, heartbeat_ms, silence_heartbeats, max_value_bytes and max_ttl_s from [kvstore] "
+           "(client_options). log(message: str) is called on the agent thread on each state change and resync.")
       .def_readwrite("host", &ClientOptions::host)
       .def_readwrite("port", &ClientOptions::port)
       .def_readwrite("subtree", &ClientOptions::subtree)

@@ -64,23 +64,26 @@ void check_value(const ClientOptions& options, const std::string& key, const std
 }  // namespace
 
 Client::Client(ClientOptions options) {
-  if (options.host.empty()) throw KvstoreError("kvstore client: no server host given");
+  if (options.host.empty()) throw KvstoreError("kvstore client: no server host given ([kvstore] host)");
   if (options.port == 0 || options.port > 65533) {
     throw KvstoreError("kvstore client: port " + std::to_string(options.port) +
-                       " out of range; the server uses P, P + 1 and P + 2, so P must be from 1 to 65533");
+                       " out of range; the server uses P, P + 1 and P + 2, so P must be from 1 to 65533 "
+                       "([kvstore] port)");
   }
   if (options.heartbeat_ms == 0 || options.silence_heartbeats <= 0) {
     throw KvstoreError("kvstore client: heartbeat " + std::to_string(options.heartbeat_ms) +
                        " ms and silence_heartbeats " + std::to_string(options.silence_heartbeats) +
-                       " must both be positive");
+                       " must both be positive ([kvstore] heartbeat_ms and silence_heartbeats)");
   }
   if (options.max_value_bytes < kMaxKeyBytes || options.max_value_bytes > (std::size_t{1} << 30)) {
     throw KvstoreError("kvstore client: max_value_bytes " + std::to_string(options.max_value_bytes) +
-                       " out of range; expected " + std::to_string(kMaxKeyBytes) + " to 2^30");
+                       " out of range; expected " + std::to_string(kMaxKeyBytes) +
+                       " to 2^30 ([kvstore] max_value_bytes, the server's)");
   }
   if (!(options.max_ttl_s > 0.0) || !(options.max_ttl_s <= kTtlCeilingS)) {
     throw KvstoreError("kvstore client: max_ttl_s " + std::to_string(options.max_ttl_s) +
-                       " out of range; expected more than 0 and at most 1e9 seconds");
+                       " out of range; expected more than 0 and at most 1e9 seconds ([kvstore] max_ttl_s, the "
+                       "server's)");
   }
   impl_ = std::make_unique<Impl>(std::move(options));
   impl_->agent = std::make_unique<detail::Agent>(impl_->options, impl_->replica, impl_->status, impl_->commands);

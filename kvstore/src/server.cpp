@@ -53,14 +53,22 @@ std::string peer_address(zmq::message_t& frame) {
 }
 
 void check_options(const ServerOptions& o) {
-  if (o.bind_host.empty()) throw KvstoreError("kvstore server: no interface to bind (bind_host is empty)");
+  if (o.bind_host.empty()) {
+    throw KvstoreError("kvstore server: no interface to bind (bind_host is empty; set [kvstore] bind_host)");
+  }
   if (o.port == 0 || o.port > 65533) {
     throw KvstoreError("kvstore server: port " + std::to_string(o.port) +
-                       " out of range; the server uses P, P + 1 and P + 2, so P must be from 1 to 65533");
+                       " out of range; the server uses P, P + 1 and P + 2, so P must be from 1 to 65533 "
+                       "([kvstore] port)");
   }
-  if (o.heartbeat_ms == 0) throw KvstoreError("kvstore server: heartbeat of 0 ms; expected at least 1 ms");
+  if (o.heartbeat_ms == 0) {
+    throw KvstoreError("kvstore server: heartbeat of 0 ms; expected at least 1 ms ([kvstore] heartbeat_ms)");
+  }
   const auto positive = [](std::size_t value, const char* name) {
-    if (value == 0) throw KvstoreError(std::string("kvstore server: ") + name + " is 0; expected at least 1");
+    if (value == 0) {
+      throw KvstoreError(std::string("kvstore server: ") + name + " is 0; expected at least 1 ([kvstore] " + name +
+                         ")");
+    }
   };
   positive(o.max_keys, "max_keys");
   positive(o.max_map_bytes, "max_map_bytes");
@@ -68,11 +76,11 @@ void check_options(const ServerOptions& o) {
   positive(o.max_map_bytes_per_address, "max_map_bytes_per_address");
   if (o.max_value_bytes < kMaxKeyBytes || o.max_value_bytes > (std::size_t{1} << 30)) {
     throw KvstoreError("kvstore server: max_value_bytes " + std::to_string(o.max_value_bytes) + " out of range; " +
-                       "expected " + std::to_string(kMaxKeyBytes) + " to 2^30");
+                       "expected " + std::to_string(kMaxKeyBytes) + " to 2^30 ([kvstore] max_value_bytes)");
   }
   if (!(o.max_ttl_s > 0.0) || !(o.max_ttl_s <= kTtlCeilingS)) {
     throw KvstoreError("kvstore server: max_ttl_s " + std::to_string(o.max_ttl_s) + " out of range; expected more " +
-                       "than 0 and at most 1e9 seconds");
+                       "than 0 and at most 1e9 seconds ([kvstore] max_ttl_s)");
   }
 }
 

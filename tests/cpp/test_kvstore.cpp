@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "sectorflow/configs/beamline.hpp"
+#include "sectorflow/configs/options.hpp"
 #include "sectorflow/kvstore/client.hpp"
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
@@ -74,11 +76,16 @@ std::uint16_t ephemeral_port() {
   return static_cast<std::uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
 }
 
+// A server's options as the configuration's defaults make them ([kvstore], configs/defaults.toml).
+kv::ServerOptions default_server_options() {
+  return sectorflow::configs::server_options(sectorflow::configs::Beamline::defaults());
+}
+
 // A server with `options` on three free consecutive loopback ports (the first from port 0),
 // running in a thread.
 class RunningServer {
  public:
-  explicit RunningServer(kv::ServerOptions options = {}) {
+  explicit RunningServer(kv::ServerOptions options = default_server_options()) {
     options.bind_host = "127.0.0.1";
     options.heartbeat_ms = 100;
     for (int attempt = 0; attempt < 50 && !server_; ++attempt) {
@@ -97,8 +104,14 @@ class RunningServer {
     server_->stop();
     thread_.join();
   }
+  // A client of this server with the configuration's defaults but a heartbeat of 100 ms.
   kv::ClientOptions client(const std::string& subtree = "") const {
-    return kv::ClientOptions{"127.0.0.1", server_->options().port, subtree, 100, 3, {}};
+    kv::ClientOptions options = sectorflow::configs::client_options(sectorflow::configs::Beamline::defaults(), subtree);
+    options.host = "127.0.0.1";
+    options.port = server_->options().port;
+    options.heartbeat_ms = 100;
+    options.silence_heartbeats = 3;
+    return options;
   }
   kv::Server& server() { return *server_; }
 
@@ -222,7 +235,7 @@ TEST(ClientServer, SetRejectsValuesThatAreNotMsgpack) {
 }
 
 TEST(ServerBounds, RefusalsAreCountedByKindWithTheFirstReason) {
-  kv::ServerOptions options;
+  kv::ServerOptions options = default_server_options();
   options.max_value_bytes = 1024;
   options.max_ttl_s = 60.0;
   options.max_keys = 3;
@@ -263,7 +276,7 @@ TEST(ServerBounds, RefusalsAreCountedByKindWithTheFirstReason) {
 
 TEST(ServerBounds, OptionsOutOfRangeAreRefusedNamingTheOption) {
   const auto refused = [](const std::function<void(kv::ServerOptions&)>& change, const std::string& expected) {
-    kv::ServerOptions options;
+    kv::ServerOptions options = default_server_options();
     options.bind_host = "127.0.0.1";
     options.port = 1;  // never bound: the options are refused first
     change(options);

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import msgpack
 import pytest
@@ -13,9 +14,15 @@ import zmq
 from harness import free_port_block
 from support import LOOPBACK, wait_until
 
-from sectorflow.kvstore import Client, ClientOptions, KvstoreError
+from sectorflow.configs import Config, KvstoreConfig
+from sectorflow.kvstore import Client, ClientOptions, KvstoreError, client_options
 
 SYNC_S = 10.0
+
+
+def options_for(port: int, **kvstore: Any) -> ClientOptions:
+    """A client of a server on 127.0.0.1:port with the schema's [kvstore] defaults, changed where a test says."""
+    return client_options(Config(kvstore=KvstoreConfig(host="127.0.0.1", port=port, **kvstore)))
 
 
 def kvmsg(key: bytes, sequence: int, body: bytes = b"", props: bytes = b"") -> list[bytes]:
@@ -69,7 +76,7 @@ def client_of() -> Iterator[Callable[[FakeServer], Client]]:
 
     def make(server: FakeServer) -> Client:
         # The fake server is silent between steps: a long heartbeat keeps the client from reconnecting.
-        client = Client(ClientOptions(host="127.0.0.1", port=server.port, heartbeat_ms=2000))
+        client = Client(options_for(server.port, heartbeat_ms=2000))
         made.append(client)
         return client
 
@@ -149,7 +156,7 @@ def test_client_asks_again_on_a_new_socket_when_its_snapshot_stops(fake_server: 
     # A server drops the snapshot of a client that does not read it (server.hpp) and goes on
     # sending HUGZ: the client must not stay in syncing for ever, and what is left of the old reply
     # must not end the new snapshot.
-    client = Client(ClientOptions(host="127.0.0.1", port=fake_server.port, heartbeat_ms=200))
+    client = Client(options_for(fake_server.port, heartbeat_ms=200))
     try:
         first, _ = fake_server.await_snapshot_request(hugz_sequence=5)
         fake_server.router.send_multipart([first, *kvmsg(b"a", 1, msgpack.packb(1))])  # and nothing more
@@ -171,7 +178,7 @@ def test_client_asks_again_on_a_new_socket_when_its_snapshot_stops(fake_server: 
 
 
 def test_client_refuses_what_the_server_would_refuse_or_clamp(fake_server: FakeServer) -> None:
-    client = Client(ClientOptions(host="127.0.0.1", port=fake_server.port, max_value_bytes=1024, max_ttl_s=60.0))
+    client = Client(options_for(fake_server.port, max_value_bytes=1024, max_ttl_s=60.0))
     try:
         with pytest.raises(KvstoreError, match=r"kvstore set 'k': value of 2003 bytes, the server takes at most 1024 "
                                                r"\(\[kvstore\] max_value_bytes\)"):

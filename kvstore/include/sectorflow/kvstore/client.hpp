@@ -45,16 +45,19 @@
 
 namespace sectorflow::kvstore {
 
+/// host, port, heartbeat_ms, silence_heartbeats, max_value_bytes and max_ttl_s come from the
+/// [kvstore] table (kvstore/options.py client_options, sectorflow::configs::client_options), the
+/// server's own: none has a default here, and the Client refuses one left at 0, naming it.
 struct ClientOptions {
-  std::string host;                           ///< server address
-  std::uint16_t port = 0;                     ///< the server's snapshot port P
-  std::string subtree;                        ///< key prefix of the replica; "" holds everything
-  std::uint32_t heartbeat_ms = 1000;          ///< the server's HUGZ interval
-  int silence_heartbeats = 3;                 ///< missed heartbeats before reconnecting
+  std::string host;                  ///< host: server address
+  std::uint16_t port = 0;            ///< port: the server's snapshot port P
+  std::string subtree;               ///< key prefix of the replica; "" holds everything
+  std::uint32_t heartbeat_ms = 0;    ///< heartbeat_ms: the server's HUGZ interval
+  int silence_heartbeats = 0;        ///< silence_heartbeats: missed heartbeats before reconnecting
   /// Optional; told about each state change and resync, on the agent thread.
   std::function<void(const std::string& message)> log;
-  std::size_t max_value_bytes = 65536;  ///< the server's max_value_bytes: larger values are refused here
-  double max_ttl_s = 86400.0;           ///< the server's max_ttl_s: longer ttls are refused here
+  std::size_t max_value_bytes = 0;   ///< max_value_bytes, the server's: larger values are refused here
+  double max_ttl_s = 0.0;            ///< max_ttl_s, the server's: longer ttls are refused here
 };
 
 enum class ClientState { kConnecting, kSyncing, kActive, kClosed };

@@ -56,17 +56,20 @@ inline constexpr std::size_t kMaxWaitingSnapshots = 64;
 /// Heartbeats after which a waiting snapshot reply whose peer read nothing is dropped.
 inline constexpr int kStalledHeartbeats = 10;
 
+/// Every value but status_name comes from the [kvstore] table (kvstore/options.py server_options,
+/// sectorflow::configs::server_options): none has a default here, and the Server refuses one left
+/// at 0, naming it.
 struct ServerOptions {
-  std::string bind_host;         ///< interface to bind ("0.0.0.0" for all)
-  std::uint16_t port = 0;        ///< snapshot port P; P + 1 and P + 2 are used too
-  std::uint32_t heartbeat_ms = 1000;  ///< HUGZ interval
-  std::string status_name = "server";         ///< publishes status/kvstore/<status_name>
-  std::size_t max_value_bytes = 65536;        ///< largest body accepted (frames up to twice, kvmsg.hpp)
-  std::size_t max_keys = 100000;              ///< clients' keys in the map
-  std::size_t max_map_bytes = 256 << 20;      ///< clients' key + properties + body bytes in the map
-  std::size_t max_keys_per_address = 25000;   ///< keys last written from one network address
-  std::size_t max_map_bytes_per_address = 64 << 20;  ///< their bytes
-  double max_ttl_s = 86400.0;                 ///< longer ttls are clamped to this
+  std::string bind_host;                     ///< bind_host: interface to bind ("0.0.0.0" for all)
+  std::uint16_t port = 0;                    ///< port: snapshot port P; P + 1 and P + 2 are used too
+  std::uint32_t heartbeat_ms = 0;            ///< heartbeat_ms: HUGZ interval
+  std::string status_name = "server";        ///< not configuration: publishes status/kvstore/<status_name>
+  std::size_t max_value_bytes = 0;           ///< max_value_bytes: largest body accepted (frames up to twice, kvmsg.hpp)
+  std::size_t max_keys = 0;                  ///< max_keys: clients' keys in the map
+  std::size_t max_map_bytes = 0;             ///< max_map_bytes: clients' key + properties + body bytes in the map
+  std::size_t max_keys_per_address = 0;      ///< max_keys_per_address: keys last written from one network address
+  std::size_t max_map_bytes_per_address = 0; ///< max_map_bytes_per_address: their bytes
+  double max_ttl_s = 0.0;                    ///< max_ttl_s: longer ttls are clamped to this
 };
 
 /// The refusal counters of ServerStats, by the names the status fields and first_refusals use.

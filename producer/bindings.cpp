@@ -38,7 +38,7 @@ struct ReleaseGilDelete {
 };
 
 void bind_types(py::module_& m) {
-  const ProducerOptions po;
+  const ProducerOptions po;  // only for what is not configuration
   py::class_<ProducerOptions>(m, "ProducerOptions", "How one producer thread is wired (see producer.hpp).")
       .def(py::init([](const protocol::Geometry& geometry, std::uint32_t receiver, std::uint32_t thread_id,
                        std::uint32_t threads, std::string aggregator_endpoint, int send_hwm, std::string fallback_dir,
@@ -47,10 +47,11 @@ void bind_types(py::module_& m) {
                                     std::move(fallback_dir), status_ttl_s, status_interval_ms, linger_ms};
            }),
            py::kw_only(), py::arg("geometry"), py::arg("receiver"), py::arg("thread_id") = po.thread_id,
-           py::arg("threads") = po.threads, py::arg("aggregator_endpoint") = po.aggregator_endpoint,
-           py::arg("send_hwm") = po.send_hwm, py::arg("fallback_dir") = po.fallback_dir,
-           py::arg("status_ttl_s") = po.status_ttl_s, py::arg("status_interval_ms") = po.status_interval_ms,
-           py::arg("linger_ms") = po.linger_ms)
+           py::arg("threads"), py::arg("aggregator_endpoint"), py::arg("send_hwm"), py::arg("fallback_dir"),
+           py::arg("status_ttl_s"), py::arg("status_interval_ms") = po.status_interval_ms,
+           py::arg("linger_ms") = po.linger_ms,
+           "geometry, threads, aggregator_endpoint, send_hwm, fallback_dir and status_ttl_s from the "
+           "configuration (producer_options).")
       .def_readonly("geometry", &ProducerOptions::geometry)
       .def_readonly("receiver", &ProducerOptions::receiver)
       .def_readonly("thread_id", &ProducerOptions::thread_id)

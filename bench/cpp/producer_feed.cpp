@@ -98,8 +98,14 @@ int main(int argc, char** argv) {
 
     std::vector<std::unique_ptr<sp::Producer>> producers;
     for (std::uint32_t t = 0; t < threads; ++t) {
-      auto options = sp::ProducerOptions::for_thread(geometry, receiver, t, threads, need(args, "--aggregator"));
+      sp::ProducerOptions options;
+      options.geometry = geometry;
+      options.receiver = receiver;
+      options.thread_id = t;
+      options.threads = threads;
+      options.aggregator_endpoint = need(args, "--aggregator");
       options.send_hwm = static_cast<int>(number(args, "--hwm"));
+      options.status_ttl_s = 0.0;  // no kvstore, no status; the routing is given and no scan falls back
       options.linger_ms = static_cast<int>(std::chrono::milliseconds(timeout).count());
       producers.push_back(std::make_unique<sp::Producer>(options, nullptr));
     }

@@ -50,7 +50,8 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
   options_.geometry.validate();
   if (options_.threads == 0 || options_.thread_id >= options_.threads) {
     throw ProducerError("producer " + options_.name() + ": thread " + std::to_string(options_.thread_id) + " of " +
-                        std::to_string(options_.threads) + "; expected a thread id from 0 to threads - 1");
+                        std::to_string(options_.threads) +
+                        "; expected a thread id from 0 to threads - 1 (threads: [[receivers]] threads, at least 1)");
   }
   if (options_.receiver >= options_.geometry.n_sectors()) {
     throw ProducerError("producer " + options_.name() + ": receiver " + std::to_string(options_.receiver) +
@@ -59,6 +60,10 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
   if (options_.send_hwm < 1) {
     throw ProducerError("producer " + options_.name() + ": send_hwm " + std::to_string(options_.send_hwm) +
                         " must be at least 1 (producer.send_hwm)");
+  }
+  if (!(options_.status_ttl_s >= 0.0)) {
+    throw ProducerError("producer " + options_.name() + ": status_ttl_s " + std::to_string(options_.status_ttl_s) +
+                        " must be set, at least 0 (kvstore.ttl_s)");
   }
   impl_ = std::make_unique<Impl>(options_.geometry.sector_bytes());
   if (!options_.aggregator_endpoint.empty()) {

@@ -1,44 +1,37 @@
 // How one producer thread is wired: which sector it owns, which aggregator thread it feeds, where
-// the fallback files go. Filled from the configuration by the daemon (producer/daemon.py) or by a
-// receiver program that embeds the library.
+// the fallback files go. Every value but the last two comes from the configuration, filled by the
+// daemon (sectorflow.producer.options.producer_options) or by a receiver program that embeds the
+// library (sectorflow::configs::producer_options, from the beamline file): none has a default
+// here, and the Producer refuses one left unset (0 or NaN), naming its key.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
-#include <utility>
 
 #include "sectorflow/protocol/geometry.hpp"
 
 namespace sectorflow::producer {
 
 struct ProducerOptions {
-  protocol::Geometry geometry;
+  protocol::Geometry geometry;  ///< [detector]
   std::uint32_t receiver = 0;   ///< the receiver index r: the sector this producer sends
   std::uint32_t thread_id = 0;  ///< t, from 0 to threads - 1
-  std::uint32_t threads = 1;    ///< T, the producer threads of this receiver; t sends frames f with f % T == t
+  /// T, the producer threads of this receiver ([[receivers]] threads); t sends frames f with f % T == t.
+  std::uint32_t threads = 0;
   /// The PUSH socket's peer: aggregator thread r, tcp://aggregator.host:(aggregator.base_port + r).
   std::string aggregator_endpoint;
   /// producer.send_hwm: messages queued before a send blocks. Shallow on purpose: what waits
   /// here waits ahead of the sibling threads' sectors at the aggregator (sibling_gate.hpp).
-  int send_hwm = 16;
+  int send_hwm = 0;
   std::string fallback_dir;     ///< producer.fallback_dir: where a scan goes when nobody streams
-  double status_ttl_s = 5.0;    ///< ttl of status/producer/r<R>t<T> (kvstore.ttl_s); 0: none
-  /// Least time between two progress updates of the status during a scan.
+  /// Ttl of status/producer/r<R>t<T> (kvstore.ttl_s); 0: none. NaN: not set.
+  double status_ttl_s = std::numeric_limits<double>::quiet_NaN();
+  /// Not configuration: least time between two progress updates of the status during a scan.
   int status_interval_ms = 500;
-  /// How long closing the socket may wait for queued messages to leave (ZMQ_LINGER); -1 forever.
+  /// Not configuration: how long closing the socket may wait for queued messages to leave
+  /// (ZMQ_LINGER); -1 forever.
   int linger_ms = 5000;
-
-  /// What every producer thread must be given; the rest keep their defaults.
-  static ProducerOptions for_thread(const protocol::Geometry& geometry, std::uint32_t receiver, std::uint32_t thread_id,
-                                    std::uint32_t threads, std::string aggregator_endpoint) {
-    ProducerOptions options;
-    options.geometry = geometry;
-    options.receiver = receiver;
-    options.thread_id = thread_id;
-    options.threads = threads;
-    options.aggregator_endpoint = std::move(aggregator_endpoint);
-    return options;
-  }
 
   /// "r<receiver>t<thread_id>": the status name and the locator of log lines.
   std::string name() const { return "r" + std::to_string(receiver) + "t" + std::to_string(thread_id); }

@@ -54,7 +54,6 @@ void bind_aggregator(py::module_& m) {
   py::register_exception<AggregatorError>(m, "AggregatorError",
                                           py::module_::import("sectorflow.errors").attr("SectorflowError").ptr());
 
-  const AggregatorOptions defaults;
   py::class_<AggregatorOptions>(m, "AggregatorOptions", "Where the relay threads listen and how they find NodeGroups.")
       .def(py::init([](std::string bind_host, std::uint16_t base_port, std::vector<std::uint32_t> producer_threads,
                        kvstore::ClientOptions kvstore, protocol::Geometry geometry, std::uint64_t max_scan_positions,
@@ -64,11 +63,10 @@ void bind_aggregator(py::module_& m) {
                                       std::move(kvstore),   geometry,          max_scan_positions};
            }),
            py::kw_only(), py::arg("bind_host"), py::arg("base_port"), py::arg("producer_threads"), py::arg("kvstore"),
-           py::arg("geometry"), py::arg("max_scan_positions"),
-           py::arg("hwm") = defaults.hwm, py::arg("discovery_wait_ms") = defaults.discovery_wait_ms,
-           py::arg("max_open_scans") = defaults.max_open_scans,
-           "producer_threads[r] is T_r, the producer threads of receiver r; kvstore: the ClientOptions of the "
-           "replica of nodegroups/.")
+           py::arg("geometry"), py::arg("max_scan_positions"), py::arg("hwm"), py::arg("discovery_wait_ms"),
+           py::arg("max_open_scans"),
+           "Every value from the configuration (aggregator_options): producer_threads[r] is T_r, the producer "
+           "threads of receiver r; kvstore: the ClientOptions of the replica of nodegroups/.")
       .def_readwrite("bind_host", &AggregatorOptions::bind_host)
       .def_readwrite("base_port", &AggregatorOptions::base_port)
       .def_readwrite("producer_threads", &AggregatorOptions::producer_threads)

@@ -45,9 +45,14 @@ void check(const AggregatorOptions& o) {
     throw AggregatorError("aggregator: base_port " + std::to_string(o.base_port) + " with " +
                           std::to_string(o.producer_threads.size()) + " threads leaves the port range 1..65535");
   }
-  if (o.hwm < 1) throw AggregatorError("aggregator: hwm " + std::to_string(o.hwm) + " must be >= 1");
-  if (o.max_open_scans < 1) throw AggregatorError("aggregator: max_open_scans must be >= 1");
-  if (o.max_scan_positions < 1) throw AggregatorError("aggregator: max_scan_positions must be >= 1");
+  if (o.hwm < 1) throw AggregatorError("aggregator: hwm " + std::to_string(o.hwm) + " must be >= 1 ([aggregator] hwm)");
+  if (o.discovery_wait_ms < 1) {
+    throw AggregatorError("aggregator: discovery_wait_ms must be >= 1 ([kvstore] silence_heartbeats x heartbeat_ms)");
+  }
+  if (o.max_open_scans < 1) throw AggregatorError("aggregator: max_open_scans must be >= 1 ([limits] max_open_scans)");
+  if (o.max_scan_positions < 1) {
+    throw AggregatorError("aggregator: max_scan_positions must be >= 1 ([limits] max_scan_positions)");
+  }
   try {
     o.geometry.validate();
   } catch (const protocol::ProtocolError& error) {

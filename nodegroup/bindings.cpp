@@ -65,16 +65,15 @@ void bind_nodegroup(py::module_& m) {
   py::register_exception<NodeGroupError>(m, "NodeGroupError",
                                          py::module_::import("sectorflow.errors").attr("SectorflowError"));
 
-  const ThresholdSettings td;
   py::class_<ThresholdSettings>(m, "ThresholdSettings", "How a scan's thresholds are chosen ([counting]).")
       .def(py::init([](std::uint32_t sample_frames, double background_sigma, double xray_sigma,
                        double background_threshold, double xray_threshold) {
              return ThresholdSettings{sample_frames, background_sigma, xray_sigma, background_threshold,
                                       xray_threshold};
            }),
-           py::kw_only(), py::arg("sample_frames") = td.sample_frames, py::arg("background_sigma") = td.background_sigma,
-           py::arg("xray_sigma") = td.xray_sigma, py::arg("background_threshold") = td.background_threshold,
-           py::arg("xray_threshold") = td.xray_threshold)
+           py::kw_only(), py::arg("sample_frames"), py::arg("background_sigma"), py::arg("xray_sigma"),
+           py::arg("background_threshold"), py::arg("xray_threshold"),
+           "Every value from [counting] (settings_from): sample_frames is threshold_sample_frames.")
       .def_readonly("sample_frames", &ThresholdSettings::sample_frames)
       .def_readonly("background_sigma", &ThresholdSettings::background_sigma)
       .def_readonly("xray_sigma", &ThresholdSettings::xray_sigma)
@@ -82,7 +81,7 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("xray_threshold", &ThresholdSettings::xray_threshold)
       .def_property_readonly("fixed", &ThresholdSettings::fixed);
 
-  const NodeGroupSettings sd;
+  const NodeGroupSettings sd;  // only for what is not configuration: count
   py::class_<NodeGroupSettings>(m, "NodeGroupSettings", "What one NodeGroup needs (see nodegroup_settings.hpp).")
       .def(py::init([](std::string uid, std::string host, const protocol::Geometry& geometry, std::uint32_t receivers,
                        std::uint32_t counting_threads, int recv_hwm, std::uint32_t pool_frames,
@@ -108,13 +107,12 @@ void bind_nodegroup(py::module_& m) {
              return s;
            }),
            py::kw_only(), py::arg("uid"), py::arg("host"), py::arg("geometry"), py::arg("receivers"),
-           py::arg("counting_threads") = sd.counting_threads, py::arg("recv_hwm") = sd.recv_hwm,
-           py::arg("pool_frames") = sd.pool_frames, py::arg("scan_timeout_s") = sd.scan_timeout_s,
-           py::arg("thresholds") = ThresholdSettings{}, py::arg("calibration") = nullptr,
-           py::arg("producer_threads") = std::vector<std::uint32_t>{}, py::arg("count") = sd.count,
-           py::arg("max_scan_positions"), py::arg("max_open_scans"),
-           "count=False assembles frames without counting them (no events, no thresholds): the data path "
-           "alone, for benchmarks. Raises NodeGroupError naming a setting that cannot work.")
+           py::arg("counting_threads"), py::arg("recv_hwm"), py::arg("pool_frames"), py::arg("scan_timeout_s"),
+           py::arg("thresholds"), py::arg("calibration") = nullptr, py::arg("producer_threads"),
+           py::arg("count") = sd.count, py::arg("max_scan_positions"), py::arg("max_open_scans"),
+           "Every value but uid, calibration and count from the configuration (settings_from). count=False "
+           "assembles frames without counting them (no events, no thresholds): the data path alone, for "
+           "benchmarks. Raises NodeGroupError naming a setting that cannot work.")
       .def_readonly("uid", &NodeGroupSettings::uid)
       .def_readonly("host", &NodeGroupSettings::host)
       .def_readonly("geometry", &NodeGroupSettings::geometry)

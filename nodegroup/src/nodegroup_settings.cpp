@@ -29,7 +29,7 @@ void NodeGroupSettings::validate() const {
     throw NodeGroupError(who + std::to_string(receivers) + " aggregator threads for " +
                          std::to_string(geometry.n_sectors()) + " sectors; give one [[receivers]] per sector");
   }
-  if (!producer_threads.empty() && producer_threads.size() != receivers) {
+  if (producer_threads.size() != receivers) {
     throw NodeGroupError(who + std::to_string(producer_threads.size()) + " producer thread counts for " +
                          std::to_string(receivers) + " receivers; give one per [[receivers]] entry");
   }
@@ -51,6 +51,16 @@ void NodeGroupSettings::validate() const {
   if (limits.max_positions == 0) throw NodeGroupError(who + "[limits] max_scan_positions must be at least 1");
   if (max_open_scans == 0) throw NodeGroupError(who + "[limits] max_open_scans must be at least 1");
   if (thresholds.sample_frames == 0) throw NodeGroupError(who + "[counting] threshold_sample_frames must be >= 1");
+  const auto non_negative = [&who](const char* key, double value) {
+    if (std::isnan(value)) throw NodeGroupError(who + "[counting] " + key + " is not set");
+    if (!(value >= 0.0) || !std::isfinite(value)) {
+      throw NodeGroupError(who + "[counting] " + key + " must be a finite number >= 0, got " + std::to_string(value));
+    }
+  };
+  non_negative("background_sigma", thresholds.background_sigma);
+  non_negative("xray_sigma", thresholds.xray_sigma);
+  non_negative("background_threshold", thresholds.background_threshold);
+  non_negative("xray_threshold", thresholds.xray_threshold);
   if (calibration && calibration->shape() != counting::FrameShape{geometry.frame_rows, geometry.frame_cols}) {
     throw NodeGroupError(who + "dark reference / gain shape " + calibration->shape().str() +
                          " differs from the detector frame " + std::to_string(geometry.frame_rows) + " x " +

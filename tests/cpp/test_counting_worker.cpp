@@ -49,15 +49,20 @@ constexpr std::chrono::milliseconds kNever = std::chrono::hours(24);
 constexpr std::chrono::milliseconds kAtOnce{0};
 
 // 2 x 4 pixels in two sectors of 2 x 2; receiver r delivers sector r. Frames are assembled, not
-// counted (count = false): these tests are about the pool, not the arithmetic.
-sc::NodeGroupSettings settings_for(std::uint32_t pool_frames, std::vector<std::uint32_t> producer_threads = {}) {
+// counted (count = false): these tests are about the pool, not the arithmetic (the thresholds are
+// never used) nor the sockets (host, recv_hwm).
+sc::NodeGroupSettings settings_for(std::uint32_t pool_frames, std::vector<std::uint32_t> producer_threads = {1, 1}) {
   sc::NodeGroupSettings settings;
   settings.uid = "ng-test";
+  settings.host = "127.0.0.1";
   settings.geometry = {2, 4, 2, 2, 2};
   settings.receivers = 2;
   settings.producer_threads = std::move(producer_threads);
   settings.counting_threads = 1;
+  settings.recv_hwm = 1000;
   settings.pool_frames = pool_frames;
+  settings.scan_timeout_s = 60.0;
+  settings.thresholds = {100, 4.5, 175.0, 0.0, 0.0};
   settings.count = false;
   settings.limits.max_positions = 1024;
   settings.max_open_scans = 4;

@@ -41,10 +41,13 @@ sc::NodeGroupSettings settings() {
   s.host = "127.0.0.1";
   s.geometry = {16, kCols, 8, kCols, 2};
   s.receivers = 2;
+  s.producer_threads = {1, 1};
   s.counting_threads = 2;
+  s.recv_hwm = 1000;
   s.pool_frames = 8;
   s.scan_timeout_s = 600.0;  // a scan that never completes fails the test by its deadline instead
-  s.thresholds.sample_frames = 3;  // the counting threads share one sample, decided mid-scan
+  // The counting threads share one sample, decided mid-scan; the frames below are made for these sigmas.
+  s.thresholds = {3, 4.5, 175.0, 0.0, 0.0};
   s.limits.max_positions = 1024;
   s.max_open_scans = 4;
   return s;

@@ -23,7 +23,10 @@ def test_settings_carry_each_receivers_producer_threads(make_config) -> None:
 ])
 def test_wrong_producer_threads_are_refused_by_name(make_config, threads: list[int], message: str) -> None:
     config, _ = make_config()
+    ng = config.nodegroup
     with pytest.raises(NodeGroupError, match=r"^NodeGroup ng-1: ") as raised:
         NodeGroupSettings(uid="ng-1", host="127.0.0.1", geometry=config.geometry(), receivers=4,
+                          counting_threads=ng.counting_threads, recv_hwm=ng.recv_hwm, pool_frames=ng.pool_frames,
+                          scan_timeout_s=ng.scan_timeout_s, thresholds=settings_from(config, "ng-1", 1).thresholds,
                           producer_threads=threads, max_scan_positions=1024, max_open_scans=4)
     assert str(raised.value).endswith(message)

@@ -136,6 +136,11 @@ def _check_whole(config: Config, source: str) -> None:
             f"{source}: 'kvstore.ttl_s' = {config.kvstore.ttl_s!r} is above 'kvstore.max_ttl_s' = "
             f"{config.kvstore.max_ttl_s!r}: the server would clamp every registration's ttl; raise max_ttl_s"
         )
+    if config.kvstore.scan_record_ttl_s > config.kvstore.max_ttl_s:
+        raise ConfigError(
+            f"{source}: 'kvstore.scan_record_ttl_s' = {config.kvstore.scan_record_ttl_s!r} is above "
+            f"'kvstore.max_ttl_s' = {config.kvstore.max_ttl_s!r}: the server would clamp it; raise max_ttl_s"
+        )
     if config.aggregator.base_port + config.n_receivers - 1 > 65535:
         raise ConfigError(
             f"{source}: 'aggregator.base_port' = {config.aggregator.base_port}: thread ports up to "

@@ -87,6 +87,9 @@ class KvstoreConfig:
     max_ttl_s: float = setting(
         86400.0, "longest ttl the server grants: a longer one is clamped and counted (ttl_clamped), and a client "
         "refuses to ask for one; at least ttl_s", min=1.0, max=1e9)
+    scan_record_ttl_s: float = setting(
+        86400.0, "how long a scan's record (scans/<n>/..., what became of every sector) stays in the kvstore "
+        "after it was written; at most max_ttl_s", min=1.0, max=1e9)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ void bind_raw_files(py::module_& m);
 }  // namespace
 
 void bind_kvstore_records(py::module_& m);  // bindings_records.cpp
+void bind_scan_records(py::module_& m);     // bindings_scan_records.cpp
 
 namespace {
 
@@ -164,6 +165,7 @@ void bind_protocol(py::module_& m) {
 
   bind_raw_files(m);
   bind_kvstore_records(m);
+  bind_scan_records(m);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 
 #include "sectorflow/protocol/errors.hpp"
 #include "sectorflow/protocol/text.hpp"
@@ -47,6 +48,76 @@ msgpack::object_handle unpack_bounded(const void* data, std::size_t size, const 
     throw ProtocolError(what + ": " + std::to_string(size - offset) + " bytes after the msgpack object", kind);
   }
   return handle;
+}
+
+MapPacker::MapPacker(std::size_t fields, std::uint32_t version) : packer_(buffer_), declared_(fields) {
+  packer_.pack_map(static_cast<std::uint32_t>(fields));
+  pack_key(packer_, "version");
+  packer_.pack_uint32(version);
+  written_ = 1;
+}
+
+void MapPacker::field(std::string_view key, std::uint64_t value) {
+  pack_key(packer_, key);
+  packer_.pack_uint64(value);
+  ++written_;
+}
+
+void MapPacker::field(std::string_view key, bool value) {
+  pack_key(packer_, key);
+  value ? packer_.pack_true() : packer_.pack_false();
+  ++written_;
+}
+
+void MapPacker::field(std::string_view key, double value) {
+  pack_key(packer_, key);
+  pack_float64(buffer_, value);
+  ++written_;
+}
+
+void MapPacker::field(std::string_view key, std::string_view value) {
+  pack_key(packer_, key);
+  pack_key(packer_, value);
+  ++written_;
+}
+
+void MapPacker::field(std::string_view key, const std::vector<std::string>& values) {
+  pack_key(packer_, key);
+  packer_.pack_array(static_cast<std::uint32_t>(values.size()));
+  for (const std::string& value : values) pack_key(packer_, value);
+  ++written_;
+}
+
+void MapPacker::field(std::string_view key, const std::vector<std::uint64_t>& values) {
+  pack_key(packer_, key);
+  packer_.pack_array(static_cast<std::uint32_t>(values.size()));
+  for (const std::uint64_t value : values) packer_.pack_uint64(value);
+  ++written_;
+}
+
+void MapPacker::field(std::string_view key, const std::vector<std::int64_t>& values) {
+  pack_key(packer_, key);
+  packer_.pack_array(static_cast<std::uint32_t>(values.size()));
+  for (const std::int64_t value : values) packer_.pack_int64(value);
+  ++written_;
+}
+
+void MapPacker::field(std::string_view key, const std::map<std::string, std::uint64_t>& values) {
+  pack_key(packer_, key);
+  packer_.pack_map(static_cast<std::uint32_t>(values.size()));
+  for (const auto& [name, value] : values) {
+    pack_key(packer_, name);
+    packer_.pack_uint64(value);
+  }
+  ++written_;
+}
+
+std::string MapPacker::bytes() const {
+  if (written_ != declared_) {
+    throw std::logic_error("a record of " + std::to_string(declared_) + " fields was written with " +
+                           std::to_string(written_));
+  }
+  return std::string(buffer_.data(), buffer_.size());
 }
 
 void pack_key(msgpack::packer<msgpack::sbuffer>& packer, std::string_view key) {
@@ -209,6 +280,53 @@ std::map<std::string, std::uint64_t> MsgpackMap::counts(const std::string& key, 
     counts[name] = kv.val.via.u64;
   }
   return counts;
+}
+
+bool MsgpackMap::boolean(const std::string& key) const {
+  const msgpack::object& object = get(key);
+  if (object.type != msgpack::type::BOOLEAN) fail(about(key) + ": expected true or false, got " + type_name(object));
+  return object.via.boolean;
+}
+
+std::vector<std::uint64_t> MsgpackMap::unsigned_ints(const std::string& key, std::size_t max_count,
+                                                     std::uint64_t max) const {
+  const msgpack::object& object = get(key);
+  if (object.type != msgpack::type::ARRAY) fail(about(key) + ": expected an array of integers, got " + type_name(object));
+  if (object.via.array.size > max_count) {
+    fail(about(key) + ": " + std::to_string(object.via.array.size) + " elements, expected at most " +
+         std::to_string(max_count));
+  }
+  std::vector<std::uint64_t> values;
+  for (std::uint32_t i = 0; i < object.via.array.size; ++i) {
+    const msgpack::object& element = object.via.array.ptr[i];
+    if (element.type != msgpack::type::POSITIVE_INTEGER || element.via.u64 > max) {
+      fail(about(key) + ": element " + std::to_string(i) + " is " + type_name(element) +
+           ", expected an unsigned integer up to " + std::to_string(max));
+    }
+    values.push_back(element.via.u64);
+  }
+  return values;
+}
+
+std::vector<std::int64_t> MsgpackMap::counts_or_unknown(const std::string& key, std::size_t max_count) const {
+  const msgpack::object& object = get(key);
+  if (object.type != msgpack::type::ARRAY) fail(about(key) + ": expected an array of integers, got " + type_name(object));
+  if (object.via.array.size > max_count) {
+    fail(about(key) + ": " + std::to_string(object.via.array.size) + " elements, expected at most " +
+         std::to_string(max_count));
+  }
+  std::vector<std::int64_t> values;
+  for (std::uint32_t i = 0; i < object.via.array.size; ++i) {
+    const msgpack::object& element = object.via.array.ptr[i];
+    const bool count = element.type == msgpack::type::POSITIVE_INTEGER &&
+                       element.via.u64 <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    const bool unknown = element.type == msgpack::type::NEGATIVE_INTEGER && element.via.i64 == -1;
+    if (!count && !unknown) {
+      fail(about(key) + ": element " + std::to_string(i) + " is " + type_name(element) + ", expected a count or -1");
+    }
+    values.push_back(count ? static_cast<std::int64_t>(element.via.u64) : -1);
+  }
+  return values;
 }
 
 void MsgpackMap::reject_unknown(const std::vector<std::string_view>& known) const {

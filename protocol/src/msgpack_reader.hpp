@@ -63,6 +63,11 @@ class MsgpackMap {
   /// entries, keys of at most `max_bytes`.
   std::map<std::string, std::uint64_t> counts(const std::string& key, std::size_t max_count, std::size_t max_bytes,
                                               std::uint64_t max) const;
+  bool boolean(const std::string& key) const;
+  /// At most `max_count` unsigned integers of at most `max` each.
+  std::vector<std::uint64_t> unsigned_ints(const std::string& key, std::size_t max_count, std::uint64_t max) const;
+  /// At most `max_count` integers from -1 up.
+  std::vector<std::int64_t> counts_or_unknown(const std::string& key, std::size_t max_count) const;
   /// Throws ProtocolError if a field outside `known` is present.
   void reject_unknown(const std::vector<std::string_view>& known) const;
   const std::map<std::string, const msgpack::object*>& fields() const { return fields_; }
@@ -78,6 +83,29 @@ class MsgpackMap {
   std::string what_;
   Refusal kind_;
   std::map<std::string, const msgpack::object*> fields_;
+};
+
+/// Writes a record: a msgpack map of `fields` entries, "version" first, each field by name. The
+/// number of fields is the record's field list's, so bytes() refuses a record written short.
+class MapPacker {
+ public:
+  MapPacker(std::size_t fields, std::uint32_t version);
+  void field(std::string_view key, std::uint64_t value);
+  void field(std::string_view key, bool value);
+  void field(std::string_view key, double value);
+  void field(std::string_view key, std::string_view value);
+  void field(std::string_view key, const std::vector<std::string>& values);
+  void field(std::string_view key, const std::vector<std::uint64_t>& values);
+  void field(std::string_view key, const std::vector<std::int64_t>& values);
+  void field(std::string_view key, const std::map<std::string, std::uint64_t>& values);
+  /// The encoded map; throws std::logic_error if fewer or more fields were written than declared.
+  std::string bytes() const;
+
+ private:
+  msgpack::sbuffer buffer_;
+  msgpack::packer<msgpack::sbuffer> packer_;
+  std::size_t declared_;
+  std::size_t written_ = 0;
 };
 
 /// Packs a string (msgpack str).

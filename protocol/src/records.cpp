@@ -57,14 +57,6 @@ void check_at_most(const std::string& about, std::size_t size, std::size_t max, 
   }
 }
 
-// `text` cut to kMaxTextBytes, never inside a UTF-8 sequence.
-std::string_view cut_text(std::string_view text) {
-  if (text.size() <= kMaxTextBytes) return text;
-  std::size_t end = kMaxTextBytes;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // text[end] starts the cut part
-  return text.substr(0, end);
-}
-
 // The bounds encode() and decode() share (schema.hpp, "Bounds").
 void check_bounds(const NodeGroupRecord& record) {
   const auto about = [&record](std::string_view field) {
@@ -268,7 +260,7 @@ std::string ServiceStatus::encode() const {
             detail::pack_float64(buffer, v);
           } else {
             // Cut, not refused: this may be the error message of a failing service (schema.hpp).
-            pack_string(packer, cut_text(v));
+            pack_string(packer, cut_text(v, kMaxTextBytes));
           }
         },
         value);

@@ -54,4 +54,11 @@ std::string shown(std::string_view text) {
   return out + "'";
 }
 
+std::string_view cut_text(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  std::size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // text[end] starts the cut part
+  return text.substr(0, end);
+}
+
 }  // namespace sectorflow::protocol

@@ -20,6 +20,11 @@ COPIED = {
     "fuzz_nodegroup_record": ["nodegroup_record_v1.msgpack"],
     "fuzz_service_status": ["service_status_v1.msgpack"],
     "fuzz_acquire_request": ["acquire_request_v1.msgpack", "acquire_request_v1_routing.msgpack"],
+    "fuzz_scan_request": ["scan_request_v1.msgpack"],
+    "fuzz_scan_producer": ["scan_producer_v1.msgpack"],
+    "fuzz_scan_relay": ["scan_relay_v1.msgpack"],
+    "fuzz_scan_nodegroup": ["scan_nodegroup_v1.msgpack"],
+    "fuzz_scan_file": ["scan_file_v1.msgpack"],
 }
 
 

@@ -2,6 +2,7 @@
 // quoted safely in error messages. Shared by the decoders of every contract (records, kvmsg).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -15,5 +16,9 @@ bool valid_utf8(std::string_view text);
 /// outside printable ASCII written as \xNN, so that a name or value from a peer can make neither
 /// a message as long as the input nor one that is not text.
 std::string shown(std::string_view text);
+
+/// `text` cut to at most `max_bytes`, never inside a UTF-8 sequence: a text field's bound applied
+/// to a message a failing service writes, which must not turn into a second error.
+std::string_view cut_text(std::string_view text, std::size_t max_bytes);
 
 }  // namespace sectorflow::protocol

@@ -1,0 +1,141 @@
+// A scan's record in the kvstore (kvstore/SPEC.md, "Scan records"): what became of every sector of
+// an acquired scan, written as the scan goes by every party that handles it, each under its own key:
+//
+//   scans/<n:010d>/request              ScanRequestRecord    `sectorflow acquire`: what was asked for
+//   scans/<n:010d>/producer/r<R>t<T>    ProducerScanRecord   a producer thread: sent, spilled, not sent
+//   scans/<n:010d>/aggregator/t<r>      RelayScanRecord      a relay thread: forwarded, lost, NodeGroups dead
+//   scans/<n:010d>/nodegroup/<uid>      NodeGroupScanRecord  a NodeGroup: received, counted
+//   scans/<n:010d>/file                 ScanFileRecord       MPI rank 0: the file written, or why not
+//
+// A sector of the scan (scan_x * scan_y positions, one sector per receiver) ends in exactly one of
+// three places: counted in the scan's file, in a raw file on its receiver (spilled), or missing,
+// and the parts say why it is missing. The records are written without an owner (they outlive the
+// process that wrote them) with a time-to-live of [kvstore] scan_record_ttl_s; the scan number is
+// zero-padded so that keys sort by scan.
+//
+// Each record is a msgpack map carrying "version" (kSchemaVersion) and the fields of its struct;
+// the bounds of records.hpp apply (names kMaxNameBytes, texts kMaxTextBytes, uid lists
+// kMaxRoutingLength, per-receiver lists kMaxPorts). Decoders throw ProtocolError naming the record
+// and the field.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sectorflow::protocol {
+
+inline constexpr std::string_view kScansPrefix = "scans/";
+
+/// "scans/<scan:010d>/": the subtree of one scan's record.
+std::string scan_prefix(std::uint32_t scan);
+/// The scan number of a key under scans/, or throws ProtocolError.
+std::uint32_t parse_scan_key(std::string_view key);
+std::string scan_request_key(std::uint32_t scan);
+std::string scan_producer_key(std::uint32_t scan, std::uint32_t receiver, std::uint32_t thread);
+std::string scan_relay_key(std::uint32_t scan, std::uint32_t thread);
+std::string scan_nodegroup_key(std::uint32_t scan, std::string_view uid);
+std::string scan_file_key(std::uint32_t scan);
+
+/// What was asked for: written by `sectorflow acquire` when it publishes the request.
+struct ScanRequestRecord {
+  std::uint32_t scan_number = 0;
+  std::uint32_t scan_x = 0;
+  std::uint32_t scan_y = 0;
+  std::string source;                           ///< "simulator" or "replay"
+  std::vector<std::string> routing;             ///< sorted NodeGroup uids; empty: written to disk
+  std::vector<std::uint32_t> producer_threads;  ///< per receiver: the threads that report a part
+  double requested_s = 0.0;                     ///< Unix seconds
+
+  /// The sectors of the scan: every position, one sector per receiver.
+  std::uint64_t sectors() const { return std::uint64_t{scan_x} * scan_y * producer_threads.size(); }
+  std::string encode() const;
+  static ScanRequestRecord decode(std::string_view bytes);
+  bool operator==(const ScanRequestRecord& other) const;
+};
+
+/// One producer thread's account of its sectors, written when it starts the scan (routing and
+/// counts, which a restarted aggregator recovers the scan from) and when it ends it. Of the
+/// `owned` sectors (the frames f with f % threads == thread, sector `receiver`): lost_upstream
+/// never reached the producer, sent went to the aggregator, spilled are whole records in raw
+/// files; the rest were neither (the thread stopped or failed: `error` says why).
+struct ProducerScanRecord {
+  std::uint32_t receiver = 0;
+  std::uint32_t thread = 0;
+  std::string state;                             ///< a service state: streaming, writing-to-disk, finished, error
+  std::vector<std::string> routing;              ///< the scan's routing list as this thread fixed it
+  std::map<std::string, std::uint64_t> counts;   ///< sectors announced per NodeGroup (its info message)
+  std::uint64_t owned = 0;
+  std::uint64_t lost_upstream = 0;
+  std::uint64_t sent = 0;
+  std::uint64_t spilled = 0;
+  std::string spill_file;                        ///< the raw file, "" if none; ends in .partial if not whole
+  bool partial = false;                          ///< the raw file could not be completed
+  std::string error;                             ///< why the thread failed; "" if it did not
+  double updated_s = 0.0;
+
+  /// Sectors neither lost upstream, sent nor spilled (when the thread has finished or failed).
+  std::uint64_t unaccounted() const;
+  std::string encode() const;
+  static ProducerScanRecord decode(std::string_view bytes);
+  bool operator==(const ProducerScanRecord& other) const;
+};
+
+/// One relay thread's account of a scan, written when the scan closes there.
+struct RelayScanRecord {
+  std::uint32_t thread = 0;
+  bool complete = false;                          ///< every expected message forwarded or counted lost
+  std::map<std::string, std::uint64_t> forwarded; ///< per NodeGroup
+  std::map<std::string, std::uint64_t> lost;      ///< per NodeGroup: dropped, it was gone or dead
+  std::vector<std::string> dead;                  ///< NodeGroups declared dead for this scan
+  double updated_s = 0.0;
+
+  std::string encode() const;
+  static RelayScanRecord decode(std::string_view bytes);
+  bool operator==(const RelayScanRecord& other) const;
+};
+
+/// One NodeGroup's account of its part of a scan, written when the part is counted.
+struct NodeGroupScanRecord {
+  std::string uid;
+  std::vector<std::int64_t> expected;   ///< per port: messages announced (-1: no count came)
+  std::vector<std::uint64_t> received;  ///< per port
+  std::uint64_t frames_complete = 0;
+  std::uint64_t frames_incomplete = 0;
+  std::uint64_t sectors_counted = 0;    ///< sectors in the frames it counted
+  std::uint64_t late = 0;               ///< sectors dropped: they came after their frame was counted
+  std::uint64_t duplicates = 0;
+  bool timed_out = false;
+  double updated_s = 0.0;
+
+  std::string encode() const;
+  static NodeGroupScanRecord decode(std::string_view bytes);
+  bool operator==(const NodeGroupScanRecord& other) const;
+};
+
+inline constexpr std::string_view kOutcomeComplete = "complete";      ///< every sector counted
+inline constexpr std::string_view kOutcomeIncomplete = "incomplete";  ///< written, sectors missing
+inline constexpr std::string_view kOutcomeFailed = "failed";          ///< no file (reason says why)
+
+/// The scan's counted file, written by MPI rank 0 of the NodeGroups' job.
+struct ScanFileRecord {
+  std::string outcome;                       ///< kOutcomeComplete, kOutcomeIncomplete or kOutcomeFailed
+  std::string path;                          ///< the file; "" when failed
+  std::vector<std::string> extra_paths;      ///< parts that came later, written beside it
+  std::uint64_t positions = 0;
+  std::uint64_t frames_written = 0;
+  std::uint64_t positions_missing = 0;
+  std::vector<std::uint64_t> sectors_counted;  ///< per receiver: its sectors in the file
+  std::string reason;                        ///< why incomplete or failed; "" when complete
+  double written_s = 0.0;
+
+  std::uint64_t total_counted() const;
+  std::string encode() const;
+  static ScanFileRecord decode(std::string_view bytes);
+  bool operator==(const ScanFileRecord& other) const;
+};
+
+}  // namespace sectorflow::protocol

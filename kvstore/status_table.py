@@ -1,4 +1,4 @@
-"""The live state of a kvstore replica as text tables: services, NodeGroups, the acquire request.
+"""The live state of a kvstore replica as text tables: services, NodeGroups, the acquire request, recent scans.
 
 Every service that receives messages from peers counts what it refused by kind; the REFUSED column
 shows the total and the kinds, so an operator sees at a glance which service is being sent what.
@@ -10,12 +10,15 @@ from collections.abc import Mapping, Sequence
 
 from sectorflow._core import kvstore as _core
 from sectorflow._core import protocol as _records
+from sectorflow.scan_account import account, records_of, scans_in
 
 SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "REFUSED", "EXTRA")
 # The extra fields in which a service counts the messages it refused: "malformed" and
 # "malformed_<kind>" (sectorflow.protocol.refusals); shown in the REFUSED column, not in EXTRA.
 REFUSED_FIELD = "malformed"
 NODEGROUP_HEADERS = ("UID", "HOST", "PORTS", "NODE", "RANK", "STATUS")
+SCAN_HEADERS = ("SCAN", "SHAPE", "OUTCOME", "COUNTED", "SPILLED", "MISSING", "FILE")
+RECENT_SCANS = 10
 INVALID = "invalid"
 
 
@@ -41,6 +44,10 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
     if request is not None:
         lines.append("")
         lines.append(f"{_records.ACQUIRE_REQUEST_KEY}: {_describe_request(request)}")
+    scans = _scan_rows(entries, {row[0] for row in nodegroups})
+    if scans:
+        lines.append("")
+        lines.append(_table(SCAN_HEADERS, scans))
     invalid = ([row[0] for row in services if row[2] == INVALID]
                + [row[0] for row in nodegroups if row[5].startswith(f"{INVALID}: ")])
     if request is not None and _describe_request(request).startswith(f"{INVALID}:"):
@@ -115,6 +122,20 @@ def _nodegroup_rows(entries: Mapping[str, bytes]) -> list[tuple[str, ...]]:
             continue
         ports = ",".join(str(port) for port in record.ports)
         rows.append((record.uid, record.host, ports, record.node, str(record.rank), record.status))
+    return rows
+
+
+def _scan_rows(entries: Mapping[str, bytes], registered: set[str]) -> list[tuple[str, ...]]:
+    """The last RECENT_SCANS scans with records: where their sectors ended (sectorflow.scan_account)."""
+    rows = []
+    for scan in scans_in(entries)[-RECENT_SCANS:]:
+        records = records_of(entries, scan)
+        routing = set(records.request.routing) if records.request is not None else set()
+        result = account(records, nodegroups_gone=bool(routing) and not routing & registered)
+        shape = f"{records.request.scan_x} x {records.request.scan_y}" if records.request is not None else "?"
+        outcome = result.outcome + (f" ({len(records.rejected)} records invalid)" if records.rejected else "")
+        rows.append((str(scan), shape, outcome, f"{result.counted:,}", f"{result.spilled:,}", f"{result.missing:,}",
+                     result.path or "-"))
     return rows
 
 

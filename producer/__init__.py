@@ -31,11 +31,12 @@ from sectorflow._core.producer import (
     thread_share,
 )
 
-from .acquire import expected_producers, publish_request, wait_for_scan
+from .acquire import PublishedRequest, expected_producers, publish_request, wait_for_account
 from .daemon import ProducerDaemon
 from .options import aggregator_endpoint, check_receiver, producer_options
 
 __all__ = [
+    "PublishedRequest",
     "STOP_CHECK_MS",
     "Mode",
     "Producer",
@@ -59,5 +60,5 @@ __all__ = [
     "routing_from_replica",
     "simulator_source",
     "thread_share",
-    "wait_for_scan",
+    "wait_for_account",
 ]

@@ -3,6 +3,14 @@
 The request (``acquire/request``) carries the routing list this command reads from its own
 kvstore replica, so that every producer thread routes the scan alike: NodeGroups registered ->
 the scan streams; none -> every producer writes it to raw files in ``producer.fallback_dir``.
+
+The scan's request record (``scans/<n>/request``) is written with it; each producer thread takes the
+request by writing its part of the scan's record, and until all have, a request that a kvstore
+restart took away is published again. ``--wait`` waits for the scan's outcome, which the scan's
+records give (``sectorflow.scan_account``), and exits with it: 0 complete (every sector counted in
+the file, or every sector in raw files when none was to be streamed), 3 nothing missing but some
+sectors spilled to raw files (``--replay`` completes the scan), 1 sectors missing, no file, or not
+over within ``--timeout``; 2 is a usage error.
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from sectorflow.cli import add_config_argument
@@ -18,15 +27,17 @@ from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.protocol import (
     ACQUIRE_REQUEST_KEY,
-    SERVICE_PRODUCER,
     SOURCE_REPLAY,
     SOURCE_SIMULATOR,
     STATE_ERROR,
     STATE_FINISHED,
     AcquireRequest,
-    ServiceStatus,
+    ScanRequestRecord,
+    scan_prefix,
+    scan_request_key,
     wall_clock_s,
 )
+from sectorflow.scan_account import COMPLETE, PENDING, ScanAccount, ScanRecords, account, records_of
 from sectorflow.simulator import parse_scan_shape
 from sectorflow.waiting import WaitTimeout, every, wait_until
 
@@ -36,6 +47,9 @@ MAX_SCAN_NUMBER = 0xFFFFFFFF
 POLL_S = 0.1
 PROGRESS_S = 1.0
 SYNC_TIMEOUT_S = 10.0
+# Without --wait: how long to see every producer thread take the request (re-publishing it meanwhile
+# if a kvstore restart took it away) before leaving that to them.
+ACK_WAIT_S = 5.0
 
 
 def register(subparsers: Any) -> None:
@@ -45,8 +59,11 @@ def register(subparsers: Any) -> None:
         help="ask the producers to acquire a scan (streamed if NodeGroups are registered, else written to disk)",
         description="Publish acquire/request with the scan, its shape, its rate, its source and the routing list "
         "(the sorted NodeGroups of the kvstore now; none = the producers write the scan to raw files in "
-        "producer.fallback_dir). Every producer daemon acquires its sector once. With --wait, show progress and "
-        "wait until every producer thread of the configuration reports the scan finished, then print a summary.",
+        "producer.fallback_dir). Every producer daemon acquires its sector once. With --wait, show progress, wait "
+        "for the scan's outcome and print where every sector ended: counted in the file, spilled to a raw file on "
+        "its receiver, or missing (with where it was last seen). Exit codes with --wait: 0 every sector counted "
+        "(or, with no NodeGroup, every sector written to disk); 3 none missing but some spilled to raw files "
+        "(acquire --replay completes the file); 1 sectors missing, no file, or --timeout passed; 2 usage error.",
     )
     add_config_argument(parser)
     parser.add_argument("--scan-number", required=True, metavar="N", help="scan number, 0 to 4294967295")
@@ -56,7 +73,7 @@ def register(subparsers: Any) -> None:
                         help="frames per second (0: as fast as possible); default simulator.rate_hz")
     parser.add_argument("--replay", action="store_true",
                         help="stream the scan's raw files from producer.fallback_dir instead of simulating it")
-    parser.add_argument("--wait", action="store_true", help="wait until every producer thread finished the scan")
+    parser.add_argument("--wait", action="store_true", help="wait for the scan's outcome and exit with it (see above)")
     parser.add_argument("--timeout", default=None, metavar="S",
                         help="with --wait, give up after S seconds (default: wait as long as it takes)")
     parser.set_defaults(run=run)
@@ -78,13 +95,14 @@ def expected_producers(config: Config) -> list[str]:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    """Publish the request; with --wait, wait for it and print the summary. Returns the exit code."""
+    """Publish the request; with --wait, wait for the scan's outcome. Returns the exit code."""
     scan_x, scan_y = parse_scan_shape(args.scan_shape)
     scan = _number(args.scan_number, "--scan-number", 0, MAX_SCAN_NUMBER, int)
     rate = config.simulator.rate_hz if args.rate is None else _number(args.rate, "--rate", 0.0, float("inf"), float)
     timeout = None if args.timeout is None else _number(args.timeout, "--timeout", 0.0, float("inf"), float)
     with Client.from_config(config, name="acquire") as client:
-        request, published_s = publish_request(client, config, scan, scan_x, scan_y, rate, args.replay)
+        published = publish_request(client, config, scan, scan_x, scan_y, rate, args.replay)
+        request = published.request
         if request.routing:
             print(f"scan {scan}: requested {scan_x} x {scan_y} ({request.source}), streaming to "
                   f"{len(request.routing)} NodeGroups: {', '.join(request.routing)}", flush=True)
@@ -92,17 +110,84 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print(f"scan {scan}: requested {scan_x} x {scan_y}; no NodeGroup registered: the producers write it "
                   f"to disk in {config.producer.fallback_dir}", flush=True)
         if not args.wait:
+            waiting = published.wait_taken(client, ACK_WAIT_S)
+            if waiting:
+                print(f"scan {scan}: not yet taken by {', '.join(waiting)} (busy, or not running); they take it "
+                      "when they are idle, unless the kvstore restarts first: use --wait to see it through",
+                      file=sys.stderr, flush=True)
             return 0
-        statuses = wait_for_scan(client, scan, expected_producers(config), timeout, published_s)
-    print(summary(scan, statuses, config))
-    return 0
+        result = wait_for_account(client, published, timeout)
+    print(result.line())
+    if result.outcome != COMPLETE or result.missing or result.spilled:
+        print("\n".join(result.breakdown()))
+    return result.exit_code
+
+
+@dataclass
+class PublishedRequest:
+    """A request as published, re-published while a producer thread has not taken it."""
+
+    request: AcquireRequest
+    record: ScanRequestRecord
+    published_s: float   # Unix seconds: records older than this are an earlier run's
+    ttl_s: float
+
+    def taken_by(self, records: ScanRecords) -> set[tuple[int, int]]:
+        """The producer threads that wrote their part of this run of the scan (their acknowledgement)."""
+        return {name for name, part in records.producers.items() if part.updated_s >= self.published_s}
+
+    def not_taken(self, records: ScanRecords) -> list[str]:
+        taken = self.taken_by(records)
+        return [f"r{r}t{t}" for r, threads in enumerate(self.record.producer_threads) for t in range(threads)
+                if (r, t) not in taken]
+
+    def republish_if_lost(self, client: Client) -> bool:
+        """Publishes again what a kvstore restart took away (neither is owned, so no client restores it).
+
+        Only when the request key is empty: a request made since by someone else is not overwritten.
+        """
+        if not client.synced() or client.get(ACQUIRE_REQUEST_KEY) is not None:
+            return False
+        client.set_once(ACQUIRE_REQUEST_KEY, self.request.encode())
+        if client.get(scan_request_key(self.request.scan_number)) is None:
+            client.set_once(scan_request_key(self.request.scan_number), self.record.encode(), self.ttl_s)
+        log.warning("scan %d: the request was gone from the kvstore (restarted?) before every producer took "
+                    "it; published again", self.request.scan_number)
+        return True
+
+    def records(self, client: Client) -> ScanRecords:
+        """This run's records: parts stamped before the request are an earlier run's and left out."""
+        scan = self.request.scan_number
+        records = records_of(client.subtree(scan_prefix(scan)), scan)
+        records.request = self.record
+        records.producers = {name: part for name, part in records.producers.items()
+                             if part.updated_s >= self.published_s}
+        if records.file is not None and records.file.written_s < self.published_s:
+            records.file = None
+        return records
+
+    def wait_taken(self, client: Client, timeout_s: float) -> list[str]:
+        """Waits up to ``timeout_s`` until every producer thread took the request; returns the others."""
+        waiting: list[str] = []
+
+        def taken() -> bool:
+            nonlocal waiting
+            self.republish_if_lost(client)
+            waiting = self.not_taken(self.records(client))
+            return not waiting
+
+        try:
+            wait_until(taken, timeout_s, "the producers to take the request", POLL_S)
+        except WaitTimeout:
+            pass
+        return waiting
 
 
 def publish_request(client: Client, config: Config, scan: int, scan_x: int, scan_y: int, rate_hz: float,
-                    replay: bool = False) -> tuple[AcquireRequest, float]:
+                    replay: bool = False) -> PublishedRequest:
     """Ask every producer daemon for a scan, routed to the NodeGroups registered now.
 
-    Returns the request and its publication time (Unix seconds, for ``wait_for_scan``).
+    Writes the scan's request record (``scans/<n>/request``) first, then ``acquire/request``.
     Raises SectorflowError if the kvstore does not answer, or for a replay with no NodeGroup.
     """
     if not client.wait_synced(SYNC_TIMEOUT_S):
@@ -117,64 +202,48 @@ def publish_request(client: Client, config: Config, scan: int, scan_x: int, scan
     request = AcquireRequest(scan_number=scan, scan_x=scan_x, scan_y=scan_y, rate_hz=rate_hz, routing=routing,
                              source=source)
     published_s = wall_clock_s()
+    record = ScanRequestRecord(scan_number=scan, scan_x=scan_x, scan_y=scan_y, source=source, routing=routing,
+                               producer_threads=[receiver.threads for receiver in config.receivers],
+                               requested_s=published_s)
+    ttl_s = config.kvstore.scan_record_ttl_s
+    client.set_once(scan_request_key(scan), record.encode(), ttl_s)
     client.set_once(ACQUIRE_REQUEST_KEY, request.encode())
-    return request, published_s
+    return PublishedRequest(request, record, published_s, ttl_s)
 
 
-def wait_for_scan(
-    client: Client, scan: int, names: list[str], timeout_s: float | None, since_s: float = 0.0
-) -> dict[str, ServiceStatus]:
-    """Wait until every producer thread in ``names`` reports ``finished`` for ``scan``.
+def wait_for_account(client: Client, published: PublishedRequest, timeout_s: float | None) -> ScanAccount:
+    """Waits until the scan is over (``scan_account.account`` says so) and returns its account.
 
-    Only statuses stamped at or after ``since_s`` (Unix time; the request's publication) count, so
-    an earlier run of the same scan number (a fallback before its replay) is not taken for this one.
-    The stamps come from the producers' clocks: receiver servers are assumed to keep time (NTP).
-
-    Raises:
-        SectorflowError: a thread reports an error for the scan, or the timeout passes (the message lists
-            the threads not finished and what they report).
+    Over means: every producer thread ended its part and, for a streamed scan, the file record came or
+    every NodeGroup of the routing left the kvstore (then no file will come: failed). Until every
+    producer thread took the request it is re-published after a kvstore restart. The stamps that tell
+    this run's records from an earlier run's come from the producers' clocks (NTP assumed). After
+    ``timeout_s`` the account so far is returned (outcome pending).
     """
-    current: dict[str, ServiceStatus] = {}
-    mine: dict[str, ServiceStatus] = {}
-    finished: list[str] = []
+    scan = published.request.scan_number
+    routing = set(published.request.routing or [])
+    result = account(published.records(client))
 
-    def all_finished() -> bool:
-        nonlocal current, mine, finished
-        current = {name: status for (_, name), status in client.statuses(SERVICE_PRODUCER).items()}
-        mine = {name: current[name] for name in names
-                if name in current and current[name].scan == scan and current[name].updated_s >= since_s}
-        errors = [f"{name}: {status.extra.get('error', 'error')}" for name, status in mine.items()
-                  if status.state == STATE_ERROR]
-        if errors:
-            raise SectorflowError(f"scan {scan}: " + "; ".join(errors))
-        finished = [name for name, status in mine.items() if status.state == STATE_FINISHED]
-        return len(finished) == len(names)
+    def over() -> bool:
+        nonlocal result
+        records = published.records(client)
+        if published.not_taken(records):
+            published.republish_if_lost(client)
+        gone = bool(routing) and not routing & {record.uid for record in client.nodegroups()}
+        result = account(records, nodegroups_gone=gone)
+        return result.outcome != PENDING
 
     def progress(_elapsed_s: float) -> None:
-        print(f"scan {scan}: {len(finished)} of {len(names)} producer threads finished, "
-              f"{sum(s.messages for s in mine.values())} messages", file=sys.stderr, flush=True)
+        records = published.records(client)
+        ended = sum(part.state in (STATE_FINISHED, STATE_ERROR) for part in records.producers.values())
+        threads = sum(published.record.producer_threads)
+        print(f"scan {scan}: {ended} of {threads} producer threads done, {sum(p.sent for p in records.producers.values())} "
+              f"sectors sent, {sum(p.spilled for p in records.producers.values())} spilled; "
+              f"file {'written' if records.file is not None else 'not yet written'}", file=sys.stderr, flush=True)
 
     try:
         # Polling the replica, which the kvstore agent keeps current.
-        wait_until(all_finished, timeout_s, f"scan {scan}", POLL_S, on_poll=every(PROGRESS_S, progress))
+        wait_until(over, timeout_s, f"scan {scan}", POLL_S, on_poll=every(PROGRESS_S, progress))
     except WaitTimeout:
-        waiting = [f"{name} ({current[name].state} scan {current[name].scan})" if name in current
-                   else f"{name} (no status)" for name in names if name not in finished]
-        raise SectorflowError(f"scan {scan}: not finished after {timeout_s:g} s; waiting for "
-                              + ", ".join(waiting)) from None
-    return mine
-
-
-def summary(scan: int, statuses: dict[str, ServiceStatus], config: Config) -> str:
-    """One line: streamed or written to disk, messages, bytes."""
-    messages = sum(status.messages for status in statuses.values())
-    size = sum(status.bytes for status in statuses.values())
-    modes = {str(status.extra.get("mode", "")) for status in statuses.values()}
-    if modes == {"streaming"}:
-        groups = max(int(status.extra.get("nodegroups", 0)) for status in statuses.values())
-        where = f"streamed to {groups} NodeGroups"
-    elif modes == {"fallback"}:
-        where = f"written to disk in {config.producer.fallback_dir}"
-    else:
-        where = "partly streamed, partly written to disk (" + ", ".join(sorted(modes)) + ")"
-    return f"scan {scan}: {where} by {len(statuses)} producer threads: {messages} messages, {size} bytes"
+        print(f"scan {scan}: not over after {timeout_s:g} s", file=sys.stderr, flush=True)
+    return result

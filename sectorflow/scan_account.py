@@ -1,0 +1,266 @@
+"""The account of one scan: where each of its sectors ended, from the scan's records in the kvstore.
+
+Every party that handles a scan writes its part under ``scans/<n:010d>/`` (kvstore/SPEC.md, "Scan
+records"). This module is the one place that adds them up: a sector of the scan is counted (in the
+file record's ``sectors_counted``), spilled (a producer thread's ``spilled``: whole records in a raw
+file on its receiver) or missing, and for the missing ones the chain producer -> aggregator ->
+NodeGroup -> file says where they were last seen. ``sectorflow acquire --wait`` takes its exit code
+from here and ``sectorflow status`` lists the recent scans with it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sectorflow._core import protocol as _records
+
+# The outcome of a scan as acquire and status report it.
+COMPLETE = "complete"      # every sector counted in the file (or, asked for raw files, every one spilled)
+SPILLED = "spilled"        # nothing missing, but some sectors are in raw files: replay completes the file
+INCOMPLETE = "incomplete"  # sectors missing
+FAILED = "failed"          # no file was written
+PENDING = "pending"        # not over yet
+
+# `sectorflow acquire --wait`'s exit code by outcome (2 is taken by usage errors).
+EXIT_CODES = {COMPLETE: 0, SPILLED: 3, INCOMPLETE: 1, FAILED: 1, PENDING: 1}
+
+_FINAL_PRODUCER_STATES = {_records.STATE_FINISHED, _records.STATE_ERROR}
+_PRODUCER_NAME = re.compile(r"r(\d+)t(\d+)")
+_RELAY_NAME = re.compile(r"t(\d+)")
+
+
+@dataclass
+class ScanRecords:
+    """Every record of one scan that a replica holds; parts that do not decode are in ``rejected``."""
+
+    scan: int
+    request: _records.ScanRequestRecord | None = None
+    producers: dict[tuple[int, int], _records.ProducerScanRecord] = field(default_factory=dict)
+    relays: dict[int, _records.RelayScanRecord] = field(default_factory=dict)
+    nodegroups: dict[str, _records.NodeGroupScanRecord] = field(default_factory=dict)
+    file: _records.ScanFileRecord | None = None
+    rejected: dict[str, str] = field(default_factory=dict)
+
+
+def scans_in(entries: Mapping[str, bytes]) -> list[int]:
+    """The scan numbers that have records in ``entries`` (a replica's content), ascending."""
+    numbers = set()
+    for key in entries:
+        if key.startswith(_records.SCANS_PREFIX):
+            try:
+                numbers.add(_records.parse_scan_key(key))
+            except _records.ProtocolError:
+                continue
+    return sorted(numbers)
+
+
+def records_of(entries: Mapping[str, bytes], scan: int) -> ScanRecords:
+    """The records of ``scan`` in ``entries`` (key -> value bytes, e.g. ``client.subtree(scan_prefix(n))``)."""
+    prefix = _records.scan_prefix(scan)
+    records = ScanRecords(scan)
+    for key, raw in entries.items():
+        if not key.startswith(prefix):
+            continue
+        part = key[len(prefix):]
+        try:
+            _add(records, part, raw)
+        except _records.ProtocolError as error:
+            records.rejected[key] = str(error)
+    return records
+
+
+def _add(records: ScanRecords, part: str, raw: bytes) -> None:
+    kind, _, name = part.partition("/")
+    if part == "request":
+        records.request = _records.ScanRequestRecord.decode(raw)
+    elif part == "file":
+        records.file = _records.ScanFileRecord.decode(raw)
+    elif kind == "producer" and (match := _PRODUCER_NAME.fullmatch(name)):
+        records.producers[(int(match[1]), int(match[2]))] = _records.ProducerScanRecord.decode(raw)
+    elif kind == "aggregator" and (match := _RELAY_NAME.fullmatch(name)):
+        records.relays[int(match[1])] = _records.RelayScanRecord.decode(raw)
+    elif kind == "nodegroup" and name:
+        records.nodegroups[name] = _records.NodeGroupScanRecord.decode(raw)
+    else:
+        raise _records.ProtocolError(f"no record is written under {part!r}")
+
+
+@dataclass
+class ReceiverAccount:
+    """One receiver's sectors of the scan."""
+
+    receiver: int
+    sectors: int
+    counted: int = 0
+    spilled: int = 0
+    reasons: list[str] = field(default_factory=list)  # where the missing ones were last seen
+
+    @property
+    def missing(self) -> int:
+        return self.sectors - self.counted - self.spilled
+
+
+@dataclass
+class ScanAccount:
+    """Where every sector of a scan ended, and the outcome that follows."""
+
+    scan: int
+    outcome: str
+    receivers: list[ReceiverAccount]
+    path: str = ""                       # the counted file
+    extra_paths: list[str] = field(default_factory=list)
+    spill_files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the file and the NodeGroups said
+
+    @property
+    def sectors(self) -> int:
+        return sum(r.sectors for r in self.receivers)
+
+    @property
+    def counted(self) -> int:
+        return sum(r.counted for r in self.receivers)
+
+    @property
+    def spilled(self) -> int:
+        return sum(r.spilled for r in self.receivers)
+
+    @property
+    def missing(self) -> int:
+        return sum(r.missing for r in self.receivers)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.outcome]
+
+    def line(self) -> str:
+        """One line: outcome, counted + spilled + missing = sectors, and the file."""
+        text = (f"scan {self.scan}: {self.outcome}: {self.counted} counted + {self.spilled} spilled + "
+                f"{self.missing} missing = {self.sectors} sectors")
+        return text + (f"; file {self.path}" if self.path else "")
+
+    def breakdown(self) -> list[str]:
+        """The account by receiver, where the missing sectors were last seen, the files."""
+        lines = [f"  receiver {r.receiver}: {r.counted} counted, {r.spilled} spilled, {r.missing} missing"
+                 + (f" ({'; '.join(r.reasons)})" if r.reasons else "") for r in self.receivers]
+        lines += [f"  {note}" for note in self.notes]
+        lines += [f"  part written beside the file: {path}" for path in self.extra_paths]
+        lines += [f"  spilled to {path}" for path in self.spill_files]
+        return lines
+
+
+def producers_final(records: ScanRecords) -> bool:
+    """Every producer thread the request names has ended its part (finished or failed)."""
+    if records.request is None:
+        return False
+    for receiver, threads in enumerate(records.request.producer_threads):
+        for thread in range(threads):
+            part = records.producers.get((receiver, thread))
+            if part is None or part.state not in _FINAL_PRODUCER_STATES:
+                return False
+    return True
+
+
+def account(records: ScanRecords, nodegroups_gone: bool = False) -> ScanAccount:
+    """The account of a scan from its records.
+
+    Args:
+        records: the scan's records (``records_of``); without its request nothing can be counted.
+        nodegroups_gone: none of the NodeGroups the scan was routed to is registered any more, so no
+            file will come: a streamed scan whose producers are done and has no file record failed.
+    """
+    request = records.request
+    if request is None:
+        return ScanAccount(records.scan, PENDING, [], notes=["no request record (the scan was not asked for by "
+                                                              "'sectorflow acquire', or its records expired)"])
+    positions = request.scan_x * request.scan_y
+    receivers = [ReceiverAccount(r, positions) for r in range(len(request.producer_threads))]
+    result = ScanAccount(records.scan, PENDING, receivers)
+    for (receiver, _thread), part in sorted(records.producers.items()):
+        if receiver < len(receivers):
+            receivers[receiver].spilled += part.spilled
+            if part.spill_file:
+                result.spill_files.append(part.spill_file + (" (partial)" if part.partial else ""))
+    file = records.file
+    if file is not None:
+        result.path, result.extra_paths = file.path, list(file.extra_paths)
+        for receiver, counted in enumerate(file.sectors_counted[:len(receivers)]):
+            receivers[receiver].counted = counted
+        if file.reason:
+            result.notes.append(f"file: {file.outcome}: {file.reason}")
+    for uid, part in sorted(records.nodegroups.items()):
+        if part.timed_out or part.late or part.duplicates:
+            result.notes.append(f"NodeGroup {uid}: {'timed out, ' if part.timed_out else ''}{part.late} late, "
+                                f"{part.duplicates} duplicate sectors dropped")
+    _explain_missing(records, request, receivers)
+
+    producers_done = producers_final(records)
+    fallback = request.routing == []
+    if fallback:
+        done = producers_done
+    else:
+        done = producers_done and (file is not None or nodegroups_gone)
+    if not done:
+        result.outcome = PENDING
+    elif file is None and not fallback:
+        result.outcome = FAILED
+        result.notes.append("no file: the NodeGroups the scan was routed to are gone")
+    elif file is not None and file.outcome == _records.OUTCOME_FAILED and result.counted == 0:
+        result.outcome = FAILED
+    elif result.missing != 0:
+        result.outcome = INCOMPLETE
+    elif result.spilled != 0 and not fallback:
+        result.outcome = SPILLED
+    else:
+        result.outcome = COMPLETE
+    return result
+
+
+def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord,
+                     receivers: list[ReceiverAccount]) -> None:
+    """Follows each receiver's sectors along the chain and says where the missing ones stopped."""
+    for account in receivers:
+        if account.missing <= 0:
+            if account.missing < 0:
+                account.reasons.append(f"{-account.missing} more sectors accounted than the scan has")
+            continue
+        parts = [part for (receiver, _), part in records.producers.items() if receiver == account.receiver]
+        threads = request.producer_threads[account.receiver]
+        if len(parts) < threads:
+            account.reasons.append(f"{threads - len(parts)} of its {threads} producer threads wrote no record")
+        lost_upstream = sum(part.lost_upstream for part in parts)
+        if lost_upstream:
+            account.reasons.append(f"{lost_upstream} never reached the producer")
+        for part in parts:
+            if part.state in _FINAL_PRODUCER_STATES and part.unaccounted:
+                why = f": {part.error}" if part.error else ""
+                account.reasons.append(f"{part.unaccounted} not sent by thread {part.thread}{why}")
+        sent = sum(part.sent for part in parts)
+        relay = records.relays.get(account.receiver)
+        if relay is None:
+            if sent:
+                account.reasons.append(f"{sent} sent, no record from aggregator thread {account.receiver}")
+            continue
+        forwarded = sum(relay.forwarded.values())
+        for uid, lost in sorted(relay.lost.items()):
+            if lost:
+                why = "declared dead" if uid in relay.dead else "gone"
+                account.reasons.append(f"{lost} dropped at the aggregator: NodeGroup {uid} {why}")
+        unrelayed = sent - forwarded - sum(relay.lost.values())
+        if unrelayed > 0:
+            account.reasons.append(f"{unrelayed} sent but never relayed (in flight when the aggregator stopped)")
+        received = 0
+        for uid, count in sorted(relay.forwarded.items()):
+            part = records.nodegroups.get(uid)
+            if part is None:
+                if count:
+                    account.reasons.append(f"{count} forwarded to NodeGroup {uid}, which wrote no record")
+                continue
+            got = part.received[account.receiver] if account.receiver < len(part.received) else 0
+            received += got
+            if count > got:
+                account.reasons.append(f"{count - got} forwarded to NodeGroup {uid} but not received")
+        uncounted = received - account.counted
+        if uncounted > 0:
+            account.reasons.append(f"{uncounted} received by NodeGroups but not in the file")

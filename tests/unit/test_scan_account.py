@@ -1,0 +1,192 @@
+"""The account of a scan from its records: counted + spilled + missing = sectors, the outcome, the reasons."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sectorflow.kvstore.status_table import render
+from sectorflow.protocol import (
+    OUTCOME_COMPLETE,
+    OUTCOME_FAILED,
+    OUTCOME_INCOMPLETE,
+    STATE_ERROR,
+    STATE_FINISHED,
+    STATE_STREAMING,
+    NodeGroupScanRecord,
+    ProducerScanRecord,
+    RelayScanRecord,
+    ScanFileRecord,
+    ScanRequestRecord,
+    scan_file_key,
+    scan_nodegroup_key,
+    scan_producer_key,
+    scan_relay_key,
+    scan_request_key,
+)
+from sectorflow.scan_account import (
+    COMPLETE,
+    FAILED,
+    INCOMPLETE,
+    PENDING,
+    SPILLED,
+    account,
+    records_of,
+    scans_in,
+)
+
+SCAN = 7
+POSITIONS = 16  # a 4 x 4 scan
+GROUPS = ["ng-a", "ng-b"]
+
+
+def request(routing: list[str] | None = None) -> ScanRequestRecord:
+    return ScanRequestRecord(scan_number=SCAN, scan_x=4, scan_y=4, source="simulator",
+                             routing=GROUPS if routing is None else routing, producer_threads=[1, 1],
+                             requested_s=100.0)
+
+
+def producer(receiver: int, **fields: Any) -> ProducerScanRecord:
+    values: dict[str, Any] = dict(receiver=receiver, thread=0, state=STATE_FINISHED, routing=GROUPS,
+                                  counts={"ng-a": 8, "ng-b": 8}, owned=POSITIONS, lost_upstream=0, sent=POSITIONS,
+                                  spilled=0, spill_file="", partial=False, error="", updated_s=101.0)
+    values.update(fields)
+    return ProducerScanRecord(**values)
+
+
+def relay(thread: int, **fields: Any) -> RelayScanRecord:
+    values: dict[str, Any] = dict(thread=thread, complete=True, forwarded={"ng-a": 8, "ng-b": 8}, lost={}, dead=[],
+                                  updated_s=101.0)
+    values.update(fields)
+    return RelayScanRecord(**values)
+
+
+def nodegroup(uid: str, received: list[int], **fields: Any) -> NodeGroupScanRecord:
+    values: dict[str, Any] = dict(uid=uid, expected=[8, 8], received=received, frames_complete=8,
+                                  frames_incomplete=0, sectors_counted=sum(received), late=0, duplicates=0,
+                                  timed_out=False, updated_s=102.0)
+    values.update(fields)
+    return NodeGroupScanRecord(**values)
+
+
+def file(counted: list[int], outcome: str = OUTCOME_COMPLETE, reason: str = "") -> ScanFileRecord:
+    return ScanFileRecord(outcome=outcome, path="/data/FOURD_0000000007_counted.h5", extra_paths=[],
+                          positions=POSITIONS, frames_written=POSITIONS, positions_missing=0,
+                          sectors_counted=counted, reason=reason, written_s=103.0)
+
+
+def entries(req: ScanRequestRecord | None = None, producers: list[ProducerScanRecord] = (),
+            relays: list[RelayScanRecord] = (), groups: list[NodeGroupScanRecord] = (),
+            scan_file: ScanFileRecord | None = None) -> dict[str, bytes]:
+    out = {}
+    if req is not None:
+        out[scan_request_key(SCAN)] = req.encode()
+    for part in producers:
+        out[scan_producer_key(SCAN, part.receiver, part.thread)] = part.encode()
+    for part in relays:
+        out[scan_relay_key(SCAN, part.thread)] = part.encode()
+    for part in groups:
+        out[scan_nodegroup_key(SCAN, part.uid)] = part.encode()
+    if scan_file is not None:
+        out[scan_file_key(SCAN)] = scan_file.encode()
+    return out
+
+
+def whole_stream(**overrides: Any) -> dict[str, bytes]:
+    parts: dict[str, Any] = dict(req=request(), producers=[producer(0), producer(1)], relays=[relay(0), relay(1)],
+                                 groups=[nodegroup("ng-a", [8, 8]), nodegroup("ng-b", [8, 8])],
+                                 scan_file=file([16, 16]))
+    parts.update(overrides)
+    return entries(**parts)
+
+
+def test_every_sector_counted_is_complete_and_exits_0() -> None:
+    result = account(records_of(whole_stream(), SCAN))
+    assert (result.outcome, result.exit_code) == (COMPLETE, 0)
+    assert (result.sectors, result.counted, result.spilled, result.missing) == (32, 32, 0, 0)
+    assert result.line() == ("scan 7: complete: 32 counted + 0 spilled + 0 missing = 32 sectors; "
+                             "file /data/FOURD_0000000007_counted.h5")
+
+
+def test_a_scan_written_to_disk_as_asked_is_complete() -> None:
+    spilled = [producer(r, routing=[], counts={}, sent=0, spilled=POSITIONS, spill_file=f"/raw/r{r}.data")
+               for r in (0, 1)]
+    result = account(records_of(entries(request(routing=[]), spilled), SCAN))
+    assert (result.outcome, result.exit_code, result.spilled, result.missing) == (COMPLETE, 0, 32, 0)
+    assert result.spill_files == ["/raw/r0.data", "/raw/r1.data"]
+
+
+def test_sectors_spilled_for_a_dead_nodegroup_and_none_missing_exit_3() -> None:
+    # ng-b died after 3 of receiver 1's sectors: the producer spilled its other 5.
+    records = whole_stream(
+        producers=[producer(0), producer(1, sent=11, spilled=5, spill_file="/raw/r1.data")],
+        relays=[relay(0), relay(1, forwarded={"ng-a": 8, "ng-b": 3}, dead=["ng-b"], complete=False)],
+        groups=[nodegroup("ng-a", [8, 8]), nodegroup("ng-b", [8, 3])],
+        scan_file=file([16, 11], OUTCOME_INCOMPLETE, "5 positions lack a sector"))
+    result = account(records_of(records, SCAN))
+    assert (result.outcome, result.exit_code) == (SPILLED, 3)
+    assert (result.counted, result.spilled, result.missing) == (27, 5, 0)
+
+
+def test_missing_sectors_say_where_they_were_last_seen() -> None:
+    records = whole_stream(
+        producers=[producer(0, lost_upstream=1, sent=15),
+                   producer(1, state=STATE_ERROR, sent=12, error="stopped")],
+        relays=[relay(0, forwarded={"ng-a": 8, "ng-b": 5}, lost={"ng-b": 2}, dead=["ng-b"], complete=False),
+                relay(1, forwarded={"ng-a": 6, "ng-b": 6})],
+        groups=[nodegroup("ng-a", [8, 5]), nodegroup("ng-b", [5, 6])],
+        scan_file=file([13, 10], OUTCOME_INCOMPLETE, "9 positions lack a sector"))
+    result = account(records_of(records, SCAN))
+    assert (result.outcome, result.exit_code) == (INCOMPLETE, 1)
+    assert (result.counted, result.spilled, result.missing) == (23, 0, 9)
+    assert result.receivers[0].reasons == ["1 never reached the producer",
+                                           "2 dropped at the aggregator: NodeGroup ng-b declared dead"]
+    assert result.receivers[1].reasons == ["4 not sent by thread 0: stopped",
+                                           "1 forwarded to NodeGroup ng-a but not received",
+                                           "1 received by NodeGroups but not in the file"]
+    assert result.counted + result.spilled + result.missing == result.sectors
+
+
+def test_sent_but_never_relayed_is_the_aggregators_restart() -> None:
+    records = whole_stream(relays=[relay(0, forwarded={"ng-a": 5, "ng-b": 6}), relay(1)],
+                           groups=[nodegroup("ng-a", [5, 8]), nodegroup("ng-b", [6, 8])],
+                           scan_file=file([11, 16], OUTCOME_INCOMPLETE))
+    result = account(records_of(records, SCAN))
+    assert result.receivers[0].reasons == ["5 sent but never relayed (in flight when the aggregator stopped)"]
+
+
+def test_a_scan_is_pending_until_its_producers_end_and_its_file_comes() -> None:
+    assert account(records_of(whole_stream(producers=[producer(0), producer(1, state=STATE_STREAMING)]),
+                              SCAN)).outcome == PENDING
+    assert account(records_of(whole_stream(scan_file=None), SCAN)).outcome == PENDING
+    assert account(records_of({}, SCAN)).outcome == PENDING
+
+
+def test_no_file_and_the_nodegroups_gone_is_failed() -> None:
+    result = account(records_of(whole_stream(scan_file=None), SCAN), nodegroups_gone=True)
+    assert (result.outcome, result.exit_code, result.counted, result.missing) == (FAILED, 1, 0, 32)
+    result = account(records_of(whole_stream(scan_file=file([0, 0], OUTCOME_FAILED, "disk full")), SCAN))
+    assert (result.outcome, result.notes) == (FAILED, ["file: failed: disk full"])
+
+
+def test_a_record_that_does_not_decode_is_set_aside() -> None:
+    records = whole_stream()
+    records[scan_relay_key(SCAN, 0)] = b"\x01"
+    records[f"scans/{SCAN:010d}/elsewhere"] = b"\xc0"
+    parsed = records_of(records, SCAN)
+    assert sorted(parsed.rejected) == [scan_relay_key(SCAN, 0), f"scans/{SCAN:010d}/elsewhere"]
+    assert account(parsed).outcome == COMPLETE  # the counted file says so; the relay explains only missing ones
+
+
+@pytest.mark.parametrize("spilled_scan", [False, True])
+def test_status_lists_the_recent_scans_with_their_outcome(spilled_scan: bool) -> None:
+    records = whole_stream() if not spilled_scan else entries(
+        request(routing=[]), [producer(r, routing=[], counts={}, sent=0, spilled=POSITIONS) for r in (0, 1)])
+    assert scans_in(records) == [SCAN]
+    text = render(records, 200.0, "title")
+    assert "SCAN  SHAPE  OUTCOME   COUNTED  SPILLED  MISSING  FILE" in text
+    row = [line for line in text.splitlines() if line.startswith("7 ")]
+    expected = (["7", "4", "x", "4", "complete", "0", "32", "0", "-"] if spilled_scan else
+                ["7", "4", "x", "4", "complete", "32", "0", "0", "/data/FOURD_0000000007_counted.h5"])
+    assert row[0].split() == expected

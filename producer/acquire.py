@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.protocol import (
     ACQUIRE_REQUEST_KEY,
+    SERVICE_PRODUCER,
     SOURCE_REPLAY,
     SOURCE_SIMULATOR,
     STATE_ERROR,
@@ -50,6 +52,9 @@ SYNC_TIMEOUT_S = 10.0
 # Without --wait: how long to see every producer thread take the request (re-publishing it meanwhile
 # if a kvstore restart took it away) before leaving that to them.
 ACK_WAIT_S = 5.0
+# How long a producer's status or every NodeGroup of the scan must stay away, beyond its ttl and two
+# of the kvstore client's silence periods, before acquire takes it for dead.
+GONE_GRACE_S = 2.0
 
 
 def register(subparsers: Any) -> None:
@@ -131,6 +136,7 @@ class PublishedRequest:
     record: ScanRequestRecord
     published_s: float   # Unix seconds: records older than this are an earlier run's
     ttl_s: float
+    gone_after_s: float  # a status or registration absent this long is taken for dead (Absences)
 
     def taken_by(self, records: ScanRecords) -> set[tuple[int, int]]:
         """The producer threads that wrote their part of this run of the scan (their acknowledgement)."""
@@ -208,7 +214,23 @@ def publish_request(client: Client, config: Config, scan: int, scan_x: int, scan
     ttl_s = config.kvstore.scan_record_ttl_s
     client.set_once(scan_request_key(scan), record.encode(), ttl_s)
     client.set_once(ACQUIRE_REQUEST_KEY, request.encode())
-    return PublishedRequest(request, record, published_s, ttl_s)
+    kv = config.kvstore
+    silence_s = kv.heartbeat_ms * kv.silence_heartbeats / 1000
+    return PublishedRequest(request, record, published_s, ttl_s, kv.ttl_s + 2 * silence_s + GONE_GRACE_S)
+
+
+class Absences:
+    """Which names have been absent for longer than ``grace_s``: a kvstore restart empties every replica
+    for a moment (until each client has re-published its keys), which must not pass for a death."""
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self._since: dict[str, float] = {}
+
+    def lasting(self, absent: set[str]) -> set[str]:
+        now = time.monotonic()
+        self._since = {name: self._since.get(name, now) for name in absent}
+        return {name for name, since in self._since.items() if now - since >= self.grace_s}
 
 
 def wait_for_account(client: Client, published: PublishedRequest, timeout_s: float | None) -> ScanAccount:
@@ -223,14 +245,21 @@ def wait_for_account(client: Client, published: PublishedRequest, timeout_s: flo
     scan = published.request.scan_number
     routing = set(published.request.routing or [])
     result = account(published.records(client))
+    absent = Absences(published.gone_after_s)
 
     def over() -> bool:
         nonlocal result
         records = published.records(client)
         if published.not_taken(records):
             published.republish_if_lost(client)
-        gone = bool(routing) and not routing & {record.uid for record in client.nodegroups()}
-        result = account(records, nodegroups_gone=gone)
+        registered = {record.uid for record in client.nodegroups()}
+        # A producer daemon's status is its client's own key: it goes when the daemon dies.
+        alive = {name for (_, name) in client.statuses(SERVICE_PRODUCER)}
+        threads = [(r, t) for r, count in enumerate(published.record.producer_threads) for t in range(count)]
+        gone = absent.lasting({"nodegroups"} if routing and not routing & registered else set())
+        dead = absent.lasting({f"r{r}t{t}" for r, t in threads if f"r{r}t{t}" not in alive})
+        result = account(records, nodegroups_gone=bool(gone),
+                         producers_gone={(r, t) for r, t in threads if f"r{r}t{t}" in dead})
         return result.outcome != PENDING
 
     def progress(_elapsed_s: float) -> None:

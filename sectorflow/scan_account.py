@@ -11,7 +11,7 @@ from here and ``sectorflow status`` lists the recent scans with it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
 from sectorflow._core import protocol as _records
@@ -150,25 +150,29 @@ class ScanAccount:
         return lines
 
 
-def producers_final(records: ScanRecords) -> bool:
-    """Every producer thread the request names has ended its part (finished or failed)."""
+def producers_final(records: ScanRecords, producers_gone: Set[tuple[int, int]] = frozenset()) -> bool:
+    """Every producer thread the request names has ended its part (finished or failed) or is gone."""
     if records.request is None:
         return False
     for receiver, threads in enumerate(records.request.producer_threads):
         for thread in range(threads):
             part = records.producers.get((receiver, thread))
-            if part is None or part.state not in _FINAL_PRODUCER_STATES:
+            ended = part is not None and part.state in _FINAL_PRODUCER_STATES
+            if not ended and (receiver, thread) not in producers_gone:
                 return False
     return True
 
 
-def account(records: ScanRecords, nodegroups_gone: bool = False) -> ScanAccount:
+def account(records: ScanRecords, nodegroups_gone: bool = False,
+            producers_gone: Set[tuple[int, int]] = frozenset()) -> ScanAccount:
     """The account of a scan from its records.
 
     Args:
         records: the scan's records (``records_of``); without its request nothing can be counted.
         nodegroups_gone: none of the NodeGroups the scan was routed to is registered any more, so no
             file will come: a streamed scan whose producers are done and has no file record failed.
+        producers_gone: (receiver, thread) of producer threads whose daemon is gone (no status in the
+            kvstore): their part ends where their record stopped.
     """
     request = records.request
     if request is None:
@@ -193,9 +197,9 @@ def account(records: ScanRecords, nodegroups_gone: bool = False) -> ScanAccount:
         if part.timed_out or part.late or part.duplicates:
             result.notes.append(f"NodeGroup {uid}: {'timed out, ' if part.timed_out else ''}{part.late} late, "
                                 f"{part.duplicates} duplicate sectors dropped")
-    _explain_missing(records, request, receivers)
+    _explain_missing(records, request, receivers, producers_gone)
 
-    producers_done = producers_final(records)
+    producers_done = producers_final(records, producers_gone)
     fallback = request.routing == []
     if fallback:
         done = producers_done
@@ -217,8 +221,8 @@ def account(records: ScanRecords, nodegroups_gone: bool = False) -> ScanAccount:
     return result
 
 
-def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord,
-                     receivers: list[ReceiverAccount]) -> None:
+def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord, receivers: list[ReceiverAccount],
+                     producers_gone: Set[tuple[int, int]]) -> None:
     """Follows each receiver's sectors along the chain and says where the missing ones stopped."""
     for account in receivers:
         if account.missing <= 0:
@@ -229,6 +233,11 @@ def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord,
         threads = request.producer_threads[account.receiver]
         if len(parts) < threads:
             account.reasons.append(f"{threads - len(parts)} of its {threads} producer threads wrote no record")
+        for receiver, thread in sorted(producers_gone):
+            part = records.producers.get((receiver, thread))
+            if receiver == account.receiver and (part is None or part.state not in _FINAL_PRODUCER_STATES):
+                account.reasons.append(f"producer thread {thread} died mid-scan: what it sent after its last "
+                                       "record is not known")
         lost_upstream = sum(part.lost_upstream for part in parts)
         if lost_upstream:
             account.reasons.append(f"{lost_upstream} never reached the producer")

@@ -190,3 +190,13 @@ def test_status_lists_the_recent_scans_with_their_outcome(spilled_scan: bool) ->
     expected = (["7", "4", "x", "4", "complete", "0", "32", "0", "-"] if spilled_scan else
                 ["7", "4", "x", "4", "complete", "32", "0", "0", "/data/FOURD_0000000007_counted.h5"])
     assert row[0].split() == expected
+
+
+def test_a_producer_that_died_mid_scan_ends_its_part_where_its_record_stopped() -> None:
+    records = records_of(whole_stream(producers=[producer(0), producer(1, state=STATE_STREAMING, sent=0)],
+                                      scan_file=file([16, 9], OUTCOME_INCOMPLETE)), SCAN)
+    assert account(records).outcome == PENDING
+    result = account(records, producers_gone={(1, 0)})
+    assert (result.outcome, result.missing) == (INCOMPLETE, 7)
+    assert result.receivers[1].reasons[0] == ("producer thread 0 died mid-scan: what it sent after its last record "
+                                              "is not known")

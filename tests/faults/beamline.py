@@ -1,0 +1,141 @@
+"""The beamline the fault tests break: the whole local stack at the 4D Camera geometry, started by one
+Supervisor (real processes, PIDs this test started), a scan acquired with ``sectorflow acquire --wait``,
+and the physical evidence every account is checked against.
+
+An account is only believed when the places agree: ``counted`` must equal the sectors the HDF5 file
+holds (positions minus its missing positions and the sectors its incomplete frames lack), ``spilled``
+the whole records in the raw files on disk, and counted + spilled + missing the scan's sectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sectorflow.configs import Config
+from sectorflow.counting import read_counted_scan
+from sectorflow.kvstore import Client
+from sectorflow.orchestration.stack import start_stack
+from sectorflow.orchestration.supervisor import Supervisor
+from sectorflow.protocol import RAW_HEADER_BYTES, SERVICE_PRODUCER
+from sectorflow.waiting import wait_until
+
+RANKS = 2
+READY_S = 120.0
+SCAN_S = 180.0
+ACCOUNT = re.compile(r"scan (\d+): (\w+): (\d+) counted \+ (\d+) spilled \+ (\d+) missing = (\d+) sectors")
+
+
+@dataclass
+class Outcome:
+    """What ``sectorflow acquire --wait`` said: its exit code and its account line."""
+
+    exit_code: int
+    outcome: str
+    counted: int
+    spilled: int
+    missing: int
+    sectors: int
+    output: str
+
+    def row(self, fault: str, sent: int) -> str:
+        """One row of the fault table: fault, sent, counted, spilled, missing, exit code."""
+        return (f"| {fault} | {self.sectors} | {sent} | {self.counted} | {self.spilled} | {self.missing} | "
+                f"{self.outcome} | {self.exit_code} |")
+
+
+class Beamline:
+    """The stack of one configuration under one Supervisor, and what a fault test asks of it."""
+
+    def __init__(self, config: Config, config_path: Path, run_dir: Path) -> None:
+        self.config, self.config_path, self.run_dir = config, config_path, run_dir
+        self.output_dir = Path(config.nodegroup.output_dir)
+        self.raw_dir = Path(config.producer.fallback_dir)
+        self.supervisor: Supervisor | None = None
+
+    def start(self, with_nodegroups: bool = True) -> Supervisor:
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.supervisor = start_stack(self.config, self.run_dir, RANKS, self.output_dir, with_nodegroups, READY_S)
+        return self.supervisor
+
+    def stop(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.stop_all()
+
+    def acquire(self, scan: int, shape: str, rate_hz: float, *extra: str) -> subprocess.Popen[str]:
+        """``sectorflow acquire --wait`` in the background; ``finish`` collects it."""
+        argv = [sys.executable, "-m", "sectorflow", "acquire", "--config", str(self.config_path), "--scan-number",
+                str(scan), "--scan-shape", shape, "--rate", str(rate_hz), "--wait", "--timeout", str(SCAN_S), *extra]
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    @staticmethod
+    def finish(process: subprocess.Popen[str]) -> Outcome:
+        output, _ = process.communicate(timeout=SCAN_S + 60)
+        match = ACCOUNT.search(output)
+        assert match is not None, f"acquire printed no account (exit {process.returncode}):\n{output[-3000:]}"
+        _, outcome, counted, spilled, missing, sectors = match.groups()
+        return Outcome(process.returncode, outcome, int(counted), int(spilled), int(missing), int(sectors), output)
+
+    def sent(self, scan: int) -> int:
+        """Sectors the producer threads report sent for ``scan`` so far (their statuses)."""
+        with Client.from_config(self.config, name="fault-test") as client:
+            client.wait_synced(10.0)
+            return sum(status.messages for status in client.statuses(SERVICE_PRODUCER).values()
+                       if status.scan == scan)
+
+    def wait_sent(self, client: Client, scan: int, at_least: int) -> None:
+        """Waits until the producers sent ``at_least`` sectors of ``scan``: the fault then hits mid-scan."""
+
+        def enough() -> bool:
+            return sum(status.messages for status in client.statuses(SERVICE_PRODUCER).values()
+                       if status.scan == scan) >= at_least
+
+        wait_until(enough, SCAN_S, f"{at_least} sectors of scan {scan} sent")
+
+    def rank_pids(self, client: Client) -> dict[int, int]:
+        """MPI rank -> PID of the NodeGroup process (the uid is ``<node>-<pid>-r<rank>-g<index>``)."""
+        return {record.rank: int(record.uid.rsplit("-", 3)[1]) for record in client.nodegroups()}
+
+    def kill(self, pid: int) -> None:
+        os.kill(pid, signal.SIGKILL)
+
+    def checksums(self) -> dict[str, str]:
+        """SHA-256 of every file in the output and raw directories: what no later fault may change."""
+        sums = {}
+        for directory in (self.output_dir, self.raw_dir):
+            if directory.is_dir():
+                for path in sorted(directory.rglob("*")):
+                    if path.is_file():
+                        sums[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return sums
+
+    def sectors_in_file(self, path: Path) -> int:
+        """The sectors the counted file holds: every position's, less those its completeness lists lack."""
+        counted = read_counted_scan(path)
+        positions = counted.scan_shape[0] * counted.scan_shape[1]
+        receivers = self.config.n_receivers
+        lacking = sum(len(sectors) for sectors in counted.incomplete_missing_sectors)
+        return (positions - len(counted.missing_positions)) * receivers - lacking
+
+    def records_on_disk(self, scan: int) -> int:
+        """Whole sector records in the raw files of ``scan`` (partial ones included: their records are whole)."""
+        record = RAW_HEADER_BYTES + self.config.detector.sector_bytes
+        return sum(path.stat().st_size // record for path in self.raw_dir.glob(f"*{scan:010d}*"))
+
+
+def config_overrides(**sections: Any) -> dict[str, Any]:
+    """Small, quick-to-fail settings for fault tests, with ``sections`` on top."""
+    overrides: dict[str, Any] = {
+        "nodegroup": {"scan_timeout_s": 10.0, "pool_frames": 64},
+        "logging": {"level": "INFO"},
+    }
+    for name, values in sections.items():
+        overrides.setdefault(name, {}).update(values)
+    return overrides

@@ -1,0 +1,197 @@
+"""Faults a beamline meets, each on the real stack (4D Camera geometry, 2 MPI ranks, small scans): every
+sector of the scan ends counted, spilled or missing, the three add up to the scan's sectors and agree with
+the file and the raw files on disk, ``sectorflow acquire --wait`` exits with the outcome, and no file written
+before the fault changes.
+
+Each test prints its row of the fault table (fault | sectors | sent | counted | spilled | missing | outcome |
+exit code); ``pytest tests/faults -s`` shows them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import msgpack
+import pytest
+import zmq
+from beamline import Beamline, Outcome
+
+from sectorflow.kvstore import Client
+from sectorflow.nodegroup import scan_file_name
+from sectorflow.orchestration.supervisor import ServiceSpec
+from sectorflow.waiting import wait_until
+
+pytestmark = pytest.mark.mpi
+
+SHAPE, POSITIONS = "16x16", 256
+RATE_HZ = 100.0  # about 2.6 s per scan: slow enough to hit it mid-scan
+SECTORS = POSITIONS * 4
+
+
+def checked(line: Beamline, outcome: Outcome, scan: int, fault: str) -> Outcome:
+    """The account adds up and agrees with what is on disk; prints the table row."""
+    assert outcome.sectors == SECTORS
+    assert outcome.counted + outcome.spilled + outcome.missing == outcome.sectors, outcome.output
+    path = line.output_dir / scan_file_name(scan)
+    on_file = line.sectors_in_file(path) if path.exists() else 0
+    assert outcome.counted == on_file, outcome.output
+    assert outcome.spilled == line.records_on_disk(scan), outcome.output
+    print(outcome.row(fault, line.sent(scan)))
+    return outcome
+
+
+def first_scan(line: Beamline) -> dict[str, str]:
+    """A clean scan before the fault: complete, exit 0; returns the checksums no fault may change."""
+    result = checked(line, Beamline.finish(line.acquire(1, "4x4", 0.0)), 1, "none (scan before the fault)")
+    assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, 64), result.output
+    return line.checksums()
+
+
+def test_no_fault_every_sector_counted(beamline) -> None:
+    line = beamline()
+    line.start()
+    before = first_scan(line)
+    result = checked(line, Beamline.finish(line.acquire(2, SHAPE, 0.0)), 2, "none")
+    assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, SECTORS), result.output
+    assert {k: v for k, v in line.checksums().items() if k in before} == before
+
+
+def test_a_nodegroup_rank_killed_mid_scan(beamline) -> None:
+    line = beamline()
+    supervisor = line.start()
+    before = first_scan(line)
+    with Client.from_config(line.config, name="fault-test") as client:
+        client.wait_synced(10.0)
+        ranks = line.rank_pids(client)
+        acquire = line.acquire(2, SHAPE, RATE_HZ)
+        line.wait_sent(client, 2, SECTORS // 4)
+        line.kill(ranks[1])
+        # The job is one unit: every NodeGroup of it leaves the kvstore.
+        wait_until(lambda: not client.nodegroups(), 60, "every NodeGroup of the job to leave")
+    result = checked(line, Beamline.finish(acquire), 2, "NodeGroup rank 1 killed mid-scan")
+    assert result.exit_code != 0 and result.outcome != "complete", result.output
+    assert supervisor.wait("nodegroups", 60) != 0
+    assert {k: v for k, v in line.checksums().items() if k in before} == before
+
+
+def test_the_aggregator_killed_and_restarted_mid_scan(beamline) -> None:
+    line = beamline()
+    supervisor = line.start()
+    before = first_scan(line)
+    argv = supervisor.process("aggregator").args
+    with Client.from_config(line.config, name="fault-test") as client:
+        client.wait_synced(10.0)
+        acquire = line.acquire(2, SHAPE, RATE_HZ)
+        line.wait_sent(client, 2, SECTORS // 4)
+        line.kill(supervisor.process("aggregator").pid)
+        supervisor.start(ServiceSpec("aggregator-restarted", tuple(argv)))
+    result = checked(line, Beamline.finish(acquire), 2, "aggregator killed and restarted mid-scan")
+    # A restart costs at most what was in flight: most of the scan is counted after it.
+    assert result.counted > SECTORS // 2, result.output
+    assert result.exit_code == (0 if result.outcome == "complete" else 1 if result.missing else 3), result.output
+    assert {k: v for k, v in line.checksums().items() if k in before} == before
+
+
+def test_a_nodegroup_that_registers_and_never_reads(beamline, tmp_path: Path) -> None:
+    line = beamline(aggregator={"send_timeout_ms": 1000}, producer={"send_timeout_ms": 5000})
+    supervisor = line.start()
+    before = first_scan(line)
+    standin = Path(__file__).resolve().parents[1] / "standins" / "nodegroup_standin.py"
+    supervisor.start(ServiceSpec("deaf-nodegroup", (sys.executable, str(standin), "--config", str(line.config_path),
+                                                    "--uid", "zz-deaf", "--out", str(tmp_path / "deaf.jsonl"),
+                                                    "--never-read")))
+    with Client.from_config(line.config, name="fault-test") as client:
+        wait_until(lambda: "zz-deaf" in {r.uid for r in client.nodegroups()}, 30, "the deaf NodeGroup")
+    result = checked(line, Beamline.finish(line.acquire(2, SHAPE, 0.0)), 2, "a NodeGroup that never reads")
+    # The live NodeGroups got their share; the deaf one's is spilled or, if it sat in its queues, missing.
+    assert result.counted >= SECTORS * 2 // 3, result.output
+    assert result.spilled > 0 and result.exit_code in (1, 3), result.output
+    assert {k: v for k, v in line.checksums().items() if k in before} == before
+
+
+def test_an_output_directory_that_cannot_be_written(beamline, tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the output directory should be")
+    line = beamline(nodegroup={"output_dir": str(blocker / "counted")})
+    line.output_dir = blocker / "counted"
+    with pytest.raises(Exception, match="nodegroups"):
+        line.start()  # the job refuses to start: it registers nothing
+    line.stop()
+    fallback = beamline()
+    fallback.start(with_nodegroups=False)
+    result = checked(fallback, Beamline.finish(fallback.acquire(2, SHAPE, 0.0)), 2,
+                     "output directory unwritable (job refused; scan to raw files)")
+    assert (result.outcome, result.exit_code, result.spilled) == ("complete", 0, SECTORS), result.output
+
+
+def test_a_stray_part_for_a_scan_already_written_never_replaces_its_file(beamline) -> None:
+    line = beamline()
+    line.start()
+    before = first_scan(line)
+    with Client.from_config(line.config, name="fault-test") as client:
+        client.wait_synced(10.0)
+        routing = [record.uid for record in client.nodegroups()]
+    # Scan 1 again, as a stray sender would: an info and one sector on aggregator thread 0.
+    info = msgpack.packb({"version": 1, "kind": "info", "scan_number": 1, "receiver": 0, "thread_id": 0,
+                          "scan_x": 4, "scan_y": 4, "routing": routing, "counts": {routing[0]: 1}})
+    header = msgpack.packb([1, 1, 0, 0, 4, 4, 0, 0, 0])
+    with zmq.Context() as context, context.socket(zmq.PUSH) as push:
+        push.setsockopt(zmq.LINGER, 5000)
+        push.connect(f"tcp://{line.config.aggregator.host}:{line.config.aggregator.base_port}")
+        push.send(info)
+        push.send_multipart([header, bytes(line.config.detector.sector_bytes)])
+    beside = line.output_dir / scan_file_name(1).replace("_counted", "_counted_part2")
+    wait_until(lambda: any(p.name != scan_file_name(1) and "0000000001" in p.name and p.suffix == ".h5"
+                           for p in line.output_dir.iterdir()), 60, "the stray part written beside the file")
+    assert {k: v for k, v in line.checksums().items() if k in before} == before
+    print(f"| stray part of a written scan | - | 1 | - | - | - | file unchanged, part beside ({beside.name}) | - |")
+
+
+def test_disk_full_during_a_fallback_write(beamline, tmp_path: Path) -> None:
+    raw = tmp_path / "small-disk"
+    raw.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(raw)], check=True)
+    try:
+        line = beamline(producer={"fallback_dir": str(raw)})
+        line.start(with_nodegroups=False)
+        result = checked(line, Beamline.finish(line.acquire(2, SHAPE, 0.0)), 2, "disk full during a fallback write")
+        assert (result.outcome, result.exit_code) == ("incomplete", 1), result.output
+        assert result.missing > 0 and result.spilled > 0, result.output
+        names = [p.name for p in raw.iterdir()]
+        assert any(name.endswith(".partial") for name in names), names
+        line.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(raw)], check=False)
+
+
+def test_a_producer_killed_mid_scan(beamline) -> None:
+    line = beamline()
+    supervisor = line.start()
+    before = first_scan(line)
+    with Client.from_config(line.config, name="fault-test") as client:
+        client.wait_synced(10.0)
+        acquire = line.acquire(2, SHAPE, RATE_HZ)
+        line.wait_sent(client, 2, SECTORS // 4)
+        line.kill(supervisor.process("producer-1").pid)
+    result = checked(line, Beamline.finish(acquire), 2, "producer 1 killed mid-scan")
+    assert (result.outcome, result.exit_code) == ("incomplete", 1), result.output
+    assert 0 < result.missing < POSITIONS, result.output  # only receiver 1's unsent sectors
+    assert {k: v for k, v in line.checksums().items() if k in before} == before
+
+
+def test_the_kvstore_killed_and_restarted_mid_scan(beamline) -> None:
+    line = beamline()
+    supervisor = line.start()
+    before = first_scan(line)
+    argv = supervisor.process("kvstore").args
+    with Client.from_config(line.config, name="fault-test") as client:
+        client.wait_synced(10.0)
+        acquire = line.acquire(2, SHAPE, RATE_HZ)
+        line.wait_sent(client, 2, SECTORS // 4)
+    line.kill(supervisor.process("kvstore").pid)
+    supervisor.start(ServiceSpec("kvstore-restarted", tuple(argv)))
+    result = checked(line, Beamline.finish(acquire), 2, "kvstore killed and restarted mid-scan")
+    assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, SECTORS), result.output
+    assert {k: v for k, v in line.checksums().items() if k in before} == before

@@ -347,8 +347,13 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
       decision.mode == Mode::kStreaming ? protocol::ServiceState::kStreaming : protocol::ServiceState::kWritingToDisk;
   // The record goes before the info message: a restarted aggregator recovers the scan's routing and
   // counts from it.
-  write_record(working);
-  publish(working);
+  try {
+    write_record(working);
+    publish(working);
+  } catch (const std::exception& error) {  // the kvstore client refused: the scan must not stay half begun
+    fail(where + ": " + error.what());
+    throw;
+  }
 
   if (decision.mode == Mode::kStreaming) {
     protocol::InfoMessage info{request.scan_number, options_.receiver, options_.thread_id, request.scan_x,

@@ -169,10 +169,14 @@ protocol::ProducerScanRecord Producer::record() const { return impl_->record; }
 
 void Producer::warn(const std::string& line) const {
   if (options_.warn) {
-    options_.warn(line);
-  } else {
-    std::cerr << "warning: " << line << std::endl;
+    try {
+      options_.warn(line);
+      return;
+    } catch (const std::exception&) {
+      // A logger that fails must not fail the scan; the line still goes out below.
+    }
   }
+  std::cerr << "warning: " << line << std::endl;
 }
 
 void Producer::fail(const std::string& error) {

@@ -115,7 +115,13 @@ class ProducerConfig:
         32, "how many frames a producer thread may run ahead of the slowest thread of its receiver (simulated "
         "and replayed scans; detector hardware paces its threads itself): a NodeGroup's pool must hold this "
         "spread; at least the receiver's thread count", min=1, max=1_000_000)
-    fallback_dir: str = setting("out/raw", "where scans go as raw files when no NodeGroup is registered")
+    send_timeout_ms: int = setting(
+        10000, "how long a send to the aggregator may stay blocked at the high-water mark: beyond it the "
+        "aggregator is taken as not taking the scan, and the thread writes every remaining sector of the scan "
+        "to a raw file in fallback_dir (spilled, with a warning) instead of waiting", min=1, max=3_600_000)
+    fallback_dir: str = setting(
+        "out/raw", "where scans go as raw files when no NodeGroup is registered, and where a thread spills the "
+        "sectors it cannot stream")
 
 
 @dataclass(frozen=True)

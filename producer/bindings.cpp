@@ -1,6 +1,7 @@
 // Python face of the producer: the C++ Producer, its sources and the simulator adapter. Anything
 // that sends or reads releases the GIL; payloads given from Python are copied (a zero-copy release
 // would have to take the GIL on ZeroMQ's I/O thread), sectors of a source travel zero-copy.
+#include <pybind11/functional.h>
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
@@ -42,16 +43,32 @@ void bind_types(py::module_& m) {
   py::class_<ProducerOptions>(m, "ProducerOptions", "How one producer thread is wired (see producer.hpp).")
       .def(py::init([](const protocol::Geometry& geometry, std::uint32_t receiver, std::uint32_t thread_id,
                        std::uint32_t threads, std::string aggregator_endpoint, int send_hwm, std::string fallback_dir,
-                       double status_ttl_s, int status_interval_ms, int linger_ms) {
-             return ProducerOptions{geometry, receiver, thread_id, threads, std::move(aggregator_endpoint), send_hwm,
-                                    std::move(fallback_dir), status_ttl_s, status_interval_ms, linger_ms};
+                       double status_ttl_s, double scan_record_ttl_s, int send_timeout_ms, int status_interval_ms,
+                       int linger_ms, std::function<void(const std::string&)> warn) {
+             ProducerOptions options;
+             options.geometry = geometry;
+             options.receiver = receiver;
+             options.thread_id = thread_id;
+             options.threads = threads;
+             options.aggregator_endpoint = std::move(aggregator_endpoint);
+             options.send_hwm = send_hwm;
+             options.fallback_dir = std::move(fallback_dir);
+             options.status_ttl_s = status_ttl_s;
+             options.scan_record_ttl_s = scan_record_ttl_s;
+             options.send_timeout_ms = send_timeout_ms;
+             options.status_interval_ms = status_interval_ms;
+             options.linger_ms = linger_ms;
+             options.warn = std::move(warn);
+             return options;
            }),
            py::kw_only(), py::arg("geometry"), py::arg("receiver"), py::arg("thread_id") = po.thread_id,
            py::arg("threads"), py::arg("aggregator_endpoint"), py::arg("send_hwm"), py::arg("fallback_dir"),
-           py::arg("status_ttl_s"), py::arg("status_interval_ms") = po.status_interval_ms,
-           py::arg("linger_ms") = po.linger_ms,
-           "geometry, threads, aggregator_endpoint, send_hwm, fallback_dir and status_ttl_s from the "
-           "configuration (producer_options).")
+           py::arg("status_ttl_s"), py::arg("scan_record_ttl_s"), py::arg("send_timeout_ms"),
+           py::arg("status_interval_ms") = po.status_interval_ms, py::arg("linger_ms") = po.linger_ms,
+           py::arg("warn") = py::none(),
+           "geometry, threads, aggregator_endpoint, send_hwm, fallback_dir, status_ttl_s, scan_record_ttl_s and "
+           "send_timeout_ms from the configuration (producer_options); warn(line) takes the warning that a scan "
+           "spills (called on the producer thread; standard error if None).")
       .def_readonly("geometry", &ProducerOptions::geometry)
       .def_readonly("receiver", &ProducerOptions::receiver)
       .def_readonly("thread_id", &ProducerOptions::thread_id)
@@ -60,6 +77,8 @@ void bind_types(py::module_& m) {
       .def_readonly("send_hwm", &ProducerOptions::send_hwm)
       .def_readonly("fallback_dir", &ProducerOptions::fallback_dir)
       .def_readonly("status_ttl_s", &ProducerOptions::status_ttl_s)
+      .def_readonly("scan_record_ttl_s", &ProducerOptions::scan_record_ttl_s)
+      .def_readonly("send_timeout_ms", &ProducerOptions::send_timeout_ms)
       .def_readonly("status_interval_ms", &ProducerOptions::status_interval_ms)
       .def_readonly("linger_ms", &ProducerOptions::linger_ms)
       .def("name", &ProducerOptions::name, "'r<receiver>t<thread_id>'.");
@@ -87,12 +106,17 @@ void bind_types(py::module_& m) {
       .def_readonly("routing", &ScanDecision::routing)
       .def_readonly("counts", &ScanDecision::counts)
       .def_readonly("announced", &ScanDecision::announced)
-      .def_readonly("file", &ScanDecision::file);
+      .def_readonly("file", &ScanDecision::file)
+      .def_readonly("owned", &ScanDecision::owned)
+      .def_readonly("lost_upstream", &ScanDecision::lost_upstream);
 
   py::class_<ScanResult>(m, "ScanResult", "What a scan did.")
       .def_readonly("decision", &ScanResult::decision)
       .def_readonly("messages", &ScanResult::messages)
       .def_readonly("bytes", &ScanResult::bytes)
+      .def_readonly("sent", &ScanResult::sent)
+      .def_readonly("spilled", &ScanResult::spilled)
+      .def_readonly("spill_file", &ScanResult::spill_file)
       .def_readonly("seconds", &ScanResult::seconds);
 }
 
@@ -186,8 +210,12 @@ void bind_producer_class(py::module_& m) {
            "After begin_scan(request, frames): read and send every frame, then end_scan(); GIL released. With "
            "`gate` (a SiblingGate shared by the receiver's threads), no frame runs more than its lead ahead of the "
            "slowest sibling.")
-      .def("report_error", &Producer::report_error, py::arg("scan_number"), py::arg("error"),
-           "Publish state 'error' for a scan this thread cannot run (e.g. its source failed).")
+      .def("report_error", &Producer::report_error, py::arg("scan_number"), py::arg("error"), py::arg("scan_x") = 0,
+           py::arg("scan_y") = 0,
+           "Publish state 'error' in the status and the scan record for a scan this thread cannot run (its "
+           "source failed, the request was refused); with the shape, the record says the sectors it owned.")
+      .def("record", &Producer::record,
+           "The scan record (sectorflow.protocol.ProducerScanRecord) last written for this thread.")
       .def("stop", &Producer::stop, "Interrupt a running or blocked scan (ProducerStopped); any thread.")
       .def_property_readonly("stopped", &Producer::stopped)
       .def_property_readonly("messages", &Producer::messages)

@@ -8,7 +8,11 @@ States (the one state machine, ``sectorflow.service``; logged on every transitio
 A request is an event: the daemon acquires each (scan number, source) once, the first time a
 request for it appears after the daemon is idle, so a scan written to disk may later be replayed
 once under its own number. A request already present when the daemon starts is not acquired (it
-was somebody else's); a request repeated for a scan already acquired is ignored with a warning. Each producer thread publishes its own status (``status/producer/r<R>t<T>``).
+was somebody else's); a request repeated for a scan already acquired is ignored with a warning. Each producer thread publishes its own status (``status/producer/r<R>t<T>``) and its part of the
+scan's record (``scans/<n>/producer/r<R>t<T>``); a request refused here, or a source that cannot
+open, is recorded there as an error, so that no scan a producer was asked for is lost silently.
+After each scan the daemon logs one line: the receiver's sectors sent, spilled to raw files and
+missing.
 """
 
 from __future__ import annotations
@@ -111,7 +115,8 @@ class ProducerDaemon:
                 # Only now: each Producer publishes its idle status, which is what `sectorflow acquire`
                 # and the stack wait for before requesting; a request seen after this is a new one.
                 self._producers = [
-                    Producer(producer_options(self.config, self.receiver, t), client) for t in range(self.threads)
+                    Producer(producer_options(self.config, self.receiver, t, warn=log.warning), client)
+                    for t in range(self.threads)
                 ]
                 self.state.enter(STATE_IDLE, f"{self.threads} threads, watching {ACQUIRE_REQUEST_KEY}")
                 while not self._stop.is_set():
@@ -165,8 +170,7 @@ class ProducerDaemon:
             check_scan_shape(request.scan_x, request.scan_y, self.config.limits.max_scan_positions)
         except ProtocolError as error:
             log.error("%s: request refused: %s", ACQUIRE_REQUEST_KEY, error)
-            for producer in self._producers:
-                producer.report_error(request.scan_number, str(error))
+            self._report_error(request, str(error))
             return
         if (request.scan_number, request.source) in self.acquired:
             log.warning("scan %d: already acquired from the %s by this producer; request ignored",
@@ -184,6 +188,15 @@ class ProducerDaemon:
         finally:
             if not self._stop.is_set():
                 self.state.enter(STATE_IDLE)
+
+    def _report_error(self, request: AcquireRequest, error: str) -> None:
+        """Every thread records the scan as failed, with the sectors it owned: none of them is sent or spilled."""
+        for producer in self._producers:
+            try:
+                producer.report_error(request.scan_number, error, request.scan_x, request.scan_y)
+            except SectorflowError as failure:  # the record could not be written; the log line above stays
+                log.error("scan %d: %s could not record the error: %s", request.scan_number,
+                          producer.options.name(), failure)
 
     def _sources(self, request: AcquireRequest) -> list[SectorSource]:
         """One source per thread; raises for a replay whose files are missing or do not match."""
@@ -213,8 +226,7 @@ class ProducerDaemon:
             sources = self._sources(request)
         except (SectorflowError, ValueError) as error:  # ProducerError, RawFileError (a ValueError)
             log.error("scan %d: not acquired: %s", scan, error)
-            for producer in self._producers:
-                producer.report_error(scan, str(error))
+            self._report_error(request, str(error))
             return
         scan_request = ScanRequest(scan_number=scan, scan_x=request.scan_x, scan_y=request.scan_y,
                                    routing=request.routing)
@@ -265,19 +277,27 @@ class ProducerDaemon:
             gate.finish(producer.options.thread_id)  # also when begin_scan failed: no sibling waits for it
 
     def _summarise(self, scan: int, outcomes: list[ThreadOutcome], seconds: float) -> None:
-        if any(outcome.stopped for outcome in outcomes):
-            log.warning("scan %d: interrupted by stop; the scan is incomplete", scan)
-            return
-        failed = [outcome.error for outcome in outcomes if outcome.error]
-        if failed:
-            log.error("scan %d: %d of %d threads failed", scan, len(failed), len(outcomes))
-            return
-        results = [outcome.result for outcome in outcomes if outcome.result is not None]
-        messages = sum(result.messages for result in results)
-        size = sum(result.bytes for result in results)
-        decision = results[0].decision
-        if decision.mode == Mode.STREAMING:
-            where = f"streamed to {len(decision.routing)} NodeGroups"
+        # The scan records the threads wrote are the account: sent + spilled + missing = owned.
+        records = [producer.record() for producer in self._producers]
+        owned = sum(record.owned for record in records)
+        sent = sum(record.sent for record in records)
+        spilled = sum(record.spilled for record in records)
+        lost = sum(record.lost_upstream for record in records)
+        missing = owned - sent - spilled
+        files = [record.spill_file for record in records if record.spill_file]
+        where = f" to {self.config.producer.fallback_dir}" if files else ""
+        partial = sum(record.partial for record in records)
+        line = (f"scan {scan}: receiver {self.receiver}, {owned} sectors in {seconds:.2f} s: sent {sent}, "
+                f"spilled {spilled}{where}, missing {missing} ({lost} lost upstream)")
+        if partial:
+            line += f"; {partial} raw files incomplete (.partial)"
+        stopped = any(outcome.stopped for outcome in outcomes)
+        failed = [outcome.error for outcome in outcomes if outcome.error and not outcome.stopped]
+        if stopped:
+            log.warning("%s; interrupted by stop", line)
+        elif failed:
+            log.error("%s; %d of %d threads failed: %s", line, len(failed), len(outcomes), failed[0])
+        elif missing != lost or any(record.routing and record.spilled for record in records):
+            log.warning(line)  # spilled although streaming: the scan is not all in the counted file
         else:
-            where = f"written to disk in {self.config.producer.fallback_dir}"
-        log.info("scan %d: %s: %d messages, %.2f MB in %.2f s", scan, where, messages, size / 1e6, seconds)
+            log.info(line)

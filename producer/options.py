@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sectorflow._core.producer import ProducerOptions
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
@@ -21,8 +23,11 @@ def aggregator_endpoint(config: Config, receiver: int) -> str:
     return f"tcp://{config.aggregator.host}:{config.aggregator.base_port + receiver}"
 
 
-def producer_options(config: Config, receiver: int, thread_id: int) -> ProducerOptions:
+def producer_options(config: Config, receiver: int, thread_id: int,
+                     warn: Callable[[str], None] | None = None) -> ProducerOptions:
     """The options of thread ``thread_id`` of receiver ``receiver`` (sector ``receiver``).
+
+    ``warn`` takes the one line a thread logs when it starts spilling a scan (standard error if None).
 
     Raises:
         SectorflowError: the receiver or thread is not in the configuration.
@@ -40,4 +45,7 @@ def producer_options(config: Config, receiver: int, thread_id: int) -> ProducerO
         send_hwm=config.producer.send_hwm,
         fallback_dir=config.producer.fallback_dir,
         status_ttl_s=config.kvstore.ttl_s,
+        scan_record_ttl_s=config.kvstore.scan_record_ttl_s,
+        send_timeout_ms=config.producer.send_timeout_ms,
+        warn=warn,
     )

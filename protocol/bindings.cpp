@@ -202,8 +202,9 @@ void bind_raw_files(py::module_& m) {
         "if the directory cannot be listed.");
 
   py::class_<RawFileWriter>(m, "RawFileWriter",
-                            "Appends records to a new raw file data_scan..._module{sector}_{thread_id}.data; "
-                            "a context manager that closes it.")
+                            "Appends records to a new raw file data_scan..._module{sector}_{thread_id}.data, which "
+                            "has that name only once closed whole; a context manager that closes it (abandons it "
+                            "as .partial if the block raised).")
       .def(py::init([](const std::filesystem::path& directory, std::uint32_t scan_number, std::uint32_t sector,
                        std::uint32_t thread_id, const Geometry& geometry) {
              return RawFileWriter(directory.string(), scan_number, sector, thread_id, geometry);
@@ -224,15 +225,27 @@ void bind_raw_files(py::module_& m) {
            "C-contiguous buffer of exactly one sector; copied, not kept). Releases the GIL.")
       .def("flush", &RawFileWriter::flush, py::call_guard<py::gil_scoped_release>())
       .def("close", &RawFileWriter::close, py::call_guard<py::gil_scoped_release>(),
-           "Flush and close; raises RawFileError if the last write fails.")
+           "Flush, close and give the file its final name; raises RawFileError (the file renamed to "
+           "<name>.partial) if it could not be completed.")
+      .def("abandon", &RawFileWriter::abandon, py::call_guard<py::gil_scoped_release>(),
+           "Close an incomplete file as <name>.partial (removed if it holds no whole record); returns "
+           "where it is now.")
+      .def_property_readonly("current_path", &RawFileWriter::current_path)
+      .def_property_readonly("failed", &RawFileWriter::failed)
+      .def_property_readonly("records_in_file", &RawFileWriter::records_in_file)
       .def_property_readonly("is_open", &RawFileWriter::is_open)
       .def_property_readonly("path", &RawFileWriter::path)
       .def_property_readonly("records", &RawFileWriter::records)
       .def_property_readonly("bytes_written", &RawFileWriter::bytes_written)
       .def("__enter__", [](RawFileWriter& writer) -> RawFileWriter& { return writer; },
            py::return_value_policy::reference)
-      .def("__exit__", [](RawFileWriter& writer, const py::object&, const py::object&, const py::object&) {
-        writer.close();
+      .def("__exit__", [](RawFileWriter& writer, const py::object& type, const py::object&, const py::object&) {
+        // A block that raised did not finish the file: it must not pass as whole.
+        if (type.is_none()) {
+          writer.close();
+        } else {
+          writer.abandon();
+        }
       });
 
   py::class_<RawFileReader>(m, "RawFileReader",

@@ -106,6 +106,9 @@ int main(int argc, char** argv) {
       options.aggregator_endpoint = need(args, "--aggregator");
       options.send_hwm = static_cast<int>(number(args, "--hwm"));
       options.status_ttl_s = 0.0;  // no kvstore, no status; the routing is given and no scan falls back
+      options.scan_record_ttl_s = 1.0;  // no kvstore: no scan record either
+      // A send blocked for the whole run's bound fails the run (no fallback_dir to spill to).
+      options.send_timeout_ms = static_cast<int>(std::chrono::milliseconds(timeout).count());
       options.linger_ms = static_cast<int>(std::chrono::milliseconds(timeout).count());
       producers.push_back(std::make_unique<sp::Producer>(options, nullptr));
     }

@@ -114,6 +114,8 @@ producer::ProducerOptions producer_options(const Beamline& beamline, std::uint32
   options.send_hwm = whole<int>(beamline, "producer.send_hwm");
   options.fallback_dir = beamline.text("producer.fallback_dir");
   options.status_ttl_s = beamline.number("kvstore.ttl_s");
+  options.scan_record_ttl_s = beamline.number("kvstore.scan_record_ttl_s");
+  options.send_timeout_ms = whole<int>(beamline, "producer.send_timeout_ms");
   return options;
 }
 

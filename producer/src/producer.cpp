@@ -1,6 +1,8 @@
 #include "sectorflow/producer/producer.hpp"
 
+#include <algorithm>
 #include <exception>
+#include <iostream>
 #include <utility>
 #include <zmq.hpp>
 
@@ -13,6 +15,8 @@
 #include "sectorflow/protocol/data_message.hpp"
 #include "sectorflow/protocol/info_message.hpp"
 #include "sectorflow/protocol/raw_file.hpp"
+#include "sectorflow/protocol/scan_records.hpp"
+#include "sectorflow/protocol/text.hpp"
 
 namespace sectorflow::producer {
 namespace {
@@ -20,6 +24,11 @@ namespace {
 enum FrameState : std::uint8_t { kNotAnnounced = 0, kAnnounced = 1, kSent = 2 };
 
 std::string scan_text(std::uint32_t scan) { return "scan " + std::to_string(scan); }
+
+// Frames f < n_frames with f % threads == thread, counted without listing them.
+std::uint64_t owned_frames(std::uint64_t n_frames, std::uint32_t threads, std::uint32_t thread) {
+  return n_frames / threads + (thread < n_frames % threads ? 1 : 0);
+}
 
 }  // namespace
 
@@ -37,10 +46,25 @@ struct Producer::Impl {
   ScanRequest request;
   ScanDecision decision;
   std::vector<std::uint8_t> frames;  ///< FrameState per frame of the scan
-  std::optional<protocol::RawFileWriter> writer;
+  std::optional<protocol::RawFileWriter> writer;  ///< the fallback file, or the spill file once spilling
   std::chrono::steady_clock::time_point started;
   std::chrono::steady_clock::time_point last_status;
   protocol::BadEntries bad_entries;  ///< registrations skipped when routing from the replica
+
+  // What became of the scan's sectors (the scan record).
+  std::uint64_t sent = 0;
+  std::uint64_t spilled = 0;    ///< records handed to the writer; once it is closed, records in the file
+  std::string spill_file;
+  bool partial = false;
+  bool spilling = false;        ///< streaming gave up for the rest of the scan (send timeout)
+  protocol::ProducerScanRecord record;
+
+  // NodeGroups the relay thread declared dead for this scan (scans/<n>/aggregator/t<R>).
+  std::string relay_key;
+  std::int64_t relay_sequence = -1;  ///< the replica's sequence when the relay record was last read
+  std::string relay_bytes;           ///< the relay record last decoded
+  std::vector<std::uint8_t> dead;    ///< per routing index
+  bool any_dead = false;
 
   explicit Impl(std::size_t sector_bytes) : pool(sector_bytes) {}
 };
@@ -64,6 +88,14 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
   if (!(options_.status_ttl_s >= 0.0)) {
     throw ProducerError("producer " + options_.name() + ": status_ttl_s " + std::to_string(options_.status_ttl_s) +
                         " must be set, at least 0 (kvstore.ttl_s)");
+  }
+  if (!(options_.scan_record_ttl_s > 0.0)) {
+    throw ProducerError("producer " + options_.name() + ": scan_record_ttl_s " +
+                        std::to_string(options_.scan_record_ttl_s) + " must be set, above 0 (kvstore.scan_record_ttl_s)");
+  }
+  if (options_.send_timeout_ms < 1) {
+    throw ProducerError("producer " + options_.name() + ": send_timeout_ms " + std::to_string(options_.send_timeout_ms) +
+                        " must be at least 1 (producer.send_timeout_ms)");
   }
   impl_ = std::make_unique<Impl>(options_.geometry.sector_bytes());
   if (!options_.aggregator_endpoint.empty()) {
@@ -102,6 +134,7 @@ void Producer::publish(protocol::ServiceState state, const std::string& error) {
     status.extra["nodegroups"] = static_cast<std::int64_t>(impl_->decision.routing.size());
     status.extra["announced"] = static_cast<std::int64_t>(impl_->decision.announced);
     if (impl_->decision.mode == Mode::kFallback) status.extra["fallback_dir"] = options_.fallback_dir;
+    if (impl_->spilled != 0) status.extra["spilled"] = static_cast<std::int64_t>(impl_->spilled);
   }
   if (!error.empty()) status.extra["error"] = error;
   if (const std::uint64_t bad = impl_->bad_entries.count(); bad != 0) {
@@ -111,14 +144,125 @@ void Producer::publish(protocol::ServiceState state, const std::string& error) {
                 options_.status_ttl_s);
 }
 
+void Producer::write_record(protocol::ServiceState state, const std::string& error) {
+  protocol::ProducerScanRecord& record = impl_->record;
+  record.receiver = options_.receiver;
+  record.thread = options_.thread_id;
+  record.state = std::string(protocol::to_string(state));
+  record.routing = impl_->decision.routing;
+  record.counts = impl_->decision.counts;
+  record.owned = impl_->decision.owned;
+  record.lost_upstream = impl_->decision.lost_upstream;
+  record.sent = impl_->sent;
+  record.spilled = impl_->spilled;
+  record.spill_file = impl_->spill_file;
+  record.partial = impl_->partial;
+  record.error = std::string(protocol::cut_text(error, protocol::kMaxTextBytes));
+  record.updated_s = protocol::wall_clock_s();
+  if (kvstore_ == nullptr) return;
+  // Without an owner: the record outlives this process, which the accounting needs most when it died.
+  kvstore_->set_once(protocol::scan_producer_key(scan_, options_.receiver, options_.thread_id), record.encode(),
+                     options_.scan_record_ttl_s);
+}
+
+protocol::ProducerScanRecord Producer::record() const { return impl_->record; }
+
+void Producer::warn(const std::string& line) const {
+  if (options_.warn) {
+    try {
+      options_.warn(line);
+      return;
+    } catch (const std::exception&) {
+      // A logger that fails must not fail the scan; the line still goes out below.
+    }
+  }
+  std::cerr << "warning: " << line << std::endl;
+}
+
 void Producer::fail(const std::string& error) {
   impl_->in_scan = false;
-  impl_->writer.reset();
+  if (impl_->writer) {
+    // However the thread failed, its raw file is not whole: it keeps a name that says so.
+    impl_->spill_file = impl_->writer->abandon();
+    impl_->spilled = impl_->writer->records_in_file();
+    impl_->partial = !impl_->spill_file.empty();
+    impl_->writer.reset();
+  }
   try {
     publish(protocol::ServiceState::kError, error);
+    write_record(protocol::ServiceState::kError, error);
   } catch (const std::exception&) {
     // The original failure is what the caller must see.
   }
+}
+
+void Producer::open_spill_file() {
+  if (impl_->writer) return;
+  if (options_.fallback_dir.empty()) {
+    throw ProducerError(scan_text(scan_) + ", producer " + options_.name() +
+                        ": no fallback directory to spill to (producer.fallback_dir)");
+  }
+  impl_->writer.emplace(options_.fallback_dir, scan_, options_.receiver, options_.thread_id, options_.geometry);
+  impl_->spill_file = impl_->writer->path();
+}
+
+void Producer::start_spilling(const std::string& why) {
+  impl_->spilling = true;
+  open_spill_file();
+  warn(scan_text(scan_) + ", producer " + options_.name() + ": " + why + "; spilling the remaining " +
+       std::to_string(impl_->decision.announced - messages_) + " sectors of the scan to " + impl_->spill_file);
+  publish(protocol::ServiceState::kWritingToDisk);
+  write_record(protocol::ServiceState::kWritingToDisk);
+}
+
+void Producer::spill(const protocol::DataHeader& header, const void* payload, std::size_t bytes, ReleaseFn release,
+                     void* hint) {
+  try {
+    open_spill_file();
+    impl_->writer->write(header, payload, bytes);
+  } catch (const std::exception& error) {
+    if (release != nullptr) release(const_cast<void*>(payload), hint);
+    fail(header.where() + ": the raw file write failed: " + error.what());
+    throw;
+  }
+  if (release != nullptr) release(const_cast<void*>(payload), hint);
+  ++impl_->spilled;
+}
+
+bool Producer::routed_to_dead(std::uint32_t frame_number) {
+  const std::vector<std::string>& routing = impl_->decision.routing;
+  if (kvstore_ == nullptr || routing.empty()) return false;
+  // Reading the replica's sequence is cheap; the relay record is read only when something changed.
+  const std::int64_t sequence = kvstore_->sequence();
+  if (sequence != impl_->relay_sequence) {
+    impl_->relay_sequence = sequence;
+    std::optional<std::string> raw = kvstore_->get(impl_->relay_key);
+    if (raw && *raw != impl_->relay_bytes) {
+      impl_->relay_bytes = std::move(*raw);
+      std::vector<std::string> newly;
+      try {
+        for (const std::string& uid : protocol::RelayScanRecord::decode(impl_->relay_bytes).dead) {
+          const auto it = std::lower_bound(routing.begin(), routing.end(), uid);
+          if (it == routing.end() || *it != uid) continue;  // not of this scan's routing
+          std::uint8_t& dead = impl_->dead[static_cast<std::size_t>(it - routing.begin())];
+          if (dead == 0) newly.push_back(uid);
+          dead = 1;
+        }
+      } catch (const std::exception&) {
+        // A record that does not decode declares nobody dead: streaming goes on as before.
+      }
+      if (!newly.empty()) {
+        impl_->any_dead = true;
+        std::string uids;
+        for (const std::string& uid : newly) uids += (uids.empty() ? "" : ", ") + uid;
+        warn(scan_text(scan_) + ", producer " + options_.name() + ": relay thread " +
+             std::to_string(options_.receiver) + " declared NodeGroup " + uids +
+             " dead; spilling its sectors to a raw file in " + options_.fallback_dir);
+        write_record(impl_->state);
+      }
+    }
+  }
+  return impl_->any_dead && impl_->dead[frame_number % routing.size()] != 0;
 }
 
 ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<std::uint32_t>& frames) {
@@ -166,7 +310,10 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
   check_routing(decision.routing, request.scan_number);
   decision.mode = decision.routing.empty() ? Mode::kFallback : Mode::kStreaming;
   decision.announced = frames.size();
+  decision.owned = owned_frames(n_frames, options_.threads, options_.thread_id);
+  decision.lost_upstream = decision.owned - decision.announced;
 
+  std::optional<protocol::RawFileWriter> writer;
   if (decision.mode == Mode::kStreaming) {
     if (!impl_->socket) {
       throw ProducerError(where + ": NodeGroups are registered but the producer has no aggregator endpoint");
@@ -176,33 +323,63 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
     if (options_.fallback_dir.empty()) {
       throw ProducerError(where + ": no NodeGroup registered and no fallback directory (producer.fallback_dir)");
     }
-    impl_->writer.emplace(options_.fallback_dir, request.scan_number, options_.receiver, options_.thread_id,
-                          options_.geometry);
-    decision.file = impl_->writer->path();
+    writer.emplace(options_.fallback_dir, request.scan_number, options_.receiver, options_.thread_id,
+                   options_.geometry);
+    decision.file = writer->path();
   }
 
   impl_->request = request;
   impl_->decision = decision;
   impl_->frames = std::move(state);
+  impl_->writer = std::move(writer);
   impl_->in_scan = true;
   impl_->started = std::chrono::steady_clock::now();
+  impl_->sent = 0;
+  impl_->spilled = 0;
+  impl_->spill_file = decision.file;
+  impl_->partial = false;
+  impl_->spilling = false;
+  impl_->relay_key = protocol::scan_relay_key(request.scan_number, options_.receiver);
+  impl_->relay_sequence = -1;
+  impl_->relay_bytes.clear();
+  impl_->dead.assign(decision.routing.size(), 0);
+  impl_->any_dead = false;
   scan_ = request.scan_number;
   messages_ = 0;
   bytes_ = 0;
-  publish(decision.mode == Mode::kStreaming ? protocol::ServiceState::kStreaming : protocol::ServiceState::kWritingToDisk);
+  const protocol::ServiceState working =
+      decision.mode == Mode::kStreaming ? protocol::ServiceState::kStreaming : protocol::ServiceState::kWritingToDisk;
+  // The record goes before the info message: a restarted aggregator recovers the scan's routing and
+  // counts from it.
+  try {
+    write_record(working);
+    publish(working);
+  } catch (const std::exception& error) {  // the kvstore client refused: the scan must not stay half begun
+    fail(where + ": " + error.what());
+    throw;
+  }
 
   if (decision.mode == Mode::kStreaming) {
     protocol::InfoMessage info{request.scan_number, options_.receiver, options_.thread_id, request.scan_x,
                                request.scan_y, decision.routing, decision.counts};
     const std::string bytes = protocol::encode_info(info);
     zmq::message_t message(bytes.data(), bytes.size());
+    const auto blocked_since = std::chrono::steady_clock::now();
     try {
       while (!impl_->socket->send(message, zmq::send_flags::none)) {
         if (stop_) throw ProducerStopped(where + ": stopped while the info message waited at the high-water mark");
+        if (std::chrono::steady_clock::now() - blocked_since >= std::chrono::milliseconds(options_.send_timeout_ms)) {
+          start_spilling("the aggregator took no info message for " + std::to_string(options_.send_timeout_ms) +
+                         " ms (producer.send_timeout_ms) at " + options_.aggregator_endpoint);
+          break;
+        }
       }
     } catch (const ProducerStopped& error) {
       fail(error.what());
       throw;
+    } catch (const std::exception& error) {  // the spill file cannot be created, the socket failed
+      fail(where + ": " + error.what());
+      throw ProducerError(where + ": " + error.what());
     }
   }
   return decision;
@@ -216,7 +393,6 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
   };
   // Validation first: until it passes the caller keeps the buffer.
   if (!impl_->in_scan) throw ProducerError(where() + ": no scan is running; call begin_scan first");
-  if (stop_) throw ProducerStopped(where() + ": the producer was stopped");
   if (sector != options_.receiver) {
     throw ProducerError(where() + ": this producer is receiver " + std::to_string(options_.receiver) +
                         " and sends sector " + std::to_string(options_.receiver) + " only");
@@ -237,6 +413,12 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
                                      ? ": already sent in this scan"
                                      : ": not announced at scan start (not this thread's, or lost upstream)"));
   }
+  // Accepted: from here the payload is released on every path (ZeroMQ, the raw file, or here).
+  if (stop_) {
+    if (release != nullptr) release(const_cast<void*>(payload), hint);
+    fail(where() + ": the producer was stopped");
+    throw ProducerStopped(where() + ": the producer was stopped");
+  }
 
   protocol::DataHeader header;
   header.scan_number = impl_->request.scan_number;
@@ -248,38 +430,60 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
   header.position_y = frame_number / header.scan_x;
   header.thread_id = options_.thread_id;
 
-  if (impl_->decision.mode == Mode::kFallback) {
-    try {
-      impl_->writer->write(header, payload, bytes);
-    } catch (...) {
-      if (release != nullptr) release(const_cast<void*>(payload), hint);
-      fail(where() + ": the raw file write failed");
-      throw;
-    }
-    if (release != nullptr) release(const_cast<void*>(payload), hint);
-  } else {
+  bool spilled = impl_->decision.mode == Mode::kFallback || impl_->spilling || routed_to_dead(frame_number);
+  if (!spilled) {
     const std::string encoded = protocol::encode_header(header);
     zmq::message_t head(encoded.data(), encoded.size());
-    // From here ZeroMQ owns the payload: its destructor or I/O thread calls release exactly once.
-    zmq::message_t body = release != nullptr ? zmq::message_t(const_cast<void*>(payload), bytes, release, hint)
-                                             : zmq::message_t(payload, bytes);
+    const auto blocked_since = std::chrono::steady_clock::now();
     try {
       while (!impl_->socket->send(head, zmq::send_flags::sndmore)) {
-        if (stop_) throw ProducerStopped(where() + ": stopped while waiting at the high-water mark");
-      }
-      // The rest of a multipart message is never held back by the high-water mark; the loop only
-      // covers the contract of send().
-      while (!impl_->socket->send(body, zmq::send_flags::none)) {
-        if (stop_) throw ProducerStopped(where() + ": stopped in the middle of a message");
+        if (stop_) {
+          if (release != nullptr) release(const_cast<void*>(payload), hint);
+          throw ProducerStopped(where() + ": stopped while waiting at the high-water mark");
+        }
+        // The NodeGroup this sector waits for may have been declared dead meanwhile: the sector
+        // goes to disk, and the live NodeGroups' sectors behind it move on.
+        if (routed_to_dead(frame_number)) {
+          spilled = true;
+          break;
+        }
+        if (std::chrono::steady_clock::now() - blocked_since >= std::chrono::milliseconds(options_.send_timeout_ms)) {
+          start_spilling("the aggregator took nothing for " + std::to_string(options_.send_timeout_ms) +
+                         " ms (producer.send_timeout_ms) at " + options_.aggregator_endpoint);
+          spilled = true;
+          break;
+        }
       }
     } catch (const ProducerStopped& error) {
       fail(error.what());
       throw;
-    } catch (const zmq::error_t& error) {
-      fail(where() + ": send failed: " + error.what());
-      throw ProducerError(where() + ": send failed: " + error.what());
+    } catch (const std::exception& error) {  // the socket failed, or the spill file cannot be created
+      if (release != nullptr) release(const_cast<void*>(payload), hint);
+      fail(where() + ": " + error.what());
+      throw ProducerError(where() + ": " + error.what());
+    }
+    if (!spilled) {
+      // The head is queued: from here ZeroMQ owns the payload, its destructor or I/O thread calls
+      // release exactly once.
+      zmq::message_t body = release != nullptr ? zmq::message_t(const_cast<void*>(payload), bytes, release, hint)
+                                               : zmq::message_t(payload, bytes);
+      try {
+        // The rest of a multipart message is never held back by the high-water mark; the loop only
+        // covers the contract of send().
+        while (!impl_->socket->send(body, zmq::send_flags::none)) {
+          if (stop_) throw ProducerStopped(where() + ": stopped in the middle of a message");
+        }
+      } catch (const ProducerStopped& error) {
+        fail(error.what());
+        throw;
+      } catch (const zmq::error_t& error) {
+        fail(where() + ": send failed: " + error.what());
+        throw ProducerError(where() + ": send failed: " + error.what());
+      }
+      ++impl_->sent;
     }
   }
+  if (spilled) spill(header, payload, bytes, release, hint);
   impl_->frames[frame_number] = kSent;
   ++messages_;
   bytes_ += bytes;
@@ -300,9 +504,11 @@ ScanResult Producer::end_scan() {
     try {
       impl_->writer->close();
     } catch (const std::exception& error) {
-      fail(error.what());
+      fail(error.what());  // the file is renamed .partial; fail() records it
       throw;
     }
+    impl_->spilled = impl_->writer->records_in_file();
+    impl_->spill_file = impl_->writer->current_path();
     impl_->writer.reset();
   }
   impl_->in_scan = false;
@@ -312,12 +518,17 @@ ScanResult Producer::end_scan() {
   result.decision = impl_->decision;
   result.messages = messages_;
   result.bytes = bytes_;
+  result.sent = impl_->sent;
+  result.spilled = impl_->spilled;
+  result.spill_file = impl_->spill_file;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->started).count();
+  write_record(protocol::ServiceState::kFinished);
   publish(protocol::ServiceState::kFinished);
   return result;
 }
 
-void Producer::report_error(std::uint32_t scan_number, const std::string& error) {
+void Producer::report_error(std::uint32_t scan_number, const std::string& error, std::uint32_t scan_x,
+                            std::uint32_t scan_y) {
   if (impl_->in_scan) {
     throw ProducerError("scan " + std::to_string(scan_) + ", producer " + options_.name() +
                         ": a scan is running; its own errors are reported");
@@ -325,6 +536,14 @@ void Producer::report_error(std::uint32_t scan_number, const std::string& error)
   scan_ = scan_number;
   messages_ = 0;
   bytes_ = 0;
+  impl_->decision = ScanDecision{};
+  impl_->decision.scan_number = scan_number;
+  impl_->decision.owned = owned_frames(std::uint64_t{scan_x} * scan_y, options_.threads, options_.thread_id);
+  impl_->sent = 0;
+  impl_->spilled = 0;
+  impl_->spill_file.clear();
+  impl_->partial = false;
+  write_record(protocol::ServiceState::kError, error);
   publish(protocol::ServiceState::kError, error);
 }
 

@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_NOREPLACE
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -21,6 +22,17 @@ constexpr std::size_t kBufferBytes = std::size_t{1} << 20;
 
 std::string errno_text(int error) { return std::string(std::strerror(error)) + " (errno " + std::to_string(error) + ")"; }
 
+// Renames `from` to `to` unless `to` exists; 0 or the errno (EEXIST when it exists). A rename that
+// replaced would let a late or broken writer take the name of a whole file.
+int rename_no_replace(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS) return errno;
+  // A filesystem without RENAME_NOREPLACE: a hard link is refused as well when the name exists.
+  if (::link(from.c_str(), to.c_str()) != 0) return errno;
+  ::unlink(from.c_str());
+  return 0;
+}
+
 }  // namespace
 
 RawFileWriter::RawFileWriter(const std::string& directory, std::uint32_t scan_number, std::uint32_t sector,
@@ -35,28 +47,31 @@ RawFileWriter::RawFileWriter(const std::string& directory, std::uint32_t scan_nu
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   if (error) throw RawFileError(directory + ": cannot create the raw-file directory: " + error.message());
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (::access(path_.c_str(), F_OK) == 0) {
+    throw RawFileError(path_ + ": cannot create: " + errno_text(EEXIST) +
+                       "; raw files are never overwritten: move it away or use another scan number");
+  }
+  writing_ = path_ + kRawWritingSuffix;
+  fd_ = ::open(writing_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     const int e = errno;
-    std::string hint = e == EEXIST ? "; raw files are never overwritten: move it away or use another scan number" : "";
-    throw RawFileError(path_ + ": cannot create: " + errno_text(e) + hint);
+    std::string hint = e == EEXIST ? "; another writer of this file runs, or one died: move it away" : "";
+    throw RawFileError(writing_ + ": cannot create: " + errno_text(e) + hint);
   }
+  current_ = writing_;
   buffer_.resize(kBufferBytes);
 }
 
-RawFileWriter::~RawFileWriter() {
-  try {
-    close();
-  } catch (const RawFileError&) {
-    // Nowhere to report from a destructor; close() is how callers see this.
-  }
-}
+RawFileWriter::~RawFileWriter() { abandon(); }
 
 RawFileWriter::RawFileWriter(RawFileWriter&& other) noexcept
     : path_(std::move(other.path_)),
+      writing_(std::move(other.writing_)),
+      current_(std::move(other.current_)),
       geometry_(other.geometry_),
       name_(other.name_),
       fd_(std::exchange(other.fd_, -1)),
+      failed_(other.failed_),
       buffer_(std::move(other.buffer_)),
       buffered_(std::exchange(other.buffered_, 0)),
       flushed_(other.flushed_),
@@ -67,11 +82,14 @@ RawFileWriter::RawFileWriter(RawFileWriter&& other) noexcept
 
 RawFileWriter& RawFileWriter::operator=(RawFileWriter&& other) noexcept {
   if (this != &other) {
-    RawFileWriter old(std::move(*this));  // closes our current file when it goes out of scope
+    RawFileWriter old(std::move(*this));  // abandons our current file when it goes out of scope
     path_ = std::move(other.path_);
+    writing_ = std::move(other.writing_);
+    current_ = std::move(other.current_);
     geometry_ = other.geometry_;
     name_ = other.name_;
     fd_ = std::exchange(other.fd_, -1);
+    failed_ = other.failed_;
     buffer_ = std::move(other.buffer_);
     buffered_ = std::exchange(other.buffered_, 0);
     flushed_ = other.flushed_;
@@ -122,6 +140,7 @@ void RawFileWriter::write(const DataHeader& header, const void* payload, std::si
       const ssize_t n = ::writev(fd_, parts, 2);
       if (n < 0) {
         if (errno == EINTR) continue;
+        failed_ = true;
         throw RawFileError(path_ + ": write failed at byte " + std::to_string(flushed_) + ": " + errno_text(errno));
       }
       done += static_cast<std::size_t>(n);
@@ -152,6 +171,7 @@ void RawFileWriter::write_all(const void* data, std::size_t size) {
     const ssize_t n = ::write(fd_, bytes, size);
     if (n < 0) {
       if (errno == EINTR) continue;
+      failed_ = true;
       throw RawFileError(path_ + ": write failed at byte " + std::to_string(flushed_) + ": " + errno_text(errno));
     }
     bytes += n;
@@ -168,15 +188,68 @@ void RawFileWriter::flush() {
 
 void RawFileWriter::close() {
   if (fd_ < 0) return;
+  std::string why;
+  if (failed_) {
+    why = "an earlier write failed";
+  } else {
+    try {
+      flush();
+    } catch (const RawFileError& error) {
+      why = error.what();
+    }
+  }
+  if (::close(std::exchange(fd_, -1)) != 0 && why.empty()) why = "close failed: " + errno_text(errno);
+  if (why.empty()) {
+    const int e = rename_no_replace(writing_, path_);
+    if (e == 0) {
+      current_ = path_;
+      return;
+    }
+    why = "cannot rename " + writing_ + " to its final name: " + errno_text(e);
+  }
+  failed_ = true;
+  finish_partial();
+  throw RawFileError(path_ + ": not completed (" + why + "); " +
+                     (current_.empty() ? std::string("it held no whole record and was removed")
+                                       : "what was written is in " + current_));
+}
+
+std::string RawFileWriter::abandon() noexcept {
+  if (fd_ < 0) return current_;
+  failed_ = true;
   try {
-    flush();
-  } catch (...) {
-    ::close(std::exchange(fd_, -1));
-    throw;
+    flush();  // the records still buffered are whole: keep them if the disk takes them
+  } catch (const RawFileError&) {
+    // What is in the file is what records_in_file() counts.
   }
-  if (::close(std::exchange(fd_, -1)) != 0) {
-    throw RawFileError(path_ + ": close failed: " + errno_text(errno));
+  ::close(std::exchange(fd_, -1));
+  finish_partial();
+  return current_;
+}
+
+std::uint64_t RawFileWriter::records_in_file() const {
+  const std::uint64_t record_bytes = kRawHeaderBytes + geometry_.sector_bytes();
+  return std::min(records_, flushed_ / record_bytes);
+}
+
+void RawFileWriter::finish_partial() noexcept {
+  if (records_in_file() == 0) {
+    ::unlink(writing_.c_str());
+    current_.clear();
+    return;
   }
+  // An earlier incomplete attempt keeps its name: number this one.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const std::string partial =
+        attempt == 0 ? path_ + kRawPartialSuffix : path_ + "." + std::to_string(attempt) + kRawPartialSuffix;
+    const int e = rename_no_replace(writing_, partial);
+    if (e == 0) {
+      current_ = partial;
+      return;
+    }
+    if (e != EEXIST) break;
+  }
+  current_ = writing_;  // still not a raw-file name: never taken for a whole file
 }
 
 }  // namespace sectorflow::protocol

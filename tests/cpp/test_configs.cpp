@@ -81,6 +81,8 @@ TEST(Beamline, LocalTomlFillsAProducerThreadAsTheDaemonDoes) {
   EXPECT_EQ(options.send_hwm, 16);
   EXPECT_EQ(options.fallback_dir, "out/raw");
   EXPECT_EQ(options.status_ttl_s, 5.0);
+  EXPECT_EQ(options.scan_record_ttl_s, 86400.0);  // from the compiled-in defaults
+  EXPECT_EQ(options.send_timeout_ms, 10000);
   EXPECT_EQ(cf::max_lead_frames(local), 32u);
   EXPECT_EQ(cf::scan_limits(local).max_positions, 2048u * 2048u);
 

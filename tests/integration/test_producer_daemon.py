@@ -22,7 +22,13 @@ from producer_support import (
 from support import wait_until
 
 from sectorflow.kvstore import Client
-from sectorflow.protocol import RawFileReader, find_raw_files
+from sectorflow.protocol import (
+    AcquireRequest,
+    ProducerScanRecord,
+    RawFileReader,
+    find_raw_files,
+    scan_producer_key,
+)
 from sectorflow.simulator import simulator_from_config
 
 ACQUIRE_S = 60.0
@@ -103,3 +109,45 @@ def test_acquire_refuses_a_bad_scan_shape_and_replay_without_nodegroups(make_con
     assert result.returncode == 1 and "--replay needs a registered NodeGroup" in result.stderr
     with Client.from_config(server.config, name="test") as client:
         assert client.wait_synced(START_S) and client.get("acquire/request") is None, "nothing was requested"
+
+
+def test_daemon_records_refused_and_failed_scans_and_summarises_each(make_config, processes) -> None:
+    server = start_kvstore(make_config, processes, detector=SMALL_DETECTOR, receivers=small_receivers(2),
+                           limits={"max_scan_positions": 16})
+    config, path = server.config, server.path
+    daemon = processes.sectorflow("producer", "--config", str(path), "--receiver", "0", name="producer0")
+    with Client.from_config(config, name="test") as client:
+        wait_until(lambda: len(client.statuses("producer")) == 2, START_S, "2 producer threads to report idle")
+
+        def request(scan: int, scan_x: int, scan_y: int, **fields: object) -> None:
+            client.set_once("acquire/request", AcquireRequest(scan_number=scan, scan_x=scan_x, scan_y=scan_y,
+                                                              **fields).encode(), 0.0)
+
+        def records(scan: int, state: str) -> list[ProducerScanRecord]:
+            keys = [scan_producer_key(scan, 0, t) for t in range(2)]
+
+            def current() -> list[ProducerScanRecord]:
+                return [ProducerScanRecord.decode(raw) for raw in map(client.get, keys) if raw is not None]
+
+            wait_until(lambda: [r.state for r in current()] == [state, state], START_S, f"scan {scan}'s records")
+            return current()
+
+        # A shape beyond [limits] max_scan_positions is refused: each thread records why, and what it owned.
+        request(1, 5, 5, routing=[])
+        refused = records(1, "error")
+        assert [r.owned for r in refused] == [13, 12]
+        assert all("positions" in r.error and r.sent == r.spilled == 0 for r in refused)
+
+        # A replay whose raw files do not exist cannot open its source.
+        request(2, 4, 3, routing=["ng-a"], source="replay")
+        unopened = records(2, "error")
+        assert [r.owned for r in unopened] == [6, 6] and all(r.error for r in unopened)
+
+        # A fallback scan: the summary line says sent, spilled and missing.
+        request(3, 4, 3, routing=[])
+        assert [r.spilled for r in records(3, "finished")] == [6, 6]
+    assert processes.stop(daemon) == 0
+    log = processes.output(daemon)
+    assert "Traceback" not in log
+    assert (f"scan 3: receiver 0, 12 sectors in " in log and
+            f"s: sent 0, spilled 12 to {config.producer.fallback_dir}, missing 0 (0 lost upstream)" in log), log

@@ -1,11 +1,12 @@
 // How one producer thread is wired: which sector it owns, which aggregator thread it feeds, where
-// the fallback files go. Every value but the last two comes from the configuration, filled by the
+// the fallback files go. Every value but the last three comes from the configuration, filled by the
 // daemon (sectorflow.producer.options.producer_options) or by a receiver program that embeds the
 // library (sectorflow::configs::producer_options, from the beamline file): none has a default
 // here, and the Producer refuses one left unset (0 or NaN), naming its key.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -27,11 +28,20 @@ struct ProducerOptions {
   std::string fallback_dir;     ///< producer.fallback_dir: where a scan goes when nobody streams
   /// Ttl of status/producer/r<R>t<T> (kvstore.ttl_s); 0: none. NaN: not set.
   double status_ttl_s = std::numeric_limits<double>::quiet_NaN();
+  /// Ttl of the scan record scans/<n>/producer/r<R>t<T> (kvstore.scan_record_ttl_s). NaN: not set.
+  double scan_record_ttl_s = std::numeric_limits<double>::quiet_NaN();
+  /// producer.send_timeout_ms: how long a send may stay blocked at the high-water mark before the
+  /// thread decides that the aggregator is not taking the scan and spills the rest of it to a raw
+  /// file. At least 1.
+  int send_timeout_ms = 0;
   /// Not configuration: least time between two progress updates of the status during a scan.
   int status_interval_ms = 500;
   /// Not configuration: how long closing the socket may wait for queued messages to leave
   /// (ZMQ_LINGER); -1 forever.
   int linger_ms = 5000;
+  /// Not configuration: where the warning that a scan spills goes (one line, no newline); unset:
+  /// standard error.
+  std::function<void(const std::string& line)> warn;
 
   /// "r<receiver>t<thread_id>": the status name and the locator of log lines.
   std::string name() const { return "r" + std::to_string(receiver) + "t" + std::to_string(thread_id); }

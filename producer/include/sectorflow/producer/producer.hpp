@@ -7,13 +7,26 @@
 // (and refuses anything beyond) the frames its source lists at scan start.
 //
 // Sending never drops: the PUSH socket blocks at send_hwm. The blocking send waits in slices of
-// kStopCheckMs only to notice stop(); the same message is retried, so nothing is lost. Payloads
-// travel zero-copy: ZeroMQ takes the caller's buffer and calls its release function once the
-// message has left (or was discarded at close); without a release function the payload is copied.
+// kStopCheckMs to notice stop() and dead NodeGroups; the same message is retried. Backpressure is
+// bounded: a send (info or data) blocked for longer than send_timeout_ms means the aggregator is
+// not taking the scan, and the thread spills that sector and every remaining one of the scan to a
+// raw file in fallback_dir (one warning line; nothing is both sent and spilled). Payloads travel
+// zero-copy: ZeroMQ takes the caller's buffer and calls its release function once the message has
+// left (or was discarded at close); without a release function the payload is copied.
+//
+// Dead NodeGroups: while streaming, the thread watches scans/<n>/aggregator/t<R> in its kvstore
+// replica (RelayScanRecord, written by relay thread R as soon as it declares a NodeGroup dead for
+// the scan) and spills the sectors routed to a dead NodeGroup instead of sending them, while it
+// streams the others.
 //
 // Status: status/producer/r<R>t<T> (ServiceStatus) goes idle -> streaming | writing-to-disk ->
 // finished (or error), with scan, messages, bytes and the extra fields mode ("streaming" or
-// "fallback"), nodegroups (routing size), fallback_dir (fallback only) and error (on error).
+// "fallback"), nodegroups (routing size), fallback_dir (fallback only), spilled and error.
+//
+// Scan record: scans/<n>/producer/r<R>t<T> (ProducerScanRecord, set_once with ttl
+// scan_record_ttl_s), written at begin_scan before the info message (routing and counts, which a
+// restarted aggregator recovers the scan from), when spilling starts, at end_scan, and when the
+// thread fails or reports an error.
 //
 // Threads: a Producer is used by one thread at a time, except stop(), which any thread may call.
 #pragma once
@@ -31,6 +44,8 @@
 #include "sectorflow/producer/options.hpp"
 #include "sectorflow/producer/sector_source.hpp"
 #include "sectorflow/producer/sibling_gate.hpp"
+#include "sectorflow/protocol/data_message.hpp"
+#include "sectorflow/protocol/scan_records.hpp"
 #include "sectorflow/protocol/service_state.hpp"
 
 namespace sectorflow::kvstore {
@@ -64,13 +79,18 @@ struct ScanDecision {
   std::map<std::string, std::uint64_t> counts;    ///< the info message's counts (streaming)
   std::uint64_t announced = 0;                    ///< messages (or records) this thread will send
   std::string file;                               ///< the raw file (fallback)
+  std::uint64_t owned = 0;                        ///< frames f of the scan with f % threads == thread
+  std::uint64_t lost_upstream = 0;                ///< owned but not announced (never reached the producer)
 };
 
 /// What a scan did.
 struct ScanResult {
   ScanDecision decision;
-  std::uint64_t messages = 0;  ///< data messages sent, or records written
+  std::uint64_t messages = 0;  ///< data messages sent plus records written (sent + spilled)
   std::uint64_t bytes = 0;     ///< payload bytes sent or written
+  std::uint64_t sent = 0;      ///< data messages handed to the aggregator's socket
+  std::uint64_t spilled = 0;   ///< records in the raw file (fallback, or spilled while streaming)
+  std::string spill_file;      ///< that file; "" if none
   double seconds = 0.0;        ///< from begin_scan to end_scan
 };
 
@@ -97,7 +117,7 @@ class Producer {
   /// no aggregator endpoint; protocol::RawFileError if the raw file cannot be created.
   ScanDecision begin_scan(const ScanRequest& request, const std::vector<std::uint32_t>& frames);
 
-  /// Sends (or writes) one announced sector. With `release`, ZeroMQ sends `payload` in place and
+  /// Sends (or writes, or spills) one announced sector. With `release`, ZeroMQ sends `payload` in place and
   /// calls release(payload, hint) when done with it (in fallback: after the write, before send
   /// returns); without, the payload is copied. On an exception the caller keeps the buffer.
   /// Blocks at the high-water mark. Throws ProducerError for a payload that is not one sector, a
@@ -121,9 +141,15 @@ class Producer {
   /// stream() ends. Throws ProducerStopped if stop() came while it waited.
   ScanResult stream(SectorSource& source, const std::vector<std::uint32_t>& frames, SiblingGate* gate = nullptr);
 
-  /// Publishes state "error" for `scan_number` with `error` (e.g. its source could not be opened),
-  /// so that whoever waits for the scan learns why this thread will not run it.
-  void report_error(std::uint32_t scan_number, const std::string& error);
+  /// Publishes state "error" for `scan_number` with `error` (e.g. its source could not be opened,
+  /// or the request was refused) in the status and the scan record, so that whoever waits for the
+  /// scan learns why this thread will not run it. With the scan shape, the record says how many
+  /// sectors the thread owned (all unaccounted).
+  void report_error(std::uint32_t scan_number, const std::string& error, std::uint32_t scan_x = 0,
+                    std::uint32_t scan_y = 0);
+
+  /// The scan record last written (or that would have been, without a kvstore).
+  protocol::ProducerScanRecord record() const;
 
   /// Interrupts a blocked or running scan from any thread: send and run_scan throw
   /// ProducerStopped. Messages already handed to ZeroMQ are still delivered within linger_ms.
@@ -137,7 +163,19 @@ class Producer {
  private:
   struct Impl;
   void publish(protocol::ServiceState state, const std::string& error = {});
+  /// Writes the scan record in `state` with the counts so far (and publishes nothing else).
+  void write_record(protocol::ServiceState state, const std::string& error = {});
   void fail(const std::string& error);
+  /// Streaming stops for the rest of the scan: warns, opens the spill file, records it.
+  void start_spilling(const std::string& why);
+  /// Opens the spill file if it is not open yet.
+  void open_spill_file();
+  /// Writes one accepted sector to the raw file and releases the payload; fails the thread if it cannot.
+  void spill(const protocol::DataHeader& header, const void* payload, std::size_t bytes, ReleaseFn release,
+             void* hint);
+  /// Re-reads the relay thread's record if the replica changed; true if the frame's NodeGroup is dead.
+  bool routed_to_dead(std::uint32_t frame_number);
+  void warn(const std::string& line) const;
 
   ProducerOptions options_;
   kvstore::Client* kvstore_;

@@ -34,6 +34,9 @@ namespace sectorflow::protocol {
 inline constexpr std::size_t kRawHeaderBytes = 16;
 /// Largest scan side and position: the header stores them as uint16.
 inline constexpr std::uint32_t kRawMaxScanSide = 65535;
+/// Appended to the final name while a raw file is written, and when it could not be completed.
+inline constexpr const char* kRawWritingSuffix = ".writing";
+inline constexpr const char* kRawPartialSuffix = ".partial";
 
 /// What a raw file's name says: data_scan{scan_number:010d}_module{sector}_{thread_id}.data.
 struct RawFileName {
@@ -61,15 +64,22 @@ void encode_raw_header(const DataHeader& header, unsigned char* out);
 /// Decodes a 16-byte record header; `name` supplies the sector and thread id. No validation.
 DataHeader decode_raw_header(const unsigned char* in, const RawFileName& name);
 
-/// Appends records to a new raw file; RAII: the file is closed (and flushed) with the object.
-/// Call close() to learn about a failed final write: the destructor cannot report it.
+/// Appends records to a new raw file that carries its final name only once it is whole: it is
+/// written under a temporary name (final name + kRawWritingSuffix) and renamed to the final name by
+/// a successful close(). A file that could not be completed (a write or close failed, or it was
+/// abandoned: the writer was stopped, its thread failed, or it was destroyed while open) is renamed
+/// to final name + kRawPartialSuffix instead. Neither name matches the raw-file pattern, so
+/// find_raw_files, replay and stempy's file patterns never take an incomplete file for a whole one.
+/// The final name is never overwritten, nor an earlier .partial.
 class RawFileWriter {
  public:
-  /// Creates `directory` if needed and the file data_scan..._module{sector}_{thread_id}.data in
-  /// it. Throws RawFileError naming the path and errno text if it cannot, including when the file
-  /// already exists: raw files are never overwritten.
+  /// Creates `directory` if needed and the file data_scan..._module{sector}_{thread_id}.data in it
+  /// (under its temporary name). Throws RawFileError naming the path and errno text if it cannot,
+  /// including when the final file already exists (raw files are never overwritten) or the
+  /// temporary one does (another writer of the same file runs, or one died: move it away).
   RawFileWriter(const std::string& directory, std::uint32_t scan_number, std::uint32_t sector,
                 std::uint32_t thread_id, const Geometry& geometry);
+  /// abandon() if still open: a file nobody closed is not whole.
   ~RawFileWriter();
   RawFileWriter(RawFileWriter&& other) noexcept;
   RawFileWriter& operator=(RawFileWriter&& other) noexcept;
@@ -79,28 +89,51 @@ class RawFileWriter {
   /// Appends one record. Throws RawFileError if the header's scan number or sector is not this
   /// file's, its scan shape differs from the first record's or does not fit uint16, its position
   /// lies outside the scan, the payload is not exactly one sector, the file is closed, or the
-  /// write fails (path, byte offset and errno text in the message).
+  /// write fails (path, byte offset and errno text in the message). Only a failed write spoils the
+  /// file (failed()); a refused record leaves it as it was.
   void write(const DataHeader& header, const void* payload, std::size_t payload_bytes);
 
   /// Hands every record written so far to the operating system.
   void flush();
 
-  /// Flushes and closes; further writes throw. Idempotent.
+  /// Flushes, closes and gives the file its final name; further writes throw. Idempotent. If a
+  /// write failed earlier, or the flush, close or rename fails, the file is renamed to its
+  /// .partial name instead and RawFileError is thrown naming it.
   void close();
 
+  /// Ends an incomplete file: flushes what it can, closes it and renames it to its .partial name
+  /// (removes it if it holds no whole record). Never throws; returns current_path(). Idempotent;
+  /// does nothing to a file already closed.
+  std::string abandon() noexcept;
+
   bool is_open() const { return fd_ >= 0; }
+  /// The final name, which the file carries only once whole.
   const std::string& path() const { return path_; }
+  /// Where the file is now: the temporary name while open, the final name after a successful
+  /// close(), the .partial name after abandon() or a failed close() ("" if removed, or if the
+  /// rename failed the temporary name).
+  const std::string& current_path() const { return current_; }
+  /// A write failed, or the file was abandoned or could not be closed: it is not whole.
+  bool failed() const { return failed_; }
   std::uint64_t records() const { return records_; }
+  /// Whole records in the file: records() once closed, fewer when a write failed or records were
+  /// still buffered when it was abandoned.
+  std::uint64_t records_in_file() const;
   /// Bytes of the records written so far (the file's size once flushed).
   std::uint64_t bytes_written() const { return bytes_; }
 
  private:
   void write_all(const void* data, std::size_t size);
+  /// Renames the closed temporary file to its .partial name (or removes it if empty).
+  void finish_partial() noexcept;
 
   std::string path_;
+  std::string writing_;  ///< the temporary name
+  std::string current_;
   Geometry geometry_;
   RawFileName name_;
   int fd_ = -1;
+  bool failed_ = false;
   std::vector<unsigned char> buffer_;
   std::size_t buffered_ = 0;
   std::uint64_t flushed_ = 0;  ///< bytes already in the file

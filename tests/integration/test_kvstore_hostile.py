@@ -216,7 +216,7 @@ def test_an_oversized_value_is_refused_and_counted_and_a_larger_frame_only_cuts_
 def test_a_ttl_of_1e10_is_clamped_and_the_key_expires_at_the_clamp(
     make_config: Callable, processes: Processes, clients: Callable[..., Client]
 ) -> None:
-    server = start_kvstore(make_config, processes, kvstore={"max_ttl_s": 1.0})
+    server = start_kvstore(make_config, processes, kvstore={"max_ttl_s": 1.0, "scan_record_ttl_s": 1.0})
     observer = clients(server.config)
     assert observer.wait_synced(SYNC_S)
     deletions: list[str] = []

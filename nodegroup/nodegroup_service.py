@@ -401,6 +401,10 @@ class NodeGroupService:
             self._leave()
         return EXIT_SIBLING_GONE if self.watch.dead_ranks() else 0
 
+    def dead_ranks(self) -> set[int]:
+        """The other ranks found dead or hung."""
+        return self.watch.dead_ranks() if self.watch is not None else set()
+
     def _refresh(self) -> None:
         now = time.monotonic()
         for group in self.groups:

@@ -44,6 +44,8 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -410,6 +412,24 @@ class NodeGroupService:
         for group in self.groups:
             group.refresh(now)
 
+    @contextmanager
+    def _kept_registered(self) -> Iterator[None]:
+        """While the loop writes a file (seconds for a large scan), a thread it starts for the
+        write refreshes the registrations: the loop is busy, not hung."""
+        done = threading.Event()
+
+        def refresh() -> None:
+            while not done.wait(self.config.nodegroup.liveness_ttl_s / 4):
+                self._refresh()
+
+        thread = threading.Thread(target=refresh, name="registrations-during-write", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+
     def _step(self, wait_s: float) -> None:
         for group in self.groups:
             part = group.poll(wait_s)
@@ -445,8 +465,8 @@ class NodeGroupService:
             for group in self.groups:
                 group.scan = scan_number
                 group.transition(STATE_WRITING)
-            record = self.gatherer.write(scan_number, final=flush)
-            self._refresh()  # a long write must not cost the registrations
+            with self._kept_registered():
+                record = self.gatherer.write(scan_number, final=flush)
             if record is None:
                 continue  # not written anywhere yet: retried
             self.client.set_once(scan_file_key(scan_number), record.encode(), self.config.kvstore.scan_record_ttl_s)

@@ -141,10 +141,9 @@ class NodegroupConfig:
         30.0, "how long rank 0 keeps retrying a scan's file that could not be written anywhere before its file "
         "record says failed (on stop: one last try)", min=0.0)
     liveness_ttl_s: float = setting(
-        2.0, "time-to-live of a NodeGroup's registration, refreshed by its rank's service loop (not a background "
-        "thread): a rank that dies or hangs loses its registrations after this, and the job's other ranks, which "
-        "watch them, deregister theirs at once and exit non-zero; longer than the longest pause of the loop "
-        "(rank 0 writing a file)", min=0.3, max=60.0)
+        2.0, "time-to-live of a NodeGroup's registration, refreshed by its rank's service loop, not by the kvstore "
+        "client's thread: a rank that dies or hangs loses its registrations after this, and the job's other ranks, "
+        "which watch them, deregister theirs at once and the job exits non-zero", min=0.3, max=60.0)
 
 
 @dataclass(frozen=True)

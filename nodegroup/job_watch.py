@@ -11,9 +11,9 @@ other ranks see them go in their kvstore replicas:
   before it erases its registrations) and the job follows;
 - the registration is gone for ``liveness_ttl_s / 2`` more (a kvstore server that restarts loses
   every key until its owner writes it again, which a live loop does every ttl / 4) and the status
-  never said stopping: the rank died or hung (a killed client's keys outlive it by
-  ``[kvstore] ttl_s``, a hung loop's client still refreshes them); the job leaves at once and
-  exits non-zero.
+  never said stopping: the rank died or hung; the job leaves at once and exits non-zero. (A rank
+  that stops cleanly says stopping before it erases its registrations, and deletes its status only
+  after it has stopped its NodeGroups and said goodbye: a watcher polling every loop sees it.)
 
 Why not MPI: Open MPI's and MPICH's launchers may kill every rank when one dies, or leave the
 others blocked on the dead one; the kvstore sees a rank whose loop has stopped, whatever the

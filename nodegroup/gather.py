@@ -160,6 +160,7 @@ class _Scan:
     scan_y: int
     events: list[Any]                  # per position: its events, or None (missing)
     incomplete: dict[int, list[int]]   # position: the sectors its frame lacked
+    stored_reason: str | None = None   # of a file read back: the reason it was written with
 
     @property
     def positions(self) -> int:
@@ -322,30 +323,34 @@ class ScanGatherer:
                         duplicates.incomplete[p] = scan.incomplete[p]
         else:  # the old file cannot be read, or is of another shape: the part goes beside it whole
             merged, duplicates = None, scan
-        path = best
-        added = 0
-        if merged is not None and merged.frames_written() > old.frames_written():
+        path, final = best, old  # the scan's file stays the old one unless the part adds to it
+        if merged is not None and old is not None and merged.frames_written() > old.frames_written():
             added = merged.frames_written() - old.frames_written()
-            merged_meta = {**metadata, "scan": {**metadata["scan"], "merged_from": best.name,
-                                                 "missing_positions": np.int64(merged.positions - merged.frames_written()),
-                                                 "sectors_counted": np.asarray(merged.sectors_counted(self.receivers),
-                                                                               dtype=np.int64)}}
-            path = self._create(scan_number, merged, merged_meta, reasons, files)
+            written = merged.frames_written()
+            merged_meta = {**metadata, "scan": {
+                **metadata["scan"], "merged_from": best.name,
+                "frames_complete": np.int64(written - len(merged.incomplete)),
+                "frames_incomplete": np.int64(len(merged.incomplete)),
+                "missing_positions": np.int64(merged.positions - written),
+                "sectors_counted": np.asarray(merged.sectors_counted(self.receivers), dtype=np.int64)}}
+            path, final = self._create(scan_number, merged, merged_meta, reasons, files), merged
             log.warning("scan %d: a part came after its file was written: %d frames merged with %s's into %s",
                         scan_number, added, best.name, path.name)
         if duplicates.frames_written():
-            beside = self._create(scan_number, duplicates, metadata,
-                                  reasons + [f"a later part of positions {best.name} already holds"], files)
-            log.warning("scan %d: a part came after its file was written with %d frames at positions %s already holds: "
-                        "written beside it as %s", scan_number, duplicates.frames_written(), best.name, beside.name)
-        final = merged if path != best else old
-        if final is None:  # nothing could be read of the old file: describe it by its name only
-            return self._record(scan, path, [f for f in self.on_disk[scan_number] if f != path],
-                                reasons + [f"{best.name} could not be read"])
-        if path == best and not duplicates.frames_written():
-            log.warning("scan %d: a part came after its file was written and held no frames; nothing written",
+            holds = [] if old is None else [f"a later part of positions {best.name} already holds"]
+            beside = self._create(scan_number, duplicates, metadata, reasons + holds, files)
+            log.warning("scan %d: a part came after its file was written with %d frames %s: written beside it as %s",
+                        scan_number, duplicates.frames_written(),
+                        f"and {best.name} cannot be read" if old is None else f"at positions {best.name} already holds",
+                        beside.name)
+            if old is None:  # nothing of the old file can be counted: the new part is the scan's file
+                path, final = beside, duplicates
+        elif path == best:
+            log.warning("scan %d: a part came after its file was written and held no new frames; nothing written",
                         scan_number)
-        return self._record(final, path, [f for f in self.on_disk[scan_number] if f != path], reasons)
+        assert final is not None
+        extra = [f for f in self.on_disk[scan_number] if f != path]
+        return self._record(final, path, extra, [] if final is old else reasons)
 
     def _most_complete(self, files: list[Path]) -> tuple[Path, _Scan | None]:
         """The scan's file holding the most frames (the latest of equals), read back."""
@@ -363,7 +368,8 @@ class ScanGatherer:
             events = [None if p in missing else e for p, e in enumerate(counted.events)]
             incomplete = {int(p): [int(s) for s in sectors] for p, sectors in
                           zip(counted.incomplete_positions, counted.incomplete_missing_sectors)}
-            old = _Scan(cols, rows, events, incomplete)
+            old = _Scan(cols, rows, events, incomplete,
+                        stored_reason=str(counted.metadata.get("completeness", {}).get("reason", "")))
             if best is None or old.frames_written() >= best[0]:
                 best = (old.frames_written(), path, old)
         assert best is not None
@@ -405,7 +411,7 @@ class ScanGatherer:
         raise WriteFailed("; ".join(errors))
 
     def _record(self, scan: _Scan, path: Path, extra: list[Path], reasons: list[str]) -> ScanFileRecord:
-        reason = _reason(scan, reasons)
+        reason = scan.stored_reason or _reason(scan, reasons)
         return ScanFileRecord(
             outcome="incomplete" if reason else "complete", path=str(path), extra_paths=[str(p) for p in extra],
             positions=scan.positions, frames_written=scan.frames_written(),

@@ -132,3 +132,15 @@ def test_a_write_the_output_directory_refuses_goes_to_the_second_one(tmp_path):
     g.add(part("ng-b", ODD))
     record = g.write(SCAN)
     assert record.outcome == "complete" and record.path == str(second / scan_file_name(SCAN))
+
+
+def test_a_file_of_the_scan_that_cannot_be_read_is_kept_and_the_new_part_becomes_the_scans_file(tmp_path):
+    broken = tmp_path / scan_file_name(SCAN)
+    broken.write_bytes(b"not hdf5")
+    g = gatherer(tmp_path)
+    g.add(part("ng-a", EVEN))
+    g.add(part("ng-b", ODD))
+    record = g.write(SCAN)
+    assert record.outcome == "complete" and record.sectors_counted == [8, 8]
+    assert record.path == str(tmp_path / scan_file_name(SCAN, 2)) and record.extra_paths == [str(broken)]
+    assert broken.read_bytes() == b"not hdf5"

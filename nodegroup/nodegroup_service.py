@@ -17,7 +17,8 @@ NodeGroup (:class:`LocalGroup`):
   fields received / expected (current scan; -1 until every count came), frames_complete,
   frames_incomplete, pool_slots_in_use, pool_bytes, what it refused (``malformed`` and
   ``malformed_<kind>``, the kinds of ``sectorflow.protocol.REFUSAL_KINDS``), late_messages,
-  duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, and on rank 0 last_file,
+  duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, repeated_infos (expected
+  counts sent again, e.g. by a restarted aggregator: taken once), and on rank 0 last_file,
 - logs the first refused message of each kind once, and with each scan's summary line the
   messages refused since the previous scan,
 - hands every finished scan to rank 0 (MPI point-to-point, never a collective per scan, so ranks
@@ -97,7 +98,7 @@ EXIT_SIBLING_GONE = 1
 
 #: NodeGroup counters published as they are in ``status/nodegroup/<uid>``.
 PUBLISHED_COUNTERS = ("frames_complete", "frames_incomplete", "pool_slots_in_use", "pool_bytes", "late_messages",
-                      "duplicate_sectors", "evicted_frames", "scans_timed_out", "scans_evicted")
+                      "duplicate_sectors", "evicted_frames", "scans_timed_out", "scans_evicted", "repeated_infos")
 
 
 

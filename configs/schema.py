@@ -139,7 +139,17 @@ class NodegroupConfig:
     scan_timeout_s: float = setting(
         60.0, "seconds without data from an aggregator thread after which its part of an unfinished scan is over "
         "(the scan is written with what arrived, marked timed out)", min=0.1)
-    output_dir: str = setting("out/counted", "directory of the per-scan HDF5 files")
+    output_dir: str = setting("out/counted", "directory of the per-scan HDF5 files (checked writable at start-up: a "
+                              "job that cannot write there registers no NodeGroup)")
+    second_output_dir: str = setting(
+        "", "where a scan's file goes when it cannot be written to output_dir (a full disk); '' for none")
+    write_retry_s: float = setting(
+        30.0, "how long rank 0 keeps retrying a scan's file that could not be written anywhere before its file "
+        "record says failed (on stop: one last try)", min=0.0)
+    liveness_ttl_s: float = setting(
+        2.0, "time-to-live of a NodeGroup's registration, refreshed by its rank's service loop, not by the kvstore "
+        "client's thread: a rank that dies or hangs loses its registrations after this, and the job's other ranks, "
+        "which watch them, deregister theirs at once and the job exits non-zero", min=0.3, max=60.0)
 
 
 @dataclass(frozen=True)

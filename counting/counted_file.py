@@ -13,7 +13,11 @@ Layout (docs/contracts.md, "Counted output"; attribute meanings checked against 
     /metadata/electron_counting         attrs: the threshold statistics (STATISTICS_FIELDS) and
                                         how the frames were corrected
     /metadata/completeness              attrs: positions, missing_positions,
-                                        incomplete_frames, complete
+                                        incomplete_frames, complete, outcome
+                                        ("complete" or "incomplete": the scan's
+                                        outcome as its writer knows it, which may
+                                        know of more missing, e.g. NodeGroups that
+                                        never reported), reason ("" when complete)
                                         datasets: missing_positions (int64), positions with no
                                         frame at all (their event list is empty);
                                         incomplete_positions (int64), frames counted with sectors
@@ -23,12 +27,17 @@ Layout (docs/contracts.md, "Counted output"; attribute meanings checked against 
 
 stempy's loader turns the attributes under /metadata into ``SparseArray.metadata``; it skips
 datasets, so the position lists are read with :func:`read_counted_scan`.
+
+A counted file is never destroyed: it is written under a temporary name in its directory and
+hard-linked to its final name, which fails if that name exists (``FileExistsError``), so no
+writer ever replaces a file, and a failed write (a full disk) leaves nothing under the final name.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,13 +167,15 @@ def write_counted_scan(
     incomplete: Mapping[int, Iterable[int]] | Iterable[int] | None = None,
     counting: Mapping[str, Any] | None = None,
     metadata: Mapping[str, Any] | None = None,
+    outcome: str | None = None,
+    reason: str = "",
 ) -> Path:
-    """Write one counted scan in stempy's layout.
+    """Write one counted scan in stempy's layout, creating the file exclusively.
 
-    The file is written under a temporary name and renamed when complete, so a reader never sees
-    half a file.
+    The file is written under a temporary name in the same directory and hard-linked to ``path``
+    when complete, so a reader never sees half a file and an existing file is never replaced.
 
-    :param path: the .h5 file to create (replaced if it exists).
+    :param path: the .h5 file to create; it must not exist.
     :param events: one entry per probe position, scan-major: ascending flat pixel indices, or
         None for a position whose frame never arrived (recorded as missing).
     :param scan_shape: (rows, cols) of probe positions, i.e. (scan_y, scan_x).
@@ -175,8 +186,13 @@ def write_counted_scan(
     :param counting: further attributes of /metadata/electron_counting (e.g. how frames were
         corrected: dark_reference, gain, row_dark).
     :param metadata: further metadata, stored under /metadata (nested dicts become groups).
+    :param outcome: "complete" or "incomplete" (default: complete when no position is missing and
+        no frame incomplete); a writer that knows of more missing says incomplete.
+    :param reason: why the scan is incomplete ("" when complete).
     :returns: the path written.
     :raises CountingError: events that do not fit the shapes, or positions out of range.
+    :raises FileExistsError: ``path`` exists (it is left as it was).
+    :raises OSError: the file could not be written (nothing is left under ``path``).
     """
     scan_rows, scan_cols = _shape(scan_shape, "scan_shape")
     frame_rows, frame_cols = _shape(frame_shape, "frame_shape")
@@ -200,8 +216,37 @@ def write_counted_scan(
     counting_attrs = dict(statistics or {})
     counting_attrs.update(counting or {})
 
+    complete = not missing and not incomplete_positions
+    if outcome is None:
+        outcome = "complete" if complete else "incomplete"
+    if outcome not in ("complete", "incomplete") or (outcome == "complete" and not complete):
+        raise CountingError(f"outcome {outcome!r}: a file is complete (nothing missing) or incomplete")
+
     target = Path(path)
-    partial = target.with_name(target.name + ".partial")
+    if target.exists():  # checked again, atomically, by the link below; this saves the write
+        raise FileExistsError(f"{target} exists; a counted file is never replaced")
+    handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    os.close(handle)
+    partial = Path(name)
+    try:
+        _write_layout(partial, frames, positions, (frame_rows, frame_cols), (scan_rows, scan_cols), counting_attrs,
+                      missing, incomplete_positions, incomplete_sectors, outcome, reason, metadata)
+        os.link(partial, target)  # fails if the name exists: a file is never replaced
+    finally:
+        partial.unlink(missing_ok=True)
+    log.info(
+        "wrote %s: %d positions, %d events, %d missing positions, %d incomplete frames",
+        target, positions, sum(len(e) for e in frames), len(missing), len(incomplete_positions),
+    )
+    return target
+
+
+def _write_layout(partial: Path, frames: np.ndarray, positions: int, frame_shape: tuple[int, int],
+                  scan_shape: tuple[int, int], counting_attrs: Mapping[str, Any], missing: list[int],
+                  incomplete_positions: list[int], incomplete_sectors: list[np.ndarray], outcome: str, reason: str,
+                  metadata: Mapping[str, Any] | None) -> None:
+    frame_rows, frame_cols = frame_shape
+    scan_rows, scan_cols = scan_shape
     with h5py.File(partial, "w") as f:
         f.attrs["version"] = FILE_VERSION
         group = f.create_group("electron_events")
@@ -220,6 +265,8 @@ def write_counted_scan(
         completeness.attrs["missing_positions"] = np.int64(len(missing))
         completeness.attrs["incomplete_frames"] = np.int64(len(incomplete_positions))
         completeness.attrs["complete"] = not missing and not incomplete_positions
+        completeness.attrs["outcome"] = outcome
+        completeness.attrs["reason"] = reason
         completeness.create_dataset("missing_positions", data=np.asarray(missing, dtype=np.int64))
         completeness.create_dataset("incomplete_positions", data=np.asarray(incomplete_positions, dtype=np.int64))
         sectors = np.empty(len(incomplete_positions), dtype=_VLEN_UINT32)
@@ -229,12 +276,6 @@ def write_counted_scan(
         if len(sectors):
             dataset.id.write(h5py.h5s.ALL, h5py.h5s.ALL, sectors)
         _save_attrs(meta, metadata or {})
-    os.replace(partial, target)
-    log.info(
-        "wrote %s: %d positions, %d events, %d missing positions, %d incomplete frames",
-        target, positions, sum(len(e) for e in frames), len(missing), len(incomplete_positions),
-    )
-    return target
 
 
 def _load_attrs(group: h5py.Group) -> dict[str, Any]:

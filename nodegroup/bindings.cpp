@@ -34,6 +34,7 @@ py::dict counter_dict(const NodeGroupCounterValues& c) {
   d["messages"] = c.messages;
   d["bytes"] = c.bytes;
   d["info_messages"] = c.info_messages;
+  d["repeated_infos"] = c.repeated_infos;
   py::dict malformed;
   for (std::size_t i = 0; i < protocol::kRefusalKinds; ++i) {
     malformed[protocol::to_string(static_cast<protocol::Refusal>(i))] = c.malformed.counts[i];
@@ -149,6 +150,7 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("evicted_frames", &ScanResult::evicted_frames)
       .def_readonly("frames_complete", &ScanResult::frames_complete)
       .def_readonly("frames_incomplete", &ScanResult::frames_incomplete)
+      .def_readonly("sectors_counted", &ScanResult::sectors_counted, "per receiver: its sectors in the frames counted")
       .def_readonly("first_message_s", &ScanResult::first_message_s)
       .def_readonly("last_message_s", &ScanResult::last_message_s)
       .def_readonly("finished_s", &ScanResult::finished_s);

@@ -26,8 +26,11 @@ def register(subparsers: Any) -> None:
         description="Run this MPI rank's NodeGroups (launch one rank per node with mpiexec or srun). Each "
         "NodeGroup binds one port per aggregator thread on [nodegroup] host, registers itself in the kvstore "
         "(nodegroups/<uid>, status/nodegroup/<uid>), assembles and counts the frames routed to it, and hands "
-        "each finished scan to rank 0, which writes FOURD_<scan:010d>_counted.h5 in the output directory. "
-        "Serves scan after scan until SIGTERM/SIGINT or --duration, then deregisters and exits 0.",
+        "each finished scan to rank 0, which writes FOURD_<scan:010d>_counted.h5 in the output directory and "
+        "the scan's file record (scans/<n>/file). Serves scan after scan until SIGTERM/SIGINT or --duration, "
+        "then deregisters and exits 0. The job is one unit: when one rank dies or hangs, the others deregister "
+        "at once, rank 0 writes what it holds, and the job exits 1. A job that cannot write its output "
+        "directory registers nothing and exits 1.",
     )
     add_config_argument(parser)
     parser.add_argument("--groups-per-rank", type=int, default=None, metavar="G",
@@ -53,4 +56,17 @@ def run(args: argparse.Namespace, config: Config) -> int:
         except BaseException:
             service.client.close()
             raise
-        return service.run(stop)
+        code = service.run(stop)
+    if code != 0:
+        _end_broken_job(comm, code, service.rank, rank0_gone=0 in service.dead_ranks())
+    return code
+
+
+def _end_broken_job(comm: Any, code: int, rank: int, rank0_gone: bool) -> None:
+    """A rank of the job vanished: MPI cannot finalize without it (MPI_Finalize would wait for it
+    forever), so the job ends by MPI_Abort, which the launcher turns into the end of every rank.
+    Rank 0 aborts once it has written what it held; the other ranks wait in MPI_Finalize for that,
+    unless rank 0 is the one gone."""
+    if rank == 0 or rank0_gone:
+        logging.shutdown()  # the lines saying why are out before the abort
+        comm.Abort(code)

@@ -6,14 +6,29 @@ scan's routing list has reported (routing lists come from the info messages, so 
 part of the job waits for that part only). A scan still waiting ``gather_timeout_s`` after its
 first report is written with what came, the missing NodeGroups recorded.
 
-The file is ``FOURD_<scan:010d>_counted.h5`` in the output directory (:func:`scan_file_name`),
-written by :func:`sectorflow.counting.counted_file.write_counted_scan` under a temporary name and
-renamed, so a file that exists is complete. Metadata beyond stempy's:
+Every write ends in a ``ScanFileRecord`` (outcome complete, incomplete or failed, the files, the
+sectors counted per receiver, why) that the service publishes as ``scans/<n>/file``:
 
+- The file is ``FOURD_<scan:010d>_counted.h5`` (output_dir.py), created exclusively by
+  :func:`sectorflow.counting.write_counted_scan`: an existing file is never replaced.
+- A part that comes for a scan already written (later than the gather timeout, a stray message,
+  or a scan written before this job started: the output directories are read at start-up) goes
+  into a new file ``..._counted_part<k>.h5``: the old file's frames plus the part's frames at
+  positions the old one lacked (merged: the new file is never worse than the old), and the
+  part's frames at positions the old one already had in another part file beside it. The record
+  names the most complete file as ``path`` and the others as ``extra_paths``; a warning is logged.
+- A write that fails (a full disk) tries ``second_output_dir``; if that fails too the scan stays
+  pending and is retried every ``RETRY_INTERVAL_S`` for ``write_retry_s``, then (or at once when
+  stopping) its record says failed with the reason. Nothing partial is left under a final name.
+
+Metadata beyond stempy's:
+
+- ``/metadata/completeness`` attrs outcome and reason (counted_file.py)
 - ``/metadata/scan`` attrs: scan_number, frames_complete, frames_incomplete, missing_positions,
   timed_out, groups_expected, groups_reported, missing_groups (comma-separated uids),
-  uncounted_frames, late_messages, evicted_frames, first_message_s, last_message_s, finished_s,
-  written_s (Unix seconds), receive_s, scan_s (first message to written)
+  uncounted_frames, late_messages, evicted_frames, sectors_counted (per receiver),
+  first_message_s, last_message_s, finished_s, written_s (Unix seconds), receive_s, scan_s (first
+  message to written), and in a merged file merged_from (the file it extends)
 - ``/metadata/nodegroups/<uid>`` attrs: per NodeGroup rank, host, expected and received messages
   per aggregator thread (-1: no info came), timed_out, frame counts and its own thresholds.
 """
@@ -29,16 +44,18 @@ from typing import Any
 
 import numpy as np
 
+from sectorflow.counting import CountingError, read_counted_scan, statistics_dict, write_counted_scan
 from sectorflow.errors import SectorflowError
+from sectorflow.protocol import NodeGroupScanRecord, ScanFileRecord
 
-from sectorflow.counting import statistics_dict, write_counted_scan
+from .output_dir import counted_files, next_part, scan_file_name
 
 log = logging.getLogger(__name__)
 
-
-def scan_file_name(scan_number: int) -> str:
-    """The counted file of a scan: ``FOURD_<scan number, 10 digits>_counted.h5``."""
-    return f"FOURD_{scan_number:010d}_counted.h5"
+#: Seconds between two tries of a file that could not be written.
+RETRY_INTERVAL_S = 1.0
+#: Tries of another part name when a name was taken meanwhile (another writer in the directory).
+NAME_TRIES = 8
 
 
 @dataclass
@@ -64,6 +81,7 @@ class GroupResult:
     timed_out: bool
     bytes: int
     counts: dict[str, int] = field(default_factory=dict)
+    sectors_counted: list[int] = field(default_factory=list)  # per receiver, in the frames counted
     evicted: bool = False
     first_message_s: float = 0.0
     last_message_s: float = 0.0
@@ -88,8 +106,18 @@ class GroupResult:
                 "uncounted_frames": result.uncounted_frames, "late_messages": result.late_messages,
                 "duplicate_sectors": result.duplicate_sectors, "evicted_frames": result.evicted_frames,
             },
+            sectors_counted=[int(n) for n in result.sectors_counted],
             evicted=result.evicted, first_message_s=result.first_message_s, last_message_s=result.last_message_s,
             finished_s=result.finished_s,
+        )
+
+    def scan_record(self) -> NodeGroupScanRecord:
+        """``scans/<n>/nodegroup/<uid>``: this NodeGroup's account of its part."""
+        return NodeGroupScanRecord(
+            uid=self.uid, expected=[int(e) for e in self.expected], received=[int(r) for r in self.received],
+            frames_complete=int(self.counts["frames_complete"]), frames_incomplete=int(self.counts["frames_incomplete"]),
+            sectors_counted=int(sum(self.sectors_counted)), late=int(self.counts["late_messages"]),
+            duplicates=int(self.counts["duplicate_sectors"]), timed_out=bool(self.timed_out), updated_s=time.time(),
         )
 
     def describe(self) -> str:
@@ -120,27 +148,73 @@ class GroupResult:
 class _Pending:
     results: dict[str, GroupResult] = field(default_factory=dict)
     first_report: float = field(default_factory=time.monotonic)
+    failed_since: float | None = None  # monotonic time of the first failed write
+    retry_at: float = 0.0
+
+
+@dataclass
+class _Scan:
+    """A scan's counted frames, merged from its parts (and an earlier file), ready to be written."""
+
+    scan_x: int
+    scan_y: int
+    events: list[Any]                  # per position: its events, or None (missing)
+    incomplete: dict[int, list[int]]   # position: the sectors its frame lacked
+    stored_reason: str | None = None   # of a file read back: the reason it was written with
+
+    @property
+    def positions(self) -> int:
+        return self.scan_x * self.scan_y
+
+    def frames_written(self) -> int:
+        return sum(1 for e in self.events if e is not None)
+
+    def sectors_counted(self, receivers: int) -> list[int]:
+        """Per receiver: its sectors in the frames written (an incomplete frame lacks some)."""
+        written = self.frames_written()
+        counted = [written] * receivers
+        for sectors in self.incomplete.values():
+            for sector in sectors:
+                if 0 <= sector < receivers:
+                    counted[sector] -= 1
+        return counted
+
+
+class WriteFailed(SectorflowError):
+    """No output directory took the file."""
 
 
 class ScanGatherer:
     """Rank 0's collection of GroupResults, writing each scan's file once it is whole.
 
     :param job_uids: every NodeGroup of this job (all ranks).
-    :param output_dir: where the files go (created if missing).
+    :param output_dir: where the files go (checked at start-up by the service).
     :param frame_shape: (rows, cols) of a frame.
     :param gather_timeout_s: how long a scan waits for missing NodeGroups after its first report.
     :param counting: attributes for /metadata/electron_counting beside the statistics.
+    :param receivers: sectors per frame (the file record counts each receiver's).
+    :param second_output_dir: where a file goes that output_dir cannot take; None for nowhere.
+    :param write_retry_s: how long a file that no directory took is retried before it fails.
     """
 
     def __init__(self, job_uids: list[str], output_dir: str | os.PathLike[str], frame_shape: tuple[int, int],
-                 gather_timeout_s: float, counting: dict[str, Any] | None = None) -> None:
+                 gather_timeout_s: float, counting: dict[str, Any] | None = None, receivers: int = 1,
+                 second_output_dir: str | os.PathLike[str] | None = None, write_retry_s: float = 0.0) -> None:
         self.job_uids = set(job_uids)
         self.output_dir = Path(output_dir)
+        self.directories = [self.output_dir] + ([Path(second_output_dir)] if second_output_dir else [])
         self.frame_shape = frame_shape
         self.gather_timeout_s = gather_timeout_s
         self.counting = counting or {}
+        self.receivers = receivers
+        self.write_retry_s = write_retry_s
         self.pending: dict[int, _Pending] = {}
         self.written: list[Path] = []
+        # NodeGroups whose parts are in a file already, per scan this job wrote: a later part waits
+        # only for the others.
+        self.reported: dict[int, set[str]] = {}
+        # Scans written before, by this job or an earlier one: a part for one of them is late.
+        self.on_disk: dict[int, list[Path]] = counted_files(self.directories)
 
     def add(self, result: GroupResult) -> None:
         """Keep a NodeGroup's part of a scan."""
@@ -151,54 +225,223 @@ class ScanGatherer:
         return self.expected_groups_of(self.pending[scan_number])
 
     def ready(self, now: float | None = None, flush: bool = False) -> list[int]:
-        """Scans that can be written: whole, waited long enough, or everything with ``flush``."""
+        """Scans that can be written: whole, waited long enough, or everything with ``flush``; a
+        failed write again once its retry is due."""
         now = time.monotonic() if now is None else now
         out = []
         for scan_number, pending in sorted(self.pending.items()):
+            if pending.failed_since is not None:
+                if flush or now >= pending.retry_at:
+                    out.append(scan_number)
+                continue
             whole = self.expected_groups(scan_number) <= set(pending.results)
             if whole or flush or now - pending.first_report >= self.gather_timeout_s:
                 out.append(scan_number)
         return out
 
-    def write(self, scan_number: int) -> Path:
-        """Merge the scan's parts and write its file; forget the scan.
+    def write(self, scan_number: int, final: bool = False) -> ScanFileRecord | None:
+        """Merge the scan's parts and write its file; forget the scan once written or failed.
 
-        :raises SectorflowError: no part knows the scan shape (no data message came at all).
+        :param final: the last try (the job stops): a failed write is not retried.
+        :returns: the scan's file record, or None while a failed write waits for its retry.
         """
-        pending = self.pending.pop(scan_number)
+        pending = self.pending[scan_number]
+        now = time.monotonic()
+        try:
+            record = self._write(scan_number, pending)
+        except WriteFailed as error:
+            if pending.failed_since is None:
+                pending.failed_since = now
+            if not final and now - pending.failed_since < self.write_retry_s:
+                pending.retry_at = now + RETRY_INTERVAL_S
+                log.warning("scan %d: %s; retrying for %.0f s more", scan_number, error,
+                            self.write_retry_s - (now - pending.failed_since))
+                return None
+            del self.pending[scan_number]
+            log.error("scan %d: no counted file: %s", scan_number, error)
+            return _failed(str(error))
+        except SectorflowError as error:
+            del self.pending[scan_number]
+            log.error("%s", error)
+            return _failed(str(error))
+        del self.pending[scan_number]
+        return record
+
+    def _write(self, scan_number: int, pending: _Pending) -> ScanFileRecord:
         expected_groups = self.expected_groups_of(pending)
+        self.reported.setdefault(scan_number, set()).update(pending.results)
         results = [pending.results[uid] for uid in sorted(pending.results)]
         shaped = [r for r in results if r.scan_x and r.scan_y]
         if not shaped:
             raise SectorflowError(f"scan {scan_number}: no data message reached this job's NodeGroups "
                                   f"({', '.join(sorted(pending.results))}); nothing to write")
         scan_x, scan_y = shaped[0].scan_x, shaped[0].scan_y
-        events: list[Any] = [None] * (scan_x * scan_y)
-        incomplete: dict[int, list[int]] = {}
+        scan = _Scan(scan_x, scan_y, [None] * (scan_x * scan_y), {})
         for r in results:
+            if (r.scan_x, r.scan_y) != (scan_x, scan_y):
+                continue  # a part of another shape cannot share the file (the tracker refuses it anyway)
             for i, position in enumerate(r.positions):
-                events[int(position)] = r.events[r.offsets[i]:r.offsets[i + 1]]
-            incomplete.update(r.incomplete)
+                scan.events[int(position)] = r.events[r.offsets[i]:r.offsets[i + 1]]
+            scan.incomplete.update(r.incomplete)
+        missing_groups = sorted(expected_groups - set(pending.results))
+        metadata = self._metadata(scan_number, scan, results, len(expected_groups), missing_groups)
+        reasons = [f"NodeGroups {', '.join(missing_groups)} never reported"] if missing_groups else []
+        if any(r.timed_out for r in results):
+            reasons.append("timed out ([nodegroup] scan_timeout_s)")
+        if self.on_disk.get(scan_number):
+            return self._write_later_part(scan_number, scan, metadata, reasons)
+        path = self._create(scan_number, scan, metadata, reasons, [])
+        record = self._record(scan, path, [], reasons)
+        scan_info = metadata["scan"]
+        log.info(
+            "scan %d: wrote %s: %d positions, %d complete, %d incomplete, %d missing frames; %d of %d NodeGroups%s%s; "
+            "%.3f s from first message to file",
+            scan_number, path.name, scan.positions, scan_info["frames_complete"], scan_info["frames_incomplete"],
+            scan_info["missing_positions"], len(results), len(expected_groups),
+            f" (missing {', '.join(missing_groups)})" if missing_groups else "",
+            ", timed out" if scan_info["timed_out"] else "", scan_info["scan_s"],
+        )
+        return record
+
+    def _write_later_part(self, scan_number: int, scan: _Scan, metadata: dict[str, Any],
+                          reasons: list[str]) -> ScanFileRecord:
+        """A part of a scan already written: merged into a new file, never over the old one."""
+        files = self.on_disk[scan_number]
+        best, old = self._most_complete(files)
+        new_positions = [p for p, e in enumerate(scan.events) if e is not None]
+        if old is not None and (old.scan_x, old.scan_y) == (scan.scan_x, scan.scan_y):
+            merged = _Scan(old.scan_x, old.scan_y, list(old.events), dict(old.incomplete))
+            duplicates = _Scan(scan.scan_x, scan.scan_y, [None] * scan.positions, {})
+            for p in new_positions:
+                if merged.events[p] is None:
+                    merged.events[p] = scan.events[p]
+                    if p in scan.incomplete:
+                        merged.incomplete[p] = scan.incomplete[p]
+                else:
+                    duplicates.events[p] = scan.events[p]
+                    if p in scan.incomplete:
+                        duplicates.incomplete[p] = scan.incomplete[p]
+        else:  # the old file cannot be read, or is of another shape: the part goes beside it whole
+            merged, duplicates = None, scan
+        path, final = best, old  # the scan's file stays the old one unless the part adds to it
+        if merged is not None and old is not None and merged.frames_written() > old.frames_written():
+            added = merged.frames_written() - old.frames_written()
+            written = merged.frames_written()
+            merged_meta = {**metadata, "scan": {
+                **metadata["scan"], "merged_from": best.name,
+                "frames_complete": np.int64(written - len(merged.incomplete)),
+                "frames_incomplete": np.int64(len(merged.incomplete)),
+                "missing_positions": np.int64(merged.positions - written),
+                "sectors_counted": np.asarray(merged.sectors_counted(self.receivers), dtype=np.int64)}}
+            path, final = self._create(scan_number, merged, merged_meta, reasons, files), merged
+            log.warning("scan %d: a part came after its file was written: %d frames merged with %s's into %s",
+                        scan_number, added, best.name, path.name)
+        if duplicates.frames_written():
+            holds = [] if old is None else [f"a later part of positions {best.name} already holds"]
+            beside = self._create(scan_number, duplicates, metadata, reasons + holds, files)
+            log.warning("scan %d: a part came after its file was written with %d frames %s: written beside it as %s",
+                        scan_number, duplicates.frames_written(),
+                        f"and {best.name} cannot be read" if old is None else f"at positions {best.name} already holds",
+                        beside.name)
+            if old is None:  # nothing of the old file can be counted: the new part is the scan's file
+                path, final = beside, duplicates
+        elif path == best:
+            log.warning("scan %d: a part came after its file was written and held no new frames; nothing written",
+                        scan_number)
+        assert final is not None
+        extra = [f for f in self.on_disk[scan_number] if f != path]
+        return self._record(final, path, extra, [] if final is old else reasons)
+
+    def _most_complete(self, files: list[Path]) -> tuple[Path, _Scan | None]:
+        """The scan's file holding the most frames (the latest of equals), read back."""
+        best: tuple[int, Path, _Scan | None] | None = None
+        for path in files:
+            try:
+                counted = read_counted_scan(path)
+            except SectorflowError as error:
+                log.warning("%s", error)
+                if best is None:
+                    best = (-1, path, None)
+                continue
+            rows, cols = counted.scan_shape
+            missing = set(int(p) for p in counted.missing_positions)
+            events = [None if p in missing else e for p, e in enumerate(counted.events)]
+            incomplete = {int(p): [int(s) for s in sectors] for p, sectors in
+                          zip(counted.incomplete_positions, counted.incomplete_missing_sectors)}
+            old = _Scan(cols, rows, events, incomplete,
+                        stored_reason=str(counted.metadata.get("completeness", {}).get("reason", "")))
+            if best is None or old.frames_written() >= best[0]:
+                best = (old.frames_written(), path, old)
+        assert best is not None
+        return best[1], best[2]
+
+    def _create(self, scan_number: int, scan: _Scan, metadata: dict[str, Any], reasons: list[str],
+                files: list[Path]) -> Path:
+        """Write a new file of the scan (never over one): the first free name in the first directory
+        that takes it.
+
+        :raises WriteFailed: no directory took it (each one's error in the message).
+        """
+        known = list(self.on_disk.get(scan_number, []))
+        errors = []
+        for directory in self.directories:
+            for _ in range(NAME_TRIES):
+                name = scan_file_name(scan_number, next_part(known + list(files)))
+                try:
+                    path = write_counted_scan(
+                        directory / name, scan.events, scan_shape=(scan.scan_y, scan.scan_x),
+                        frame_shape=self.frame_shape, statistics=metadata.get("statistics"),
+                        incomplete=scan.incomplete, counting=self.counting,
+                        metadata={k: v for k, v in metadata.items() if k != "statistics"},
+                        outcome=None if not reasons else "incomplete", reason=_reason(scan, reasons),
+                    )
+                except FileExistsError:
+                    known.append(directory / name)  # someone else's: take the next part number
+                    self.on_disk[scan_number] = known
+                    continue
+                except OSError as error:
+                    errors.append(f"cannot write {directory / name} ({error.strerror or error})")
+                    break
+                known.append(path)
+                self.on_disk[scan_number] = known
+                self.written.append(path)
+                return path
+            else:
+                errors.append(f"{directory}: every name taken")
+        raise WriteFailed("; ".join(errors))
+
+    def _record(self, scan: _Scan, path: Path, extra: list[Path], reasons: list[str]) -> ScanFileRecord:
+        reason = scan.stored_reason or _reason(scan, reasons)
+        return ScanFileRecord(
+            outcome="incomplete" if reason else "complete", path=str(path), extra_paths=[str(p) for p in extra],
+            positions=scan.positions, frames_written=scan.frames_written(),
+            positions_missing=scan.positions - scan.frames_written(),
+            sectors_counted=scan.sectors_counted(self.receivers), reason=reason, written_s=time.time(),
+        )
+
+    def _metadata(self, scan_number: int, scan: _Scan, results: list[GroupResult], groups_expected: int,
+                  missing_groups: list[str]) -> dict[str, Any]:
         # The file holds one set of thresholds: those of the first NodeGroup (by uid) that had
         # them; each group's own are under /metadata/nodegroups.
         statistics = next((r.statistics for r in results if r.thresholds_known), {})
-        missing_groups = sorted(expected_groups - set(pending.results))
         total = {key: sum(r.counts[key] for r in results) for key in results[0].counts}
         firsts = [r.first_message_s for r in results if r.first_message_s]
         lasts = [r.last_message_s for r in results if r.last_message_s]
         written_s = time.time()
         first_s = min(firsts) if firsts else 0.0
-        metadata = {
+        return {
+            "statistics": statistics,
             "scan": {
                 "scan_number": np.int64(scan_number),
                 "frames_complete": np.int64(total["frames_complete"]),
                 "frames_incomplete": np.int64(total["frames_incomplete"]),
-                "missing_positions": np.int64(sum(1 for e in events if e is None)),
+                "missing_positions": np.int64(scan.positions - scan.frames_written()),
                 "uncounted_frames": np.int64(total["uncounted_frames"]),
                 "late_messages": np.int64(total["late_messages"]),
                 "evicted_frames": np.int64(total["evicted_frames"]),
+                "sectors_counted": np.asarray(scan.sectors_counted(self.receivers), dtype=np.int64),
                 "timed_out": any(r.timed_out for r in results),
-                "groups_expected": np.int64(len(expected_groups)),
+                "groups_expected": np.int64(groups_expected),
                 "groups_reported": np.int64(len(results)),
                 "missing_groups": ",".join(missing_groups),
                 "first_message_s": first_s,
@@ -220,28 +463,28 @@ class ScanGatherer:
                 for r in results
             },
         }
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        path = write_counted_scan(
-            self.output_dir / scan_file_name(scan_number), events, scan_shape=(scan_y, scan_x),
-            frame_shape=self.frame_shape, statistics=statistics, incomplete=incomplete, counting=self.counting,
-            metadata=metadata,
-        )
-        self.written.append(path)
-        scan = metadata["scan"]
-        log.info(
-            "scan %d: wrote %s: %d positions, %d complete, %d incomplete, %d missing frames; %d of %d NodeGroups%s%s; "
-            "%.3f s from first message to file",
-            scan_number, path.name, scan_x * scan_y, scan["frames_complete"], scan["frames_incomplete"],
-            scan["missing_positions"], len(results), len(expected_groups),
-            f" (missing {', '.join(missing_groups)})" if missing_groups else "",
-            ", timed out" if scan["timed_out"] else "", scan["scan_s"],
-        )
-        return path
 
     def expected_groups_of(self, pending: _Pending) -> set[str]:
-        """The routing lists' NodeGroups that belong to this job, and whoever reported."""
-        routing = set().union(*(set(r.routing) for r in pending.results.values()))
-        return (routing & self.job_uids) | set(pending.results)
+        """The routing lists' NodeGroups that belong to this job, and whoever reported; for a
+        scan already written by this job, less those whose parts are in its file."""
+        results = list(pending.results.values())
+        routing = set().union(*(set(r.routing) for r in results))
+        before = self.reported.get(results[0].scan_number, set()) if results else set()
+        return ((routing & self.job_uids) - before) | set(pending.results)
 
 
-__all__ = ["GroupResult", "ScanGatherer", "scan_file_name"]
+def _reason(scan: _Scan, reasons: list[str]) -> str:
+    """Why the scan is incomplete: what its file lacks, then what else its writer knows; "" if complete."""
+    missing = scan.positions - scan.frames_written()
+    what = [f"{missing} of {scan.positions} positions missing"] if missing else []
+    if scan.incomplete:
+        what.append(f"{len(scan.incomplete)} frames incomplete")
+    return "; ".join(what + reasons)
+
+
+def _failed(reason: str) -> ScanFileRecord:
+    return ScanFileRecord(outcome="failed", path="", extra_paths=[], positions=0, frames_written=0,
+                          positions_missing=0, sectors_counted=[], reason=reason, written_s=time.time())
+
+
+__all__ = ["GroupResult", "ScanGatherer", "WriteFailed", "scan_file_name"]

@@ -5,7 +5,11 @@ NodeGroup (:class:`LocalGroup`):
 
 - binds one PULL socket per aggregator thread on ``[nodegroup] host`` (ports chosen by the OS),
 - registers ``nodegroups/<uid>`` (a ``NodeGroupRecord``: uid, host, ports, node, rank, status)
-  with ``[kvstore] ttl_s``, refreshed by the kvstore client while it lives,
+  with ``[nodegroup] liveness_ttl_s``, refreshed by this rank's service loop (not the kvstore
+  client's thread): a rank that dies or hangs loses its registrations within the ttl, and the
+  other ranks, which watch them (job_watch.py), leave at once: the job is one unit,
+- writes ``scans/<n>/nodegroup/<uid>`` (a ``NodeGroupScanRecord``) when its part of scan n is
+  counted, with ``[kvstore] scan_record_ttl_s`` and no owner (it outlives the job),
 - publishes ``status/nodegroup/<uid>`` (a ``ServiceStatus``) on every state change and at most
   every ``STATUS_INTERVAL_S`` while receiving or refusing messages: state (the one state machine,
   ``sectorflow.service``: ``idle``, ``streaming`` (receiving a scan), ``counting``, ``writing`` (rank 0
@@ -13,15 +17,23 @@ NodeGroup (:class:`LocalGroup`):
   fields received / expected (current scan; -1 until every count came), frames_complete,
   frames_incomplete, pool_slots_in_use, pool_bytes, what it refused (``malformed`` and
   ``malformed_<kind>``, the kinds of ``sectorflow.protocol.REFUSAL_KINDS``), late_messages,
-  duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, and on rank 0 last_file,
+  duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, repeated_infos (expected
+  counts sent again, e.g. by a restarted aggregator: taken once), and on rank 0 last_file,
 - logs the first refused message of each kind once, and with each scan's summary line the
   messages refused since the previous scan,
 - hands every finished scan to rank 0 (MPI point-to-point, never a collective per scan, so ranks
   whose NodeGroups are not in a scan's routing list never wait for it).
 
-Rank 0 writes ``FOURD_<scan:010d>_counted.h5`` (gather.py). On SIGTERM/SIGINT or when
-``duration_s`` has passed, every rank stops its NodeGroups, sends rank 0 a goodbye, and closes its
-kvstore client, which deletes its keys; rank 0 writes what it holds and exits last.
+Rank 0 writes ``FOURD_<scan:010d>_counted.h5`` (gather.py) and ``scans/<n>/file`` (a
+``ScanFileRecord``: the outcome, the files, the sectors counted per receiver) for every scan, written
+or failed. Before any NodeGroup registers, rank 0 checks that it can write the output directory
+(and ``second_output_dir``): a job that cannot write registers nothing and exits with one line.
+
+On SIGTERM/SIGINT or when ``duration_s`` has passed, every rank deregisters its NodeGroups at
+once, stops them, sends rank 0 a goodbye, and closes its kvstore client, which deletes its other
+keys; rank 0 writes what it holds and exits last. When another rank of the job vanished (killed,
+hung), every surviving rank does the same, rank 0 writes what it holds with the missing NodeGroups
+recorded (incomplete files), and the job exits 1.
 
 The UID of a NodeGroup is ``<node>-<pid>-r<rank>-g<index>``: unique per process and group.
 """
@@ -33,6 +45,8 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +60,7 @@ from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.protocol import (
     STATE_COUNTING,
+    STATE_ERROR,
     STATE_FINISHED,
     STATE_IDLE,
     STATE_STOPPED,
@@ -56,12 +71,16 @@ from sectorflow.protocol import (
     ServiceStatus,
     nodegroup_key,
     refusal_fields,
+    scan_file_key,
+    scan_nodegroup_key,
     status_key,
 )
 from sectorflow.service import ServiceState
 from sectorflow.waiting import WaitTimeout, wait_until
 
 from .gather import GroupResult, ScanGatherer
+from .job_watch import JobWatch
+from .output_dir import check_writable
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +93,12 @@ TAG_RESULT = 71
 TAG_BYE = 72
 #: Seconds rank 0 waits for the other ranks' goodbyes when stopping.
 BYE_TIMEOUT_S = 10.0
+#: Exit code of a job that left because one of its ranks vanished.
+EXIT_SIBLING_GONE = 1
 
 #: NodeGroup counters published as they are in ``status/nodegroup/<uid>``.
 PUBLISHED_COUNTERS = ("frames_complete", "frames_incomplete", "pool_slots_in_use", "pool_bytes", "late_messages",
-                      "duplicate_sectors", "evicted_frames", "scans_timed_out", "scans_evicted")
+                      "duplicate_sectors", "evicted_frames", "scans_timed_out", "scans_evicted", "repeated_infos")
 
 
 
@@ -89,6 +110,7 @@ class ServiceOptions:
     counting_threads: int
     output_dir: Path
     duration_s: float = 0.0  # 0: until stopped
+    second_output_dir: Path | None = None  # where a file goes that output_dir cannot take
 
 
 def options_from(config: Config, groups_per_rank: int | None = None, threads: int | None = None,
@@ -103,7 +125,8 @@ def options_from(config: Config, groups_per_rank: int | None = None, threads: in
         raise SectorflowError(f"--threads {counting}: need at least 1 counting thread per NodeGroup")
     if duration_s < 0:
         raise SectorflowError(f"--duration {duration_s:g}: must be positive (or 0 for until stopped)")
-    return ServiceOptions(groups, counting, Path(output if output is not None else ng.output_dir), duration_s)
+    return ServiceOptions(groups, counting, Path(output if output is not None else ng.output_dir), duration_s,
+                          Path(ng.second_output_dir) if ng.second_output_dir else None)
 
 
 def _load_map(path: str, key: str) -> np.ndarray | None:
@@ -174,6 +197,7 @@ class LocalGroup:
         self._published_refused = 0
         self._logged_kinds: set[str] = set()
         self._refused_before = 0  # refusals counted up to the previous scan's summary
+        self._registered_at: float | None = None  # when the registration was last written; None: not registered
         # Every transition updates the registration and publishes the status (its ports are bound).
         self.state = ServiceState(log, publish=self._published_state, name=f"nodegroup {uid}")
         self.transition(STATE_IDLE)
@@ -197,8 +221,35 @@ class LocalGroup:
         self.state.enter(state, why=f"scan {self.scan}")
 
     def _published_state(self, state: str) -> None:
-        self.client.set(nodegroup_key(self.uid), self.record(state).encode(), self.config.kvstore.ttl_s)
+        # Status first: a sibling that sees the registration go reads the status to tell a clean
+        # leave (stopping) from a death.
         self.publish(state)
+        self.register(state)
+
+    def register(self, state: str | None = None) -> None:
+        """Write the registration ``nodegroups/<uid>`` (ttl ``[nodegroup] liveness_ttl_s``, no owner:
+        only this rank's loop keeps it, through :meth:`refresh`); erase it once stopping."""
+        state = state or self.state.state
+        key = nodegroup_key(self.uid)
+        if state in (STATE_STOPPING, STATE_STOPPED):
+            if self._registered_at is not None:
+                self.client.erase(key)
+                self._registered_at = None
+            return
+        self.client.set_once(key, self.record(state).encode(), self.config.nodegroup.liveness_ttl_s)
+        self._registered_at = time.monotonic()
+
+    def refresh(self, now: float) -> None:
+        """Called by the service loop: rewrite the registration every quarter of its ttl."""
+        if self._registered_at is not None and now - self._registered_at >= self.config.nodegroup.liveness_ttl_s / 4:
+            self.register()
+
+    def finished(self, result: Any) -> GroupResult:
+        """A finished scan's part: its record ``scans/<n>/nodegroup/<uid>`` written, ready for rank 0."""
+        part = GroupResult.from_scan_result(result, self.uid, self.rank, self.host)
+        self.client.set_once(scan_nodegroup_key(part.scan_number, self.uid), part.scan_record().encode(),
+                             self.config.kvstore.scan_record_ttl_s)
+        return part
 
     def publish(self, state: str | None = None) -> None:
         """Publish ``status/nodegroup/<uid>`` now (in ``state``, by default the current one)."""
@@ -225,7 +276,7 @@ class LocalGroup:
         self._log_new_refusals()
         if result is not None:
             self.scan = result.scan_number
-            part = GroupResult.from_scan_result(result, self.uid, self.rank, self.host)
+            part = self.finished(result)
             refused = self._refused_total()
             since = refused - self._refused_before
             self._refused_before = refused
@@ -267,7 +318,7 @@ class NodeGroupService:
     """The NodeGroups of one MPI rank and, on rank 0, the writing of the scan files.
 
     :param config: the configuration.
-    :param options: groups per rank, counting threads, output directory, duration.
+    :param options: groups per rank, counting threads, output directories, duration.
     :param comm: an mpi4py communicator (``MPI.COMM_WORLD``).
     """
 
@@ -280,15 +331,28 @@ class NodeGroupService:
         self.client = Client.from_config(config, name=f"nodegroup-r{self.rank}")
         self.groups: list[LocalGroup] = []
         self.gatherer: ScanGatherer | None = None
+        self.watch: JobWatch | None = None
 
     def start(self) -> list[str]:
-        """Bind and register this rank's NodeGroups; learn every rank's uids. Returns all uids."""
+        """Check the output directories, bind and register this rank's NodeGroups; learn every
+        rank's uids. Returns all uids.
+
+        :raises SectorflowError: rank 0 cannot write its output directory (on every rank: no
+            NodeGroup of the job registers).
+        """
+        error = self._check_output() if self.rank == 0 else None
+        error = self.comm.bcast(error, root=0)
+        if error:
+            raise SectorflowError(error)
         node = socket.gethostname()
         for index in range(self.options.groups_per_rank):
             uid = f"{node}-{os.getpid()}-r{self.rank}-g{index}"
             self.groups.append(LocalGroup(self.config, self.client, uid, self.rank, self.options.counting_threads))
             log.info("nodegroup %s: listening on %s ports %s", uid, self.groups[-1].host, self.groups[-1].ports)
-        job_uids = sorted(uid for uids in self.comm.allgather([g.uid for g in self.groups]) for uid in uids)
+        uids_by_rank = self.comm.allgather([g.uid for g in self.groups])
+        job_uids = sorted(uid for uids in uids_by_rank for uid in uids)
+        self.watch = JobWatch(self.client.get, self.client.synced, uids_by_rank, self.rank,
+                              self.config.nodegroup.liveness_ttl_s)
         if self.rank == 0:
             d = self.config.detector
             thresholds = self.groups[0].group.settings.thresholds
@@ -301,20 +365,71 @@ class NodeGroupService:
                     "row_dark": "none",
                     "threshold_sample_frames": thresholds.sample_frames,
                 },
+                receivers=self.config.n_receivers,
+                second_output_dir=self.options.second_output_dir,
+                write_retry_s=self.config.nodegroup.write_retry_s,
             )
-            log.info("job of %d ranks, %d NodeGroups; files go to %s", self.size, len(job_uids),
-                     self.options.output_dir)
+            log.info("job of %d ranks, %d NodeGroups; files go to %s%s", self.size, len(job_uids),
+                     self.options.output_dir,
+                     f" (or {self.options.second_output_dir})" if self.options.second_output_dir else "")
         return job_uids
 
+    def _check_output(self) -> str | None:
+        """Why rank 0 cannot write its files, or None."""
+        try:
+            check_writable(self.options.output_dir, "output directory")
+            if self.options.second_output_dir is not None:
+                check_writable(self.options.second_output_dir, "[nodegroup] second_output_dir")
+        except SectorflowError as error:
+            return str(error)
+        return None
+
     def run(self, stop: threading.Event) -> int:
-        """Serve scans until ``stop`` is set or the duration has passed; then leave cleanly."""
+        """Serve scans until ``stop`` is set, the duration has passed or another rank of the job
+        left; then leave cleanly. Returns the exit code: 0, or 1 when another rank vanished."""
+        assert self.watch is not None
         deadline = time.monotonic() + self.options.duration_s if self.options.duration_s else None
         try:
             while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
                 self._step(LOOP_WAIT_S / len(self.groups))
+                self._refresh()
+                gone = self.watch.check()
+                if gone is not None:
+                    if gone.died:
+                        log.error("%s: this job's NodeGroups leave", gone.describe())
+                    else:
+                        log.info("%s: this job's NodeGroups leave too", gone.describe())
+                    break
         finally:
             self._leave()
-        return 0
+        return EXIT_SIBLING_GONE if self.watch.dead_ranks() else 0
+
+    def dead_ranks(self) -> set[int]:
+        """The other ranks found dead or hung."""
+        return self.watch.dead_ranks() if self.watch is not None else set()
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        for group in self.groups:
+            group.refresh(now)
+
+    @contextmanager
+    def _kept_registered(self) -> Iterator[None]:
+        """While the loop writes a file (seconds for a large scan), a thread it starts for the
+        write refreshes the registrations: the loop is busy, not hung."""
+        done = threading.Event()
+
+        def refresh() -> None:
+            while not done.wait(self.config.nodegroup.liveness_ttl_s / 4):
+                self._refresh()
+
+        thread = threading.Thread(target=refresh, name="registrations-during-write", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
 
     def _step(self, wait_s: float) -> None:
         for group in self.groups:
@@ -351,42 +466,55 @@ class NodeGroupService:
             for group in self.groups:
                 group.scan = scan_number
                 group.transition(STATE_WRITING)
-            try:
-                path = self.gatherer.write(scan_number)
-            except SectorflowError as error:
-                log.error("%s", error)
-                continue
+            with self._kept_registered():
+                record = self.gatherer.write(scan_number, final=flush)
+            if record is None:
+                continue  # not written anywhere yet: retried
+            self.client.set_once(scan_file_key(scan_number), record.encode(), self.config.kvstore.scan_record_ttl_s)
             for group in self.groups:
-                group.last_file = str(path)
-                group.transition(STATE_FINISHED)
+                if record.path:
+                    group.last_file = record.path
+                group.transition(STATE_ERROR if record.outcome == "failed" else STATE_FINISHED)
                 group.publish()
 
     def _leave(self) -> None:
+        assert self.watch is not None
+        # Deregistered at once (the status says stopping first): no scan is routed here any more.
         for group in self.groups:
             group.transition(STATE_STOPPING)
+        rank0_gone = 0 in self.watch.dead_ranks()
+        unsent = 0
+        for group in self.groups:
             group.stop()
             # Scans finished before the stop still reach their file.
             while (result := group.group.wait_scan(0.0)) is not None:
-                part = GroupResult.from_scan_result(result, group.uid, self.rank, group.host)
+                part = group.finished(result)
                 if self.rank == 0:
                     assert self.gatherer is not None
                     self.gatherer.add(part)
+                elif rank0_gone:
+                    unsent += 1
                 else:
                     self.comm.send(part, dest=0, tag=TAG_RESULT)
+        if unsent:
+            log.error("rank 0 is gone: %d finished parts are in no file (scans/<n>/nodegroup/<uid> says what they "
+                      "counted)", unsent)
         if self.rank != 0:
-            self.comm.send(None, dest=0, tag=TAG_BYE)
+            if not rank0_gone:
+                self.comm.send(None, dest=0, tag=TAG_BYE)
         else:
             byes = 0
+            expected = self.size - 1 - len(self.watch.dead_ranks())
 
             def all_said_goodbye() -> bool:
                 nonlocal byes
                 byes += self._receive()
-                return byes >= self.size - 1
+                return byes >= expected
 
             try:
                 wait_until(all_said_goodbye, BYE_TIMEOUT_S, "the other ranks' goodbyes", LOOP_WAIT_S)
             except WaitTimeout:
-                log.warning("stopping without the goodbye of %d ranks", self.size - 1 - byes)
+                log.warning("stopping without the goodbye of %d ranks", expected - byes)
             # Scans still waiting for parts are written with the missing NodeGroups recorded.
             self._write_ready(flush=True)
         for group in self.groups:

@@ -288,6 +288,10 @@ void CountingWorker::count_slot(ScanWork& w, std::size_t slot, std::vector<std::
     w.part.positions.push_back(position);
     w.part.events.insert(w.part.events.end(), events_.begin(), events_.end());
     w.part.offsets.push_back(w.part.events.size());
+    w.part.sectors_counted.resize(settings_.receivers, 0);
+    for (std::uint32_t r = 0; r < settings_.receivers; ++r) {
+      if (std::find(missing.begin(), missing.end(), r) == missing.end()) ++w.part.sectors_counted[r];
+    }
     if (missing.empty()) {
       ++w.part.frames_complete;
       counters_.frames_complete.fetch_add(1, std::memory_order_relaxed);

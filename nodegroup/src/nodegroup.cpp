@@ -41,6 +41,8 @@ void merge(ScanResult& into, ScanResult&& part) {
   into.evicted_frames += part.evicted_frames;
   into.frames_complete += part.frames_complete;
   into.frames_incomplete += part.frames_incomplete;
+  if (into.sectors_counted.size() < part.sectors_counted.size()) into.sectors_counted.resize(part.sectors_counted.size(), 0);
+  for (std::size_t r = 0; r < part.sectors_counted.size(); ++r) into.sectors_counted[r] += part.sectors_counted[r];
 }
 
 }  // namespace
@@ -128,6 +130,7 @@ void NodeGroup::worker_finished(std::uint32_t scan, ScanResult&& part) {
     result.threshold_error = sampler->second->error();
     samplers_.erase(sampler);
   }
+  result.sectors_counted.resize(settings_.receivers, 0);  // zeros when no frame was counted
   result.finished_s = wall_s();
   counters_.scans_finished.fetch_add(1, std::memory_order_relaxed);
   if (result.timed_out) counters_.scans_timed_out.fetch_add(1, std::memory_order_relaxed);

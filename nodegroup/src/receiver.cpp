@@ -157,6 +157,13 @@ bool Receiver::accepted(ScanTracker::Arrival arrival, std::uint32_t scan) {
       counters_.malformed.count(Refusal::kScan, scan_text(scan) + ": a message of another scan shape than the "
                                                                    "scan's first one");
       return false;
+    case ScanTracker::Arrival::kRepeated:
+      counters_.repeated_infos.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    case ScanTracker::Arrival::kConflict:
+      counters_.malformed.count(Refusal::kInfo, scan_text(scan) + ": an info message announcing another count "
+                                                                   "than this port's first one (the first stands)");
+      return false;
     case ScanTracker::Arrival::kFull:
       counters_.malformed.count(Refusal::kOpenScans, scan_text(scan) + ": a new scan while every open-scan slot "
                                                                        "holds a scan being finished ([limits] "

@@ -63,7 +63,7 @@ ScanTracker::Arrival ScanTracker::on_data(std::uint32_t scan, std::uint32_t rece
                                           std::uint32_t scan_x, std::uint32_t scan_y) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (finished_locked(scan)) {
-    ++finished_[scan];
+    ++finished_[scan].late;
     return Arrival::kLate;
   }
   Scan* s = scan_locked(scan, receiver, scan_x, scan_y);
@@ -86,10 +86,17 @@ ScanTracker::Arrival ScanTracker::on_info(std::uint32_t scan, std::uint32_t rece
                                           std::vector<std::string> routing, std::uint32_t scan_x,
                                           std::uint32_t scan_y) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (finished_locked(scan)) return Arrival::kLate;
+  if (finished_locked(scan)) {
+    const std::vector<std::int64_t>& announced = finished_.at(scan).expected;
+    if (receiver >= announced.size() || announced[receiver] < 0) return Arrival::kLate;
+    return static_cast<std::uint64_t>(announced[receiver]) == expected ? Arrival::kRepeated : Arrival::kConflict;
+  }
   Scan* s = scan_locked(scan, receiver, scan_x, scan_y);
   if (s == nullptr) return Arrival::kFull;
   if (s->scan_x != scan_x || s->scan_y != scan_y) return Arrival::kMismatch;
+  if (s->expected[receiver] >= 0) {
+    return static_cast<std::uint64_t>(s->expected[receiver]) == expected ? Arrival::kRepeated : Arrival::kConflict;
+  }
   if (s->over[receiver]) return Arrival::kLate;
   s->expected[receiver] = static_cast<std::int64_t>(expected);
   s->routing = std::move(routing);
@@ -117,8 +124,10 @@ ScanTracker::Arrivals ScanTracker::take(std::uint32_t scan) {
   std::lock_guard<std::mutex> lock(mutex_);
   Arrivals out;
   const auto it = scans_.find(scan);
+  std::vector<std::int64_t> announced;
   if (it != scans_.end()) {
     Scan& s = it->second;
+    announced = s.expected;
     out.routing = std::move(s.routing);
     out.expected = std::move(s.expected);
     out.received = std::move(s.received);
@@ -130,7 +139,7 @@ ScanTracker::Arrivals ScanTracker::take(std::uint32_t scan) {
     out.last_message_s = s.last_message_s;
     scans_.erase(it);
   }
-  if (finished_.emplace(scan, 0).second) {
+  if (finished_.emplace(scan, Finished{0, std::move(announced)}).second) {
     finished_order_.push_back(scan);
     if (finished_order_.size() > kFinishedRemembered) {
       finished_.erase(finished_order_.front());
@@ -143,7 +152,7 @@ ScanTracker::Arrivals ScanTracker::take(std::uint32_t scan) {
 std::uint64_t ScanTracker::late(std::uint32_t scan) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = finished_.find(scan);
-  return it == finished_.end() ? 0 : it->second;
+  return it == finished_.end() ? 0 : it->second.late;
 }
 
 std::uint64_t ScanTracker::evicted() const {

@@ -81,14 +81,14 @@ bool eventually(const std::function<bool()>& condition) {
   return true;
 }
 
-void send_info(zmq::socket_t& push, std::uint32_t receiver) {
+void send_info(zmq::socket_t& push, std::uint32_t receiver, std::uint64_t count = kFrames) {
   sp::InfoMessage info;
   info.scan_number = kScan;
   info.receiver = receiver;
   info.scan_x = kScanX;
   info.scan_y = kScanY;
   info.routing = {kUid};
-  info.counts = {{kUid, kFrames}};
+  info.counts = {{kUid, count}};
   const std::string bytes = sp::encode_info(info);
   push.send(zmq::buffer(bytes), zmq::send_flags::none);
 }
@@ -158,4 +158,43 @@ TEST(NodeGroup, CountsAScanSentOverTcpAndDropsWhatDoesNotDecode) {
   };
   EXPECT_TRUE(eventually(counted)) << "malformed " << nodegroup.counters().malformed.total() << ", messages "
                                    << nodegroup.counters().messages;
+}
+
+// Receiver 1 announces and sends all but the last two frames (lost upstream): those are counted
+// incomplete, and the result says how many of each receiver's sectors the counted frames hold. A
+// restarted aggregator's repeated info changes nothing, an info with another count is refused.
+TEST(NodeGroup, CountsEachReceiversSectorsAndTakesARepeatedInfoOnce) {
+  sc::NodeGroup nodegroup(settings());
+  const sp::Geometry geometry = nodegroup.settings().geometry;
+  zmq::context_t context;
+  std::vector<zmq::socket_t> pushes;
+  for (const std::uint16_t port : nodegroup.ports()) {
+    zmq::socket_t push(context, zmq::socket_type::push);
+    push.set(zmq::sockopt::linger, 0);
+    push.connect("tcp://127.0.0.1:" + std::to_string(port));
+    pushes.push_back(std::move(push));
+  }
+  constexpr std::uint32_t kLost = 2;
+  send_info(pushes[0], 0);
+  send_info(pushes[0], 0);               // repeated: no change
+  send_info(pushes[0], 0, kFrames + 1);  // another count: refused, the first stands
+  for (std::uint32_t frame = 0; frame < kFrames; ++frame) send_sector(pushes[0], 0, frame, geometry);
+  send_info(pushes[1], 1, kFrames - kLost);
+  for (std::uint32_t frame = 0; frame < kFrames - kLost; ++frame) send_sector(pushes[1], 1, frame, geometry);
+
+  const std::optional<sc::ScanResult> result = nodegroup.wait_scan(kDeadline);
+  ASSERT_TRUE(result);
+  EXPECT_FALSE(result->timed_out);
+  EXPECT_EQ(result->expected, (std::vector<std::int64_t>{kFrames, kFrames - kLost}));
+  EXPECT_EQ(result->frames_complete, kFrames - kLost);
+  EXPECT_EQ(result->frames_incomplete, kLost);
+  EXPECT_EQ(result->sectors_counted, (std::vector<std::uint64_t>{kFrames, kFrames - kLost}));
+  // The same info once more after the scan finished: a repetition, not a late message.
+  send_info(pushes[1], 1, kFrames - kLost);
+  const auto counted = [&] {
+    const sc::NodeGroupCounterValues c = nodegroup.counters();
+    return c.repeated_infos == 2 && c.malformed.counts[static_cast<std::size_t>(sp::Refusal::kInfo)] == 1;
+  };
+  EXPECT_TRUE(eventually(counted)) << "repeated " << nodegroup.counters().repeated_infos;
+  EXPECT_EQ(nodegroup.counters().late_messages, 0u);
 }

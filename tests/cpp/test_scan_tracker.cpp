@@ -91,3 +91,27 @@ TEST(ScanTracker, ScansBeingFinishedBoundTheTableAtTwiceTheOpenScans) {
   (void)tracker.take(1);
   EXPECT_EQ(data(tracker, 5, 0), Arrival::kAccepted);
 }
+
+// A restarted aggregator resends what it announced for a scan (same port, same count): the second
+// info changes nothing, whether the port's part is still open, already over, or the scan finished.
+// Another count for the same port is refused and the first one stands.
+TEST(ScanTracker, AnIdenticalRepeatedCountIsIdempotentAnotherIsRefused) {
+  ScanTracker tracker(2, 1h, kOpenScans);
+  ASSERT_EQ(tracker.on_info(kScan, 0, 2, {"ng-a"}, kSide, kSide), Arrival::kAccepted);
+  EXPECT_EQ(tracker.on_info(kScan, 0, 2, {"ng-a"}, kSide, kSide), Arrival::kRepeated);
+  EXPECT_EQ(tracker.on_info(kScan, 0, 3, {"ng-a"}, kSide, kSide), Arrival::kConflict);
+  ASSERT_EQ(data(tracker, kScan, 0), Arrival::kAccepted);
+  ASSERT_EQ(data(tracker, kScan, 0), Arrival::kLast);  // the first count (2) stands
+  // Port 0's part is over: the same count again is still only a repetition, not late.
+  EXPECT_EQ(tracker.on_info(kScan, 0, 2, {"ng-a"}, kSide, kSide), Arrival::kRepeated);
+  ASSERT_EQ(tracker.on_info(kScan, 1, 0, {"ng-a"}, kSide, kSide), Arrival::kLast);
+  const ScanTracker::Arrivals arrivals = tracker.take(kScan);
+  EXPECT_EQ(arrivals.expected, (std::vector<std::int64_t>{2, 0}));
+  EXPECT_EQ(arrivals.received, (std::vector<std::uint64_t>{2, 0}));
+  EXPECT_EQ(arrivals.late, 0U);
+  // Finished: the tracker remembers what was announced.
+  EXPECT_EQ(tracker.on_info(kScan, 0, 2, {"ng-a"}, kSide, kSide), Arrival::kRepeated);
+  EXPECT_EQ(tracker.on_info(kScan, 1, 0, {"ng-a"}, kSide, kSide), Arrival::kRepeated);
+  EXPECT_EQ(tracker.on_info(kScan, 0, 5, {"ng-a"}, kSide, kSide), Arrival::kConflict);
+  EXPECT_EQ(tracker.late(kScan), 0U);
+}

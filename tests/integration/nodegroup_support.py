@@ -74,12 +74,15 @@ class AggregatorStandin:
         return self.sockets[key]
 
     def send_scan(self, records: list[NodeGroupRecord], scan: int, scan_x: int, scan_y: int, *,
-                  frames: int | None = None, info_first: bool = False, send_info: bool = True,
+                  frames: int | None = None, info_first: bool = False, send_info: bool | set[str] = True,
+                  only: set[str] | None = None,
                   producer_threads: int = 1, lag_frames: int = 0) -> dict:
         """Send a simulated scan routed over ``records``; sectors the simulator drops are not sent.
 
         ``frames`` stops after that many frames (an upstream that dies); the counts announced are
-        those of the whole scan. With ``producer_threads`` T, each sector's frames come as a
+        those of the whole scan. ``send_info`` may name the uids that get their info messages (the
+        others' parts end by timeout), ``only`` the uids that get anything at all (the routing list
+        still holds every record's uid: a NodeGroup of another job, or gone). With ``producer_threads`` T, each sector's frames come as a
         receiver server's T producer threads send them (thread t has frames f with f % T == t, in
         order): thread t of sector s runs ``lag_frames * ((s + t) % T)`` frames behind, so frames
         arrive out of order within a sector and sectors of one frame far apart.
@@ -97,6 +100,8 @@ class AggregatorStandin:
 
         def info() -> None:
             for uid in routing:
+                if (only is not None and uid not in only) or (isinstance(send_info, set) and uid not in send_info):
+                    continue
                 for thread in range(n_threads):
                     message = InfoMessage(scan_number=scan, receiver=thread, thread_id=0, scan_x=scan_x,
                                           scan_y=scan_y, routing=routing, counts={uid: counts[uid][thread]})
@@ -112,6 +117,8 @@ class AggregatorStandin:
                         for sector in range(n_threads)), key=lambda fs: (sent_at(*fs), fs[1]))
         for frame, sector in order:
             if self.simulator.dropped(scan, frame, sector):
+                continue
+            if only is not None and routing[frame % len(routing)] not in only:
                 continue
             header = DataHeader(scan_number=scan, frame_number=frame, sector=sector, scan_x=scan_x,
                                 scan_y=scan_y, position_x=frame % scan_x, position_y=frame // scan_x)

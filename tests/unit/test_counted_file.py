@@ -172,3 +172,33 @@ def test_reading_a_file_without_the_layout_names_it(tmp_path):
         f.create_dataset("frames", data=np.zeros(3))
     with pytest.raises(SectorflowError, match="other.h5: not a counted scan in stempy's layout"):
         read_counted_scan(tmp_path / "other.h5")
+
+
+def test_an_existing_file_is_never_replaced(tmp_path):
+    events, _ = counted_events()
+    target = tmp_path / "scan.h5"
+    write_counted_scan(target, events, scan_shape=SCAN, frame_shape=FRAME)
+    before = target.read_bytes()
+    worse = [None] * len(events)
+    with pytest.raises(FileExistsError, match="scan.h5 exists; a counted file is never replaced"):
+        write_counted_scan(target, worse, scan_shape=SCAN, frame_shape=FRAME)
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.h5"]  # no temporary file left
+
+
+def test_the_outcome_and_its_reason_are_in_the_file_stempy_still_opens(tmp_path):
+    events, _ = counted_events()
+    events[5] = None
+    write_counted_scan(tmp_path / "scan.h5", events, scan_shape=SCAN, frame_shape=FRAME,
+                       reason="1 position missing")
+    completeness = stio.load_electron_counts(str(tmp_path / "scan.h5")).metadata["completeness"]
+    assert (completeness["outcome"], completeness["reason"]) == ("incomplete", "1 position missing")
+    assert list(read_counted_scan(tmp_path / "scan.h5").missing_positions) == [5]
+    # A writer that knows more is missing than the file shows says so; complete cannot be claimed
+    # for a file with holes.
+    whole, _ = counted_events()
+    write_counted_scan(tmp_path / "known.h5", whole, scan_shape=SCAN, frame_shape=FRAME, outcome="incomplete",
+                       reason="NodeGroup ng-b never reported")
+    assert read_counted_scan(tmp_path / "known.h5").metadata["completeness"]["outcome"] == "incomplete"
+    with pytest.raises(CountingError, match="outcome 'complete'"):
+        write_counted_scan(tmp_path / "claim.h5", events, scan_shape=SCAN, frame_shape=FRAME, outcome="complete")

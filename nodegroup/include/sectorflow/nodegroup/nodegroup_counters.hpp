@@ -14,6 +14,7 @@ struct NodeGroupCounterValues {
   std::uint64_t messages = 0;           ///< data messages received on all ports
   std::uint64_t bytes = 0;              ///< their payload bytes
   std::uint64_t info_messages = 0;
+  std::uint64_t repeated_infos = 0;     ///< infos repeating a count already taken (a restarted aggregator)
   std::uint64_t late_messages = 0;      ///< data of a scan already finished, dropped
   std::uint64_t duplicate_sectors = 0;
   std::uint64_t frames_complete = 0;    ///< frames counted with every sector
@@ -34,6 +35,7 @@ struct NodeGroupCounters {
   std::atomic<std::uint64_t> messages{0};
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::uint64_t> info_messages{0};
+  std::atomic<std::uint64_t> repeated_infos{0};
   std::atomic<std::uint64_t> late_messages{0};
   std::atomic<std::uint64_t> duplicate_sectors{0};
   std::atomic<std::uint64_t> frames_complete{0};
@@ -55,6 +57,7 @@ struct NodeGroupCounters {
     v.messages = messages.load(r);
     v.bytes = bytes.load(r);
     v.info_messages = info_messages.load(r);
+    v.repeated_infos = repeated_infos.load(r);
     v.late_messages = late_messages.load(r);
     v.duplicate_sectors = duplicate_sectors.load(r);
     v.frames_complete = frames_complete.load(r);

@@ -43,6 +43,9 @@ struct ScanResult {
   std::uint64_t evicted_frames = 0;     ///< incomplete frames counted early because the pool was full
   std::uint64_t frames_complete = 0;
   std::uint64_t frames_incomplete = 0;
+  /// Per receiver r: its sectors in the frames counted here (an incomplete frame lacks some), so
+  /// that the scan's file record can say how many of each receiver's sectors the file holds.
+  std::vector<std::uint64_t> sectors_counted;
   double first_message_s = 0.0;  ///< wall clock (Unix seconds) of the first message of the scan
   double last_message_s = 0.0;   ///< of the last one
   double finished_s = 0.0;       ///< when every counting thread was done

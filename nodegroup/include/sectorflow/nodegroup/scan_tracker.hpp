@@ -40,12 +40,15 @@ class ScanTracker {
     kLate,      ///< r's part of the scan is over (or the scan finished): dropped
     kMismatch,  ///< another scan shape than the scan's first message gave: refused
     kFull,      ///< a new scan while every slot holds a scan being finished: refused
+    kRepeated,  ///< an info with the count r already had (a restarted aggregator resends it): no change
+    kConflict,  ///< an info with another count than r already had: refused, the first one stands
   };
   /// A data message of `scan` (of shape scan_x x scan_y) on port `receiver`.
   Arrival on_data(std::uint32_t scan, std::uint32_t receiver, std::uint64_t bytes, std::uint32_t scan_x,
                   std::uint32_t scan_y);
   /// An info message: r's expected count, the routing list and the scan shape. kLast if r's part
-  /// is now over.
+  /// is now over. A second info for r is idempotent: the same count again (a restarted aggregator
+  /// resends what it announced, even after r's part is over) is kRepeated, another count kConflict.
   Arrival on_info(std::uint32_t scan, std::uint32_t receiver, std::uint64_t expected, std::vector<std::string> routing,
                   std::uint32_t scan_x, std::uint32_t scan_y);
   /// Scans whose part of `receiver` is not over but whose last message is older than the timeout,
@@ -112,8 +115,13 @@ class ScanTracker {
   std::map<std::uint32_t, Scan> scans_;
   std::uint64_t opened_ = 0;
   std::uint64_t evicted_ = 0;
-  // Finished scans (bounded) and the late messages each got.
-  std::map<std::uint32_t, std::uint64_t> finished_;
+  // Finished scans (bounded): the late messages each got and the counts its infos announced (a
+  // repeated info of a finished scan is recognised as such, not counted late).
+  struct Finished {
+    std::uint64_t late = 0;
+    std::vector<std::int64_t> expected;
+  };
+  std::map<std::uint32_t, Finished> finished_;
   std::deque<std::uint32_t> finished_order_;
 };
 

@@ -274,5 +274,7 @@ def wait_for_account(client: Client, published: PublishedRequest, timeout_s: flo
         # Polling the replica, which the kvstore agent keeps current.
         wait_until(over, timeout_s, f"scan {scan}", POLL_S, on_poll=every(PROGRESS_S, progress))
     except WaitTimeout:
-        print(f"scan {scan}: not over after {timeout_s:g} s", file=sys.stderr, flush=True)
+        waiting = published.not_taken(published.records(client))
+        print(f"scan {scan}: not over after {timeout_s:g} s"
+              + (f"; not taken by {', '.join(waiting)}" if waiting else ""), file=sys.stderr, flush=True)
     return result

@@ -136,8 +136,9 @@ class ScanAccount:
 
     def line(self) -> str:
         """One line: outcome, counted + spilled + missing = sectors, and the file."""
+        rest = "not yet accounted" if self.outcome == PENDING else "missing"
         text = (f"scan {self.scan}: {self.outcome}: {self.counted} counted + {self.spilled} spilled + "
-                f"{self.missing} missing = {self.sectors} sectors")
+                f"{self.missing} {rest} = {self.sectors} sectors")
         return text + (f"; file {self.path}" if self.path else "")
 
     def breakdown(self) -> list[str]:

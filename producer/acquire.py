@@ -137,6 +137,7 @@ class PublishedRequest:
     published_s: float   # Unix seconds: records older than this are an earlier run's
     ttl_s: float
     gone_after_s: float  # a status or registration absent this long is taken for dead (Absences)
+    seen: bool = False   # the request came back from the server into this replica
 
     def taken_by(self, records: ScanRecords) -> set[tuple[int, int]]:
         """The producer threads that wrote their part of this run of the scan (their acknowledgement)."""
@@ -152,7 +153,12 @@ class PublishedRequest:
 
         Only when the request key is empty: a request made since by someone else is not overwritten.
         """
-        if not client.synced() or client.get(ACQUIRE_REQUEST_KEY) is not None:
+        if not client.synced():
+            return False
+        if client.get(ACQUIRE_REQUEST_KEY) is not None:
+            self.seen = True  # the server has it: from now on, its absence means it was lost
+            return False
+        if not self.seen:
             return False
         client.set_once(ACQUIRE_REQUEST_KEY, self.request.encode())
         if client.get(scan_request_key(self.request.scan_number)) is None:

@@ -84,17 +84,24 @@ def test_real_producers_and_aggregator_to_nodegroups_equal_stempy_with_lost_sect
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         shapes = {1: (40, 25), 2: (8, 8), 3: (16, 16)}
+        simulator = simulator_from_config(config)
         for scan, (scan_x, scan_y) in shapes.items():
             acquired = sectorflow("acquire", "--config", str(path), "--scan-number", str(scan), "--scan-shape",
                                   f"{scan_x}x{scan_y}", "--wait", "--timeout", "120")
-            assert acquired.returncode == 0, acquired.stderr
+            # Sectors lost upstream are missing: the outcome says so, and how many.
+            dropped = sum(simulator.dropped(scan, f, s) for f in range(scan_x * scan_y) for s in range(4))
+            sectors = scan_x * scan_y * 4
+            outcome = "incomplete" if dropped else "complete"
+            assert acquired.returncode == (1 if dropped else 0), acquired.stdout + acquired.stderr
+            assert (f"scan {scan}: {outcome}: {sectors - dropped} counted + 0 spilled + {dropped} missing = "
+                    f"{sectors} sectors") in acquired.stdout, acquired.stdout
+            assert ("never reached the producer" in acquired.stdout) == bool(dropped), acquired.stdout
         files = [output / scan_file_name(scan) for scan in shapes]
         wait_until(lambda: all(f.exists() for f in files), 60, "the three scans' files")
     finally:
         down = sectorflow("down", "--config", str(path), "--run-dir", str(run_dir))
     assert down.returncode == 0, down.stderr
 
-    simulator = simulator_from_config(config)
     seen_incomplete = 0
     for scan, (scan_x, scan_y) in shapes.items():
         counted = read_counted_scan(output / scan_file_name(scan))

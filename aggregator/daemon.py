@@ -4,9 +4,12 @@ The relay threads run in C++ without the GIL; the main thread waits for SIGTERM/
 runs signal handlers only there) and, every report period, reads the counters and publishes
 ``status/aggregator/t<r>`` (``ServiceStatus``: state idle or streaming, scan, messages, bytes and
 the extra fields ``malformed`` (all kinds), ``malformed_<kind>`` per kind of refusal, ``lost``,
-``lost_last_scan``, ``infos``, ``open_scans``, ``evicted_scans`` and, once a NodeGroup registration
-did not decode, ``bad_records``). A finished scan is published at once and logged as one summary line per
-thread. A malformed kind is logged once, when it first occurs.
+``lost_last_scan``, ``dead_nodegroups``, ``recovered_scans``, ``infos``, ``open_scans``,
+``evicted_scans`` and, once a NodeGroup registration did not decode, ``bad_records``). A finished
+scan is published at once and logged as one summary line per thread; a NodeGroup declared dead for
+a scan and a scan rebuilt from the producers' records after a restart are logged as warnings when
+they happen. A malformed kind is logged once, when it first occurs. The relay threads themselves
+write each scan's relay record (``scans/<n>/aggregator/t<r>``, the C++ RecordStore).
 
 States (the one state machine, sectorflow.service), logged on every transition: the daemon starts,
 serves (idle), stops; each thread is idle or streaming while it serves, and takes the daemon's
@@ -59,6 +62,8 @@ def thread_status(stats: RelayStats, lost_last_scan: int, bad_records: int = 0) 
     extra: dict[str, int | str] = dict(refusal_fields(stats.malformed))
     extra["lost"] = int(stats.lost)
     extra["lost_last_scan"] = int(lost_last_scan)
+    extra["dead_nodegroups"] = int(stats.dead)
+    extra["recovered_scans"] = int(stats.recovered_scans)
     extra["infos"] = int(stats.infos)
     extra["open_scans"] = int(stats.open_scans)
     extra["evicted_scans"] = int(stats.evicted_scans)
@@ -74,7 +79,12 @@ def thread_status(stats: RelayStats, lost_last_scan: int, bad_records: int = 0) 
 
 
 def summary_line(summary: ScanSummary) -> str:
-    """One log line for one scan of one thread: counts per NodeGroup, loss, rate."""
+    """One log line for one scan of one thread: counts per NodeGroup, loss, rate, the dead NodeGroups.
+
+    An interim report (a NodeGroup declared dead, a scan rebuilt after a restart) is its note.
+    """
+    if not summary.closed:
+        return f"scan {summary.scan}: thread {summary.thread} {summary.note}"
     rate = summary.bytes / summary.seconds / 1e9 if summary.seconds > 0 else 0.0
     per_uid = ", ".join(f"{uid} {count}" for uid, count in summary.counts.items())
     text = (
@@ -84,6 +94,12 @@ def summary_line(summary: ScanSummary) -> str:
     )
     if summary.lost_by_uid:
         text += " (" + ", ".join(f"{uid} {n}" for uid, n in summary.lost_by_uid.items()) + ")"
+    if summary.dead:
+        text += "; dead: " + ", ".join(summary.dead)
+    if summary.recovered:
+        text += "; rebuilt from the producers' scan records after a restart"
+    if summary.note:
+        text += f"; {summary.note}"
     return text
 
 
@@ -140,9 +156,10 @@ def _collect(aggregator: Aggregator, views: list[_ThreadView]) -> bool:
     """Log the scans that ended; returns True if any did."""
     summaries = aggregator.take_summaries()
     for summary in summaries:
-        log = logger.info if summary.complete and summary.lost == 0 else logger.warning
-        log("%s", summary_line(summary))
-        views[summary.thread].lost_last_scan = summary.lost
+        clean = summary.closed and summary.complete and summary.lost == 0 and not summary.dead
+        (logger.info if clean else logger.warning)("%s", summary_line(summary))
+        if summary.closed:
+            views[summary.thread].lost_last_scan = summary.lost
     return bool(summaries)
 
 

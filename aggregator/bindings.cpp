@@ -3,6 +3,7 @@
 // threads never touch Python.
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <utility>
 
 #include "bindings.hpp"
@@ -113,6 +114,13 @@ void bind_aggregator(py::module_& m) {
   py::class_<Aggregator, std::unique_ptr<Aggregator, ReleaseGilDelete>>(
       m, "Aggregator", "One relay thread per receiver; binds every PULL socket when constructed.")
       .def(py::init<AggregatorOptions>(), py::arg("options"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "wait_synced",
+          [](const Aggregator& a, double timeout_s) {
+            return a.wait_synced(std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)));
+          },
+          py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>(),
+          "Wait at most timeout_s for both kvstore replicas (nodegroups/, scans/); True once they are live.")
       .def("start", &Aggregator::start, py::call_guard<py::gil_scoped_release>())
       .def("stop", &Aggregator::stop, py::call_guard<py::gil_scoped_release>(),
            "Stop and join the relay threads, close every socket; idempotent.")

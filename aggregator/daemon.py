@@ -11,14 +11,17 @@ a scan and a scan rebuilt from the producers' records after a restart are logged
 they happen. A malformed kind is logged once, when it first occurs. The relay threads themselves
 write each scan's relay record (``scans/<n>/aggregator/t<r>``, the C++ RecordStore).
 
-States (the one state machine, sectorflow.service), logged on every transition: the daemon starts,
-serves (idle), stops; each thread is idle or streaming while it serves, and takes the daemon's
+States (the one state machine, sectorflow.service), logged on every transition: the daemon starts
+(binds, then waits up to SYNC_TIMEOUT_S for its kvstore replicas, so that a relay restarted
+mid-scan finds the producers' scan records at once; without them it relays anyway), serves (idle),
+stops; each thread is idle or streaming while it serves, and takes the daemon's
 state (stopping, stopped) when it stops; each thread's state is published in its status.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 
 from sectorflow._core.aggregator import Aggregator, RelayStats, ScanSummary
@@ -36,6 +39,7 @@ from sectorflow.protocol import (
     status_key,
 )
 from sectorflow.service import ServiceState, stop_on_signals
+from sectorflow.waiting import WaitTimeout, wait_until
 
 from .options import aggregator_options
 
@@ -44,6 +48,9 @@ logger = logging.getLogger(__name__)
 # How often the main thread collects finished scans (seconds); statuses go out at least every
 # kvstore heartbeat and at once when a scan ends.
 POLL_INTERVAL_S = 0.1
+# How long the daemon, starting, waits for its kvstore replicas before it relays anyway: a relay
+# restarted mid-scan must find the producers' scan records in its first lookup.
+SYNC_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -119,11 +126,16 @@ def run_aggregator(config: Config) -> int:
     try:
         with stop_on_signals(logger) as stop, \
                 Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator") as client:
+            _wait_synced(aggregator, config, stop)
             aggregator.start()
             for r in range(aggregator.threads()):
                 logger.info("thread %d: pulling on %s from %d producer thread(s)", r, aggregator.endpoint(r),
                             config.receivers[r].threads)
             state.enter(STATE_IDLE)
+            for view in views:
+                # Serving: from here a thread is idle or streaming (a scan may already be open, say
+                # rebuilt after a restart, and starting leads only to idle).
+                view.state.enter(STATE_IDLE)
             since_publish = 0.0
             while not stop.wait(POLL_INTERVAL_S):
                 since_publish += POLL_INTERVAL_S
@@ -150,6 +162,18 @@ def run_aggregator(config: Config) -> int:
     if failure:
         raise SectorflowError(failure)
     return 0
+
+
+def _wait_synced(aggregator: Aggregator, config: Config, stop: threading.Event) -> None:
+    """Wait for the replicas of nodegroups/ and scans/; without them after SYNC_TIMEOUT_S, relay anyway."""
+    kv = config.kvstore
+    try:
+        # Each poll blocks in C++ for up to POLL_INTERVAL_S; a stop ends the wait between two.
+        wait_until(lambda: aggregator.wait_synced(POLL_INTERVAL_S), SYNC_TIMEOUT_S, f"kvstore at {kv.host}:{kv.port}",
+                   0.0, stop=stop)
+    except WaitTimeout:
+        logger.warning("kvstore at %s:%d did not answer within %.0f s: relaying anyway; NodeGroups and scan records "
+                       "are found once it answers", kv.host, kv.port, SYNC_TIMEOUT_S)
 
 
 def _collect(aggregator: Aggregator, views: list[_ThreadView]) -> bool:

@@ -1,5 +1,7 @@
 #include "sectorflow/aggregator/aggregator.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -121,6 +123,13 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
 }
 
 Aggregator::~Aggregator() { stop(); }
+
+bool Aggregator::wait_synced(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (!impl_->directory->wait_synced(timeout)) return false;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return impl_->records->wait_synced(std::max(left, std::chrono::milliseconds(0)));
+}
 
 void Aggregator::start() {
   Impl& impl = *impl_;

@@ -39,6 +39,8 @@ class RecordStore {
   /// Writes scans/<scan>/aggregator/t<record.thread> once, without an owner. Never waits for the
   /// network. Throws kvstore::KvstoreError if the client refuses it (closed, value too large).
   void write(std::uint32_t scan, const protocol::RelayScanRecord& record);
+  /// Waits until the replica is complete and live or the timeout passes; returns whether it is.
+  bool wait_synced(std::chrono::milliseconds timeout) const { return client_.wait_synced(timeout); }
   /// Sends what is still queued (bounded by one silence period) and stops the replica.
   void close();
 

@@ -166,7 +166,7 @@ ScanState* Relay::recover(const protocol::DataHeader& header) {
     }
   }
   ScanState& scan = open_scan(std::move(*fresh));
-  counters_.recovered_scan();
+  counters_.recovered_scan(scan.scan_number());
   resolve(scan, false);
   report(scan, false, "rebuilt from " + std::to_string(scan.infos()) + " producer scan record(s) (the relay " +
                           "restarted mid-scan); what the previous process held in flight is missing");

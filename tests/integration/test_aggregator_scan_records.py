@@ -171,6 +171,7 @@ def test_a_restarted_aggregator_rebuilds_a_scan_from_the_producer_records(small:
         assert record.forwarded == {uid: half[uid] for uid in routing}
         assert record.lost == {uid: 0 for uid in routing} and record.dead == [] and not record.complete
     statuses = wait_until(lambda: (s := small.statuses()) and len(s) == 4 and all(
-        st.extra.get("recovered_scans") == 1 for st in s.values()) and s, DELIVERY_S, "the recovered scan counted")
+        st.extra.get("recovered_scans") == 1 and st.scan == scan for st in s.values()) and s, DELIVERY_S,
+        "the recovered scan counted")
     assert all(st.extra["malformed_no_info"] == 0 for st in statuses.values())
     assert "rebuilt from" in small.processes.output(small.aggregator)

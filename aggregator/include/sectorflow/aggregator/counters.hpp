@@ -60,7 +60,11 @@ class RelayCounters {
   }
   void lost() { lost_.fetch_add(1, std::memory_order_relaxed); }
   void dead() { dead_.fetch_add(1, std::memory_order_relaxed); }
-  void recovered_scan() { recovered_scans_.fetch_add(1, std::memory_order_relaxed); }
+  /// A scan rebuilt from the producers' records: it becomes the latest scan, as an info would make it.
+  void recovered_scan(std::uint32_t scan) {
+    recovered_scans_.fetch_add(1, std::memory_order_relaxed);
+    scan_.store(scan, std::memory_order_relaxed);
+  }
   void info(std::uint32_t scan) {
     infos_.fetch_add(1, std::memory_order_relaxed);
     scan_.store(scan, std::memory_order_relaxed);

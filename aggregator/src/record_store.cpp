@@ -1,6 +1,7 @@
 #include "record_store.hpp"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "sectorflow/protocol/errors.hpp"
@@ -28,6 +29,7 @@ std::vector<protocol::ProducerScanRecord> RecordStore::producer_records(std::uin
   // scans/<n>/producer/r<R>t<T>: every thread of receiver R shares the prefix up to "t".
   const std::string prefix = protocol::scan_prefix(scan) + "producer/r" + std::to_string(receiver) + "t";
   std::vector<protocol::ProducerScanRecord> out;
+  std::map<std::string, std::string> rejected;
   for (const auto& [key, value] : client_.subtree(prefix)) {
     try {
       protocol::ProducerScanRecord record = protocol::ProducerScanRecord::decode(value);
@@ -35,8 +37,12 @@ std::vector<protocol::ProducerScanRecord> RecordStore::producer_records(std::uin
       if (key != protocol::scan_producer_key(scan, record.receiver, record.thread)) continue;  // a key it does not own
       out.push_back(std::move(record));
     } catch (const protocol::ProtocolError& error) {
-      if (client_.options().log) client_.options().log("skipped the scan record " + key + ": " + error.what());
+      rejected[key] = error.what();
     }
+  }
+  // Every message of such a scan looks again: say it once per key and reason.
+  for (const auto& [key, why] : bad_.note(prefix, rejected)) {
+    if (client_.options().log) client_.options().log("skipped the scan record " + key + ": " + why);
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.thread < b.thread; });
   return out;

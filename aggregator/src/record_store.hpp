@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sectorflow/kvstore/client.hpp"
+#include "sectorflow/protocol/bad_entries.hpp"
 #include "sectorflow/protocol/scan_records.hpp"
 
 namespace sectorflow::aggregator::detail {
@@ -46,6 +47,7 @@ class RecordStore {
 
  private:
   kvstore::Client client_;
+  mutable protocol::BadEntries bad_;  // reporting what was read does not change what is known
   double ttl_s_;
 };
 

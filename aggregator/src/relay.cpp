@@ -19,7 +19,7 @@ constexpr std::size_t kClosedRemembered = 1024;
 
 std::string scan_text(std::uint32_t scan) { return "scan " + std::to_string(scan); }
 
-const char* kUnreachableWhy = "unreachable (not registered, gone from the kvstore, or disconnected)";
+constexpr const char* kUnreachableWhy = "unreachable (not registered, gone from the kvstore, or disconnected)";
 
 }  // namespace
 

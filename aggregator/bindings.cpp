@@ -3,6 +3,7 @@
 // threads never touch Python.
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <utility>
 
 #include "bindings.hpp"
@@ -57,14 +58,16 @@ void bind_aggregator(py::module_& m) {
   py::class_<AggregatorOptions>(m, "AggregatorOptions", "Where the relay threads listen and how they find NodeGroups.")
       .def(py::init([](std::string bind_host, std::uint16_t base_port, std::vector<std::uint32_t> producer_threads,
                        kvstore::ClientOptions kvstore, protocol::Geometry geometry, std::uint64_t max_scan_positions,
-                       int hwm, std::uint32_t discovery_wait_ms, std::uint32_t max_open_scans) {
+                       int hwm, std::uint32_t discovery_wait_ms, std::uint32_t max_open_scans,
+                       std::uint32_t send_timeout_ms, double scan_record_ttl_s) {
              return AggregatorOptions{std::move(bind_host), base_port,         std::move(producer_threads),
                                       hwm,                  discovery_wait_ms, max_open_scans,
-                                      std::move(kvstore),   geometry,          max_scan_positions};
+                                      send_timeout_ms,      scan_record_ttl_s, std::move(kvstore),
+                                      geometry,             max_scan_positions};
            }),
            py::kw_only(), py::arg("bind_host"), py::arg("base_port"), py::arg("producer_threads"), py::arg("kvstore"),
            py::arg("geometry"), py::arg("max_scan_positions"), py::arg("hwm"), py::arg("discovery_wait_ms"),
-           py::arg("max_open_scans"),
+           py::arg("max_open_scans"), py::arg("send_timeout_ms"), py::arg("scan_record_ttl_s"),
            "Every value from the configuration (aggregator_options): producer_threads[r] is T_r, the producer "
            "threads of receiver r; kvstore: the ClientOptions of the replica of nodegroups/.")
       .def_readwrite("bind_host", &AggregatorOptions::bind_host)
@@ -72,7 +75,9 @@ void bind_aggregator(py::module_& m) {
       .def_readwrite("producer_threads", &AggregatorOptions::producer_threads)
       .def_readwrite("hwm", &AggregatorOptions::hwm)
       .def_readwrite("discovery_wait_ms", &AggregatorOptions::discovery_wait_ms)
-      .def_readwrite("max_open_scans", &AggregatorOptions::max_open_scans);
+      .def_readwrite("max_open_scans", &AggregatorOptions::max_open_scans)
+      .def_readwrite("send_timeout_ms", &AggregatorOptions::send_timeout_ms)
+      .def_readwrite("scan_record_ttl_s", &AggregatorOptions::scan_record_ttl_s);
 
   py::class_<RelayStats>(m, "RelayStats", "A snapshot of one relay thread's counters.")
       .def_readonly("thread", &RelayStats::thread)
@@ -82,6 +87,8 @@ void bind_aggregator(py::module_& m) {
       .def_readonly("bytes", &RelayStats::bytes)
       .def_readonly("infos", &RelayStats::infos)
       .def_readonly("lost", &RelayStats::lost)
+      .def_readonly("dead", &RelayStats::dead)
+      .def_readonly("recovered_scans", &RelayStats::recovered_scans)
       .def_readonly("open_scans", &RelayStats::open_scans)
       .def_readonly("evicted_scans", &RelayStats::evicted_scans)
       .def_property_readonly("malformed", &malformed_dict, "kind -> messages refused (protocol.REFUSAL_KINDS)")
@@ -91,25 +98,36 @@ void bind_aggregator(py::module_& m) {
   py::class_<ScanSummary>(m, "ScanSummary", "One scan as one relay thread saw it.")
       .def_readonly("thread", &ScanSummary::thread)
       .def_readonly("scan", &ScanSummary::scan)
+      .def_readonly("closed", &ScanSummary::closed)
       .def_readonly("complete", &ScanSummary::complete)
+      .def_readonly("recovered", &ScanSummary::recovered)
       .def_readonly("expected", &ScanSummary::expected)
       .def_readonly("forwarded", &ScanSummary::forwarded)
       .def_readonly("bytes", &ScanSummary::bytes)
       .def_readonly("lost", &ScanSummary::lost)
       .def_readonly("seconds", &ScanSummary::seconds)
       .def_readonly("counts", &ScanSummary::counts)
-      .def_readonly("lost_by_uid", &ScanSummary::lost_by_uid);
+      .def_readonly("lost_by_uid", &ScanSummary::lost_by_uid)
+      .def_readonly("dead", &ScanSummary::dead)
+      .def_readonly("note", &ScanSummary::note);
 
   py::class_<Aggregator, std::unique_ptr<Aggregator, ReleaseGilDelete>>(
       m, "Aggregator", "One relay thread per receiver; binds every PULL socket when constructed.")
       .def(py::init<AggregatorOptions>(), py::arg("options"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "wait_synced",
+          [](const Aggregator& a, double timeout_s) {
+            return a.wait_synced(std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)));
+          },
+          py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>(),
+          "Wait at most timeout_s for both kvstore replicas (nodegroups/, scans/); True once they are live.")
       .def("start", &Aggregator::start, py::call_guard<py::gil_scoped_release>())
       .def("stop", &Aggregator::stop, py::call_guard<py::gil_scoped_release>(),
            "Stop and join the relay threads, close every socket; idempotent.")
       .def("threads", &Aggregator::threads)
       .def("endpoint", &Aggregator::endpoint, py::arg("thread"))
       .def("stats", &Aggregator::stats, py::arg("thread"))
-      .def("take_summaries", &Aggregator::take_summaries, "The scans that ended since the last call.")
+      .def("take_summaries", &Aggregator::take_summaries, "The scans that ended since the last call, and interim reports (closed False) of NodeGroups declared dead and scans rebuilt from records.")
       .def("bad_records", &Aggregator::bad_records,
            "NodeGroup registrations that did not decode, reported so far (their NodeGroups count as absent).")
       .def("failure", &Aggregator::failure, "The first relay thread failure, '' if none.");

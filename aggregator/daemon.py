@@ -4,18 +4,24 @@ The relay threads run in C++ without the GIL; the main thread waits for SIGTERM/
 runs signal handlers only there) and, every report period, reads the counters and publishes
 ``status/aggregator/t<r>`` (``ServiceStatus``: state idle or streaming, scan, messages, bytes and
 the extra fields ``malformed`` (all kinds), ``malformed_<kind>`` per kind of refusal, ``lost``,
-``lost_last_scan``, ``infos``, ``open_scans``, ``evicted_scans`` and, once a NodeGroup registration
-did not decode, ``bad_records``). A finished scan is published at once and logged as one summary line per
-thread. A malformed kind is logged once, when it first occurs.
+``lost_last_scan``, ``dead_nodegroups``, ``recovered_scans``, ``infos``, ``open_scans``,
+``evicted_scans`` and, once a NodeGroup registration did not decode, ``bad_records``). A finished
+scan is published at once and logged as one summary line per thread; a NodeGroup declared dead for
+a scan and a scan rebuilt from the producers' records after a restart are logged as warnings when
+they happen. A malformed kind is logged once, when it first occurs. The relay threads themselves
+write each scan's relay record (``scans/<n>/aggregator/t<r>``, the C++ RecordStore).
 
-States (the one state machine, sectorflow.service), logged on every transition: the daemon starts,
-serves (idle), stops; each thread is idle or streaming while it serves, and takes the daemon's
+States (the one state machine, sectorflow.service), logged on every transition: the daemon starts
+(binds, then waits up to SYNC_TIMEOUT_S for its kvstore replicas, so that a relay restarted
+mid-scan finds the producers' scan records at once; without them it relays anyway), serves (idle),
+stops; each thread is idle or streaming while it serves, and takes the daemon's
 state (stopping, stopped) when it stops; each thread's state is published in its status.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 
 from sectorflow._core.aggregator import Aggregator, RelayStats, ScanSummary
@@ -33,6 +39,7 @@ from sectorflow.protocol import (
     status_key,
 )
 from sectorflow.service import ServiceState, stop_on_signals
+from sectorflow.waiting import WaitTimeout, wait_until
 
 from .options import aggregator_options
 
@@ -41,6 +48,9 @@ logger = logging.getLogger(__name__)
 # How often the main thread collects finished scans (seconds); statuses go out at least every
 # kvstore heartbeat and at once when a scan ends.
 POLL_INTERVAL_S = 0.1
+# How long the daemon, starting, waits for its kvstore replicas before it relays anyway: a relay
+# restarted mid-scan must find the producers' scan records in its first lookup.
+SYNC_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -59,6 +69,8 @@ def thread_status(stats: RelayStats, lost_last_scan: int, bad_records: int = 0) 
     extra: dict[str, int | str] = dict(refusal_fields(stats.malformed))
     extra["lost"] = int(stats.lost)
     extra["lost_last_scan"] = int(lost_last_scan)
+    extra["dead_nodegroups"] = int(stats.dead)
+    extra["recovered_scans"] = int(stats.recovered_scans)
     extra["infos"] = int(stats.infos)
     extra["open_scans"] = int(stats.open_scans)
     extra["evicted_scans"] = int(stats.evicted_scans)
@@ -74,7 +86,12 @@ def thread_status(stats: RelayStats, lost_last_scan: int, bad_records: int = 0) 
 
 
 def summary_line(summary: ScanSummary) -> str:
-    """One log line for one scan of one thread: counts per NodeGroup, loss, rate."""
+    """One log line for one scan of one thread: counts per NodeGroup, loss, rate, the dead NodeGroups.
+
+    An interim report (a NodeGroup declared dead, a scan rebuilt after a restart) is its note.
+    """
+    if not summary.closed:
+        return f"scan {summary.scan}: thread {summary.thread} {summary.note}"
     rate = summary.bytes / summary.seconds / 1e9 if summary.seconds > 0 else 0.0
     per_uid = ", ".join(f"{uid} {count}" for uid, count in summary.counts.items())
     text = (
@@ -84,6 +101,12 @@ def summary_line(summary: ScanSummary) -> str:
     )
     if summary.lost_by_uid:
         text += " (" + ", ".join(f"{uid} {n}" for uid, n in summary.lost_by_uid.items()) + ")"
+    if summary.dead:
+        text += "; dead: " + ", ".join(summary.dead)
+    if summary.recovered:
+        text += "; rebuilt from the producers' scan records after a restart"
+    if summary.note:
+        text += f"; {summary.note}"
     return text
 
 
@@ -103,11 +126,16 @@ def run_aggregator(config: Config) -> int:
     try:
         with stop_on_signals(logger) as stop, \
                 Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator") as client:
+            _wait_synced(aggregator, config, stop)
             aggregator.start()
             for r in range(aggregator.threads()):
                 logger.info("thread %d: pulling on %s from %d producer thread(s)", r, aggregator.endpoint(r),
                             config.receivers[r].threads)
             state.enter(STATE_IDLE)
+            for view in views:
+                # Serving: from here a thread is idle or streaming (a scan may already be open, say
+                # rebuilt after a restart, and starting leads only to idle).
+                view.state.enter(STATE_IDLE)
             since_publish = 0.0
             while not stop.wait(POLL_INTERVAL_S):
                 since_publish += POLL_INTERVAL_S
@@ -136,13 +164,26 @@ def run_aggregator(config: Config) -> int:
     return 0
 
 
+def _wait_synced(aggregator: Aggregator, config: Config, stop: threading.Event) -> None:
+    """Wait for the replicas of nodegroups/ and scans/; without them after SYNC_TIMEOUT_S, relay anyway."""
+    kv = config.kvstore
+    try:
+        # Each poll blocks in C++ for up to POLL_INTERVAL_S; a stop ends the wait between two.
+        wait_until(lambda: aggregator.wait_synced(POLL_INTERVAL_S), SYNC_TIMEOUT_S, f"kvstore at {kv.host}:{kv.port}",
+                   0.0, stop=stop)
+    except WaitTimeout:
+        logger.warning("kvstore at %s:%d did not answer within %.0f s: relaying anyway; NodeGroups and scan records "
+                       "are found once it answers", kv.host, kv.port, SYNC_TIMEOUT_S)
+
+
 def _collect(aggregator: Aggregator, views: list[_ThreadView]) -> bool:
     """Log the scans that ended; returns True if any did."""
     summaries = aggregator.take_summaries()
     for summary in summaries:
-        log = logger.info if summary.complete and summary.lost == 0 else logger.warning
-        log("%s", summary_line(summary))
-        views[summary.thread].lost_last_scan = summary.lost
+        clean = summary.closed and summary.complete and summary.lost == 0 and not summary.dead
+        (logger.info if clean else logger.warning)("%s", summary_line(summary))
+        if summary.closed:
+            views[summary.thread].lost_last_scan = summary.lost
     return bool(summaries)
 
 

@@ -14,7 +14,9 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None)
     """One relay thread per receiver, fed by that receiver's producer threads.
 
     A NodeGroup of a routing list may be missing from the kvstore for as long as a replica may be
-    silent (``silence_heartbeats`` x ``heartbeat_ms``) before its messages count as lost.
+    silent (``silence_heartbeats`` x ``heartbeat_ms``) before its messages count as lost; a send
+    blocked for ``[aggregator] send_timeout_ms`` declares its NodeGroup dead for the scan. Relay
+    records (``scans/<n>/aggregator/t<r>``) live ``[kvstore] scan_record_ttl_s``.
 
     Args:
         config: the loaded configuration.
@@ -32,4 +34,6 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None)
         max_open_scans=config.limits.max_open_scans,
         hwm=agg.hwm,
         discovery_wait_ms=kv.silence_heartbeats * kv.heartbeat_ms,
+        send_timeout_ms=agg.send_timeout_ms,
+        scan_record_ttl_s=kv.scan_record_ttl_s,
     )

@@ -102,6 +102,11 @@ class AggregatorConfig:
     hwm: int = setting(
         50, "ZeroMQ high-water mark (messages) of every aggregator socket; what it queues is memory and widens the "
         "frame-order spread a NodeGroup's pool must hold", min=1)
+    send_timeout_ms: int = setting(
+        5000, "backpressure policy of the relay: a send to a NodeGroup that stays blocked this long (connected but "
+        "not reading) declares it dead for that scan; its messages of the scan are then dropped and counted lost "
+        "without waiting, the relay record names it, and its producers write its sectors to raw files; a dead "
+        "NodeGroup stalls a relay thread at most this long once per scan", min=1, max=3_600_000)
 
 
 @dataclass(frozen=True)

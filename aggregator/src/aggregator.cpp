@@ -1,5 +1,7 @@
 #include "sectorflow/aggregator/aggregator.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -7,6 +9,7 @@
 #include <zmq.hpp>
 
 #include "directory.hpp"
+#include "record_store.hpp"
 #include "relay.hpp"
 #include "sectorflow/aggregator/errors.hpp"
 #include "sectorflow/protocol/errors.hpp"
@@ -21,6 +24,7 @@ struct Aggregator::Impl {
   std::vector<std::unique_ptr<RelayCounters>> counters;
   std::vector<std::unique_ptr<detail::Relay>> relays;
   std::unique_ptr<detail::Directory> directory;
+  std::unique_ptr<detail::RecordStore> records;
   std::vector<std::thread> threads;
   std::atomic<bool> stop{false};
   bool started = false;
@@ -48,6 +52,12 @@ void check(const AggregatorOptions& o) {
   if (o.hwm < 1) throw AggregatorError("aggregator: hwm " + std::to_string(o.hwm) + " must be >= 1 ([aggregator] hwm)");
   if (o.discovery_wait_ms < 1) {
     throw AggregatorError("aggregator: discovery_wait_ms must be >= 1 ([kvstore] silence_heartbeats x heartbeat_ms)");
+  }
+  if (o.send_timeout_ms < 1) {
+    throw AggregatorError("aggregator: send_timeout_ms must be >= 1 ([aggregator] send_timeout_ms)");
+  }
+  if (!(o.scan_record_ttl_s > 0.0)) {
+    throw AggregatorError("aggregator: scan_record_ttl_s must be > 0 ([kvstore] scan_record_ttl_s)");
   }
   if (o.max_open_scans < 1) throw AggregatorError("aggregator: max_open_scans must be >= 1 ([limits] max_open_scans)");
   if (o.max_scan_positions < 1) {
@@ -91,6 +101,7 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
     pulls.push_back(std::move(pull));
   }
   impl.directory = std::make_unique<detail::Directory>(impl.options.kvstore);
+  impl.records = std::make_unique<detail::RecordStore>(impl.options.kvstore, impl.options.scan_record_ttl_s);
   for (std::size_t r = 0; r < n; ++r) {
     const auto receiver = static_cast<std::uint32_t>(r);
     impl.counters.push_back(std::make_unique<RelayCounters>(receiver));
@@ -99,11 +110,12 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
     settings.producer_threads = impl.options.producer_threads[r];
     settings.hwm = impl.options.hwm;
     settings.discovery_wait = std::chrono::milliseconds(impl.options.discovery_wait_ms);
+    settings.send_timeout = std::chrono::milliseconds(impl.options.send_timeout_ms);
     settings.max_open_scans = impl.options.max_open_scans;
     settings.expect = protocol::DataExpectations{impl.options.geometry, {impl.options.max_scan_positions}, receiver};
     Impl* self = impl_.get();
     impl.relays.push_back(std::make_unique<detail::Relay>(
-        impl.context, std::move(pulls[r]), *impl.directory, settings, *impl.counters[r], [self](ScanSummary s) {
+        impl.context, std::move(pulls[r]), *impl.directory, *impl.records, settings, *impl.counters[r], [self](ScanSummary s) {
           const std::lock_guard<std::mutex> lock(self->mutex);
           self->summaries.push_back(std::move(s));
         }));
@@ -111,6 +123,13 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
 }
 
 Aggregator::~Aggregator() { stop(); }
+
+bool Aggregator::wait_synced(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (!impl_->directory->wait_synced(timeout)) return false;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return impl_->records->wait_synced(std::max(left, std::chrono::milliseconds(0)));
+}
 
 void Aggregator::start() {
   Impl& impl = *impl_;
@@ -137,6 +156,7 @@ void Aggregator::stop() {
   impl.threads.clear();
   impl.relays.clear();  // closes the PULL sockets and the downstream sockets
   impl.directory->close();
+  impl.records->close();  // sends the relay records still queued, within one silence period
 }
 
 std::size_t Aggregator::threads() const { return impl_->endpoints.size(); }

@@ -10,6 +10,8 @@ RelayStats RelayCounters::snapshot() const {
   stats.bytes = bytes_.load(std::memory_order_relaxed);
   stats.infos = infos_.load(std::memory_order_relaxed);
   stats.lost = lost_.load(std::memory_order_relaxed);
+  stats.dead = dead_.load(std::memory_order_relaxed);
+  stats.recovered_scans = recovered_scans_.load(std::memory_order_relaxed);
   stats.open_scans = open_scans_.load(std::memory_order_relaxed);
   stats.evicted_scans = evicted_scans_.load(std::memory_order_relaxed);
   stats.streaming = stats.open_scans > 0;

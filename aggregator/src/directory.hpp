@@ -32,6 +32,8 @@ class Directory {
   /// Reads every registration and reports, once each through the replica's log function, those
   /// that do not decode: their NodeGroups count as absent, and an operator must learn why.
   void audit() const;
+  /// Waits until the replica is complete and live or the timeout passes; returns whether it is.
+  bool wait_synced(std::chrono::milliseconds timeout) const { return client_.wait_synced(timeout); }
   /// Bad registrations reported so far (published as bad_records).
   std::uint64_t bad_records() const { return bad_.count(); }
   void close();

@@ -1,5 +1,6 @@
 #include "downstream.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <utility>
@@ -58,15 +59,20 @@ bool Downstream::try_send(zmq::message_t* parts, std::size_t count) {
   return true;
 }
 
-bool Downstream::send_slow(zmq::message_t* parts, std::size_t count, const std::atomic<bool>& stop) {
+SendResult Downstream::send_slow(zmq::message_t* parts, std::size_t count, const std::atomic<bool>& stop,
+                                 std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (open_ && !stop.load(std::memory_order_relaxed)) {
     read_events();
-    if (!connected_ && (ever_connected_ || std::chrono::steady_clock::now() >= grace_end_)) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (!connected_ && (ever_connected_ || now >= grace_end_)) return SendResult::kUnreachable;
+    if (now >= deadline) return connected_ ? SendResult::kBlocked : SendResult::kUnreachable;
     zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLOUT, 0};
-    zmq::poll(&item, 1, kSendSlice);
-    if ((item.revents & ZMQ_POLLOUT) != 0 && try_send(parts, count)) return true;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    zmq::poll(&item, 1, std::min(kSendSlice, std::max(left, std::chrono::milliseconds(1))));
+    if ((item.revents & ZMQ_POLLOUT) != 0 && try_send(parts, count)) return SendResult::kSent;
   }
-  return false;
+  return SendResult::kUnreachable;
 }
 
 void Downstream::read_events() {

@@ -1,10 +1,12 @@
 // One NodeGroup as a relay thread sees it: a PUSH socket connected to the NodeGroup's data port
 // for this thread, and a monitor that tells whether the connection is up.
 //
-// Sending never queues for a peer that is not connected (ZMQ_IMMEDIATE), and a send that would
-// block waits only while the peer is connected (back-pressure from a live but busy NodeGroup,
-// never a drop) or, for a new socket, until the connection grace passes. A NodeGroup that died
-// therefore costs one failed send per message, not a stall of the whole thread.
+// Sending never queues for a peer that is not connected (ZMQ_IMMEDIATE). A send that would block
+// waits while the peer is connected (back-pressure from a live but busy NodeGroup) or, for a new
+// socket, until the connection grace passes, and never longer than the caller's timeout: a
+// NodeGroup that died costs one failed send per message, and one that is connected but does not
+// read costs one timeout, after which the relay stops sending it the scan (relay.hpp), instead of
+// a stall of the whole thread.
 #pragma once
 
 #include <atomic>
@@ -15,6 +17,13 @@
 
 namespace sectorflow::aggregator::detail {
 
+/// How a send ended.
+enum class SendResult {
+  kSent,
+  kUnreachable,  ///< not connected (gone, or never came up within the grace), closed, or stopping
+  kBlocked,      ///< connected, but its queue stayed full for the whole timeout: it does not read
+};
+
 class Downstream {
  public:
   /// Connects a PUSH socket to `endpoint`. Throws zmq::error_t if the socket cannot be made.
@@ -24,11 +33,12 @@ class Downstream {
   Downstream(const Downstream&) = delete;
   Downstream& operator=(const Downstream&) = delete;
 
-  /// Sends `count` parts as one message, moving them out. Returns false (parts left untouched or
-  /// emptied) when the NodeGroup is unreachable, the socket closed or `stop` is set.
-  bool send(zmq::message_t* parts, std::size_t count, const std::atomic<bool>& stop) {
-    if (open_ && try_send(parts, count)) return true;
-    return send_slow(parts, count, stop);
+  /// Sends `count` parts as one message, moving them out, waiting at most `timeout` while it
+  /// would block. When not sent, the parts are left untouched or emptied.
+  SendResult send(zmq::message_t* parts, std::size_t count, const std::atomic<bool>& stop,
+                  std::chrono::milliseconds timeout) {
+    if (open_ && try_send(parts, count)) return SendResult::kSent;
+    return send_slow(parts, count, stop, timeout);
   }
 
   /// Closes the socket; later sends fail at once. `linger` bounds how long messages already
@@ -40,7 +50,8 @@ class Downstream {
 
  private:
   bool try_send(zmq::message_t* parts, std::size_t count);
-  bool send_slow(zmq::message_t* parts, std::size_t count, const std::atomic<bool>& stop);
+  SendResult send_slow(zmq::message_t* parts, std::size_t count, const std::atomic<bool>& stop,
+                       std::chrono::milliseconds timeout);
   /// Reads the monitor's pending events into connected_ / ever_connected_.
   void read_events();
 

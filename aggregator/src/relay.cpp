@@ -14,16 +14,21 @@ using protocol::Refusal;
 
 // How long the loop sleeps in poll when nothing arrives before it looks at stop and the kvstore.
 constexpr std::chrono::milliseconds kIdlePoll{50};
+// Scans closed here that are remembered, so their stragglers neither reopen nor rebuild them.
+constexpr std::size_t kClosedRemembered = 1024;
 
 std::string scan_text(std::uint32_t scan) { return "scan " + std::to_string(scan); }
 
+constexpr const char* kUnreachableWhy = "unreachable (not registered, gone from the kvstore, or disconnected)";
+
 }  // namespace
 
-Relay::Relay(zmq::context_t& context, zmq::socket_t pull, const Directory& directory, RelaySettings settings,
-             RelayCounters& counters, std::function<void(ScanSummary)> report)
+Relay::Relay(zmq::context_t& context, zmq::socket_t pull, const Directory& directory, RecordStore& records,
+             RelaySettings settings, RelayCounters& counters, std::function<void(ScanSummary)> report)
     : context_(context),
       pull_(std::move(pull)),
       directory_(directory),
+      records_(records),
       settings_(std::move(settings)),
       counters_(counters),
       report_(std::move(report)),
@@ -36,7 +41,10 @@ void Relay::run(const std::atomic<bool>& stop) {
   while (!stop.load(std::memory_order_relaxed)) {
     try {
       if (directory_.generation() != generation_) refresh();
-      if (!receive_one()) zmq::poll(&item, 1, kIdlePoll);
+      if (!receive_one()) {
+        refresh_stale_records();
+        zmq::poll(&item, 1, kIdlePoll);
+      }
     } catch (const zmq::error_t& error) {
       if (error.num() == ETERM) break;
       counters_.malformed(Refusal::kError, std::string("socket: ") + error.what());
@@ -45,6 +53,9 @@ void Relay::run(const std::atomic<bool>& stop) {
       counters_.malformed(Refusal::kError, error.what());
     }
   }
+  // A scan still open is closed unfinished: its record says what this thread forwarded and lost.
+  refresh_stale_records();
+  scans_.for_each([this](ScanState& scan) { report(scan, true, "open when the aggregator stopped"); });
   // What is queued for live NodeGroups still goes out, for a bounded time: a clean stop drops nothing.
   for (auto& [uid, downstream] : downstreams_) downstream->close(settings_.discovery_wait);
 }
@@ -81,10 +92,21 @@ void Relay::on_data(zmq::message_t* parts) {
     return;
   }
   ScanState* scan = scans_.find(header.scan_number);
+  if (scan == nullptr && closed_.count(header.scan_number) != 0) {
+    // A straggler of a scan closed here (a dead NodeGroup's messages are not awaited): lost.
+    counters_.lost();
+    const auto lingering = lingering_.find(header.scan_number);
+    if (lingering != lingering_.end() && lingering->second.fits(header)) {
+      lingering->second.lost(lingering->second.target_of(header.frame_number));
+    }
+    return;
+  }
+  if (scan == nullptr) scan = recover(header);
   if (scan == nullptr) {
     counters_.malformed(Refusal::kNoInfo, header.where() +
-                                              ": data of a scan no open info message announced (its producer "
-                                              "thread must send the scan's info first)");
+                                              ": data of a scan no open info message announced and no producer "
+                                              "scan record describes (its producer thread must send the scan's "
+                                              "info first)");
     return;
   }
   if (!scan->fits(header)) {
@@ -93,20 +115,107 @@ void Relay::on_data(zmq::message_t* parts) {
     return;
   }
   Target& target = scan->target_of(header.frame_number);
-  if (!(target.downstream && target.downstream->open()) &&
+  if (!target.dead && !(target.downstream && target.downstream->open()) &&
       std::chrono::steady_clock::now() < scan->discovery_deadline()) {
     resolve(*scan, true);
     send_expected(*scan);
   }
   const std::size_t bytes = parts[0].size() + parts[1].size();
-  if (target.downstream && target.downstream->send(parts, 2, *stop_)) {
+  SendResult result = SendResult::kUnreachable;
+  if (!target.dead && target.downstream) result = target.downstream->send(parts, 2, *stop_, settings_.send_timeout);
+  if (result == SendResult::kSent) {
     scan->forwarded(target, bytes);
     counters_.forwarded(bytes);
   } else {
     scan->lost(target);
     counters_.lost();
+    if (!target.dead && !stop_->load(std::memory_order_relaxed)) {
+      declare_dead(*scan, target,
+                   result == SendResult::kBlocked
+                       ? "a send stayed blocked for send_timeout_ms (" + std::to_string(settings_.send_timeout.count()) +
+                             " ms): connected but not reading"
+                       : std::string(kUnreachableWhy));
+    }
   }
   finish_if_complete(*scan);
+}
+
+ScanState* Relay::recover(const protocol::DataHeader& header) {
+  // The first lookup may come before the replica's first sync (the relay just restarted); later
+  // ones never wait, so data of unknown scans cannot stall the thread.
+  const std::chrono::milliseconds sync_wait = records_synced_once_ ? std::chrono::milliseconds(0) : settings_.discovery_wait;
+  records_synced_once_ = true;
+  const std::vector<protocol::ProducerScanRecord> records =
+      records_.producer_records(header.scan_number, settings_.receiver, sync_wait);
+  std::optional<ScanState> fresh;
+  for (const protocol::ProducerScanRecord& record : records) {
+    if (record.thread >= settings_.producer_threads) continue;  // not a thread of this configuration
+    const protocol::InfoMessage info{header.scan_number, record.receiver, record.thread, header.scan_x,
+                                     header.scan_y,      record.routing,  record.counts};
+    if (!fresh) fresh.emplace(info, settings_.producer_threads, std::chrono::steady_clock::now() + settings_.discovery_wait);
+    if (const std::string error = fresh->add_info(info, true); !error.empty()) {
+      counters_.malformed(Refusal::kInfo, "scan record: " + error);
+    }
+  }
+  if (!fresh || fresh->infos() == 0) return nullptr;
+  fresh->mark_recovered();
+  // NodeGroups the previous process declared dead stay dead: their producers spill them.
+  if (const std::optional<protocol::RelayScanRecord> before = records_.relay_record(header.scan_number, settings_.receiver)) {
+    for (const std::string& uid : before->dead) {
+      if (Target* target = fresh->target(uid)) fresh->declare_dead(*target, "declared dead before the relay restarted");
+    }
+  }
+  ScanState& scan = open_scan(std::move(*fresh));
+  counters_.recovered_scan(scan.scan_number());
+  resolve(scan, false);
+  report(scan, false, "rebuilt from " + std::to_string(scan.infos()) + " producer scan record(s) (the relay " +
+                          "restarted mid-scan); what the previous process held in flight is missing");
+  send_expected(scan);
+  return &scan;
+}
+
+ScanState& Relay::open_scan(ScanState fresh) {
+  const std::uint32_t number = fresh.scan_number();
+  if (closed_.erase(number) != 0) {
+    closed_order_.erase(std::find(closed_order_.begin(), closed_order_.end(), number));
+  }
+  if (lingering_.erase(number) != 0) {
+    lingering_order_.erase(std::find(lingering_order_.begin(), lingering_order_.end(), number));
+  }
+  if (std::optional<ScanState> evicted = scans_.open(std::move(fresh))) {
+    counters_.evicted_scan();
+    report(*evicted, true, "closed unfinished to make room for scan " + std::to_string(number));
+    remember_closed(std::move(*evicted));
+  }
+  counters_.open_scans(scans_.size());
+  return *scans_.find(number);
+}
+
+void Relay::declare_dead(ScanState& scan, Target& target, const std::string& why) {
+  if (!scan.declare_dead(target, why)) return;
+  counters_.dead();
+  report(scan, false, "declared " + target.uid + " dead: " + why +
+                          "; its messages of this scan are dropped and counted lost, its producers spill them");
+}
+
+void Relay::remember_closed(ScanState scan) {
+  const std::uint32_t number = scan.scan_number();
+  if (closed_.insert(number).second) {
+    closed_order_.push_back(number);
+    if (closed_order_.size() > kClosedRemembered) {
+      closed_.erase(closed_order_.front());
+      lingering_.erase(closed_order_.front());
+      closed_order_.pop_front();
+    }
+  }
+  const bool any_dead = std::any_of(scan.targets().begin(), scan.targets().end(),
+                                    [](const Target& target) { return target.dead; });
+  if (!any_dead || !lingering_.emplace(number, std::move(scan)).second) return;
+  lingering_order_.push_back(number);
+  while (lingering_order_.size() > settings_.max_open_scans) {
+    lingering_.erase(lingering_order_.front());
+    lingering_order_.pop_front();
+  }
 }
 
 void Relay::on_info(const zmq::message_t& message) {
@@ -137,12 +246,7 @@ void Relay::on_info(const zmq::message_t& message) {
       counters_.malformed(Refusal::kInfo, error);
       return;
     }
-    if (std::optional<ScanState> evicted = scans_.open(std::move(fresh))) {
-      counters_.evicted_scan();
-      report(*evicted);
-    }
-    counters_.open_scans(scans_.size());
-    scan = scans_.find(info.scan_number);
+    scan = &open_scan(std::move(fresh));
     resolve(*scan, false);
   } else if (const std::string error = scan->add_info(info); !error.empty()) {
     counters_.malformed(Refusal::kInfo, error);
@@ -156,21 +260,51 @@ void Relay::on_info(const zmq::message_t& message) {
 void Relay::send_expected(ScanState& scan) {
   if (!scan.infos_complete()) return;
   for (Target& target : scan.targets()) {
-    if (target.info_sent || !target.downstream) continue;
+    if (target.info_sent || target.dead || !target.downstream) continue;
     const std::string bytes = protocol::encode_info(scan.expected_info(target, settings_.receiver));
     zmq::message_t message(bytes.data(), bytes.size());
-    target.info_sent = target.downstream->send(&message, 1, *stop_);
+    const SendResult result = target.downstream->send(&message, 1, *stop_, settings_.send_timeout);
+    target.info_sent = result == SendResult::kSent;
+    // An unreachable one is left to its data (it may still be discovered); a blocked one is dead.
+    if (result == SendResult::kBlocked && !stop_->load(std::memory_order_relaxed)) {
+      declare_dead(scan, target, "sending its expected count stayed blocked for send_timeout_ms (" +
+                                     std::to_string(settings_.send_timeout.count()) + " ms): connected but not reading");
+    }
   }
 }
 
 void Relay::finish_if_complete(ScanState& scan) {
   if (!scan.complete()) return;
-  report(scan);
-  scans_.close(scan.scan_number());
+  report(scan, true, "");
+  remember_closed(scans_.close(scan.scan_number()));
   counters_.open_scans(scans_.size());
 }
 
-void Relay::report(const ScanState& scan) { report_(scan.summary(settings_.receiver)); }
+void Relay::report(ScanState& scan, bool closed, const std::string& note) {
+  ScanSummary summary = scan.summary(settings_.receiver, closed);
+  summary.note = note;
+  report_(std::move(summary));
+  write_record(scan, closed);
+}
+
+void Relay::write_record(ScanState& scan, bool closed) {
+  try {
+    records_.write(scan.scan_number(), scan.record(settings_.receiver, closed));
+    scan.record_written();
+  } catch (const std::exception& error) {
+    counters_.malformed(Refusal::kError, scan_text(scan.scan_number()) + ": its relay record was not written: " +
+                                             error.what());
+  }
+}
+
+void Relay::refresh_stale_records() {
+  scans_.for_each([this](ScanState& scan) {
+    if (scan.recovered() && scan.record_stale()) write_record(scan, false);
+  });
+  for (auto& [number, scan] : lingering_) {
+    if (scan.record_stale()) write_record(scan, true);
+  }
+}
 
 std::shared_ptr<Downstream> Relay::downstream_for(const std::string& uid) {
   const auto found = downstreams_.find(uid);

@@ -6,20 +6,36 @@
 // before it is routed, so a bad message never crosses the WAN; a refused one is counted by kind.
 // Open scans are bounded (scan_table.hpp). No message blocks the thread for long: a NodeGroup
 // missing from the kvstore is waited for only by its scan's data, and only until the scan's
-// discovery deadline.
+// discovery deadline; a send that stays blocked for send_timeout (the NodeGroup is connected but
+// does not read), or a NodeGroup that cannot be reached, makes the NodeGroup dead for that scan:
+// its messages of the scan are dropped and counted lost without waiting, and the scan no longer
+// waits for them. A dead NodeGroup therefore stalls the thread at most once per scan.
+//
+// The thread writes its record of a scan (scans/<n>/aggregator/t<r>) when the scan closes and, at
+// once, each time it declares a NodeGroup dead: the producers of receiver r watch that key to stop
+// sending that NodeGroup's sectors and write them to raw files instead. Data of a scan it has no
+// state for (it restarted mid-scan) rebuilds the scan from the producer threads' scan records, as
+// if their infos had come; with no record it is refused (no_info). Such a rebuilt scan cannot know
+// what the process before forwarded, so it does not complete by its counts: its record is
+// rewritten whenever the thread falls idle, and it closes when evicted or when the relay stops.
+// A scan closes without waiting for a dead NodeGroup's messages; those still coming (sent before
+// the producers saw the record) are counted lost in its record, rewritten when the thread is idle.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <zmq.hpp>
 
 #include "directory.hpp"
 #include "downstream.hpp"
+#include "record_store.hpp"
 #include "scan_state.hpp"
 #include "scan_table.hpp"
 #include "sectorflow/aggregator/counters.hpp"
@@ -32,18 +48,20 @@ struct RelaySettings {
   std::uint32_t producer_threads = 1;
   int hwm = 1;
   std::chrono::milliseconds discovery_wait{0};
+  std::chrono::milliseconds send_timeout{0};  ///< a send blocked longer declares its NodeGroup dead for the scan
   std::size_t max_open_scans = 1;
   protocol::DataExpectations expect;  ///< geometry, scan limits, and sector = receiver
 };
 
 class Relay {
  public:
-  /// Takes the PULL socket already bound by the aggregator. `report` receives every scan summary.
-  Relay(zmq::context_t& context, zmq::socket_t pull, const Directory& directory, RelaySettings settings,
-        RelayCounters& counters, std::function<void(ScanSummary)> report);
+  /// Takes the PULL socket already bound by the aggregator. `report` receives every scan summary;
+  /// `records` reads the producers' scan records and writes this thread's.
+  Relay(zmq::context_t& context, zmq::socket_t pull, const Directory& directory, RecordStore& records,
+        RelaySettings settings, RelayCounters& counters, std::function<void(ScanSummary)> report);
 
-  /// The loop; returns when `stop` is set. What one message makes fail is counted
-  /// (Refusal::kError) and the loop goes on.
+  /// The loop; returns when `stop` is set, after reporting the scans still open as closed
+  /// unfinished. What one message makes fail is counted (Refusal::kError) and the loop goes on.
   void run(const std::atomic<bool>& stop);
 
  private:
@@ -60,11 +78,27 @@ class Relay {
   /// Sends the expected counts to the targets that have not had them, once all infos are in.
   void send_expected(ScanState& scan);
   void finish_if_complete(ScanState& scan);
-  void report(const ScanState& scan);
+  /// Opens a scan in the table, reporting the one it evicts; returns the open scan.
+  ScanState& open_scan(ScanState fresh);
+  /// Rebuilds the scan of `header` from the producer threads' scan records, or returns null.
+  ScanState* recover(const protocol::DataHeader& header);
+  /// Makes `target` dead for `scan`, counts it, reports it and writes the relay record at once.
+  void declare_dead(ScanState& scan, Target& target, const std::string& why);
+  /// Hands a summary to `report_` and writes the relay record (complete only when `closed`).
+  void report(ScanState& scan, bool closed, const std::string& note);
+  /// Writes the relay record of `scan`; a failure is counted (Refusal::kError), never thrown.
+  void write_record(ScanState& scan, bool closed);
+  /// Rewrites the records that moved since they were written (the thread is idle): rebuilt scans,
+  /// and closed scans whose dead NodeGroups' stragglers were counted lost since.
+  void refresh_stale_records();
+  /// Remembers a scan closed here, so that its stragglers are counted lost and never rebuild it;
+  /// a scan with a dead NodeGroup is kept whole for a while, so they are counted in its record.
+  void remember_closed(ScanState scan);
 
   zmq::context_t& context_;
   zmq::socket_t pull_;
   const Directory& directory_;
+  RecordStore& records_;
   RelaySettings settings_;
   RelayCounters& counters_;
   std::function<void(ScanSummary)> report_;
@@ -73,6 +107,13 @@ class Relay {
   zmq::message_t parts_[2];
   std::map<std::string, std::shared_ptr<Downstream>> downstreams_;  ///< by uid
   ScanTable scans_;
+  std::set<std::uint32_t> closed_;       ///< scans closed here, bounded (closed_order_)
+  std::deque<std::uint32_t> closed_order_;
+  /// Closed scans with a dead NodeGroup, whose producers may still send some of its messages
+  /// before they see the record: at most max_open_scans, the oldest dropped.
+  std::map<std::uint32_t, ScanState> lingering_;
+  std::deque<std::uint32_t> lingering_order_;
+  bool records_synced_once_ = false;     ///< waited once for the scans/ replica: never again per message
 };
 
 }  // namespace sectorflow::aggregator::detail

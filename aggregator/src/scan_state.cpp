@@ -9,21 +9,28 @@ ScanState::ScanState(const protocol::InfoMessage& info, std::uint32_t producer_t
       scan_y_(info.scan_y),
       routing_(info.routing),
       heard_(producer_threads, false),
+      from_record_(producer_threads),
       first_(std::chrono::steady_clock::now()),
       last_(first_),
       discovery_deadline_(discovery_deadline) {
   targets_.reserve(routing_.size());
-  for (const std::string& uid : routing_) targets_.push_back(Target{uid, nullptr, 0, 0, 0, false});
+  for (const std::string& uid : routing_) targets_.push_back(Target{uid, nullptr, 0, 0, 0, false, false, {}});
 }
 
-std::string ScanState::add_info(const protocol::InfoMessage& info) {
+std::string ScanState::add_info(const protocol::InfoMessage& info, bool from_record) {
   const std::string where = "scan " + std::to_string(info.scan_number) + ", producer thread " +
                             std::to_string(info.thread_id);
   if (info.thread_id >= heard_.size()) {
     return where + ": thread id must be below " + std::to_string(heard_.size()) +
            " (producer threads of this receiver in the configuration)";
   }
-  if (heard_[info.thread_id]) return where + ": a second info message for the same scan";
+  if (heard_[info.thread_id]) {
+    const std::optional<protocol::InfoMessage>& recorded = from_record_[info.thread_id];
+    // The info that the thread's record announced, arriving after the relay rebuilt the scan from
+    // that record: already counted.
+    if (!from_record && recorded && recorded->routing == info.routing && recorded->counts == info.counts) return {};
+    return where + ": a second info message for the same scan";
+  }
   if (info.scan_x != scan_x_ || info.scan_y != scan_y_) {
     return where + ": scan shape " + std::to_string(info.scan_x) + " x " + std::to_string(info.scan_y) +
            " differs from the " + std::to_string(scan_x_) + " x " + std::to_string(scan_y_) +
@@ -34,6 +41,7 @@ std::string ScanState::add_info(const protocol::InfoMessage& info) {
            " NodeGroups differs from the one the scan's first info gave (" + std::to_string(routing_.size()) + ")";
   }
   heard_[info.thread_id] = true;
+  if (from_record) from_record_[info.thread_id] = info;
   ++infos_;
   for (Target& target : targets_) {
     const auto found = info.counts.find(target.uid);
@@ -56,11 +64,35 @@ protocol::InfoMessage ScanState::expected_info(const Target& target, std::uint32
   return info;
 }
 
-ScanSummary ScanState::summary(std::uint32_t thread) const {
+bool ScanState::complete() const {
+  if (!infos_complete()) return false;
+  for (const Target& target : targets_) {
+    if (!target.dead && target.forwarded + target.lost < target.expected) return false;
+  }
+  return true;
+}
+
+bool ScanState::declare_dead(Target& target, std::string why) {
+  if (target.dead) return false;
+  target.dead = true;
+  target.dead_why = std::move(why);
+  return true;
+}
+
+Target* ScanState::target(const std::string& uid) {
+  for (Target& target : targets_) {
+    if (target.uid == uid) return &target;
+  }
+  return nullptr;
+}
+
+ScanSummary ScanState::summary(std::uint32_t thread, bool closed) const {
   ScanSummary s;
   s.thread = thread;
   s.scan = scan_number_;
-  s.complete = complete();
+  s.closed = closed;
+  s.complete = closed && complete();
+  s.recovered = recovered_;
   s.expected = expected_;
   s.forwarded = forwarded_;
   s.bytes = bytes_;
@@ -69,8 +101,22 @@ ScanSummary ScanState::summary(std::uint32_t thread) const {
   for (const Target& target : targets_) {
     s.counts[target.uid] = target.forwarded;
     if (target.lost > 0) s.lost_by_uid[target.uid] = target.lost;
+    if (target.dead) s.dead[target.uid] = target.dead_why;
   }
   return s;
+}
+
+protocol::RelayScanRecord ScanState::record(std::uint32_t thread, bool closed) const {
+  protocol::RelayScanRecord r;
+  r.thread = thread;
+  r.complete = closed && complete();
+  for (const Target& target : targets_) {
+    r.forwarded[target.uid] = target.forwarded;
+    r.lost[target.uid] = target.lost;
+    if (target.dead) r.dead.push_back(target.uid);  // routing order: sorted
+  }
+  r.updated_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return r;
 }
 
 }  // namespace sectorflow::aggregator::detail

@@ -1,11 +1,13 @@
 // What one relay thread knows about one scan (SPEC.md steps 4 and 5): the routing list learnt
-// from the producer threads' info messages, the sum of their counts per NodeGroup, and what has
-// been forwarded or lost so far.
+// from the producer threads' info messages (or, after a restart, from their scan records), the sum
+// of their counts per NodeGroup, what has been forwarded or lost so far, and which NodeGroups are
+// dead for the scan (their messages are dropped and no longer awaited).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "sectorflow/aggregator/counters.hpp"
 #include "sectorflow/protocol/data_message.hpp"
 #include "sectorflow/protocol/info_message.hpp"
+#include "sectorflow/protocol/scan_records.hpp"
 
 namespace sectorflow::aggregator::detail {
 
@@ -24,6 +27,8 @@ struct Target {
   std::uint64_t forwarded = 0;
   std::uint64_t lost = 0;
   bool info_sent = false;                  ///< the expected count went to this NodeGroup
+  bool dead = false;                       ///< declared dead for this scan: dropped, counted lost, not awaited
+  std::string dead_why;
 };
 
 class ScanState {
@@ -34,12 +39,28 @@ class ScanState {
             std::chrono::steady_clock::time_point discovery_deadline);
 
   /// Adds the counts of one producer thread's info. Returns an error text (the info is then
-  /// ignored) for a thread already heard from or a routing list unlike the first one.
-  std::string add_info(const protocol::InfoMessage& info);
+  /// ignored) for a thread already heard from or a routing list unlike the first one. With
+  /// `from_record` the info was rebuilt from the thread's scan record; the thread's own info, if it
+  /// still comes (it was queued in the producer while the relay restarted), is then taken as heard
+  /// already when it says the same.
+  std::string add_info(const protocol::InfoMessage& info, bool from_record = false);
 
   bool infos_complete() const { return infos_ == heard_.size(); }
-  /// Every expected message forwarded or lost: the scan is over for this thread.
-  bool complete() const { return infos_complete() && forwarded_ + lost_ >= expected_; }
+  std::size_t infos() const { return infos_; }
+  /// Every expected message forwarded or lost, a dead NodeGroup's not awaited: the scan is over for
+  /// this thread.
+  bool complete() const;
+
+  /// Declares `target` dead for this scan; false if it already was.
+  bool declare_dead(Target& target, std::string why);
+  /// The scan was rebuilt from the producers' scan records (the relay restarted mid-scan).
+  void mark_recovered() { recovered_ = true; }
+  bool recovered() const { return recovered_; }
+  /// Whether messages were handled since the last record_written(): a rebuilt scan cannot know
+  /// what the process before it forwarded, so it never completes by its counts; its record is
+  /// rewritten when the thread falls idle.
+  bool record_stale() const { return forwarded_ + lost_ != recorded_; }
+  void record_written() { recorded_ = forwarded_ + lost_; }
 
   /// Whether a data header's scan shape is the one the infos announced.
   bool fits(const protocol::DataHeader& header) const {
@@ -49,6 +70,8 @@ class ScanState {
 
   Target& target_of(std::uint32_t frame_number) { return targets_[frame_number % targets_.size()]; }
   std::vector<Target>& targets() { return targets_; }
+  /// The target of NodeGroup `uid`, or null if it is not in the routing list.
+  Target* target(const std::string& uid);
   void forwarded(Target& target, std::size_t bytes) {
     ++target.forwarded;
     ++forwarded_;
@@ -63,7 +86,11 @@ class ScanState {
 
   /// The expected-count message for NodeGroup `target` (SPEC.md step 5).
   protocol::InfoMessage expected_info(const Target& target, std::uint32_t receiver) const;
-  ScanSummary summary(std::uint32_t thread) const;
+  /// `closed`: the scan closes at this thread (false: an interim report of a NodeGroup declared dead).
+  ScanSummary summary(std::uint32_t thread, bool closed) const;
+  /// scans/<n>/aggregator/t<thread>: forwarded and lost per NodeGroup of the routing list (zeros
+  /// included), the dead ones; complete only when `closed` and complete().
+  protocol::RelayScanRecord record(std::uint32_t thread, bool closed) const;
   std::uint32_t scan_number() const { return scan_number_; }
 
  private:
@@ -73,6 +100,9 @@ class ScanState {
   std::vector<std::string> routing_;
   std::vector<Target> targets_;
   std::vector<bool> heard_;  ///< per producer thread: its info arrived
+  std::vector<std::optional<protocol::InfoMessage>> from_record_;  ///< per thread: the info rebuilt from its record
+  bool recovered_ = false;
+  std::uint64_t recorded_ = 0;  ///< forwarded_ + lost_ when the record was last written
   std::size_t infos_ = 0;
   std::uint64_t expected_ = 0;
   std::uint64_t forwarded_ = 0;

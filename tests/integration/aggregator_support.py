@@ -78,10 +78,11 @@ class Pipeline:
     context: zmq.Context = field(default_factory=zmq.Context)
     pushes: dict[tuple[int, int], zmq.Socket] = field(default_factory=dict)
 
-    def start_standin(self, uid: str) -> Standin:
+    def start_standin(self, uid: str, *flags: str) -> Standin:
+        """A stand-in NodeGroup, registered; ``flags`` such as ``--never-read`` go to its command line."""
         out = self.tmp_path / f"standin-{uid}.jsonl"
         process = self.processes.start(sys.executable, str(STANDIN), "--config", str(self.path), "--uid", uid,
-                                       "--out", str(out), name=f"standin-{uid}")
+                                       "--out", str(out), *flags, name=f"standin-{uid}")
         standin = Standin(uid, out, process)
         self.standins[uid] = standin
         wait_until(lambda: self.client.get(f"nodegroups/{uid}"), START_S, f"stand-in {uid} to register")

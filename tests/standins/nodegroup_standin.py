@@ -2,11 +2,13 @@
 socket per aggregator thread, registers in the real kvstore like a NodeGroup, and records every
 message it receives as one JSON line (payloads as size and BLAKE2 digest) until SIGTERM.
 
-    python nodegroup_standin.py --config F --uid UID --out FILE [--direct]
+    python nodegroup_standin.py --config F --uid UID --out FILE [--direct] [--never-read]
 
 ``--direct`` registers one port per *receiver* thread as well (ports[r] = socket r): producers
 talk to aggregator threads, so a stand-in that plays an aggregator thread r's downstream is the
-same thing. Deregisters (closes its kvstore client) on SIGTERM.
+same thing. ``--never-read`` registers and then reads nothing (a NodeGroup that is connected but
+stalled: its sockets hold one message and a small kernel buffer, so senders block soon).
+Deregisters (closes its kvstore client) on SIGTERM.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def main() -> int:
     parser.add_argument("--config", required=True)
     parser.add_argument("--uid", required=True)
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--never-read", action="store_true")
     args = parser.parse_args()
     config = load_config(args.config)
 
@@ -43,6 +46,9 @@ def main() -> int:
     sockets = []
     for _ in range(config.n_receivers):
         pull = context.socket(zmq.PULL)
+        if args.never_read:
+            pull.setsockopt(zmq.RCVHWM, 1)
+            pull.setsockopt(zmq.RCVBUF, 4096)
         pull.bind("tcp://127.0.0.1:0")
         sockets.append(pull)
     ports = [int(s.getsockopt(zmq.LAST_ENDPOINT).decode().rsplit(":", 1)[1]) for s in sockets]
@@ -65,6 +71,8 @@ def main() -> int:
     with open(args.out, "a") as out:
         out.write(json.dumps({"kind": "ready", "ports": ports}) + "\n")
         out.flush()
+        while args.never_read and not stopping:
+            signal.pause()  # woken by SIGTERM's handler
         while not stopping:
             for pull, _ in poller.poll(100):
                 parts = pull.recv_multipart()

@@ -19,6 +19,8 @@ class FakeStats:
     bytes = 49_766_400
     infos = 2
     lost = 7
+    dead = 1
+    recovered_scans = 1
     open_scans = 1
     evicted_scans = 2
     malformed = {kind: 0 for kind in REFUSAL_KINDS} | {"header": 2, "info": 1, "no_info": 3}
@@ -28,7 +30,9 @@ class FakeStats:
 class FakeSummary:
     thread = 2
     scan = 12
+    closed = True
     complete = True
+    recovered = False
     expected = 100
     forwarded = 97
     bytes = 1_000_000_000
@@ -36,6 +40,8 @@ class FakeSummary:
     seconds = 0.5
     counts = {"ng-a": 50, "ng-b": 47}
     lost_by_uid = {"ng-b": 3}
+    dead: dict[str, str] = {}
+    note = ""
 
 
 def test_status_carries_counters_malformed_kinds_and_loss() -> None:
@@ -45,6 +51,7 @@ def test_status_carries_counters_malformed_kinds_and_loss() -> None:
     assert status.extra["malformed"] == 6
     assert (status.extra["lost"], status.extra["lost_last_scan"], status.extra["open_scans"]) == (7, 4, 1)
     assert status.extra["evicted_scans"] == 2
+    assert (status.extra["dead_nodegroups"], status.extra["recovered_scans"]) == (1, 1)
 
 
 @pytest.mark.parametrize("streaming, state", [(True, "streaming"), (False, "idle")])
@@ -59,3 +66,18 @@ def test_summary_line_names_scan_counts_rate_and_loss() -> None:
         "scan 12: thread 2 finished: forwarded 97 of 100 expected messages (ng-a 50, ng-b 47), "
         "1000000000 bytes in 0.500 s (2.00 GB/s), lost 3 (ng-b 3)"
     )
+
+
+def test_summary_line_names_the_dead_nodegroups_and_a_rebuilt_scan() -> None:
+    summary = FakeSummary()
+    summary.dead = {"ng-b": "a send stayed blocked"}
+    summary.recovered = True
+    assert summary_line(summary).endswith(
+        "lost 3 (ng-b 3); dead: ng-b; rebuilt from the producers' scan records after a restart")
+
+
+def test_an_interim_report_is_its_note() -> None:
+    summary = FakeSummary()
+    summary.closed = False
+    summary.note = "declared ng-b dead: a send stayed blocked"
+    assert summary_line(summary) == "scan 12: thread 2 declared ng-b dead: a send stayed blocked"

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -29,6 +30,10 @@ class Aggregator {
   Aggregator(const Aggregator&) = delete;
   Aggregator& operator=(const Aggregator&) = delete;
 
+  /// Waits until both kvstore replicas (nodegroups/, scans/) are complete and live, at most
+  /// `timeout`; returns whether they are. Before start(), so that a restarted relay finds the
+  /// producers' scan records of a scan in flight in its first lookup.
+  bool wait_synced(std::chrono::milliseconds timeout) const;
   /// Starts the relay threads. Throws AggregatorError if already started or stopped.
   void start();
   /// Stops and joins the relay threads and closes every socket and the replica. Idempotent.

@@ -25,7 +25,13 @@ struct AggregatorOptions {
   /// [limits] max_open_scans: scans of one thread kept open at once; beyond it the oldest
   /// unfinished one is closed.
   std::uint32_t max_open_scans = 0;
-  kvstore::ClientOptions kvstore;              ///< the replica of nodegroups/ ([kvstore]; subtree is forced)
+  /// [aggregator] send_timeout_ms: how long a send to a NodeGroup may stay blocked (it is connected
+  /// but does not read) before the NodeGroup is declared dead for that scan: its messages of the
+  /// scan are then dropped and counted lost without waiting, and the relay record names it.
+  std::uint32_t send_timeout_ms = 0;
+  /// [kvstore] scan_record_ttl_s: time-to-live of the relay records (scans/<n>/aggregator/t<r>).
+  double scan_record_ttl_s = 0.0;
+  kvstore::ClientOptions kvstore;              ///< the replicas of nodegroups/ and scans/ ([kvstore]; subtree is forced)
   protocol::Geometry geometry;                 ///< [detector]: what a data message must fit; one sector per receiver
   /// [limits] max_scan_positions: probe positions of the largest scan accepted.
   std::uint64_t max_scan_positions = 0;

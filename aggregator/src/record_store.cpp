@@ -1,0 +1,65 @@
+#include "record_store.hpp"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "sectorflow/protocol/errors.hpp"
+
+namespace sectorflow::aggregator::detail {
+namespace {
+
+kvstore::ClientOptions scans_only(kvstore::ClientOptions options) {
+  options.subtree = std::string(protocol::kScansPrefix);
+  return options;
+}
+
+}  // namespace
+
+RecordStore::RecordStore(kvstore::ClientOptions options, double ttl_s)
+    : client_(scans_only(std::move(options))), ttl_s_(ttl_s) {}
+
+RecordStore::~RecordStore() { close(); }
+
+void RecordStore::close() { client_.close(); }
+
+std::vector<protocol::ProducerScanRecord> RecordStore::producer_records(std::uint32_t scan, std::uint32_t receiver,
+                                                                        std::chrono::milliseconds sync_wait) const {
+  if (!client_.synced()) (void)client_.wait_synced(sync_wait);
+  // scans/<n>/producer/r<R>t<T>: every thread of receiver R shares the prefix up to "t".
+  const std::string prefix = protocol::scan_prefix(scan) + "producer/r" + std::to_string(receiver) + "t";
+  std::vector<protocol::ProducerScanRecord> out;
+  std::map<std::string, std::string> rejected;
+  for (const auto& [key, value] : client_.subtree(prefix)) {
+    try {
+      protocol::ProducerScanRecord record = protocol::ProducerScanRecord::decode(value);
+      if (record.receiver != receiver || record.routing.empty()) continue;  // another's, or written to disk
+      if (key != protocol::scan_producer_key(scan, record.receiver, record.thread)) continue;  // a key it does not own
+      out.push_back(std::move(record));
+    } catch (const protocol::ProtocolError& error) {
+      rejected[key] = error.what();
+    }
+  }
+  // Every message of such a scan looks again: say it once per key and reason.
+  for (const auto& [key, why] : bad_.note(prefix, rejected)) {
+    if (client_.options().log) client_.options().log("skipped the scan record " + key + ": " + why);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.thread < b.thread; });
+  return out;
+}
+
+std::optional<protocol::RelayScanRecord> RecordStore::relay_record(std::uint32_t scan, std::uint32_t thread) const {
+  const std::optional<std::string> value = client_.get(protocol::scan_relay_key(scan, thread));
+  if (!value) return std::nullopt;
+  try {
+    return protocol::RelayScanRecord::decode(*value);
+  } catch (const protocol::ProtocolError&) {
+    return std::nullopt;  // nothing to carry over from a record that does not decode
+  }
+}
+
+void RecordStore::write(std::uint32_t scan, const protocol::RelayScanRecord& record) {
+  client_.set_once(protocol::scan_relay_key(scan, record.thread), record.encode(), ttl_s_);
+}
+
+}  // namespace sectorflow::aggregator::detail

@@ -251,7 +251,7 @@ def wait_for_account(client: Client, published: PublishedRequest, timeout_s: flo
     scan = published.request.scan_number
     routing = set(published.request.routing or [])
     result = account(published.records(client))
-    absent = Absences(published.gone_after_s)
+    nodegroups_absent, producers_absent = Absences(published.gone_after_s), Absences(published.gone_after_s)
 
     def over() -> bool:
         nonlocal result
@@ -262,8 +262,8 @@ def wait_for_account(client: Client, published: PublishedRequest, timeout_s: flo
         # A producer daemon's status is its client's own key: it goes when the daemon dies.
         alive = {name for (_, name) in client.statuses(SERVICE_PRODUCER)}
         threads = [(r, t) for r, count in enumerate(published.record.producer_threads) for t in range(count)]
-        gone = absent.lasting({"nodegroups"} if routing and not routing & registered else set())
-        dead = absent.lasting({f"r{r}t{t}" for r, t in threads if f"r{r}t{t}" not in alive})
+        gone = nodegroups_absent.lasting({"nodegroups"} if routing and not routing & registered else set())
+        dead = producers_absent.lasting({f"r{r}t{t}" for r, t in threads if f"r{r}t{t}" not in alive})
         result = account(records, nodegroups_gone=bool(gone),
                          producers_gone={(r, t) for r, t in threads if f"r{r}t{t}" in dead})
         return result.outcome != PENDING

@@ -338,8 +338,14 @@ void Relay::refresh() {
   directory_.audit();
   for (auto it = downstreams_.begin(); it != downstreams_.end();) {
     const std::optional<std::string> endpoint = directory_.endpoint(it->first, settings_.receiver);
-    if (!endpoint || *endpoint != it->second->endpoint()) {
-      it->second->close();  // the scans holding it see a closed socket and count its messages lost
+    if (endpoint && *endpoint != it->second->endpoint()) {
+      it->second->close();  // another process has the uid's name now: the scans holding it count its messages lost
+      it = downstreams_.erase(it);
+    } else if (!endpoint) {
+      // Gone from the kvstore, which is not proof of death: a kvstore restart empties every
+      // replica until each party has written its keys again. The scans holding the socket keep
+      // it, and their sends decide (a dead peer disconnects, a hung one blocks for
+      // send_timeout_ms); new scans cannot route to it. It closes with the last scan holding it.
       it = downstreams_.erase(it);
     } else {
       ++it;

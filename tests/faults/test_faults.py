@@ -30,9 +30,9 @@ RATE_HZ = 100.0  # about 2.6 s per scan: slow enough to hit it mid-scan
 SECTORS = POSITIONS * 4
 
 
-def checked(line: Beamline, outcome: Outcome, scan: int, fault: str) -> Outcome:
+def checked(line: Beamline, outcome: Outcome, scan: int, fault: str, sectors: int = SECTORS) -> Outcome:
     """The account adds up and agrees with what is on disk; prints the table row."""
-    assert outcome.sectors == SECTORS
+    assert outcome.sectors == sectors, outcome.output
     assert outcome.counted + outcome.spilled + outcome.missing == outcome.sectors, outcome.output
     path = line.output_dir / scan_file_name(scan)
     on_file = line.sectors_in_file(path) if path.exists() else 0
@@ -44,7 +44,7 @@ def checked(line: Beamline, outcome: Outcome, scan: int, fault: str) -> Outcome:
 
 def first_scan(line: Beamline) -> dict[str, str]:
     """A clean scan before the fault: complete, exit 0; returns the checksums no fault may change."""
-    result = checked(line, Beamline.finish(line.acquire(1, "4x4", 0.0)), 1, "none (scan before the fault)")
+    result = checked(line, Beamline.finish(line.acquire(1, "4x4", 0.0)), 1, "none (scan before the fault)", 64)
     assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, 64), result.output
     return line.checksums()
 

@@ -61,7 +61,6 @@ class Beamline:
         self.supervisor: Supervisor | None = None
 
     def start(self, with_nodegroups: bool = True) -> Supervisor:
-        self.output_dir.mkdir(parents=True, exist_ok=True)
         self.supervisor = start_stack(self.config, self.run_dir, RANKS, self.output_dir, with_nodegroups, READY_S)
         return self.supervisor
 

@@ -19,7 +19,7 @@ import argparse
 import logging
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sectorflow.cli import add_config_argument
@@ -138,6 +138,7 @@ class PublishedRequest:
     ttl_s: float
     gone_after_s: float  # a status or registration absent this long is taken for dead (Absences)
     seen: bool = False   # the request came back from the server into this replica
+    rejected: set[tuple[str, str]] = field(default_factory=set)  # (key, why) of records logged as bad
 
     def taken_by(self, records: ScanRecords) -> set[tuple[int, int]]:
         """The producer threads that wrote their part of this run of the scan (their acknowledgement)."""
@@ -168,9 +169,16 @@ class PublishedRequest:
         return True
 
     def records(self, client: Client) -> ScanRecords:
-        """This run's records: parts stamped before the request are an earlier run's and left out."""
+        """This run's records: parts stamped before the request are an earlier run's and left out.
+
+        A record that does not decode is left out too, and logged once per key and reason.
+        """
         scan = self.request.scan_number
         records = records_of(client.subtree(scan_prefix(scan)), scan)
+        for key, why in records.rejected.items():
+            if (key, why) not in self.rejected:
+                self.rejected.add((key, why))
+                log.warning("skipped %s, which does not decode: %s", key, why)
         records.request = self.record
         records.producers = {name: part for name, part in records.producers.items()
                              if part.updated_s >= self.published_s}

@@ -28,11 +28,15 @@ from sectorflow.protocol import (
     ACQUIRE_REQUEST_KEY,
     AcquireRequest,
     NodeGroupRecord,
+    ProducerScanRecord,
+    ScanFileRecord,
     ServiceStatus,
     nodegroup_key,
+    scan_file_key,
+    scan_producer_key,
     status_key,
+    wall_clock_s,
 )
-from sectorflow.producer.acquire import expected_producers
 
 SYNC_S = 10.0  # deadline of waits; a failure guard, not a speed requirement
 RUN_S = 60.0  # deadline of a command; a failure guard only
@@ -67,20 +71,31 @@ def test_poisoned_entries_leave_acquire_working_and_are_reported_once(
                                    "4x4", "--wait", "--timeout", str(RUN_S), name="acquire")
     raw = wait_until(lambda: observer.get(ACQUIRE_REQUEST_KEY), SYNC_S, "the acquire request")
     assert AcquireRequest.decode(raw).routing == ["ng-1"], "the bad registration is skipped, the good one used"
-    # Stand in for the producers: every thread of the configuration reports the scan finished, while
-    # acquire --wait reads status/producer/, poisoned entry included, at every poll.
-    names = expected_producers(kvstore.config)
-    for name in names:
-        finished = ServiceStatus(state="finished", scan=7, messages=4, bytes=100,
-                                 extra={"mode": "streaming", "nodegroups": 1})
-        observer.set(status_key("producer", name), finished.encode())
+    # Stand in for the producers and the NodeGroups' rank 0: every producer thread of the configuration
+    # and the file record the scan whole, while acquire --wait reads status/producer/ (poisoned entry
+    # included) and the scan's records (one of them poisoned) at every poll.
+    config = kvstore.config
+    observer.set_once("scans/0000000007/producer/r9t9", msgpack.packb({"version": 1}))
+    for receiver, spec in enumerate(config.receivers):
+        for thread in range(spec.threads):
+            owned = len(range(thread, 16, spec.threads))
+            part = ProducerScanRecord(receiver=receiver, thread=thread, state="finished", routing=["ng-1"],
+                                      counts={"ng-1": owned}, owned=owned, lost_upstream=0, sent=owned, spilled=0,
+                                      spill_file="", partial=False, error="", updated_s=wall_clock_s())
+            observer.set_once(scan_producer_key(7, receiver, thread), part.encode())
+    whole = ScanFileRecord(outcome="complete", path="/data/FOURD_0000000007_counted.h5", extra_paths=[],
+                           positions=16, frames_written=16, positions_missing=0,
+                           sectors_counted=[16] * config.n_receivers, reason="", written_s=wall_clock_s())
+    observer.set_once(scan_file_key(7), whole.encode())
 
     assert acquire.wait(RUN_S) == 0, processes.output(acquire)
     out = processes.output(acquire)
-    assert f"scan 7: streamed to 1 NodeGroups by {len(names)} producer threads: {4 * len(names)} messages" in out
+    sectors = 16 * config.n_receivers
+    assert f"scan 7: complete: {sectors} counted + 0 spilled + 0 missing = {sectors} sectors" in out
     assert out.count("skipped nodegroups/x, which does not decode: NodeGroupRecord: expected a msgpack map, "
                      "got an array") == 1
     assert out.count("skipped status/producer/r9t9, which does not decode: ServiceStatus: missing field") == 1
+    assert out.count("skipped scans/0000000007/producer/r9t9, which does not decode: ProducerScanRecord") == 1
     assert "Traceback" not in out
 
 

@@ -19,9 +19,10 @@ std::string monitor_address() {
 }  // namespace
 
 Downstream::Downstream(zmq::context_t& context, std::string uid, std::string endpoint, int hwm,
-                       std::chrono::milliseconds grace)
+                       std::chrono::milliseconds grace, std::chrono::milliseconds drain)
     : uid_(std::move(uid)),
       endpoint_(std::move(endpoint)),
+      drain_(drain),
       socket_(context, zmq::socket_type::push),
       monitor_(context, zmq::socket_type::pair),
       grace_end_(std::chrono::steady_clock::now() + grace) {
@@ -36,7 +37,7 @@ Downstream::Downstream(zmq::context_t& context, std::string uid, std::string end
   socket_.connect(endpoint_);
 }
 
-Downstream::~Downstream() { close(); }
+Downstream::~Downstream() { close(drain_); }
 
 void Downstream::close(std::chrono::milliseconds linger) {
   if (!open_) return;

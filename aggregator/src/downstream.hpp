@@ -27,8 +27,11 @@ enum class SendResult {
 class Downstream {
  public:
   /// Connects a PUSH socket to `endpoint`. Throws zmq::error_t if the socket cannot be made.
+  /// `drain` bounds how long the messages still queued when the last holder lets go are delivered:
+  /// a scan is over at the relay once its messages are queued, not once they have arrived.
   Downstream(zmq::context_t& context, std::string uid, std::string endpoint, int hwm,
-             std::chrono::milliseconds grace);
+             std::chrono::milliseconds grace, std::chrono::milliseconds drain);
+  /// Closes with the drain linger, unless closed before.
   ~Downstream();
   Downstream(const Downstream&) = delete;
   Downstream& operator=(const Downstream&) = delete;
@@ -57,6 +60,7 @@ class Downstream {
 
   std::string uid_;
   std::string endpoint_;
+  std::chrono::milliseconds drain_;
   zmq::socket_t socket_;
   zmq::socket_t monitor_;
   bool open_ = true;

@@ -97,9 +97,22 @@ class ReceiverAccount:
     spilled: int = 0
     reasons: list[str] = field(default_factory=list)  # where the missing ones were last seen
 
+    explained: int = 0  # of the missing ones, how many the reasons place
+
     @property
     def missing(self) -> int:
         return self.sectors - self.counted - self.spilled
+
+    def explain(self, count: int, where: str) -> None:
+        """Places up to ``count`` of the missing sectors not placed yet ``where``, along the chain.
+
+        A count is capped by what is still unexplained: a stage's shortfall can include sectors a
+        later stage recovered (a restarted aggregator counts only its own messages).
+        """
+        placed = min(count, self.missing - self.explained)
+        if placed > 0:
+            self.explained += placed
+            self.reasons.append(f"{placed} {where}")
 
 
 @dataclass
@@ -241,36 +254,36 @@ def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord, 
                                        "record is not known")
         lost_upstream = sum(part.lost_upstream for part in parts)
         if lost_upstream:
-            account.reasons.append(f"{lost_upstream} never reached the producer")
+            account.explain(lost_upstream, "never reached the producer")
         for part in parts:
             if part.state in _FINAL_PRODUCER_STATES and part.unaccounted:
                 why = f": {part.error}" if part.error else ""
-                account.reasons.append(f"{part.unaccounted} not sent by thread {part.thread}{why}")
+                account.explain(part.unaccounted, f"not sent by thread {part.thread}{why}")
         sent = sum(part.sent for part in parts)
         relay = records.relays.get(account.receiver)
         if relay is None:
             if sent:
-                account.reasons.append(f"{sent} sent, no record from aggregator thread {account.receiver}")
+                account.explain(sent, f"sent, no record from aggregator thread {account.receiver}")
             continue
         forwarded = sum(relay.forwarded.values())
         for uid, lost in sorted(relay.lost.items()):
             if lost:
                 why = "declared dead" if uid in relay.dead else "gone"
-                account.reasons.append(f"{lost} dropped at the aggregator: NodeGroup {uid} {why}")
+                account.explain(lost, f"dropped at the aggregator: NodeGroup {uid} {why}")
         unrelayed = sent - forwarded - sum(relay.lost.values())
         if unrelayed > 0:
-            account.reasons.append(f"{unrelayed} sent but never relayed (in flight when the aggregator stopped)")
+            account.explain(unrelayed, "sent but not relayed (in flight when the aggregator stopped)")
         received = 0
         for uid, count in sorted(relay.forwarded.items()):
             part = records.nodegroups.get(uid)
             if part is None:
                 if count:
-                    account.reasons.append(f"{count} forwarded to NodeGroup {uid}, which wrote no record")
+                    account.explain(count, f"forwarded to NodeGroup {uid}, which wrote no record")
                 continue
             got = part.received[account.receiver] if account.receiver < len(part.received) else 0
             received += got
             if count > got:
-                account.reasons.append(f"{count - got} forwarded to NodeGroup {uid} but not received")
+                account.explain(count - got, f"forwarded to NodeGroup {uid} but not received")
         uncounted = received - account.counted
         if uncounted > 0:
-            account.reasons.append(f"{uncounted} received by NodeGroups but not in the file")
+            account.explain(uncounted, "received by NodeGroups but not in the file")

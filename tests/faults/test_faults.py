@@ -39,6 +39,7 @@ def checked(line: Beamline, outcome: Outcome, scan: int, fault: str, sectors: in
     assert outcome.counted == on_file, outcome.output
     assert outcome.spilled == line.records_on_disk(scan), outcome.output
     print(outcome.row(fault, line.sent(scan)))
+    print("\n".join(f"    {text}" for text in outcome.output.splitlines() if text.startswith("  ")))
     return outcome
 
 

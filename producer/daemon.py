@@ -18,10 +18,12 @@ missing.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sectorflow._core.producer import (
     Mode,
@@ -42,6 +44,8 @@ from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.protocol import (
     ACQUIRE_REQUEST_KEY,
+    RAW_PARTIAL_SUFFIX,
+    RAW_WRITING_SUFFIX,
     SOURCE_REPLAY,
     STATE_IDLE,
     STATE_STOPPED,
@@ -112,6 +116,7 @@ class ProducerDaemon:
                 if self._stop.is_set():
                     return 0
                 self._skip_existing_request(client)
+                self._mark_abandoned_files()
                 # Only now: each Producer publishes its idle status, which is what `sectorflow acquire`
                 # and the stack wait for before requesting; a request seen after this is a new one.
                 self._producers = [
@@ -147,6 +152,24 @@ class ProducerDaemon:
                 f"kvstore at {kv.host}:{kv.port} did not answer within {timeout_s:.0f} s; "
                 "start it with 'sectorflow kvstore' or fix [kvstore] in the configuration"
             ) from None
+
+    def _mark_abandoned_files(self) -> None:
+        """Renames the raw files a killed daemon of this receiver left being written to ``.partial``.
+
+        They never pass as whole (``.writing`` is not a raw file's name); the rename says what they are.
+        """
+        directory = Path(self.config.producer.fallback_dir)
+        if not directory.is_dir():
+            return
+        for path in sorted(directory.glob(f"*_module{self.receiver}_*{RAW_WRITING_SUFFIX}")):
+            partial = path.with_name(path.name.removesuffix(RAW_WRITING_SUFFIX) + RAW_PARTIAL_SUFFIX)
+            try:
+                os.link(path, partial)  # never over an existing file
+                path.unlink()
+            except OSError as error:
+                log.warning("%s: left by a stopped producer; cannot mark it partial: %s", path, error)
+                continue
+            log.warning("%s: left by a producer that did not finish it; renamed %s", path, partial.name)
 
     def _skip_existing_request(self, client: Client) -> None:
         raw = client.get(ACQUIRE_REQUEST_KEY)

@@ -173,6 +173,8 @@ namespace {
 void bind_raw_files(py::module_& m) {
   using namespace sectorflow::protocol;
   m.attr("RAW_HEADER_BYTES") = kRawHeaderBytes;
+  m.attr("RAW_WRITING_SUFFIX") = kRawWritingSuffix;
+  m.attr("RAW_PARTIAL_SUFFIX") = kRawPartialSuffix;
 
   py::class_<RawFileName>(m, "RawFileName", "What a raw file's name says: scan, sector, producer thread.")
       .def(py::init([](std::uint32_t scan_number, std::uint32_t sector, std::uint32_t thread_id) {

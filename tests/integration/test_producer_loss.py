@@ -248,3 +248,20 @@ def test_a_stopped_fallback_scan_leaves_a_partial_file(make_config, processes) -
     assert "stopped" in stopped.error
     assert os.listdir(partial.parent) == [partial.name]
     assert not find_raw_files(config.producer.fallback_dir, scan), "replay never takes a partial file"
+
+
+def test_a_daemon_marks_partial_the_raw_files_a_killed_one_left(make_config, processes) -> None:
+    server = start_kvstore(make_config, processes, detector=SMALL_DETECTOR, receivers=small_receivers(1))
+    raw = Path(server.config.producer.fallback_dir)
+    raw.mkdir(parents=True, exist_ok=True)
+    mine = raw / (raw_file_name(3, 0, 0) + ".writing")
+    others = raw / (raw_file_name(3, 1, 0) + ".writing")
+    mine.write_bytes(b"x" * RAW_HEADER_BYTES)
+    others.write_bytes(b"y")
+    daemon = processes.sectorflow("producer", "--config", str(server.path), "--receiver", "0", name="producer0")
+    with Client.from_config(server.config, name="test") as client:
+        wait_until(lambda: ("producer", "r0t0") in client.statuses("producer"), START_S, "the daemon idle")
+    partial = raw / (raw_file_name(3, 0, 0) + ".partial")
+    assert not mine.exists() and partial.read_bytes() == b"x" * RAW_HEADER_BYTES
+    assert others.read_bytes() == b"y", "another receiver's file is its daemon's to mark"
+    assert f"renamed {partial.name}" in processes.output(daemon)

@@ -9,6 +9,8 @@ exit code); ``pytest tests/faults -s`` shows them.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,7 @@ from beamline import Beamline, Outcome
 from sectorflow.kvstore import Client
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration.supervisor import ServiceSpec
+from sectorflow.protocol import ACQUIRE_REQUEST_KEY, AcquireRequest
 from sectorflow.waiting import wait_until
 
 pytestmark = pytest.mark.mpi
@@ -204,3 +207,36 @@ def test_the_kvstore_killed_and_restarted_mid_scan(beamline) -> None:
     result = checked(line, Beamline.finish(acquire), 2, "kvstore killed and restarted mid-scan")
     assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, SECTORS), result.output
     assert {k: v for k, v in line.checksums().items() if k in before} == before
+
+
+def requested(client: Client) -> int | None:
+    """The scan number of the acquire request in the replica, if any."""
+    raw = client.get(ACQUIRE_REQUEST_KEY)
+    return None if raw is None else AcquireRequest.decode(raw).scan_number
+
+
+def test_a_request_the_kvstore_lost_before_the_producers_took_it(beamline) -> None:
+    line = beamline()
+    supervisor = line.start()
+    first_scan(line)
+    producers = [supervisor.process(f"producer-{r}").pid for r in range(line.config.n_receivers)]
+    argv = supervisor.process("kvstore").args
+    for pid in producers:
+        os.kill(pid, signal.SIGSTOP)  # busy elsewhere: they cannot take the request yet
+    try:
+        with Client.from_config(line.config, name="fault-test") as client:
+            client.wait_synced(10.0)
+            acquire = line.acquire(2, SHAPE, 0.0)
+            wait_until(lambda: requested(client) == 2, 30, "scan 2's request published")
+        line.kill(supervisor.process("kvstore").pid)
+        supervisor.start(ServiceSpec("kvstore-restarted", tuple(argv)))
+        with Client.from_config(line.config, name="fault-test-2") as client:
+            client.wait_synced(30.0)
+            # Nobody owns the request: only acquire, which waits for the producers to take it, writes it again.
+            wait_until(lambda: requested(client) == 2, 60, "scan 2's request published again")
+    finally:
+        for pid in producers:
+            os.kill(pid, signal.SIGCONT)
+    result = checked(line, Beamline.finish(acquire), 2, "kvstore restarted before the producers took the request")
+    assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, SECTORS), result.output
+    assert "published again" in result.output, result.output

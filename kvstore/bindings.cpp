@@ -70,10 +70,6 @@ struct ReleaseGilDelete {
   }
 };
 
-std::string bytes_of(const py::buffer& buffer) {
-  const py::buffer_info info = buffer.request();
-  return std::string(static_cast<const char*>(info.ptr), static_cast<std::size_t>(info.size * info.itemsize));
-}
 
 py::object optional_bytes(const std::optional<std::string>& value) {
   return value ? py::object(py::bytes(*value)) : py::object(py::none());

@@ -14,10 +14,6 @@ namespace {
 
 using namespace sectorflow::protocol;
 
-std::string bytes_of(const py::buffer& buffer) {
-  const py::buffer_info info = buffer.request();
-  return std::string(static_cast<const char*>(info.ptr), static_cast<std::size_t>(info.size * info.itemsize));
-}
 
 // encode(), decode(bytes) and == for a record class.
 template <typename Record>

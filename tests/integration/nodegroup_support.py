@@ -12,10 +12,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+import pytest
 import zmq
+from kvstore_support import KvServer
 from support import Processes, wait_until
 
 from sectorflow.configs import Config
@@ -26,6 +28,32 @@ from sectorflow.simulator import simulator_from_config
 
 START_S = 60.0
 MPIEXEC = shutil.which("mpiexec") or "mpiexec"
+
+
+def merged(base: dict, **more: dict) -> dict:
+    """``base`` (sections of overrides) with ``more`` on top, section by section; ``base`` is left as it was."""
+    out = {key: dict(value) for key, value in base.items()}
+    for key, value in more.items():
+        out.setdefault(key, {}).update(value)
+    return out
+
+
+@pytest.fixture
+def stack(make_config: Callable, processes: Processes) -> Iterator[Callable[..., tuple]]:
+    """``stack(**overrides)``: a kvstore server and an aggregator stand-in on a config built from overrides;
+    returns (config, path, standin)."""
+    made: list[AggregatorStandin] = []
+
+    def make(**overrides: dict) -> tuple:
+        config, path = make_config(**overrides)
+        KvServer(config, path, processes).start()
+        standin = AggregatorStandin(config)
+        made.append(standin)
+        return config, path, standin
+
+    yield make
+    for standin in made:
+        standin.close()
 
 
 def start_job(processes: Processes, config_path: Path, output: Path, *, ranks: int = 2, groups: int = 1,

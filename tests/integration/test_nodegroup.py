@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import stempy.image as stim
-from kvstore_support import KvServer
-from nodegroup_support import AggregatorStandin, start_job
+from nodegroup_support import AggregatorStandin, merged, stack, start_job  # noqa: F401  (stack: fixture)
 from support import wait_until
 
 from sectorflow.counting import count_frame, read_counted_scan
@@ -33,29 +32,6 @@ SMALL = {
 FILE_S = 60.0
 
 
-def merged(base: dict, **more: dict) -> dict:
-    out = {key: dict(value) for key, value in base.items()}
-    for key, value in more.items():
-        out.setdefault(key, {}).update(value)
-    return out
-
-
-@pytest.fixture
-def stack(make_config, processes, tmp_path):
-    """kvstore server + aggregator stand-in on a config built from overrides."""
-    made = []
-
-    def make(**overrides):
-        config, path = make_config(**overrides)
-        server = KvServer(config, path, processes)
-        server.start()
-        standin = AggregatorStandin(config)
-        made.append(standin)
-        return config, path, standin
-
-    yield make
-    for standin in made:
-        standin.close()
 
 
 def wait_file(output: Path, scan: int, job: subprocess.Popen, processes) -> Path:

@@ -15,8 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from kvstore_support import KvServer
-from nodegroup_support import AggregatorStandin, start_job
+from nodegroup_support import AggregatorStandin, merged, stack, start_job  # noqa: F401  (stack: fixture)
 from support import wait_until
 
 from sectorflow.counting import read_counted_scan
@@ -34,28 +33,6 @@ SMALL = {
 RECORD_S = 60.0
 
 
-def with_(base: dict, **more: dict) -> dict:
-    out = {key: dict(value) for key, value in base.items()}
-    for key, value in more.items():
-        out.setdefault(key, {}).update(value)
-    return out
-
-
-@pytest.fixture
-def stack(make_config, processes):
-    """kvstore server + aggregator stand-in on a config built from overrides."""
-    made = []
-
-    def make(**overrides):
-        config, path = make_config(**overrides)
-        KvServer(config, path, processes).start()
-        standin = AggregatorStandin(config)
-        made.append(standin)
-        return config, path, standin
-
-    yield make
-    for standin in made:
-        standin.close()
 
 
 def file_record(standin: AggregatorStandin, scan: int, job: subprocess.Popen | None = None, processes=None,
@@ -71,7 +48,7 @@ def file_record(standin: AggregatorStandin, scan: int, job: subprocess.Popen | N
 
 
 def test_every_part_and_the_file_are_recorded_with_the_sectors_the_file_holds(stack, processes, tmp_path) -> None:
-    config, path, standin = stack(**with_(SMALL, simulator={"dropped_fraction": 0.01}))
+    config, path, standin = stack(**merged(SMALL, simulator={"dropped_fraction": 0.01}))
     output = tmp_path / "out"
     job = start_job(processes, path, output)
     records = standin.wait_nodegroups(2, job, processes)
@@ -170,7 +147,7 @@ def small_disk(tmp_path):
 
 def test_a_full_disk_keeps_the_scan_pending_then_fails_it_leaving_nothing_partial(stack, processes, small_disk,
                                                                                   tmp_path) -> None:
-    config, path, standin = stack(**with_(SMALL, nodegroup={"write_retry_s": 600.0}))
+    config, path, standin = stack(**merged(SMALL, nodegroup={"write_retry_s": 600.0}))
     output = small_disk.path / "out"
     job = start_job(processes, path, output)
     records = standin.wait_nodegroups(2, job, processes)
@@ -193,7 +170,7 @@ def test_a_full_disk_keeps_the_scan_pending_then_fails_it_leaving_nothing_partia
 
 def test_a_full_disk_sends_the_file_to_the_second_directory(stack, processes, small_disk, tmp_path) -> None:
     second = tmp_path / "second"
-    config, path, standin = stack(**with_(SMALL, nodegroup={"second_output_dir": str(second)}))
+    config, path, standin = stack(**merged(SMALL, nodegroup={"second_output_dir": str(second)}))
     job = start_job(processes, path, small_disk.path / "out")
     records = standin.wait_nodegroups(2, job, processes)
     small_disk.fill()
@@ -210,7 +187,7 @@ def rank_pid(uid: str) -> int:
 
 def test_a_hung_rank_takes_its_job_out_of_the_kvstore_and_rank_0_writes_what_it_holds(stack, processes,
                                                                                       tmp_path) -> None:
-    config, path, standin = stack(**with_(SMALL, nodegroup={"scan_timeout_s": 600.0}))
+    config, path, standin = stack(**merged(SMALL, nodegroup={"scan_timeout_s": 600.0}))
     output = tmp_path / "out"
     job = start_job(processes, path, output)
     records = standin.wait_nodegroups(2, job, processes)

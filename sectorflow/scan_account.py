@@ -26,6 +26,7 @@ PENDING = "pending"        # not over yet
 # `sectorflow acquire --wait`'s exit code by outcome (2 is taken by usage errors).
 EXIT_CODES = {COMPLETE: 0, SPILLED: 3, INCOMPLETE: 1, FAILED: 1, PENDING: 1}
 
+SOURCE_REPLAY = _records.SOURCE_REPLAY
 _FINAL_PRODUCER_STATES = {_records.STATE_FINISHED, _records.STATE_ERROR}
 _PRODUCER_NAME = re.compile(r"r(\d+)t(\d+)")
 _RELAY_NAME = re.compile(r"t(\d+)")
@@ -159,7 +160,7 @@ class ScanAccount:
         lines = [f"  receiver {r.receiver}: {r.counted} counted, {r.spilled} spilled, {r.missing} missing"
                  + (f" ({'; '.join(r.reasons)})" if r.reasons else "") for r in self.receivers]
         lines += [f"  {note}" for note in self.notes]
-        lines += [f"  part written beside the file: {path}" for path in self.extra_paths]
+        lines += [f"  other file of the scan: {path}" for path in self.extra_paths]
         lines += [f"  spilled to {path}" for path in self.spill_files]
         return lines
 
@@ -252,9 +253,10 @@ def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord, 
             if receiver == account.receiver and (part is None or part.state not in _FINAL_PRODUCER_STATES):
                 account.reasons.append(f"producer thread {thread} died mid-scan: what it sent after its last "
                                        "record is not known")
-        lost_upstream = sum(part.lost_upstream for part in parts)
-        if lost_upstream:
-            account.explain(lost_upstream, "never reached the producer")
+        # A replay streams what the raw files hold: the rest was counted or lost in the first run.
+        account.explain(sum(part.lost_upstream for part in parts),
+                        "not in the receiver's raw files" if request.source == SOURCE_REPLAY
+                        else "never reached the producer")
         for part in parts:
             if part.state in _FINAL_PRODUCER_STATES and part.unaccounted:
                 why = f": {part.error}" if part.error else ""

@@ -240,6 +240,19 @@ void Relay::on_info(const zmq::message_t& message) {
     return;
   }
   ScanState* scan = scans_.find(info.scan_number);
+  if (scan != nullptr && scan->heard(info.thread_id)) {
+    // A producer thread sends one info per run of a scan: a second one (not the echo of the record
+    // a restarted relay rebuilt the scan from) begins a new run, a replay of what it spilled. The
+    // old run will not complete here: its missing messages are in raw files.
+    if (const std::string error = scan->add_info(info); error.empty()) {
+      counters_.info(info.scan_number);
+      return;
+    }
+    report(*scan, true, "closed unfinished: producer thread " + std::to_string(info.thread_id) +
+                            " began a new run of the scan (a replay)");
+    scans_.close(info.scan_number);
+    scan = nullptr;
+  }
   if (scan == nullptr) {
     ScanState fresh(info, settings_.producer_threads, std::chrono::steady_clock::now() + settings_.discovery_wait);
     if (const std::string error = fresh.add_info(info); !error.empty()) {

@@ -46,6 +46,8 @@ class ScanState {
   std::string add_info(const protocol::InfoMessage& info, bool from_record = false);
 
   bool infos_complete() const { return infos_ == heard_.size(); }
+  /// Whether producer thread `thread`'s info is in (false for a thread id out of range).
+  bool heard(std::uint32_t thread) const { return thread < heard_.size() && heard_[thread]; }
   std::size_t infos() const { return infos_; }
   /// Every expected message forwarded or lost, a dead NodeGroup's not awaited: the scan is over for
   /// this thread.

@@ -30,7 +30,7 @@ from sectorflow.waiting import wait_until
 RANKS = 2
 READY_S = 120.0
 SCAN_S = 180.0
-ACCOUNT = re.compile(r"scan (\d+): (\w+): (\d+) counted \+ (\d+) spilled \+ (\d+) missing = (\d+) sectors")
+ACCOUNT = re.compile(r"scan (\d+): (\w+): (\d+) counted \+ (\d+) spilled \+ (\d+) missing = (\d+) sectors(?:; file (\S+))?")
 
 
 @dataclass
@@ -44,6 +44,7 @@ class Outcome:
     missing: int
     sectors: int
     output: str
+    path: Path | None  # the counted file the account names
 
     def row(self, fault: str, sent: int) -> str:
         """One row of the fault table: fault, sent, counted, spilled, missing, exit code."""
@@ -79,8 +80,9 @@ class Beamline:
         output, _ = process.communicate(timeout=SCAN_S + 60)
         match = ACCOUNT.search(output)
         assert match is not None, f"acquire printed no account (exit {process.returncode}):\n{output[-3000:]}"
-        _, outcome, counted, spilled, missing, sectors = match.groups()
-        return Outcome(process.returncode, outcome, int(counted), int(spilled), int(missing), int(sectors), output)
+        _, outcome, counted, spilled, missing, sectors, path = match.groups()
+        return Outcome(process.returncode, outcome, int(counted), int(spilled), int(missing), int(sectors), output,
+                       Path(path) if path else None)
 
     def sent(self, scan: int) -> int:
         """Sectors the producer threads report sent for ``scan`` so far (their statuses)."""

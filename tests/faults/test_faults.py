@@ -34,14 +34,21 @@ RATE_HZ = 100.0  # about 2.6 s per scan: slow enough to hit it mid-scan
 SECTORS = POSITIONS * 4
 
 
-def checked(line: Beamline, outcome: Outcome, scan: int, fault: str, sectors: int = SECTORS) -> Outcome:
-    """The account adds up and agrees with what is on disk; prints the table row."""
+def checked(line: Beamline, outcome: Outcome, scan: int, fault: str, sectors: int = SECTORS,
+            replay: bool = False) -> Outcome:
+    """The account adds up and agrees with what is on disk; prints the table row.
+
+    A replay spills nothing: the raw files on disk are the earlier run's.
+    """
     assert outcome.sectors == sectors, outcome.output
     assert outcome.counted + outcome.spilled + outcome.missing == outcome.sectors, outcome.output
-    path = line.output_dir / scan_file_name(scan)
-    on_file = line.sectors_in_file(path) if path.exists() else 0
+    assert outcome.path is None or outcome.path.parent == line.output_dir, outcome.output
+    on_file = line.sectors_in_file(outcome.path) if outcome.path is not None else 0
     assert outcome.counted == on_file, outcome.output
-    assert outcome.spilled == line.records_on_disk(scan), outcome.output
+    if not replay:
+        assert outcome.spilled == line.records_on_disk(scan), outcome.output
+    else:
+        assert outcome.spilled == 0, outcome.output
     print(outcome.row(fault, line.sent(scan)))
     print("\n".join(f"    {text}" for text in outcome.output.splitlines() if text.startswith("  ")))
     return outcome
@@ -249,3 +256,32 @@ def test_a_request_the_kvstore_lost_before_the_producers_took_it(beamline) -> No
     result = checked(line, Beamline.finish(acquire), 2, "kvstore restarted before the producers took the request")
     assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, SECTORS), result.output
     assert "published again" in result.output, result.output
+
+
+def test_a_scan_spilled_while_the_aggregator_stalls_is_completed_by_replay(beamline) -> None:
+    line = beamline(producer={"send_timeout_ms": 1000})
+    supervisor = line.start()
+    before = first_scan(line)
+    aggregator = supervisor.process("aggregator").pid
+    acquire = mid_scan(line, lambda _: os.kill(aggregator, signal.SIGSTOP))
+    try:
+        first = checked(line, Beamline.finish(acquire), 2, "the aggregator stalls mid-scan (SIGSTOP)")
+    finally:
+        os.kill(aggregator, signal.SIGCONT)
+    # The producers spilled what the aggregator would not take; the file holds what came before.
+    assert first.spilled > 0 and first.exit_code == (1 if first.missing else 3), first.output
+    written = line.checksums()
+    # A NodeGroup job remembers the scans it counted and refuses another count for them: the replay
+    # goes to the next job (a new streaming session), whose rank 0 finds the scan's file written.
+    argv = supervisor.process("nodegroups").args
+    supervisor.stop("nodegroups")
+    supervisor.start(ServiceSpec("nodegroups-next", tuple(argv)))
+    with Client.from_config(line.config, name="fault-test") as client:
+        wait_until(lambda: len(client.nodegroups()) == 2, 60, "the next job's NodeGroups")
+    replay = checked(line, Beamline.finish(line.acquire(2, SHAPE, 0.0, "--replay")), 2,
+                     "replay of the spilled sectors", replay=True)
+    # The replayed sectors join the counted ones in a new file; the first file is never touched.
+    assert replay.counted == first.counted + first.spilled, replay.output
+    assert replay.missing == first.missing and replay.exit_code == (1 if first.missing else 0), replay.output
+    assert {k: v for k, v in line.checksums().items() if k in written} == written
+    assert {k: v for k, v in written.items() if k in before} == before

@@ -23,7 +23,7 @@ from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client
 from sectorflow.orchestration.stack import start_stack
-from sectorflow.orchestration.supervisor import Supervisor
+from sectorflow.orchestration.supervisor import ServiceSpec, Supervisor
 from sectorflow.protocol import RAW_HEADER_BYTES, SERVICE_PRODUCER
 from sectorflow.waiting import wait_until
 
@@ -106,6 +106,16 @@ class Beamline:
 
     def kill(self, pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
+
+    def restart(self, name: str, kill: bool = True) -> None:
+        """Ends the service ``name`` (SIGKILL, or a clean stop) and starts it again as ``<name>-again``."""
+        assert self.supervisor is not None
+        argv = tuple(self.supervisor.process(name).args)
+        if kill:
+            self.kill(self.supervisor.process(name).pid)
+        else:
+            self.supervisor.stop(name)
+        self.supervisor.start(ServiceSpec(f"{name}-again", argv))
 
     def checksums(self) -> dict[str, str]:
         """SHA-256 of every file in the output and raw directories: what no later fault may change."""

@@ -98,15 +98,9 @@ def test_a_nodegroup_rank_killed_mid_scan(beamline) -> None:
 
 def test_the_aggregator_killed_and_restarted_mid_scan(beamline) -> None:
     line = beamline()
-    supervisor = line.start()
+    line.start()
     before = first_scan(line)
-    argv = supervisor.process("aggregator").args
-
-    def restart(_: Client) -> None:
-        line.kill(supervisor.process("aggregator").pid)
-        supervisor.start(ServiceSpec("aggregator-restarted", tuple(argv)))
-
-    acquire = mid_scan(line, restart)
+    acquire = mid_scan(line, lambda _: line.restart("aggregator"))
     result = checked(line, Beamline.finish(acquire), 2, "aggregator killed and restarted mid-scan")
     # A restart costs at most what was in flight: most of the scan is counted after it.
     assert result.counted > SECTORS // 2, result.output
@@ -211,15 +205,9 @@ def test_a_producer_killed_mid_scan(beamline) -> None:
 
 def test_the_kvstore_killed_and_restarted_mid_scan(beamline) -> None:
     line = beamline()
-    supervisor = line.start()
+    line.start()
     before = first_scan(line)
-    argv = supervisor.process("kvstore").args
-
-    def restart(_: Client) -> None:
-        line.kill(supervisor.process("kvstore").pid)
-        supervisor.start(ServiceSpec("kvstore-restarted", tuple(argv)))
-
-    acquire = mid_scan(line, restart)
+    acquire = mid_scan(line, lambda _: line.restart("kvstore"))
     result = checked(line, Beamline.finish(acquire), 2, "kvstore killed and restarted mid-scan")
     assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, SECTORS), result.output
     assert {k: v for k, v in line.checksums().items() if k in before} == before
@@ -236,7 +224,6 @@ def test_a_request_the_kvstore_lost_before_the_producers_took_it(beamline) -> No
     supervisor = line.start()
     first_scan(line)
     producers = [supervisor.process(f"producer-{r}").pid for r in range(line.config.n_receivers)]
-    argv = supervisor.process("kvstore").args
     for pid in producers:
         os.kill(pid, signal.SIGSTOP)  # busy elsewhere: they cannot take the request yet
     try:
@@ -244,8 +231,7 @@ def test_a_request_the_kvstore_lost_before_the_producers_took_it(beamline) -> No
             client.wait_synced(10.0)
             acquire = line.acquire(2, SHAPE, 0.0)
             wait_until(lambda: requested(client) == 2, 30, "scan 2's request published")
-        line.kill(supervisor.process("kvstore").pid)
-        supervisor.start(ServiceSpec("kvstore-restarted", tuple(argv)))
+        line.restart("kvstore")
         with Client.from_config(line.config, name="fault-test-2") as client:
             client.wait_synced(30.0)
             # Nobody owns the request: only acquire, which waits for the producers to take it, writes it again.
@@ -273,9 +259,7 @@ def test_a_scan_spilled_while_the_aggregator_stalls_is_completed_by_replay(beaml
     written = line.checksums()
     # A NodeGroup job remembers the scans it counted and refuses another count for them: the replay
     # goes to the next job (a new streaming session), whose rank 0 finds the scan's file written.
-    argv = supervisor.process("nodegroups").args
-    supervisor.stop("nodegroups")
-    supervisor.start(ServiceSpec("nodegroups-next", tuple(argv)))
+    line.restart("nodegroups", kill=False)
     with Client.from_config(line.config, name="fault-test") as client:
         wait_until(lambda: len(client.nodegroups()) == 2, 60, "the next job's NodeGroups")
     replay = checked(line, Beamline.finish(line.acquire(2, SHAPE, 0.0, "--replay")), 2,

@@ -1,5 +1,6 @@
 #include "sectorflow/protocol/scan_records.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <limits>
@@ -48,6 +49,13 @@ detail::MsgpackMap record_map(std::string_view bytes, const char* what, const st
 
 std::uint32_t u32(const detail::MsgpackMap& map, const char* key) {
   return static_cast<std::uint32_t>(map.unsigned_int(key, kU32));
+}
+
+/// A Unix time in seconds: finite (a NaN would also make a record unequal to itself).
+double seconds(const detail::MsgpackMap& map, const char* key) {
+  const double value = map.number(key);
+  if (!std::isfinite(value)) map.fail(map.about(key) + ": not a finite time (NaN or infinite)");
+  return value;
 }
 
 void check_uids(const detail::MsgpackMap& map, const char* key, const std::vector<std::string>& uids) {
@@ -137,7 +145,7 @@ ScanRequestRecord ScanRequestRecord::decode(std::string_view bytes) {
   for (const std::uint64_t threads : map.unsigned_ints("producer_threads", kMaxPorts, kU32)) {
     record.producer_threads.push_back(static_cast<std::uint32_t>(threads));
   }
-  record.requested_s = map.number("requested_s");
+  record.requested_s = seconds(map, "requested_s");
   return record;
 }
 
@@ -193,7 +201,7 @@ ProducerScanRecord ProducerScanRecord::decode(std::string_view bytes) {
   record.spill_file = map.string("spill_file", kMaxTextBytes);
   record.partial = map.boolean("partial");
   record.error = map.string("error", kMaxTextBytes);
-  record.updated_s = map.number("updated_s");
+  record.updated_s = seconds(map, "updated_s");
   return record;
 }
 
@@ -230,7 +238,7 @@ RelayScanRecord RelayScanRecord::decode(std::string_view bytes) {
   record.lost = map.counts("lost", kMaxRoutingLength, kMaxUidBytes, kU64);
   record.dead = map.strings("dead", kMaxRoutingLength, kMaxUidBytes);
   check_uids(map, "dead", record.dead);
-  record.updated_s = map.number("updated_s");
+  record.updated_s = seconds(map, "updated_s");
   return record;
 }
 
@@ -277,7 +285,7 @@ NodeGroupScanRecord NodeGroupScanRecord::decode(std::string_view bytes) {
   record.late = map.unsigned_int("late", kU64);
   record.duplicates = map.unsigned_int("duplicates", kU64);
   record.timed_out = map.boolean("timed_out");
-  record.updated_s = map.number("updated_s");
+  record.updated_s = seconds(map, "updated_s");
   return record;
 }
 
@@ -328,7 +336,7 @@ ScanFileRecord ScanFileRecord::decode(std::string_view bytes) {
   record.positions_missing = map.unsigned_int("positions_missing", kU64);
   record.sectors_counted = map.unsigned_ints("sectors_counted", kMaxPorts, kU64);
   record.reason = map.string("reason", kMaxTextBytes);
-  record.written_s = map.number("written_s");
+  record.written_s = seconds(map, "written_s");
   return record;
 }
 

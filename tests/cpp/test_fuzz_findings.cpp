@@ -17,6 +17,7 @@
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
 #include "sectorflow/protocol/records.hpp"
+#include "sectorflow/protocol/scan_records.hpp"
 #include "sectorflow/protocol/data_message.hpp"
 #include "sectorflow/protocol/errors.hpp"
 #include "sectorflow/protocol/info_message.hpp"
@@ -138,4 +139,18 @@ TEST(FuzzFindings, ServiceStatusWithAnEmptyStateIsRefusedAsEncodeRefusesIt) {
   bytes.replace(bytes.find(idle), idle.size(), str(""));
   EXPECT_EQ(error_of<sp::ProtocolError>([&] { sp::ServiceStatus::decode(bytes); }),
             "ServiceStatus: field 'state': empty state; a status says what the service is doing");
+}
+
+TEST(FuzzFindings, ScanRecordWithANotANumberTimeIsRefused) {
+  // fuzz_scan_relay: updated_s = NaN decoded, and the record then differed from itself.
+  sp::RelayScanRecord record;
+  record.thread = 2;
+  record.updated_s = 1.0;
+  std::string bytes = record.encode();
+  const std::string one("\xcb\x3f\xf0\x00\x00\x00\x00\x00\x00", 9);  // float64 1.0
+  const std::string nan("\xcb\xff\xff\x5f\x70\x00\x17\x8d\x75", 9);  // the finding's NaN
+  ASSERT_NE(bytes.find(one), std::string::npos);
+  bytes.replace(bytes.find(one), one.size(), nan);
+  EXPECT_EQ(error_of<sp::ProtocolError>([&] { sp::RelayScanRecord::decode(bytes); }),
+            "RelayScanRecord: field 'updated_s': not a finite time (NaN or infinite)");
 }

@@ -196,7 +196,7 @@ def test_sectors_of_a_nodegroup_declared_dead_are_spilled_while_the_others_strea
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs mounted for the test (as root), unmounted after it."""
     if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
+        pytest.fail("mounting a tmpfs needs root, which the test suite runs as (as the Slurm tests do)")
     mount = tmp_path / "small-disk"
     mount.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)

@@ -248,8 +248,14 @@ bool Producer::routed_to_dead(std::uint32_t frame_number) {
           if (dead == 0) newly.push_back(uid);
           dead = 1;
         }
-      } catch (const std::exception&) {
-        // A record that does not decode declares nobody dead: streaming goes on as before.
+      } catch (const std::exception& error) {
+        // A record that does not decode declares nobody dead: streaming goes on as before, and the
+        // record is logged once and counted in the status (bad_records), as a bad registration is.
+        for (const auto& [key, why] :
+             impl_->bad_entries.note(impl_->relay_key, {{impl_->relay_key, error.what()}})) {
+          warn(scan_text(scan_) + ", producer " + options_.name() + ": skipped " + key +
+               ", which does not decode: " + why);
+        }
       }
       if (!newly.empty()) {
         impl_->any_dead = true;

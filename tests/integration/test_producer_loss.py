@@ -36,10 +36,12 @@ from sectorflow.protocol import (
     RawFileError,
     RawFileReader,
     RelayScanRecord,
+    ServiceStatus,
     find_raw_files,
     raw_file_name,
     scan_producer_key,
     scan_relay_key,
+    status_key,
 )
 from sectorflow.simulator import simulator_from_config
 
@@ -190,6 +192,38 @@ def test_sectors_of_a_nodegroup_declared_dead_are_spilled_while_the_others_strea
     assert frames_in(result.spill_file, config.geometry()) == dead_frames
     assert sorted(drain_data(upstream, result.sent)) == [f for f in range(n_frames) if f not in dead_frames]
     assert len(warnings) == 1 and "relay thread 0 declared NodeGroup ng-b dead" in warnings[0]
+
+
+def test_a_relay_record_that_does_not_decode_is_counted_and_streaming_goes_on(
+    make_config, processes, upstream_for
+) -> None:
+    server = start_kvstore(make_config, processes, detector=SMALL_DETECTOR, receivers=small_receivers(1))
+    config = server.config
+    upstream = upstream_for(config)
+    sim = simulator_from_config(config)
+    warnings: list[str] = []
+    scan, n_frames = 32, 6
+    with Client.from_config(config, name="test") as client:
+        producer = Producer(producer_options(config, 0, 0, warn=warnings.append), client)
+        producer.begin_scan(ScanRequest(scan_number=scan, scan_x=3, scan_y=2, routing=["ng-a", "ng-b"]),
+                            list(range(n_frames)))
+        key = scan_relay_key(scan, 0)
+        client.set_once(key, b"\x81\xa4dead\x01", 60.0)  # valid msgpack, not a relay record
+        wait_until(lambda: client.get(key) is not None, START_S, "the bad relay record in the replica")
+        for frame in range(n_frames):
+            producer.send(frame, 0, sim.sector(scan, frame, 0))
+        result = producer.end_scan()
+
+        def finished() -> ServiceStatus | None:
+            raw = client.get(status_key("producer", "r0t0"))
+            status = None if raw is None else ServiceStatus.decode(raw)
+            return status if status is not None and (status.scan, status.state) == (scan, "finished") else None
+
+        status = wait_until(finished, START_S, "the finished status")
+    assert (result.sent, result.spilled) == (n_frames, 0)
+    assert sorted(drain_data(upstream, n_frames)) == list(range(n_frames))
+    assert status.extra["bad_records"] == 1
+    assert len(warnings) == 1 and f"skipped {key}, which does not decode: RelayScanRecord" in warnings[0]
 
 
 @pytest.fixture

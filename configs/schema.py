@@ -53,6 +53,11 @@ class ReceiverConfig:
     host: str = setting("127.0.0.1", "address of the receiver server (where its producer runs)")
     threads: int = setting(1, "producer threads on this receiver; thread t sends frames f with f % threads == t, in order "
                           "(NodeGroups rely on it to tell a lost sector from a late one)", min=1, max=64)
+    wire: str = setting(
+        "sectorflow", "the dialect this receiver streams to its aggregator thread: 'sectorflow' (SFSP: an info "
+        "message per thread, then data) or 'native' (the 4D Camera receivers' own header: no info message, each "
+        "header says how many frames its thread sends; protocol/SPEC.md, \"Two dialects\")",
+        choices=("sectorflow", "native"))
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,11 @@ class AggregatorConfig:
         "not reading) declares it dead for that scan; its messages of the scan are then dropped and counted lost "
         "without waiting, the relay record names it, and its producers write its sectors to raw files; a dead "
         "NodeGroup stalls a relay thread at most this long once per scan", min=1, max=3_600_000)
+    native_scan_idle_s: float = setting(
+        10.0, "a scan of a native receiver (wire = 'native': no info message announces its end) is over at its "
+        "relay thread when every thread sent what its headers announced, or after this long without a message "
+        "of it; the NodeGroups then get the count of what was forwarded. A scan number seen again after that "
+        "begins a new run (a replay)", min=0.1, max=86400.0)
 
 
 @dataclass(frozen=True)
@@ -183,6 +193,9 @@ class SimulatorConfig:
     bright_field_radius_px: float = setting(0.0, "radius of the bright-field disk (0: electrons anywhere)", min=0.0)
     dropped_fraction: float = setting(0.0, "fraction of sectors lost upstream (0.001 models UDP loss)", min=0.0, max=1.0)
     rate_hz: float = setting(0.0, "pace frames to this rate (0: as fast as possible)", min=0.0)
+    first_frame: int = setting(
+        0, "the detector's frame counter at a scan's first probe position: frame f = first_frame + position (a "
+        "detector's counter need not start at 0; the raw files and the stream carry it)", min=0, max=2**32 - 1)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,10 @@
 
 Data message: two ZeroMQ frames, a msgpack header array
 ``[version, scan_number, frame_number, sector, scan_x, scan_y, position_x, position_y, thread_id]``
-and the raw sector payload. Info message: one frame, a msgpack map with the scan's routing list
+and the raw sector payload; a receiver configured with ``wire = "native"`` speaks the 4D Camera
+receivers' own header instead (``NativeHeader``: ``[scan_number, frame_number,
+num_frames_this_thread, nSTEM_positions_per_row_m1, nSTEM_rows_m1, STEM_x_position_in_row,
+STEM_row_in_scan, thread_id, module]``, no info message). Info message: one frame, a msgpack map with the scan's routing list
 and UID -> expected message count. Raw fallback files: the 4D Camera's version-5 format that
 stempy reads, ``data_scan{scan:010d}_module{sector}_{thread}.data``, records of a 16-byte
 little-endian header (uint32 scan_number, uint32 frame_number, uint16 scan_size x, y, uint16
@@ -59,6 +62,7 @@ from sectorflow._core.protocol import (
     DataHeader,
     Geometry,
     InfoMessage,
+    NativeHeader,
     NodeGroupList,
     NodeGroupRecord,
     NodeGroupScanRecord,
@@ -77,8 +81,11 @@ from sectorflow._core.protocol import (
     decode_data,
     decode_header,
     decode_info,
+    decode_native_data,
+    decode_native_header,
     encode_header,
     encode_info,
+    encode_native_header,
     find_raw_files,
     max_frame_bytes,
     nodegroup_key,
@@ -97,6 +104,7 @@ from sectorflow._core.protocol import (
     scan_request_key,
     status_key,
     status_prefix,
+    to_data_header,
     transition_allowed,
     wall_clock_s,
 )
@@ -148,6 +156,7 @@ __all__ = [
     "BadEntries",
     "DataHeader",
     "Geometry",
+    "NativeHeader",
     "InfoMessage",
     "NodeGroupList",
     "NodeGroupRecord",
@@ -167,8 +176,11 @@ __all__ = [
     "decode_data",
     "decode_header",
     "decode_info",
+    "decode_native_data",
+    "decode_native_header",
     "encode_header",
     "encode_info",
+    "encode_native_header",
     "find_raw_files",
     "max_frame_bytes",
     "nodegroup_key",
@@ -188,6 +200,7 @@ __all__ = [
     "scan_request_key",
     "status_key",
     "status_prefix",
+    "to_data_header",
     "transition_allowed",
     "wall_clock_s",
 ]

@@ -12,6 +12,7 @@
 #include "sectorflow/protocol/geometry.hpp"
 #include "sectorflow/protocol/info_message.hpp"
 #include "sectorflow/protocol/limits.hpp"
+#include "sectorflow/protocol/native_header.hpp"
 #include "sectorflow/protocol/refusal.hpp"
 #include "sectorflow/protocol/raw_file.hpp"
 
@@ -137,6 +138,46 @@ void bind_protocol(py::module_& m) {
         "max_scan_positions positions.");
   m.def("max_frame_bytes", &max_frame_bytes, py::arg("geometry"),
         "The largest frame a data socket accepts (its ZMQ_MAXMSGSIZE).");
+
+  py::class_<NativeHeader>(m, "NativeHeader",
+                           "The 4D Camera receivers' own data header (wire = \"native\"), field by field.")
+      .def(py::init([](std::uint32_t scan_number, std::uint32_t frame_number, std::uint32_t frames_this_thread,
+                       std::uint32_t positions_per_row_m1, std::uint32_t rows_m1, std::uint32_t position_x,
+                       std::uint32_t position_y, std::uint32_t thread_id, std::uint32_t module) {
+             return NativeHeader{scan_number, frame_number, frames_this_thread, positions_per_row_m1, rows_m1,
+                                 position_x,  position_y,   thread_id,          module};
+           }),
+           py::kw_only(), py::arg("scan_number"), py::arg("frame_number"), py::arg("frames_this_thread"),
+           py::arg("positions_per_row_m1"), py::arg("rows_m1"), py::arg("position_x"), py::arg("position_y"),
+           py::arg("thread_id"), py::arg("module"))
+      .def_readwrite("scan_number", &NativeHeader::scan_number)
+      .def_readwrite("frame_number", &NativeHeader::frame_number)
+      .def_readwrite("frames_this_thread", &NativeHeader::frames_this_thread)
+      .def_readwrite("positions_per_row_m1", &NativeHeader::positions_per_row_m1)
+      .def_readwrite("rows_m1", &NativeHeader::rows_m1)
+      .def_readwrite("position_x", &NativeHeader::position_x)
+      .def_readwrite("position_y", &NativeHeader::position_y)
+      .def_readwrite("thread_id", &NativeHeader::thread_id)
+      .def_readwrite("module", &NativeHeader::module)
+      .def(py::self == py::self)
+      .def("__repr__", [](const NativeHeader& h) { return "NativeHeader(" + to_data_header(h).where() + ")"; });
+  m.def("encode_native_header", [](const NativeHeader& h) { return py::bytes(encode_native_header(h)); },
+        py::arg("header"), "Encode a native header; returns the first frame of a native data message.");
+  m.def("decode_native_header", [](const py::buffer& b) { auto [p, n] = view(b); return decode_native_header(p, n); },
+        py::arg("frame"), "Decode and validate a native header; raises ProtocolError naming the field.");
+  m.def("to_data_header", &to_data_header, py::arg("header"),
+        "The SFSP header a relay thread forwards a native sector under.");
+  m.def("decode_native_data",
+        [](const py::buffer& header, std::size_t payload_bytes, const Geometry& geometry,
+           std::uint64_t max_scan_positions, std::uint32_t sector, std::uint32_t threads) {
+          auto [p, n] = view(header);
+          return decode_native_data(p, n, payload_bytes,
+                                    NativeExpectations{{geometry, {max_scan_positions}, sector}, threads});
+        },
+        py::arg("header"), py::arg("payload_bytes"), py::arg("geometry"), py::arg("max_scan_positions"),
+        py::arg("sector"), py::arg("threads"),
+        "Decode a native data message's header and check it as a native receiver's relay thread does; "
+        "raises ProtocolError.");
 
   py::class_<InfoMessage>(m, "InfoMessage", "Per-scan routing and expected message counts.")
       .def(py::init([](std::uint32_t scan_number, std::uint32_t receiver, std::uint32_t thread_id,

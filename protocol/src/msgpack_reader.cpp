@@ -50,6 +50,36 @@ msgpack::object_handle unpack_bounded(const void* data, std::size_t size, const 
   return handle;
 }
 
+void unpack_u32_array(const void* data, std::size_t size, const char* const* names, std::size_t count,
+                      std::uint32_t* out, const char* what) {
+  static const msgpack::unpack_limit kHeaderLimit(/*array=*/64, /*map=*/16, /*str=*/64, /*bin=*/64, /*ext=*/64,
+                                                  /*depth=*/4);
+  const msgpack::object_handle handle = unpack_bounded(data, size, kHeaderLimit, what, Refusal::kHeader);
+  const msgpack::object& root = handle.get();
+  if (root.type != msgpack::type::ARRAY) {
+    throw ProtocolError(std::string(what) + ": expected a msgpack array, got " + type_name(root), Refusal::kHeader);
+  }
+  if (root.via.array.size != count) {
+    throw ProtocolError(std::string(what) + ": expected " + std::to_string(count) + " fields, got " +
+                            std::to_string(root.via.array.size),
+                        Refusal::kHeader);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    const msgpack::object& field = root.via.array.ptr[i];
+    const auto label = [&] {
+      return std::string(what) + " field '" + names[i] + "' (index " + std::to_string(i) + ")";
+    };
+    if (field.type != msgpack::type::POSITIVE_INTEGER) {
+      throw ProtocolError(label() + ": expected an unsigned integer, got " + type_name(field), Refusal::kHeader);
+    }
+    if (field.via.u64 > std::numeric_limits<std::uint32_t>::max()) {
+      throw ProtocolError(label() + ": expected a value below 2^32, got " + std::to_string(field.via.u64),
+                          Refusal::kHeader);
+    }
+    out[i] = static_cast<std::uint32_t>(field.via.u64);
+  }
+}
+
 MapPacker::MapPacker(std::size_t fields, std::uint32_t version) : packer_(buffer_), declared_(fields) {
   packer_.pack_map(static_cast<std::uint32_t>(fields));
   pack_key(packer_, "version");

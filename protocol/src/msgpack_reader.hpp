@@ -37,6 +37,14 @@ msgpack::object_handle unpack_bounded(const void* data, std::size_t size, const 
 /// A short description of a msgpack object's type for error messages ("a string", "an array").
 std::string type_name(const msgpack::object& object);
 
+/// A data header of either dialect: exactly `count` unsigned integers below 2^32 in one msgpack
+/// array, stored in `out` (a short array: its bounds leave room for near misses, a tenth field or a
+/// string where a number belongs, so that their errors say what was wrong). `what` starts the
+/// errors ("data header"), `names[i]` names field i; throws ProtocolError(Refusal::kHeader). The
+/// hot path of every relay and NodeGroup thread: it allocates nothing unless it throws.
+void unpack_u32_array(const void* data, std::size_t size, const char* const* names, std::size_t count,
+                      std::uint32_t* out, const char* what);
+
 /// A msgpack map with string keys and a "version" field: a record or an info message.
 class MsgpackMap {
  public:

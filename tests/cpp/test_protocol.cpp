@@ -21,22 +21,22 @@ std::string golden(const std::string& name) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-sp::DataHeader golden_header() { return sp::DataHeader{7, 1234, 3, 128, 64, 82, 9, 2}; }
+sp::DataHeader golden_header() { return sp::DataHeader{7, 5001234, 3, 128, 64, 82, 9, 2}; }
 
 }  // namespace
 
 TEST(DataHeader, GoldenBytesDecode) {
-  const std::string bytes = golden("data_header_v1.bin");
+  const std::string bytes = golden("data_header_v2.bin");
   EXPECT_EQ(sp::decode_header(bytes.data(), bytes.size()), golden_header());
   const sp::FrameRef ref = sp::peek_frame(bytes.data(), bytes.size());
   EXPECT_EQ(ref.scan_number, 7u);
-  EXPECT_EQ(ref.frame_number, 1234u);
+  EXPECT_EQ(ref.frame_number, 5001234u);
 }
 
-TEST(DataHeader, EncodesToGoldenBytes) { EXPECT_EQ(sp::encode_header(golden_header()), golden("data_header_v1.bin")); }
+TEST(DataHeader, EncodesToGoldenBytes) { EXPECT_EQ(sp::encode_header(golden_header()), golden("data_header_v2.bin")); }
 
 TEST(DataHeader, RejectsTruncatedHeader) {
-  const std::string bytes = golden("data_header_v1.bin");
+  const std::string bytes = golden("data_header_v2.bin");
   EXPECT_THROW(sp::decode_header(bytes.data(), bytes.size() - 1), sp::ProtocolError);
 }
 
@@ -47,7 +47,7 @@ TEST(DataHeader, PayloadSizeMustMatchGeometry) {
     sp::check_payload(golden_header(), 10, geometry);
     FAIL() << "a 10-byte payload was accepted";
   } catch (const sp::ProtocolError& error) {
-    EXPECT_NE(std::string(error.what()).find("scan 7, frame 1234, sector 3: payload of 10 bytes, expected 165888"),
+    EXPECT_NE(std::string(error.what()).find("scan 7, frame 5001234, sector 3: payload of 10 bytes, expected 165888"),
               std::string::npos);
   }
 }
@@ -90,11 +90,19 @@ constexpr std::size_t kSector = 144 * 576 * 2;
 TEST(DataMessage, EachRefusalIsChargedToItsKind) {
   EXPECT_EQ(refusal_of("\xc1", kSector), sp::Refusal::kHeader);
   EXPECT_EQ(refusal_of(with([](sp::DataHeader& h) { h.scan_y = 70000; }), kSector), sp::Refusal::kShape);
-  EXPECT_EQ(refusal_of(golden("data_header_v1.bin"), kSector, /*max_positions=*/100), sp::Refusal::kShape);
+  EXPECT_EQ(refusal_of(golden("data_header_v2.bin"), kSector, /*max_positions=*/100), sp::Refusal::kShape);
   EXPECT_EQ(refusal_of(with([](sp::DataHeader& h) { h.position_y = 64; }), kSector), sp::Refusal::kPosition);
-  EXPECT_EQ(refusal_of(with([](sp::DataHeader& h) { h.frame_number = 0; }), kSector), sp::Refusal::kPosition);
-  EXPECT_EQ(refusal_of(golden("data_header_v1.bin"), kSector, 1 << 20, /*sector=*/1), sp::Refusal::kSector);
-  EXPECT_EQ(refusal_of(golden("data_header_v1.bin"), kSector - 2), sp::Refusal::kPayload);
+  EXPECT_EQ(refusal_of(golden("data_header_v2.bin"), kSector, 1 << 20, /*sector=*/1), sp::Refusal::kSector);
+  EXPECT_EQ(refusal_of(golden("data_header_v2.bin"), kSector - 2), sp::Refusal::kPayload);
+}
+
+TEST(DataMessage, TheFrameNumberIsTheDetectorsCounterNotThePosition) {
+  // Version 2: routing and assembly go by the frame counter, placement by the position.
+  const std::string header = with([](sp::DataHeader& h) { h.frame_number = 0; });
+  const sp::DataExpectations expect{sp::Geometry{576, 576, 144, 576, 2}, {1 << 20}, 3};
+  const sp::DataHeader decoded = sp::decode_data(header.data(), header.size(), kSector, expect);
+  EXPECT_EQ(decoded.frame_number, 0u);
+  EXPECT_EQ(decoded.position(), 9u * 128 + 82);
 }
 
 TEST(DataMessage, AHeaderDeclaringAHugeArrayIsRefusedWithoutAllocatingIt) {

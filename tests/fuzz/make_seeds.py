@@ -14,7 +14,8 @@ CORPUS = HERE / "corpus"
 
 # target -> golden files used as they are
 COPIED = {
-    "fuzz_data_header": ["data_header_v1.bin"],
+    "fuzz_data_header": ["data_header_v2.bin"],
+    "fuzz_native_header": ["native_header.bin"],
     "fuzz_info_message": ["info_v1.bin"],
     "fuzz_kvmsg": ["kvmsg_kvpub.frames", "kvmsg_kthxbai.frames"],
     "fuzz_nodegroup_record": ["nodegroup_record_v1.msgpack"],

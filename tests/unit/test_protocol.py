@@ -25,7 +25,7 @@ from sectorflow.protocol import (
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN_HEADER = DataHeader(
-    scan_number=7, frame_number=1234, sector=3, scan_x=128, scan_y=64, position_x=82, position_y=9, thread_id=2
+    scan_number=7, frame_number=5001234, sector=3, scan_x=128, scan_y=64, position_x=82, position_y=9, thread_id=2
 )
 GOLDEN_INFO = InfoMessage(
     scan_number=7, receiver=3, thread_id=2, scan_x=128, scan_y=64,
@@ -36,7 +36,7 @@ FIELDS = ["version", "scan_number", "frame_number", "sector", "scan_x", "scan_y"
 
 
 def header_list(**changes: object) -> list:
-    values = dict(zip(FIELDS, [DATA_HEADER_VERSION, 7, 1234, 3, 128, 64, 82, 9, 2]))
+    values = dict(zip(FIELDS, [DATA_HEADER_VERSION, 7, 5001234, 3, 128, 64, 82, 9, 2]))
     values.update(changes)
     return [values[f] for f in FIELDS]
 
@@ -57,13 +57,13 @@ def test_header_from_plain_msgpack_decodes_in_cpp() -> None:
 
 
 def test_golden_header_bytes_decode_and_reencode_identically() -> None:
-    golden = (DATA / "data_header_v1.bin").read_bytes()
+    golden = (DATA / "data_header_v2.bin").read_bytes()
     assert decode_header(golden) == GOLDEN_HEADER
     assert encode_header(GOLDEN_HEADER) == golden
 
 
 def test_peek_frame_reads_scan_and_frame_number() -> None:
-    assert peek_frame(encode_header(GOLDEN_HEADER)) == (7, 1234)
+    assert peek_frame(encode_header(GOLDEN_HEADER)) == (7, 5001234)
 
 
 def test_decode_accepts_any_buffer_without_copying_semantics() -> None:
@@ -82,15 +82,14 @@ def test_header_position_is_scan_major() -> None:
         (msgpack.packb({"version": 1}), "expected a msgpack array, got a map"),
         (msgpack.packb(header_list()[:-1]), "expected 9 fields, got 8"),
         (msgpack.packb(header_list() + [0]), "expected 9 fields, got 10"),
-        (msgpack.packb(header_list(version=2)), "field 'version' (index 0): expected 1, got 2"),
+        (msgpack.packb(header_list(version=1)), "field 'version' (index 0): expected 2, got 1"),
         (msgpack.packb(header_list(scan_number="7")), "field 'scan_number' (index 1): expected an unsigned integer, got a string"),
         (msgpack.packb(header_list(frame_number=-1)), "field 'frame_number' (index 2): expected an unsigned integer, got a negative integer"),
         (msgpack.packb(header_list(sector=1.0)), "field 'sector' (index 3): expected an unsigned integer, got a float"),
         (msgpack.packb(header_list(scan_x=2**32)), "field 'scan_x' (index 4): expected a value below 2^32"),
-        (msgpack.packb(header_list(scan_y=0)), "scan 7, frame 1234, sector 3: scan shape 128 x 0 outside 1..65535 per side"),
+        (msgpack.packb(header_list(scan_y=0)), "scan 7, frame 5001234, sector 3: scan shape 128 x 0 outside 1..65535 per side"),
         (msgpack.packb(header_list(scan_y=65536)), "scan shape 128 x 65536 outside 1..65535 per side"),
         (msgpack.packb(header_list(position_x=128)), "probe position (128, 9) lies outside the scan of 128 x 64"),
-        (msgpack.packb(header_list(frame_number=1235)), "frame number is not the flat probe position 1234 = 9 x 128 + 82"),
         (msgpack.packb(header_list()) + b"\x00", "1 bytes after the msgpack object"),
         # Five bytes that declare an array of 2^32 - 1 elements: refused before anything is allocated.
         (b"\xdd\xff\xff\xff\xff", "not valid msgpack within its bounds"),
@@ -115,7 +114,7 @@ def test_decode_data_checks_the_header_against_geometry_limits_and_port() -> Non
 
 
 def test_peek_rejects_a_wrong_version_too() -> None:
-    with pytest.raises(ProtocolError, match="expected 1, got 9"):
+    with pytest.raises(ProtocolError, match="expected 2, got 9"):
         peek_frame(msgpack.packb(header_list(version=9)))
 
 
@@ -131,7 +130,7 @@ def test_payload_of_the_wrong_size_names_scan_frame_sector_and_sizes() -> None:
     with pytest.raises(ProtocolError) as error:
         check_payload(GOLDEN_HEADER, 1000, Geometry(576, 576, 144, 576, 2))
     assert str(error.value) == (
-        "scan 7, frame 1234, sector 3: payload of 1000 bytes, expected 165888 (144 x 576 pixels of 2 bytes)"
+        "scan 7, frame 5001234, sector 3: payload of 1000 bytes, expected 165888 (144 x 576 pixels of 2 bytes)"
     )
 
 

@@ -17,7 +17,8 @@
 
 namespace sectorflow::protocol {
 
-inline constexpr std::uint32_t kDataHeaderVersion = 1;
+/// 2: the frame number is the detector's frame counter, no longer the flat position (version 1).
+inline constexpr std::uint32_t kDataHeaderVersion = 2;
 
 /// Positions of the header fields in the msgpack array.
 enum DataHeaderField : std::size_t {
@@ -35,7 +36,9 @@ enum DataHeaderField : std::size_t {
 
 struct DataHeader {
   std::uint32_t scan_number = 0;
-  std::uint32_t frame_number = 0;  ///< 0-based; routing uses frame_number mod n_groups
+  /// The frame's identity in the scan (the detector's frame counter; any start, any order). Routing
+  /// uses frame_number mod n_groups, assembly (scan, frame_number); the position places the frame.
+  std::uint32_t frame_number = 0;
   std::uint32_t sector = 0;
   std::uint32_t scan_x = 0;  ///< scan shape, probe positions per row
   std::uint32_t scan_y = 0;  ///< scan shape, rows of probe positions
@@ -54,10 +57,12 @@ struct DataHeader {
 std::string encode_header(const DataHeader& header);
 
 /// Decodes and validates a header on its own: type, field count, version, integer ranges
-/// (Refusal::kHeader), scan sides 1..kMaxScanSide (kShape), position inside the scan and frame
-/// number equal to the flat position (kPosition). Throws ProtocolError naming the field, what was
+/// (Refusal::kHeader), then check_placement. Throws ProtocolError naming the field, what was
 /// expected and what came.
 DataHeader decode_header(const void* data, std::size_t size);
+
+/// Scan sides 1..kMaxScanSide (kShape) and the position inside the scan (kPosition).
+void check_placement(const DataHeader& header);
 
 /// What the aggregator routes by: the routing list is per scan, the NodeGroup per frame.
 struct FrameRef {
@@ -88,5 +93,9 @@ struct DataExpectations {
 /// (kPayload). Throws ProtocolError with the refusal kind.
 DataHeader decode_data(const void* header, std::size_t header_bytes, std::size_t payload_bytes,
                        const DataExpectations& expect);
+
+/// The checks of decode_data after the header decoded: the scan within the limits (kShape), the
+/// sector (kSector), the payload size (kPayload). Throws ProtocolError with the refusal kind.
+void check_sector(const DataHeader& header, std::size_t payload_bytes, const DataExpectations& expect);
 
 }  // namespace sectorflow::protocol

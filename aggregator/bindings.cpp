@@ -59,15 +59,28 @@ void bind_aggregator(py::module_& m) {
       .def(py::init([](std::string bind_host, std::uint16_t base_port, std::vector<std::uint32_t> producer_threads,
                        kvstore::ClientOptions kvstore, protocol::Geometry geometry, std::uint64_t max_scan_positions,
                        int hwm, std::uint32_t discovery_wait_ms, std::uint32_t max_open_scans,
-                       std::uint32_t send_timeout_ms, double scan_record_ttl_s) {
-             return AggregatorOptions{std::move(bind_host), base_port,         std::move(producer_threads),
-                                      hwm,                  discovery_wait_ms, max_open_scans,
-                                      send_timeout_ms,      scan_record_ttl_s, std::move(kvstore),
-                                      geometry,             max_scan_positions};
+                       std::uint32_t send_timeout_ms, double scan_record_ttl_s, std::vector<std::string> wire,
+                       std::uint32_t native_scan_idle_ms) {
+             AggregatorOptions o;
+             o.bind_host = std::move(bind_host);
+             o.base_port = base_port;
+             o.producer_threads = std::move(producer_threads);
+             o.hwm = hwm;
+             o.discovery_wait_ms = discovery_wait_ms;
+             o.max_open_scans = max_open_scans;
+             o.send_timeout_ms = send_timeout_ms;
+             o.scan_record_ttl_s = scan_record_ttl_s;
+             o.wire = std::move(wire);
+             o.native_scan_idle_ms = native_scan_idle_ms;
+             o.kvstore = std::move(kvstore);
+             o.geometry = geometry;
+             o.max_scan_positions = max_scan_positions;
+             return o;
            }),
            py::kw_only(), py::arg("bind_host"), py::arg("base_port"), py::arg("producer_threads"), py::arg("kvstore"),
            py::arg("geometry"), py::arg("max_scan_positions"), py::arg("hwm"), py::arg("discovery_wait_ms"),
-           py::arg("max_open_scans"), py::arg("send_timeout_ms"), py::arg("scan_record_ttl_s"),
+           py::arg("max_open_scans"), py::arg("send_timeout_ms"), py::arg("scan_record_ttl_s"), py::arg("wire"),
+           py::arg("native_scan_idle_ms"),
            "Every value from the configuration (aggregator_options): producer_threads[r] is T_r, the producer "
            "threads of receiver r; kvstore: the ClientOptions of the replica of nodegroups/.")
       .def_readwrite("bind_host", &AggregatorOptions::bind_host)
@@ -77,7 +90,9 @@ void bind_aggregator(py::module_& m) {
       .def_readwrite("discovery_wait_ms", &AggregatorOptions::discovery_wait_ms)
       .def_readwrite("max_open_scans", &AggregatorOptions::max_open_scans)
       .def_readwrite("send_timeout_ms", &AggregatorOptions::send_timeout_ms)
-      .def_readwrite("scan_record_ttl_s", &AggregatorOptions::scan_record_ttl_s);
+      .def_readwrite("scan_record_ttl_s", &AggregatorOptions::scan_record_ttl_s)
+      .def_readwrite("wire", &AggregatorOptions::wire)
+      .def_readwrite("native_scan_idle_ms", &AggregatorOptions::native_scan_idle_ms);
 
   py::class_<RelayStats>(m, "RelayStats", "A snapshot of one relay thread's counters.")
       .def_readonly("thread", &RelayStats::thread)
@@ -89,6 +104,7 @@ void bind_aggregator(py::module_& m) {
       .def_readonly("lost", &RelayStats::lost)
       .def_readonly("dead", &RelayStats::dead)
       .def_readonly("recovered_scans", &RelayStats::recovered_scans)
+      .def_readonly("native_scans", &RelayStats::native_scans)
       .def_readonly("open_scans", &RelayStats::open_scans)
       .def_readonly("evicted_scans", &RelayStats::evicted_scans)
       .def_property_readonly("malformed", &malformed_dict, "kind -> messages refused (protocol.REFUSAL_KINDS)")

@@ -4,7 +4,7 @@ The relay threads run in C++ without the GIL; the main thread waits for SIGTERM/
 runs signal handlers only there) and, every report period, reads the counters and publishes
 ``status/aggregator/t<r>`` (``ServiceStatus``: state idle or streaming, scan, messages, bytes and
 the extra fields ``malformed`` (all kinds), ``malformed_<kind>`` per kind of refusal, ``lost``,
-``lost_last_scan``, ``dead_nodegroups``, ``recovered_scans``, ``infos``, ``open_scans``,
+``lost_last_scan``, ``dead_nodegroups``, ``recovered_scans``, ``native_scans``, ``infos``, ``open_scans``,
 ``evicted_scans`` and, once a NodeGroup registration did not decode, ``bad_records``). A finished
 scan is published at once and logged as one summary line per thread; a NodeGroup declared dead for
 a scan and a scan rebuilt from the producers' records after a restart are logged as warnings when
@@ -71,6 +71,7 @@ def thread_status(stats: RelayStats, lost_last_scan: int, bad_records: int = 0) 
     extra["lost_last_scan"] = int(lost_last_scan)
     extra["dead_nodegroups"] = int(stats.dead)
     extra["recovered_scans"] = int(stats.recovered_scans)
+    extra["native_scans"] = int(stats.native_scans)
     extra["infos"] = int(stats.infos)
     extra["open_scans"] = int(stats.open_scans)
     extra["evicted_scans"] = int(stats.evicted_scans)

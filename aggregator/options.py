@@ -36,4 +36,6 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None)
         discovery_wait_ms=kv.silence_heartbeats * kv.heartbeat_ms,
         send_timeout_ms=agg.send_timeout_ms,
         scan_record_ttl_s=kv.scan_record_ttl_s,
+        wire=[receiver.wire for receiver in config.receivers],
+        native_scan_idle_ms=max(1, round(agg.native_scan_idle_s * 1000)),
     )

@@ -26,6 +26,7 @@ void codec(py::class_<Record>& cls) {
 
 void bind_keys(py::module_& m) {
   m.attr("SCANS_PREFIX") = std::string(kScansPrefix);
+  m.attr("SOURCE_NATIVE") = std::string(kSourceNative);
   m.attr("OUTCOME_COMPLETE") = std::string(kOutcomeComplete);
   m.attr("OUTCOME_INCOMPLETE") = std::string(kOutcomeIncomplete);
   m.attr("OUTCOME_FAILED") = std::string(kOutcomeFailed);

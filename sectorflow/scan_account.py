@@ -27,6 +27,7 @@ PENDING = "pending"        # not over yet
 EXIT_CODES = {COMPLETE: 0, SPILLED: 3, INCOMPLETE: 1, FAILED: 1, PENDING: 1}
 
 SOURCE_REPLAY = _records.SOURCE_REPLAY
+SOURCE_NATIVE = _records.SOURCE_NATIVE  # the aggregator wrote the request: a native receiver's stream began the scan
 _FINAL_PRODUCER_STATES = {_records.STATE_FINISHED, _records.STATE_ERROR}
 _PRODUCER_NAME = re.compile(r"r(\d+)t(\d+)")
 _RELAY_NAME = re.compile(r"t(\d+)")
@@ -166,9 +167,14 @@ class ScanAccount:
 
 
 def producers_final(records: ScanRecords, producers_gone: Set[tuple[int, int]] = frozenset()) -> bool:
-    """Every producer thread the request names has ended its part (finished or failed) or is gone."""
+    """Every producer thread the request names has ended its part (finished or failed) or is gone.
+
+    A native scan's senders are the detector's own receivers, which write no records: they are
+    done as far as the account can know."""
     if records.request is None:
         return False
+    if records.request.source == SOURCE_NATIVE:
+        return True
     for receiver, threads in enumerate(records.request.producer_threads):
         for thread in range(threads):
             part = records.producers.get((receiver, thread))
@@ -215,16 +221,21 @@ def account(records: ScanRecords, nodegroups_gone: bool = False,
     _explain_missing(records, request, receivers, producers_gone)
 
     producers_done = producers_final(records, producers_gone)
-    fallback = request.routing == []
+    native = request.source == SOURCE_NATIVE
+    fallback = request.routing == [] and not native
     if fallback:
         done = producers_done
+    elif native and request.routing == []:
+        done = True  # nobody could take it: the aggregator dropped what came
     else:
         done = producers_done and (file is not None or nodegroups_gone)
     if not done:
         result.outcome = PENDING
     elif file is None and not fallback:
         result.outcome = FAILED
-        result.notes.append("no file: the NodeGroups the scan was routed to are gone")
+        result.notes.append("no file: no NodeGroup was registered when the native stream began" if
+                            native and request.routing == [] else
+                            "no file: the NodeGroups the scan was routed to are gone")
     elif file is not None and file.outcome == _records.OUTCOME_FAILED and result.counted == 0:
         result.outcome = FAILED
     elif result.missing != 0:
@@ -244,9 +255,19 @@ def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord, 
             if account.missing < 0:
                 account.reasons.append(f"{-account.missing} more sectors accounted than the scan has")
             continue
+        relay = records.relays.get(account.receiver)
+        if request.source == SOURCE_NATIVE and request.routing == []:
+            account.explain(account.missing, "not streamed: no NodeGroup was registered when the native stream "
+                                             "began (the aggregator dropped what came)")
+            continue
+        if request.source == SOURCE_NATIVE:
+            # The native receiver's threads say nothing beyond their headers: what did not reach the
+            # aggregator thread is all the account can tell of them.
+            arrived = sum(relay.forwarded.values()) + sum(relay.lost.values()) if relay else 0
+            account.explain(account.sectors - arrived, "never reached the aggregator from the native receiver")
         parts = [part for (receiver, _), part in records.producers.items() if receiver == account.receiver]
         threads = request.producer_threads[account.receiver]
-        if len(parts) < threads:
+        if len(parts) < threads and request.source != SOURCE_NATIVE:
             account.reasons.append(f"{threads - len(parts)} of its {threads} producer threads wrote no record")
         for receiver, thread in sorted(producers_gone):
             part = records.producers.get((receiver, thread))
@@ -262,7 +283,8 @@ def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord, 
                 why = f": {part.error}" if part.error else ""
                 account.explain(part.unaccounted, f"not sent by thread {part.thread}{why}")
         sent = sum(part.sent for part in parts)
-        relay = records.relays.get(account.receiver)
+        if request.source == SOURCE_NATIVE and relay is not None:
+            sent = sum(relay.forwarded.values()) + sum(relay.lost.values())
         if relay is None:
             if sent:
                 account.explain(sent, f"sent, no record from aggregator thread {account.receiver}")

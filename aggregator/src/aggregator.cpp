@@ -9,6 +9,7 @@
 #include <zmq.hpp>
 
 #include "directory.hpp"
+#include "native_routes.hpp"
 #include "record_store.hpp"
 #include "relay.hpp"
 #include "sectorflow/aggregator/errors.hpp"
@@ -25,6 +26,7 @@ struct Aggregator::Impl {
   std::vector<std::unique_ptr<detail::Relay>> relays;
   std::unique_ptr<detail::Directory> directory;
   std::unique_ptr<detail::RecordStore> records;
+  std::unique_ptr<detail::NativeRoutes> native_routes;
   std::vector<std::thread> threads;
   std::atomic<bool> stop{false};
   bool started = false;
@@ -58,6 +60,19 @@ void check(const AggregatorOptions& o) {
   }
   if (!(o.scan_record_ttl_s > 0.0)) {
     throw AggregatorError("aggregator: scan_record_ttl_s must be > 0 ([kvstore] scan_record_ttl_s)");
+  }
+  if (o.wire.size() != o.producer_threads.size()) {
+    throw AggregatorError("aggregator: " + std::to_string(o.wire.size()) + " wire dialects for " +
+                          std::to_string(o.producer_threads.size()) + " receivers ([[receivers]] wire)");
+  }
+  for (std::size_t r = 0; r < o.wire.size(); ++r) {
+    if (o.wire[r] != "sectorflow" && o.wire[r] != "native") {
+      throw AggregatorError("aggregator: receiver " + std::to_string(r) + " has wire '" + o.wire[r] +
+                            "'; expected 'sectorflow' or 'native' ([[receivers]] wire)");
+    }
+  }
+  if (o.native_scan_idle_ms < 1) {
+    throw AggregatorError("aggregator: native_scan_idle_ms must be >= 1 ([aggregator] native_scan_idle_s)");
   }
   if (o.max_open_scans < 1) throw AggregatorError("aggregator: max_open_scans must be >= 1 ([limits] max_open_scans)");
   if (o.max_scan_positions < 1) {
@@ -102,6 +117,9 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
   }
   impl.directory = std::make_unique<detail::Directory>(impl.options.kvstore);
   impl.records = std::make_unique<detail::RecordStore>(impl.options.kvstore, impl.options.scan_record_ttl_s);
+  impl.native_routes = std::make_unique<detail::NativeRoutes>(
+      *impl.directory, *impl.records, impl.options.producer_threads,
+      std::chrono::milliseconds(impl.options.native_scan_idle_ms));
   for (std::size_t r = 0; r < n; ++r) {
     const auto receiver = static_cast<std::uint32_t>(r);
     impl.counters.push_back(std::make_unique<RelayCounters>(receiver));
@@ -113,9 +131,12 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
     settings.send_timeout = std::chrono::milliseconds(impl.options.send_timeout_ms);
     settings.max_open_scans = impl.options.max_open_scans;
     settings.expect = protocol::DataExpectations{impl.options.geometry, {impl.options.max_scan_positions}, receiver};
+    settings.native = impl.options.wire[r] == "native";
+    settings.native_idle = std::chrono::milliseconds(impl.options.native_scan_idle_ms);
     Impl* self = impl_.get();
     impl.relays.push_back(std::make_unique<detail::Relay>(
-        impl.context, std::move(pulls[r]), *impl.directory, *impl.records, settings, *impl.counters[r], [self](ScanSummary s) {
+        impl.context, std::move(pulls[r]), *impl.directory, *impl.records, *impl.native_routes, settings,
+        *impl.counters[r], [self](ScanSummary s) {
           const std::lock_guard<std::mutex> lock(self->mutex);
           self->summaries.push_back(std::move(s));
         }));

@@ -12,6 +12,7 @@ RelayStats RelayCounters::snapshot() const {
   stats.lost = lost_.load(std::memory_order_relaxed);
   stats.dead = dead_.load(std::memory_order_relaxed);
   stats.recovered_scans = recovered_scans_.load(std::memory_order_relaxed);
+  stats.native_scans = native_scans_.load(std::memory_order_relaxed);
   stats.open_scans = open_scans_.load(std::memory_order_relaxed);
   stats.evicted_scans = evicted_scans_.load(std::memory_order_relaxed);
   stats.streaming = stats.open_scans > 0;

@@ -41,6 +41,15 @@ std::optional<std::string> Directory::endpoint(const std::string& uid, std::size
   }
 }
 
+std::vector<std::string> Directory::registered(std::size_t thread) const {
+  const protocol::NodeGroupList list = protocol::nodegroups_from(client_.subtree(std::string(protocol::kNodegroupsPrefix)));
+  std::vector<std::string> uids;
+  for (const protocol::NodeGroupRecord& record : list.records) {
+    if (thread < record.ports.size()) uids.push_back(record.uid);  // records come sorted by uid
+  }
+  return uids;
+}
+
 void Directory::audit() const {
   const protocol::NodeGroupList list = protocol::nodegroups_from(client_.subtree(std::string(protocol::kNodegroupsPrefix)));
   for (const auto& [key, why] : bad_.note(protocol::kNodegroupsPrefix, list.rejected)) {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sectorflow/protocol/bad_entries.hpp"
 #include "sectorflow/kvstore/client.hpp"
@@ -26,6 +27,9 @@ class Directory {
   /// Where aggregator thread `thread` reaches NodeGroup `uid` ("tcp://host:port"), or nullopt if
   /// the uid is not registered or its record has no port for this thread.
   std::optional<std::string> endpoint(const std::string& uid, std::size_t thread) const;
+  /// The uids of the NodeGroups registered with a port for `thread`, sorted: the routing list a
+  /// native scan gets when nobody asked for one (SPEC.md, "Two dialects").
+  std::vector<std::string> registered(std::size_t thread) const;
   std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   /// Waits until the generation differs from `seen` or the deadline passes.
   void wait_change(std::uint64_t seen, std::chrono::steady_clock::time_point deadline) const;

@@ -58,6 +58,26 @@ std::optional<protocol::RelayScanRecord> RecordStore::relay_record(std::uint32_t
   }
 }
 
+std::optional<protocol::ScanRequestRecord> RecordStore::request_record(std::uint32_t scan) const {
+  const std::string key = protocol::scan_request_key(scan);
+  const std::optional<std::string> value = client_.get(key);
+  if (!value) return std::nullopt;
+  std::map<std::string, std::string> rejected;
+  try {
+    return protocol::ScanRequestRecord::decode(*value);
+  } catch (const protocol::ProtocolError& error) {
+    rejected[key] = error.what();
+  }
+  for (const auto& [bad, why] : bad_.note(key, rejected)) {
+    if (client_.options().log) client_.options().log("skipped the scan record " + bad + ": " + why);
+  }
+  return std::nullopt;
+}
+
+void RecordStore::write(const protocol::ScanRequestRecord& record) {
+  client_.set_once(protocol::scan_request_key(record.scan_number), record.encode(), ttl_s_);
+}
+
 void RecordStore::write(std::uint32_t scan, const protocol::RelayScanRecord& record) {
   client_.set_once(protocol::scan_relay_key(scan, record.thread), record.encode(), ttl_s_);
 }

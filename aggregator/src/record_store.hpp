@@ -37,6 +37,11 @@ class RecordStore {
   /// This relay thread's record of `scan` as the replica holds it (a previous process may have
   /// declared NodeGroups dead), or nullopt.
   std::optional<protocol::RelayScanRecord> relay_record(std::uint32_t scan, std::uint32_t thread) const;
+  /// The scan's request record (scans/<n>/request) as the replica holds it, or nullopt (none, or
+  /// one that does not decode, reported once).
+  std::optional<protocol::ScanRequestRecord> request_record(std::uint32_t scan) const;
+  /// Writes scans/<scan>/request once, without an owner: the routing a native scan was given.
+  void write(const protocol::ScanRequestRecord& record);
   /// Writes scans/<scan>/aggregator/t<record.thread> once, without an owner. Never waits for the
   /// network. Throws kvstore::KvstoreError if the client refuses it (closed, value too large).
   void write(std::uint32_t scan, const protocol::RelayScanRecord& record);

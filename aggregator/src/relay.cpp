@@ -24,12 +24,15 @@ constexpr const char* kUnreachableWhy = "unreachable (not registered, gone from 
 }  // namespace
 
 Relay::Relay(zmq::context_t& context, zmq::socket_t pull, const Directory& directory, RecordStore& records,
-             RelaySettings settings, RelayCounters& counters, std::function<void(ScanSummary)> report)
+             NativeRoutes& routes, RelaySettings settings, RelayCounters& counters,
+             std::function<void(ScanSummary)> report)
     : context_(context),
       pull_(std::move(pull)),
       directory_(directory),
       records_(records),
+      routes_(routes),
       settings_(std::move(settings)),
+      native_expect_{settings_.expect, settings_.producer_threads},
       counters_(counters),
       report_(std::move(report)),
       scans_(settings_.max_open_scans) {}
@@ -41,6 +44,7 @@ void Relay::run(const std::atomic<bool>& stop) {
   while (!stop.load(std::memory_order_relaxed)) {
     try {
       if (directory_.generation() != generation_) refresh();
+      if (settings_.native) expire_native_scans();
       if (!receive_one()) {
         refresh_stale_records();
         zmq::poll(&item, 1, kIdlePoll);
@@ -63,7 +67,12 @@ void Relay::run(const std::atomic<bool>& stop) {
 bool Relay::receive_one() {
   if (!pull_.recv(parts_[0], zmq::recv_flags::dontwait)) return false;
   if (!parts_[0].more()) {
-    on_info(parts_[0]);
+    if (settings_.native) {
+      counters_.malformed(Refusal::kParts, "a message of 1 frame on a native receiver's port; expected 2 (the "
+                                           "native header, payload): a native stream has no info message");
+    } else {
+      on_info(parts_[0]);
+    }
     return true;
   }
   // The rest of a multipart message is already here: ZeroMQ delivers it whole.
@@ -79,7 +88,11 @@ bool Relay::receive_one() {
                                              " frames; expected 1 (info) or 2 (data: header, payload)");
     return true;
   }
-  on_data(parts_);
+  if (settings_.native) {
+    on_native_data(parts_);
+  } else {
+    on_data(parts_);
+  }
   return true;
 }
 
@@ -114,30 +127,84 @@ void Relay::on_data(zmq::message_t* parts) {
                                             std::to_string(header.scan_y) + " differs from the one its info gave");
     return;
   }
-  Target& target = scan->target_of(header.frame_number);
+  forward(*scan, header, parts);
+}
+
+void Relay::on_native_data(zmq::message_t* parts) {
+  protocol::NativeHeader native;
+  try {
+    native = protocol::decode_native_data(parts[0].data(), parts[0].size(), parts[1].size(), native_expect_);
+  } catch (const protocol::ProtocolError& error) {
+    counters_.malformed(error.kind(), error.what());
+    return;
+  }
+  const protocol::DataHeader header = protocol::to_data_header(native);
+  const auto now = std::chrono::steady_clock::now();
+  ScanState* scan = scans_.find(header.scan_number);
+  if (scan == nullptr) {
+    const auto closed = native_closed_.find(header.scan_number);
+    if (closed != native_closed_.end() && now - closed->second < settings_.native_idle) {
+      counters_.lost();  // a straggler of the run that closed here
+      return;
+    }
+    if (closed != native_closed_.end()) native_closed_.erase(closed);
+    std::vector<std::string> routing =
+        routes_.open(header.scan_number, header.scan_x, header.scan_y, settings_.receiver);
+    scan = &open_scan(ScanState::native(header.scan_number, header.scan_x, header.scan_y, std::move(routing),
+                                        settings_.producer_threads, now + settings_.discovery_wait));
+    counters_.native_scan(header.scan_number);
+    resolve(*scan, false);
+    if (!scan->routable()) {
+      report(*scan, false, "no NodeGroup was registered when the native scan began: its sectors are dropped "
+                           "and counted lost");
+    }
+  }
+  if (!scan->fits(header)) {
+    counters_.malformed(Refusal::kScan, header.where() + ": scan shape " + std::to_string(header.scan_x) + " x " +
+                                            std::to_string(header.scan_y) + " differs from the one its first header gave");
+    return;
+  }
+  if (const std::string error = scan->native_arrival(header.thread_id, native.frames_this_thread); !error.empty()) {
+    counters_.malformed(Refusal::kScan, error);
+    return;
+  }
+  // NodeGroups read SFSP only: the payload moves on untouched under SFSP's header.
+  const std::string sfsp = protocol::encode_header(header);
+  parts[0].rebuild(sfsp.data(), sfsp.size());
+  forward(*scan, header, parts);
+}
+
+void Relay::forward(ScanState& scan, const protocol::DataHeader& header, zmq::message_t* parts) {
+  if (!scan.routable()) {
+    scan.lost_unrouted();
+    counters_.lost();
+    finish_if_complete(scan);
+    return;
+  }
+  Target& target = scan.target_of(header.frame_number);
   if (!target.dead && !(target.downstream && target.downstream->open()) &&
-      std::chrono::steady_clock::now() < scan->discovery_deadline()) {
-    resolve(*scan, true);
-    send_expected(*scan);
+      std::chrono::steady_clock::now() < scan.discovery_deadline()) {
+    resolve(scan, true);
+    send_expected(scan);
   }
   const std::size_t bytes = parts[0].size() + parts[1].size();
   SendResult result = SendResult::kUnreachable;
   if (!target.dead && target.downstream) result = target.downstream->send(parts, 2, *stop_, settings_.send_timeout);
   if (result == SendResult::kSent) {
-    scan->forwarded(target, bytes);
+    scan.forwarded(target, bytes);
     counters_.forwarded(bytes);
   } else {
-    scan->lost(target);
+    scan.lost(target);
     counters_.lost();
     if (!target.dead && !stop_->load(std::memory_order_relaxed)) {
-      declare_dead(*scan, target,
+      declare_dead(scan, target,
                    result == SendResult::kBlocked
                        ? "a send stayed blocked for send_timeout_ms (" + std::to_string(settings_.send_timeout.count()) +
                              " ms): connected but not reading"
                        : std::string(kUnreachableWhy));
     }
   }
-  finish_if_complete(*scan);
+  finish_if_complete(scan);
 }
 
 ScanState* Relay::recover(const protocol::DataHeader& header) {
@@ -200,6 +267,15 @@ void Relay::declare_dead(ScanState& scan, Target& target, const std::string& why
 
 void Relay::remember_closed(ScanState scan) {
   const std::uint32_t number = scan.scan_number();
+  if (scan.is_native()) {
+    // Its stragglers are lost for native_idle; after that the number opens a new run.
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = native_closed_.begin(); it != native_closed_.end();) {
+      it = now - it->second >= settings_.native_idle ? native_closed_.erase(it) : std::next(it);
+    }
+    if (native_closed_.size() < kClosedRemembered) native_closed_[number] = now;
+    return;
+  }
   if (closed_.insert(number).second) {
     closed_order_.push_back(number);
     if (closed_order_.size() > kClosedRemembered) {
@@ -270,8 +346,37 @@ void Relay::on_info(const zmq::message_t& message) {
   finish_if_complete(*scan);
 }
 
+void Relay::expire_native_scans() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_expiry_check_) return;
+  next_expiry_check_ = now + std::min(settings_.native_idle, kIdlePoll);
+  std::vector<std::uint32_t> idle;
+  scans_.for_each([&](ScanState& scan) {
+    if (now - scan.last_activity() >= settings_.native_idle) idle.push_back(scan.scan_number());
+  });
+  for (const std::uint32_t number : idle) {
+    ScanState& scan = *scans_.find(number);
+    report(scan, true, "closed unfinished: no message of the scan for native_scan_idle_s (" +
+                           std::to_string(settings_.native_idle.count()) + " ms); " +
+                           std::to_string(scan.announced()) + " announced by the threads heard from");
+    remember_closed(scans_.close(number));
+  }
+  if (!idle.empty()) counters_.open_scans(scans_.size());
+}
+
+void Relay::send_closing_counts(ScanState& scan) {
+  scan.closing_counts();
+  for (Target& target : scan.targets()) {
+    if (target.dead || !target.downstream) continue;
+    const std::string bytes = protocol::encode_info(scan.expected_info(target, settings_.receiver));
+    zmq::message_t message(bytes.data(), bytes.size());
+    // After the data on the same connection: the NodeGroup has all of it when the count arrives.
+    target.info_sent = target.downstream->send(&message, 1, *stop_, settings_.send_timeout) == SendResult::kSent;
+  }
+}
+
 void Relay::send_expected(ScanState& scan) {
-  if (!scan.infos_complete()) return;
+  if (scan.is_native() || !scan.infos_complete()) return;
   for (Target& target : scan.targets()) {
     if (target.info_sent || target.dead || !target.downstream) continue;
     const std::string bytes = protocol::encode_info(scan.expected_info(target, settings_.receiver));
@@ -294,6 +399,10 @@ void Relay::finish_if_complete(ScanState& scan) {
 }
 
 void Relay::report(ScanState& scan, bool closed, const std::string& note) {
+  if (closed && scan.is_native()) {
+    send_closing_counts(scan);
+    routes_.close(scan.scan_number());
+  }
   ScanSummary summary = scan.summary(settings_.receiver, closed);
   summary.note = note;
   report_(std::move(summary));

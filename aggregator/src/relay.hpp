@@ -20,6 +20,15 @@
 // rewritten whenever the thread falls idle, and it closes when evicted or when the relay stops.
 // A scan closes without waiting for a dead NodeGroup's messages; those still coming (sent before
 // the producers saw the record) are counted lost in its record, rewritten when the thread is idle.
+//
+// A native receiver's thread (SPEC.md, "Two dialects") reads the 4D Camera's own header instead:
+// no info messages; the scan opens with its first message, with the routing list NativeRoutes
+// fixes for every thread, and each thread's first header gives its message count. The sector goes
+// on under SFSP's header (the same frame number, position and thread), so NodeGroups speak one
+// dialect. The scan closes when every thread has sent what it announced, or after native_idle
+// without a message of it; each NodeGroup then gets, as its expected count, what was forwarded to
+// it, after the data on the same connection. A closed native scan's number is remembered for
+// native_idle (its stragglers are lost); after that it opens a new run, as a replay does.
 #pragma once
 
 #include <atomic>
@@ -35,11 +44,13 @@
 
 #include "directory.hpp"
 #include "downstream.hpp"
+#include "native_routes.hpp"
 #include "record_store.hpp"
 #include "scan_state.hpp"
 #include "scan_table.hpp"
 #include "sectorflow/aggregator/counters.hpp"
 #include "sectorflow/protocol/data_message.hpp"
+#include "sectorflow/protocol/native_header.hpp"
 
 namespace sectorflow::aggregator::detail {
 
@@ -51,6 +62,8 @@ struct RelaySettings {
   std::chrono::milliseconds send_timeout{0};  ///< a send blocked longer declares its NodeGroup dead for the scan
   std::size_t max_open_scans = 1;
   protocol::DataExpectations expect;  ///< geometry, scan limits, and sector = receiver
+  bool native = false;                ///< the receiver speaks the native header ([[receivers]] wire)
+  std::chrono::milliseconds native_idle{0};  ///< [aggregator] native_scan_idle_s
 };
 
 class Relay {
@@ -58,7 +71,8 @@ class Relay {
   /// Takes the PULL socket already bound by the aggregator. `report` receives every scan summary;
   /// `records` reads the producers' scan records and writes this thread's.
   Relay(zmq::context_t& context, zmq::socket_t pull, const Directory& directory, RecordStore& records,
-        RelaySettings settings, RelayCounters& counters, std::function<void(ScanSummary)> report);
+        NativeRoutes& routes, RelaySettings settings, RelayCounters& counters,
+        std::function<void(ScanSummary)> report);
 
   /// The loop; returns when `stop` is set, after reporting the scans still open as closed
   /// unfinished. What one message makes fail is counted (Refusal::kError) and the loop goes on.
@@ -69,6 +83,14 @@ class Relay {
   bool receive_one();
   void on_info(const zmq::message_t& message);
   void on_data(zmq::message_t* parts);
+  /// A native receiver's data message: decoded, its scan opened or found, forwarded under SFSP's header.
+  void on_native_data(zmq::message_t* parts);
+  /// Routes one checked data message of `scan` to its NodeGroup, or counts it lost.
+  void forward(ScanState& scan, const protocol::DataHeader& header, zmq::message_t* parts);
+  /// Closes the native scans with no message for native_idle.
+  void expire_native_scans();
+  /// Sends a native scan's NodeGroups their expected counts: what was forwarded to each.
+  void send_closing_counts(ScanState& scan);
   /// Brings the downstream sockets in line with the kvstore after a change.
   void refresh();
   /// Gives each target of `scan` a live downstream if its uid is registered; with `wait`, waits
@@ -99,7 +121,9 @@ class Relay {
   zmq::socket_t pull_;
   const Directory& directory_;
   RecordStore& records_;
+  NativeRoutes& routes_;
   RelaySettings settings_;
+  protocol::NativeExpectations native_expect_;
   RelayCounters& counters_;
   std::function<void(ScanSummary)> report_;
   const std::atomic<bool>* stop_ = nullptr;
@@ -114,6 +138,8 @@ class Relay {
   std::map<std::uint32_t, ScanState> lingering_;
   std::deque<std::uint32_t> lingering_order_;
   bool records_synced_once_ = false;     ///< waited once for the scans/ replica: never again per message
+  std::map<std::uint32_t, std::chrono::steady_clock::time_point> native_closed_;  ///< native scan -> closed at
+  std::chrono::steady_clock::time_point next_expiry_check_{};
 };
 
 }  // namespace sectorflow::aggregator::detail

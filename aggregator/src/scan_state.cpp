@@ -52,6 +52,43 @@ std::string ScanState::add_info(const protocol::InfoMessage& info, bool from_rec
   return {};
 }
 
+ScanState ScanState::native(std::uint32_t scan_number, std::uint32_t scan_x, std::uint32_t scan_y,
+                            std::vector<std::string> routing, std::uint32_t threads,
+                            std::chrono::steady_clock::time_point discovery_deadline) {
+  const protocol::InfoMessage shape{scan_number, 0, 0, scan_x, scan_y, std::move(routing), {}};
+  ScanState scan(shape, threads, discovery_deadline);
+  scan.native_ = true;
+  scan.announced_.assign(threads, 0);
+  scan.arrived_.assign(threads, 0);
+  return scan;
+}
+
+std::string ScanState::native_arrival(std::uint32_t thread, std::uint32_t frames) {
+  // The decoder checked thread < threads and frames >= 1.
+  if (announced_[thread] == 0) {
+    announced_[thread] = frames;
+    heard_[thread] = true;
+    ++infos_;
+    expected_ += frames;
+  } else if (announced_[thread] != frames) {
+    return "scan " + std::to_string(scan_number_) + ", thread " + std::to_string(thread) +
+           ": num_frames_this_thread " + std::to_string(frames) + " differs from the " +
+           std::to_string(announced_[thread]) + " its first header gave";
+  }
+  ++arrived_[thread];
+  return {};
+}
+
+void ScanState::closing_counts() {
+  for (Target& target : targets_) target.expected = target.forwarded;
+}
+
+std::uint64_t ScanState::announced() const {
+  std::uint64_t sum = 0;
+  for (const std::uint32_t frames : announced_) sum += frames;
+  return sum;
+}
+
 protocol::InfoMessage ScanState::expected_info(const Target& target, std::uint32_t receiver) const {
   protocol::InfoMessage info;
   info.scan_number = scan_number_;
@@ -66,6 +103,13 @@ protocol::InfoMessage ScanState::expected_info(const Target& target, std::uint32
 
 bool ScanState::complete() const {
   if (!infos_complete()) return false;
+  if (native_) {
+    // Every message a thread announced arrived (a message to a dead NodeGroup arrives, and is lost).
+    for (std::size_t t = 0; t < announced_.size(); ++t) {
+      if (arrived_[t] < announced_[t]) return false;
+    }
+    return true;
+  }
   for (const Target& target : targets_) {
     if (!target.dead && target.forwarded + target.lost < target.expected) return false;
   }

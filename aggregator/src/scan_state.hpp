@@ -2,6 +2,11 @@
 // from the producer threads' info messages (or, after a restart, from their scan records), the sum
 // of their counts per NodeGroup, what has been forwarded or lost so far, and which NodeGroups are
 // dead for the scan (their messages are dropped and no longer awaited).
+//
+// A native scan (SPEC.md, "Two dialects") has no info messages: its routing list comes from
+// NativeRoutes, and each thread's first header says how many messages the thread sends. It is
+// complete when every thread has sent that many; the NodeGroups then get, as their expected count,
+// what was forwarded to them (closing_counts()).
 #pragma once
 
 #include <chrono>
@@ -45,6 +50,23 @@ class ScanState {
   /// already when it says the same.
   std::string add_info(const protocol::InfoMessage& info, bool from_record = false);
 
+  /// A native scan of `threads` threads routed by `routing` (possibly empty: no NodeGroup).
+  static ScanState native(std::uint32_t scan_number, std::uint32_t scan_x, std::uint32_t scan_y,
+                          std::vector<std::string> routing, std::uint32_t threads,
+                          std::chrono::steady_clock::time_point discovery_deadline);
+  bool is_native() const { return native_; }
+  /// Counts one message of a native thread that announced `frames` messages for the scan. Returns
+  /// an error text (the message is then refused) if the thread announced another number before.
+  std::string native_arrival(std::uint32_t thread, std::uint32_t frames);
+  /// A native scan closes: each NodeGroup's expected count becomes what was forwarded to it.
+  void closing_counts();
+  /// Messages the native threads heard from announced, in all.
+  std::uint64_t announced() const;
+  /// Whether the scan has a NodeGroup to route to (a native scan may have none).
+  bool routable() const { return !targets_.empty(); }
+  /// When a message of the scan last arrived at this thread.
+  std::chrono::steady_clock::time_point last_activity() const { return last_; }
+
   bool infos_complete() const { return infos_ == heard_.size(); }
   /// Whether producer thread `thread`'s info is in (false for a thread id out of range).
   bool heard(std::uint32_t thread) const { return thread < heard_.size() && heard_[thread]; }
@@ -80,6 +102,11 @@ class ScanState {
     bytes_ += bytes;
     last_ = std::chrono::steady_clock::now();
   }
+  /// A message of a scan with no NodeGroup to route to (a native scan that began with none).
+  void lost_unrouted() {
+    ++lost_;
+    last_ = std::chrono::steady_clock::now();
+  }
   void lost(Target& target) {
     ++target.lost;
     ++lost_;
@@ -104,6 +131,9 @@ class ScanState {
   std::vector<bool> heard_;  ///< per producer thread: its info arrived
   std::vector<std::optional<protocol::InfoMessage>> from_record_;  ///< per thread: the info rebuilt from its record
   bool recovered_ = false;
+  bool native_ = false;
+  std::vector<std::uint32_t> announced_;  ///< native, per thread: its headers' num_frames_this_thread (0: not heard)
+  std::vector<std::uint64_t> arrived_;    ///< native, per thread: its messages that arrived (refused ones aside)
   std::uint64_t recorded_ = 0;  ///< forwarded_ + lost_ when the record was last written
   std::size_t infos_ = 0;
   std::uint64_t expected_ = 0;

@@ -236,6 +236,16 @@ void CountingWorker::on_data(const Envelope& envelope, const void* payload) {
     return;
   }
   std::optional<std::size_t> slot = assembler_.find(envelope.scan, envelope.frame);
+  if (slot && assembler_.position(*slot) != envelope.position) {
+    // The frame counter names the frame, the position places it: sectors of one frame that disagree
+    // on where it goes cannot both be right, and the frame keeps its first sector's place.
+    counters_.malformed.count(protocol::Refusal::kPosition,
+                              "scan " + std::to_string(envelope.scan) + ", frame " + std::to_string(envelope.frame) +
+                                  ", sector " + std::to_string(envelope.sector) + ": position " +
+                                  std::to_string(envelope.position) + " differs from the position " +
+                                  std::to_string(assembler_.position(*slot)) + " of the frame's first sector");
+    return;
+  }
   if (!slot) {
     slot = assembler_.acquire(envelope.scan, envelope.frame, envelope.position);
     while (!slot) {  // cannot happen: receive() holds back what needs a slot the full pool lacks
@@ -278,6 +288,19 @@ void CountingWorker::on_complete(ScanWork& w, std::size_t slot) {
 
 void CountingWorker::count_slot(ScanWork& w, std::size_t slot, std::vector<std::uint32_t> missing) {
   const std::uint64_t position = assembler_.position(slot);
+  if (w.counted[position]) {
+    // Another frame number at a position already counted: one frame per position, the first stands.
+    std::uint64_t sectors = 0;
+    for (std::uint32_t r = 0; r < settings_.receivers; ++r) sectors += assembler_.has(slot, r) ? 1 : 0;
+    w.part.duplicate_sectors += sectors;
+    counters_.duplicate_sectors.fetch_add(sectors, std::memory_order_relaxed);
+    counters_.malformed.count(protocol::Refusal::kPosition,
+                              "scan " + std::to_string(assembler_.scan(slot)) + ", frame " +
+                                  std::to_string(assembler_.frame(slot)) + ": a second frame at position " +
+                                  std::to_string(position) + ", already counted (one frame per position)");
+    release(slot);
+    return;
+  }
   w.counted[position] = true;
   if (!settings_.count || usable(w)) {
     if (settings_.count) {

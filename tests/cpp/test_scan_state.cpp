@@ -67,3 +67,52 @@ TEST(ScanState, ARebuiltScanTakesTheSameInfoAsHeardAndRefusesAnother) {
   EXPECT_NE(scan.add_info(info(1, 4, 4)), "");  // a thread heard through its info, not a record
   EXPECT_TRUE(scan.summary(0, true).recovered);
 }
+
+TEST(ScanState, ANativeScanCompletesWhenEveryThreadSentWhatItAnnounced) {
+  sa::ScanState scan = sa::ScanState::native(9, 4, 4, {"ng-a", "ng-b"}, 2, std::chrono::steady_clock::now());
+  ASSERT_TRUE(scan.is_native());
+  sa::Target& a = *scan.target("ng-a");
+  sa::Target& b = *scan.target("ng-b");
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(scan.native_arrival(0, 3), "");
+    scan.forwarded(i % 2 == 0 ? a : b, 10);
+  }
+  EXPECT_FALSE(scan.complete()) << "thread 1 has not been heard from";
+  ASSERT_EQ(scan.native_arrival(1, 2), "");
+  scan.forwarded(a, 10);
+  EXPECT_FALSE(scan.complete()) << "thread 1 announced 2 and sent 1";
+  ASSERT_EQ(scan.native_arrival(1, 2), "");
+  scan.forwarded(b, 10);
+  EXPECT_TRUE(scan.complete());
+  EXPECT_EQ(scan.record(0, true).forwarded.at("ng-a"), 3u);
+  EXPECT_TRUE(scan.record(0, true).complete);
+}
+
+TEST(ScanState, ANativeThreadAnnouncingAnotherCountIsRefusedAndTheClosingCountsAreWhatWasForwarded) {
+  sa::ScanState scan = sa::ScanState::native(9, 4, 4, {"ng-a", "ng-b"}, 2, std::chrono::steady_clock::now());
+  sa::Target& a = *scan.target("ng-a");
+  sa::Target& b = *scan.target("ng-b");
+  ASSERT_EQ(scan.native_arrival(0, 2), "");
+  scan.forwarded(a, 10);
+  const std::string refused = scan.native_arrival(0, 3);
+  EXPECT_NE(refused.find("num_frames_this_thread 3 differs from the 2 its first header gave"), std::string::npos)
+      << refused;
+  ASSERT_EQ(scan.native_arrival(0, 2), "");
+  scan.lost(b);
+  ASSERT_EQ(scan.native_arrival(1, 1), "");
+  scan.forwarded(b, 10);
+  EXPECT_TRUE(scan.complete());
+  EXPECT_EQ(scan.announced(), 3u);
+  scan.closing_counts();
+  EXPECT_EQ(scan.expected_info(a, 2).counts.at("ng-a"), 1u);
+  EXPECT_EQ(scan.expected_info(b, 2).counts.at("ng-b"), 1u) << "the lost message is not announced";
+}
+
+TEST(ScanState, ANativeScanWithoutNodeGroupsCountsItsMessagesLost) {
+  sa::ScanState scan = sa::ScanState::native(9, 4, 4, {}, 1, std::chrono::steady_clock::now());
+  EXPECT_FALSE(scan.routable());
+  ASSERT_EQ(scan.native_arrival(0, 1), "");
+  scan.lost_unrouted();
+  EXPECT_TRUE(scan.complete());
+  EXPECT_EQ(scan.summary(0, true).lost, 1u);
+}

@@ -46,7 +46,7 @@ def sectorflow(*args: str, timeout_s: float = 180) -> subprocess.CompletedProces
 
 
 def header(sector: int, scan: int = 9, frame: int = 0, scan_x: int = 4, scan_y: int = 4, x: int = 0, y: int = 0,
-           version: int = 1) -> bytes:
+           version: int = 2) -> bytes:
     """A data header as the wire spells it: [version, scan, frame, sector, scan_x, scan_y, x, y, thread]."""
     return msgpack.packb([version, scan, frame, sector, scan_x, scan_y, x, y, 0])
 
@@ -65,11 +65,11 @@ def data_attacks(config: Config, sector: int) -> list[tuple[str, list[bytes]]]:
         ("header", [b"\xc1", payload]),
         ("header", [b"\xdd\xff\xff\xff\xff", payload]),  # declares an array of 2^32 - 1 elements
         ("header", [msgpack.packb([1, 9, 0]), payload]),
-        ("header", [header(sector, version=2), payload]),
+        ("header", [header(sector, version=1), payload]),  # SFSP 1: the frame number was the position
         ("header", [header(sector) + b"\x00", payload]),
         ("shape", [header(sector, scan_x=2**32 - 1, scan_y=2**32 - 1), payload]),  # once aborted a NodeGroup
         ("shape", [header(sector, scan_x=100, scan_y=100), payload]),  # more positions than allowed
-        ("position", [header(sector, frame=5), payload]),
+        ("position", [header(sector, y=4), payload]),
         ("position", [header(sector, x=4), payload]),
         ("sector", [header(other), payload]),
         ("payload", [header(sector), payload[:-2]]),

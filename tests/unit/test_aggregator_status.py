@@ -21,6 +21,7 @@ class FakeStats:
     lost = 7
     dead = 1
     recovered_scans = 1
+    native_scans = 2
     open_scans = 1
     evicted_scans = 2
     malformed = {kind: 0 for kind in REFUSAL_KINDS} | {"header": 2, "info": 1, "no_info": 3}
@@ -51,7 +52,7 @@ def test_status_carries_counters_malformed_kinds_and_loss() -> None:
     assert status.extra["malformed"] == 6
     assert (status.extra["lost"], status.extra["lost_last_scan"], status.extra["open_scans"]) == (7, 4, 1)
     assert status.extra["evicted_scans"] == 2
-    assert (status.extra["dead_nodegroups"], status.extra["recovered_scans"]) == (1, 1)
+    assert (status.extra["dead_nodegroups"], status.extra["recovered_scans"], status.extra["native_scans"]) == (1, 1, 2)
 
 
 @pytest.mark.parametrize("streaming, state", [(True, "streaming"), (False, "idle")])

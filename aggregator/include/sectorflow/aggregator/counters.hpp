@@ -25,6 +25,7 @@ struct RelayStats {
   std::uint64_t lost = 0;      ///< data messages dropped because their NodeGroup was gone or dead
   std::uint64_t dead = 0;      ///< NodeGroups declared dead for a scan (summed over scans)
   std::uint64_t recovered_scans = 0;  ///< scans rebuilt from the producers' scan records after a restart
+  std::uint64_t native_scans = 0;     ///< scans a native receiver's stream opened (no info message)
   std::uint64_t open_scans = 0;
   std::uint64_t evicted_scans = 0;  ///< scans closed unfinished to make room for a newer one
   protocol::RefusalStats malformed;  ///< messages refused, by kind (SPEC.md, "Refusals")
@@ -65,6 +66,11 @@ class RelayCounters {
     recovered_scans_.fetch_add(1, std::memory_order_relaxed);
     scan_.store(scan, std::memory_order_relaxed);
   }
+  /// A native scan opened with its first message: it becomes the latest scan.
+  void native_scan(std::uint32_t scan) {
+    native_scans_.fetch_add(1, std::memory_order_relaxed);
+    scan_.store(scan, std::memory_order_relaxed);
+  }
   void info(std::uint32_t scan) {
     infos_.fetch_add(1, std::memory_order_relaxed);
     scan_.store(scan, std::memory_order_relaxed);
@@ -84,6 +90,7 @@ class RelayCounters {
   std::atomic<std::uint64_t> lost_{0};
   std::atomic<std::uint64_t> dead_{0};
   std::atomic<std::uint64_t> recovered_scans_{0};
+  std::atomic<std::uint64_t> native_scans_{0};
   std::atomic<std::uint64_t> open_scans_{0};
   std::atomic<std::uint64_t> evicted_scans_{0};
   std::atomic<std::uint32_t> scan_{0};

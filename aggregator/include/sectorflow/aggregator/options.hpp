@@ -31,6 +31,10 @@ struct AggregatorOptions {
   std::uint32_t send_timeout_ms = 0;
   /// [kvstore] scan_record_ttl_s: time-to-live of the relay records (scans/<n>/aggregator/t<r>).
   double scan_record_ttl_s = 0.0;
+  /// [[receivers]] wire, per receiver: "sectorflow" or "native" (the 4D Camera receivers' header).
+  std::vector<std::string> wire;
+  /// [aggregator] native_scan_idle_s, in ms: a native scan with no message this long is over at its thread.
+  std::uint32_t native_scan_idle_ms = 0;
   kvstore::ClientOptions kvstore;              ///< the replicas of nodegroups/ and scans/ ([kvstore]; subtree is forced)
   protocol::Geometry geometry;                 ///< [detector]: what a data message must fit; one sector per receiver
   /// [limits] max_scan_positions: probe positions of the largest scan accepted.

@@ -19,12 +19,12 @@ enum class Refusal : std::size_t {
   kParts = 0,  ///< neither one frame (info) nor two (data: header, payload)
   kHeader,     ///< a data header that does not decode: msgpack, field count, version, field types
   kShape,      ///< scan shape outside 1..kMaxScanSide per side, or more positions than allowed
-  kPosition,   ///< probe position outside the scan, or a frame number other than the position
+  kPosition,   ///< probe position outside the scan, or sectors of one frame naming different positions
   kSector,     ///< a sector this port does not carry (receiver r carries sector r)
   kPayload,    ///< a payload that is not exactly one sector
   kInfo,       ///< an info message that does not decode or does not fit this receiver
   kNoInfo,     ///< data of a scan no open info message announced (the aggregator routes by it)
-  kScan,       ///< data that contradicts its scan (another scan shape than the scan's)
+  kScan,       ///< data that contradicts its scan (another shape, or a native thread's other frame count)
   kOpenScans,  ///< a new scan while every open-scan slot holds a scan that is being finished
   kError,      ///< handling the message failed unexpectedly; caught, counted, the thread goes on
 };

@@ -40,12 +40,17 @@ std::string scan_relay_key(std::uint32_t scan, std::uint32_t thread);
 std::string scan_nodegroup_key(std::uint32_t scan, std::string_view uid);
 std::string scan_file_key(std::uint32_t scan);
 
-/// What was asked for: written by `sectorflow acquire` when it publishes the request.
+/// The source of a scan whose request record the aggregator wrote: a native receiver's stream
+/// began it (no `sectorflow acquire` asked for it; protocol/SPEC.md, "Two dialects").
+inline constexpr std::string_view kSourceNative = "native";
+
+/// What was asked for: written by `sectorflow acquire` when it publishes the request, or by the
+/// aggregator for a scan a native stream began (source kSourceNative).
 struct ScanRequestRecord {
   std::uint32_t scan_number = 0;
   std::uint32_t scan_x = 0;
   std::uint32_t scan_y = 0;
-  std::string source;                           ///< "simulator" or "replay"
+  std::string source;                           ///< "simulator", "replay" or "native"
   std::vector<std::string> routing;             ///< sorted NodeGroup uids; empty: written to disk
   std::vector<std::uint32_t> producer_threads;  ///< per receiver: the threads that report a part
   double requested_s = 0.0;                     ///< Unix seconds

@@ -1,0 +1,207 @@
+"""The detector's own stream into a running stack: a sender that speaks the 4D Camera receivers'
+native header (tests/native_sender.py, written from the field list, not through sectorflow's codec)
+streams scans into the aggregator of `sectorflow up`, and the NodeGroups' HDF5 file equals stempy's
+counting of the same frames, each at the position its header gave, with a frame counter that
+neither starts at 0 nor follows the positions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import stempy.image as stim
+from native_sender import NativeScan, stream_native
+from support import wait_until
+
+from sectorflow.configs import Config
+from sectorflow.counting import read_counted_scan
+from sectorflow.kvstore import Client, client_options
+from sectorflow.nodegroup import scan_file_name
+from sectorflow.protocol import REFUSAL_KINDS, SOURCE_NATIVE, ServiceStatus, scan_prefix, status_key
+from sectorflow.scan_account import COMPLETE, INCOMPLETE, account, records_of
+from sectorflow.simulator import simulator_from_config
+
+pytestmark = pytest.mark.mpi
+
+SMALL_DETECTOR = {"frame_rows": 64, "frame_cols": 64, "sector_rows": 16, "sector_cols": 64}
+BACKGROUND, XRAY = 30.0, 1000.0
+THREADS = 2
+START_S, FILE_S = 60.0, 60.0
+
+
+def sectorflow(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sectorflow", *args], capture_output=True, text=True,
+                          timeout=timeout_s)
+
+
+@dataclass
+class Stack:
+    config: Config
+    output: Path
+    client: Client
+
+    def endpoints(self) -> list[str]:
+        agg = self.config.aggregator
+        return [f"tcp://{agg.host}:{agg.base_port + r}" for r in range(self.config.n_receivers)]
+
+    def status(self, service: str, name: str) -> ServiceStatus | None:
+        raw = self.client.get(status_key(service, name))
+        return ServiceStatus.decode(raw) if raw is not None else None
+
+    def refused(self, name: str) -> dict[str, int]:
+        extra = self.status("aggregator", name).extra
+        return {kind: extra[f"malformed_{kind}"] for kind in REFUSAL_KINDS if extra[f"malformed_{kind}"]}
+
+    def account(self, scan: int):
+        return account(records_of(self.client.subtree(scan_prefix(scan)), scan))
+
+
+def native_stack(make_config, tmp_path: Path, wires: list[str]) -> Iterator[Stack]:
+    config, path = make_config(
+        detector=SMALL_DETECTOR, receivers=[{"host": "127.0.0.1", "threads": THREADS, "wire": w} for w in wires],
+        simulator={"bright_field_radius_px": 20.0}, aggregator={"native_scan_idle_s": 2.0},
+        counting={"background_threshold": BACKGROUND, "xray_threshold": XRAY}, nodegroup={"pool_frames": 64})
+    run_dir, output = tmp_path / "run", tmp_path / "h5"
+    up = sectorflow("up", "--config", str(path), "--run-dir", str(run_dir), "--output", str(output))
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        with Client(client_options(config)) as client:
+            wait_until(lambda: len(client.nodegroups()) == 2, START_S, "two NodeGroups to register")
+            yield Stack(config, output, client)
+    finally:
+        down = sectorflow("down", "--config", str(path), "--run-dir", str(run_dir))
+        assert down.returncode == 0, down.stderr
+
+
+@pytest.fixture
+def native(make_config, tmp_path: Path) -> Iterator[Stack]:
+    yield from native_stack(make_config, tmp_path, ["native"] * 4)
+
+
+def assert_equals_stempy(stack: Stack, scan: NativeScan, lost: dict[int, list[int]] | None = None) -> None:
+    """The file of ``scan`` holds stempy's counting of every frame at the position its header gave;
+    the sectors in ``lost`` (position -> modules) were never sent and are zero in the reference."""
+    lost = lost or {}
+    counted = read_counted_scan(stack.output / scan_file_name(scan.scan))
+    assert counted.scan_shape == (scan.scan_y, scan.scan_x)
+    assert counted.missing_positions.tolist() == []
+    assert counted.incomplete_positions.tolist() == sorted(p for p, m in lost.items() if m)
+    simulator = simulator_from_config(stack.config)
+    rows = stack.config.detector.sector_rows
+    for position in range(scan.scan_x * scan.scan_y):
+        frame = simulator.frame(scan.scan, position)
+        for module in lost.get(position, []):
+            frame[module * rows:(module + 1) * rows] = 0
+        expected = stim.electron_count_frame(frame, darkreference=np.zeros(frame.shape, np.float32),
+                                             background_threshold=BACKGROUND, xray_threshold=XRAY).data[0, 0]
+        np.testing.assert_array_equal(counted.events[position], expected, err_msg=f"position {position}")
+
+
+def test_a_native_stream_with_an_offset_shuffled_frame_counter_is_counted_like_stempy(native: Stack) -> None:
+    simulator = simulator_from_config(native.config)
+    scan = NativeScan.shuffled(scan=21, scan_x=9, scan_y=7, first_frame=1_000_003, seed=5)
+    sent = stream_native(native.endpoints(), scan, THREADS, lambda p: simulator.frame(scan.scan, p),
+                         native.config.detector.sector_rows)
+    assert sent == 9 * 7 * 4
+    wait_until(lambda: (native.output / scan_file_name(scan.scan)).exists(), FILE_S, "the native scan's file")
+    assert_equals_stempy(native, scan)
+
+    # The aggregator fixed the routing itself and recorded it; the account closes on the file.
+    scan_account = wait_until(lambda: (a := native.account(scan.scan)).outcome == COMPLETE and a, FILE_S,
+                              "the native scan's account to be complete")
+    assert (scan_account.counted, scan_account.spilled, scan_account.missing) == (sent, 0, 0)
+    request = records_of(native.client.subtree(scan_prefix(scan.scan)), scan.scan).request
+    assert request.source == SOURCE_NATIVE
+    assert request.routing == sorted(g.uid for g in native.client.nodegroups())
+    for r in range(4):
+        status = native.status("aggregator", f"t{r}")
+        assert status.extra["native_scans"] == 1 and status.extra["lost"] == 0
+        assert native.refused(f"t{r}") == {}
+
+
+def test_a_native_thread_that_sends_less_than_it_announced_is_closed_after_the_idle_time(native: Stack) -> None:
+    # Thread 1 of module 2 announces its frames but its last three never come: relay thread 2 closes
+    # the scan after native_scan_idle_s, the NodeGroups write what came, and the account says where
+    # the three are.
+    simulator = simulator_from_config(native.config)
+    scan = NativeScan.shuffled(scan=23, scan_x=6, scan_y=5, first_frame=77, seed=6)
+    short = set(scan.thread_frames(1, THREADS)[-3:])
+    sent = stream_native(native.endpoints(), scan, THREADS, lambda p: simulator.frame(scan.scan, p),
+                         native.config.detector.sector_rows, skip=lambda k, m: m == 2 and k in short,
+                         announce_skipped=True)
+    assert sent == 6 * 5 * 4 - 3
+    wait_until(lambda: (native.output / scan_file_name(scan.scan)).exists(), FILE_S, "the short scan's file")
+    assert_equals_stempy(native, scan, lost={scan.order[k]: [2] for k in short})
+    scan_account = wait_until(lambda: (a := native.account(scan.scan)).outcome == INCOMPLETE and a, FILE_S,
+                              "the short scan's account")
+    assert (scan_account.counted, scan_account.spilled, scan_account.missing) == (sent, 0, 3)
+    assert scan_account.receivers[2].reasons == ["3 never reached the aggregator from the native receiver"]
+
+
+def test_malformed_native_headers_are_refused_and_counted_and_a_scan_still_counts(native: Stack) -> None:
+    # Every class of bad message a native port can be sent, built by hand from the field list.
+    import msgpack
+    import zmq
+
+    from native_sender import native_header
+
+    payload = bytes(native.config.detector.sector_bytes)
+
+    def head(**changes: int) -> bytes:
+        fields = {"scan": 30, "frame": 500, "frames": 4, "scan_x": 4, "scan_y": 4, "x": 0, "y": 0, "thread": 0,
+                  "module": 0} | changes
+        return native_header(fields["scan"], fields["frame"], fields["frames"], fields["scan_x"], fields["scan_y"],
+                             fields["x"], fields["y"], fields["thread"], fields["module"])
+
+    attacks = [
+        ("parts", [b"an info message has no place in a native stream"]),
+        ("parts", [head(), payload, b"a third frame"]),
+        ("header", [b"\xc1", payload]),
+        ("header", [b"\xdd\xff\xff\xff\xff", payload]),  # declares an array of 2^32 - 1 elements
+        ("header", [msgpack.packb([30, 500, 4, 3, 3, 0, 0, 0]), payload]),  # eight fields
+        ("header", [msgpack.packb([30, 500, 4, 3, 3, 0, 0, 0, 0, 0]), payload]),  # ten fields
+        ("header", [msgpack.packb([30, "500", 4, 3, 3, 0, 0, 0, 0]), payload]),
+        ("header", [msgpack.packb([30, 2**32, 4, 3, 3, 0, 0, 0, 0]), payload]),
+        ("header", [head() + b"\x00", payload]),
+        ("header", [head(frames=0), payload]),
+        ("header", [head(frames=17), payload]),  # more frames than the scan has positions
+        ("header", [head(thread=THREADS), payload]),  # a thread the receiver does not have
+        ("shape", [msgpack.packb([30, 500, 4, 65535, 3, 0, 0, 0, 0]), payload]),
+        ("shape", [msgpack.packb([30, 500, 4, 2**32 - 1, 2**32 - 1, 0, 0, 0, 0]), payload]),
+        ("shape", [head(scan_x=65535, scan_y=65535), payload]),  # more positions than [limits] allow
+        ("position", [head(x=4), payload]),
+        ("sector", [head(module=1), payload]),
+        ("payload", [head(), payload[:-2]]),
+        # Scan 31 opens with thread 0 announcing 4 frames; then the same thread announces 5, and
+        # another header gives the scan another shape: both contradict the scan.
+        (None, [head(scan=31), payload]),
+        ("scan", [head(scan=31, frame=501, frames=5, x=1), payload]),
+        ("scan", [head(scan=31, frame=502, scan_x=5, x=2), payload]),
+    ]
+    expected: dict[str, int] = {}
+    for kind, _ in attacks:
+        if kind is not None:
+            expected[kind] = expected.get(kind, 0) + 1
+    with zmq.Context() as context, context.socket(zmq.PUSH) as push:
+        push.setsockopt(zmq.LINGER, 5000)
+        push.connect(native.endpoints()[0])
+        for _, frames in attacks:
+            push.send_multipart(frames)
+    wait_until(lambda: native.refused("t0") == expected, FILE_S, f"aggregator thread 0 to count {expected}")
+
+    simulator = simulator_from_config(native.config)
+    scan = NativeScan.shuffled(scan=32, scan_x=5, scan_y=4, first_frame=4_000_000_000, seed=8)
+    stream_native(native.endpoints(), scan, THREADS, lambda p: simulator.frame(scan.scan, p),
+                  native.config.detector.sector_rows)
+    wait_until(lambda: (native.output / scan_file_name(scan.scan)).exists(), FILE_S, "the good scan's file")
+    assert_equals_stempy(native, scan)
+    assert native.refused("t0") == expected
+    assert all(native.refused(f"t{r}") == {} for r in range(1, 4))
+    for group in native.client.nodegroups():
+        extra = native.status("nodegroup", group.uid).extra
+        assert extra["malformed"] == 0, extra

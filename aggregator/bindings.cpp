@@ -92,7 +92,10 @@ void bind_aggregator(py::module_& m) {
       .def_readwrite("send_timeout_ms", &AggregatorOptions::send_timeout_ms)
       .def_readwrite("scan_record_ttl_s", &AggregatorOptions::scan_record_ttl_s)
       .def_readwrite("wire", &AggregatorOptions::wire)
-      .def_readwrite("native_scan_idle_ms", &AggregatorOptions::native_scan_idle_ms);
+      .def_readwrite("native_scan_idle_ms", &AggregatorOptions::native_scan_idle_ms)
+      .def_readwrite("producers_curve", &AggregatorOptions::producers_curve, "[security]: CurveServer of the PULL sockets.")
+      .def_readwrite("nodegroups_curve", &AggregatorOptions::nodegroups_curve,
+                     "[security]: CurveServer of the sockets to the NodeGroups.");
 
   py::class_<RelayStats>(m, "RelayStats", "A snapshot of one relay thread's counters.")
       .def_readonly("thread", &RelayStats::thread)
@@ -146,7 +149,10 @@ void bind_aggregator(py::module_& m) {
       .def("take_summaries", &Aggregator::take_summaries, "The scans that ended since the last call, and interim reports (closed False) of NodeGroups declared dead and scans rebuilt from records.")
       .def("bad_records", &Aggregator::bad_records,
            "NodeGroup registrations that did not decode, reported so far (their NodeGroups count as absent).")
-      .def("failure", &Aggregator::failure, "The first relay thread failure, '' if none.");
+      .def("failure", &Aggregator::failure, "The first relay thread failure, '' if none.")
+      .def("zap_stats", &Aggregator::zap_stats, "Peers accepted and refused at the CURVE handshake.")
+      .def("take_security_refusals", &Aggregator::take_security_refusals,
+           "One line per peer key refused for the first time since the last call.");
 }
 
 }  // namespace sectorflow::bindings

@@ -64,8 +64,13 @@ class _ThreadView:
     lost_last_scan: int = 0
 
 
-def thread_status(stats: RelayStats, lost_last_scan: int, bad_records: int = 0) -> ServiceStatus:
-    """The ``status/aggregator/t<r>`` record of one relay thread's counters."""
+def thread_status(stats: RelayStats, lost_last_scan: int, bad_records: int = 0,
+                  unauthenticated: int | None = None) -> ServiceStatus:
+    """The ``status/aggregator/t<r>`` record of one relay thread's counters.
+
+    ``unauthenticated``: with [security] on, the peers the aggregator refused at the CURVE handshake
+    (the aggregator's count, not the thread's: every thread's status shows it).
+    """
     extra: dict[str, int | str] = dict(refusal_fields(stats.malformed))
     extra["lost"] = int(stats.lost)
     extra["lost_last_scan"] = int(lost_last_scan)
@@ -77,6 +82,8 @@ def thread_status(stats: RelayStats, lost_last_scan: int, bad_records: int = 0) 
     extra["evicted_scans"] = int(stats.evicted_scans)
     if bad_records:
         extra["bad_records"] = int(bad_records)
+    if unauthenticated is not None:
+        extra["unauthenticated"] = int(unauthenticated)
     return ServiceStatus(
         state=STATE_STREAMING if stats.streaming else STATE_IDLE,
         scan=stats.scan,
@@ -126,7 +133,8 @@ def run_aggregator(config: Config) -> int:
     failure = ""
     try:
         with stop_on_signals(logger) as stop, \
-                Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator") as client:
+                Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator",
+                                   role="aggregator") as client:
             _wait_synced(aggregator, config, stop)
             aggregator.start()
             for r in range(aggregator.threads()):
@@ -145,6 +153,8 @@ def run_aggregator(config: Config) -> int:
                 _publish(aggregator, views, client, config, state.state, force=force or finished)
                 if force:
                     since_publish = 0.0
+                for line in aggregator.take_security_refusals():
+                    logger.warning("%s", line)
                 failure = aggregator.failure()
                 if failure:
                     break
@@ -197,7 +207,8 @@ def _publish(aggregator: Aggregator, views: list[_ThreadView], client: Client, c
     """
     for view in views:
         stats = aggregator.stats(view.thread)
-        status = thread_status(stats, view.lost_last_scan, aggregator.bad_records())
+        refused = aggregator.zap_stats().refused if config.security.enabled else None
+        status = thread_status(stats, view.lost_last_scan, aggregator.bad_records(), refused)
         if daemon_state in (STATE_STOPPING, STATE_STOPPED):
             status.state = daemon_state
         view.state.enter(status.state, why=f"scan {stats.scan}")

@@ -8,6 +8,7 @@ from sectorflow._core.aggregator import AggregatorOptions
 from sectorflow.configs import Config
 from sectorflow.kvstore import client_options
 from sectorflow.protocol import NODEGROUPS_PREFIX
+from sectorflow.security.options import aggregator_curves
 
 
 def aggregator_options(config: Config, log: Callable[[str], None] | None = None) -> AggregatorOptions:
@@ -24,11 +25,11 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None)
     """
     kv = config.kvstore
     agg = config.aggregator
-    return AggregatorOptions(
+    options = AggregatorOptions(
         bind_host=agg.bind_host,
         base_port=agg.base_port,
         producer_threads=[receiver.threads for receiver in config.receivers],
-        kvstore=client_options(config, NODEGROUPS_PREFIX, log),
+        kvstore=client_options(config, NODEGROUPS_PREFIX, log, role="aggregator"),
         geometry=config.geometry(),
         max_scan_positions=config.limits.max_scan_positions,
         max_open_scans=config.limits.max_open_scans,
@@ -39,3 +40,5 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None)
         wire=[receiver.wire for receiver in config.receivers],
         native_scan_idle_ms=max(1, round(agg.native_scan_idle_s * 1000)),
     )
+    options.producers_curve, options.nodegroups_curve = aggregator_curves(config)
+    return options

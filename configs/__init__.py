@@ -16,6 +16,7 @@ from .schema import (
     NodegroupConfig,
     ProducerConfig,
     ReceiverConfig,
+    SecurityConfig,
     SimulatorConfig,
     SlurmConfig,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "NodegroupConfig",
     "ProducerConfig",
     "ReceiverConfig",
+    "SecurityConfig",
     "SimulatorConfig",
     "SlurmConfig",
     "config_from_dict",

@@ -141,11 +141,36 @@ def _check_whole(config: Config, source: str) -> None:
             f"{source}: 'kvstore.scan_record_ttl_s' = {config.kvstore.scan_record_ttl_s!r} is above "
             f"'kvstore.max_ttl_s' = {config.kvstore.max_ttl_s!r}: the server would clamp it; raise max_ttl_s"
         )
+    _check_binds(config, source)
     if config.aggregator.base_port + config.n_receivers - 1 > 65535:
         raise ConfigError(
             f"{source}: 'aggregator.base_port' = {config.aggregator.base_port}: thread ports up to "
             f"base_port + {config.n_receivers - 1} must stay below 65536"
         )
+
+
+# What a bind may name and stay on this host: loopback addresses.
+_LOOPBACK = ("localhost", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` stays on this machine (127.0.0.0/8, ::1, localhost)."""
+    return host in _LOOPBACK or host.startswith("127.")
+
+
+def _check_binds(config: Config, source: str) -> None:
+    """Without security, no service may listen beyond loopback unless the file says it knows."""
+    if config.security.enabled or config.security.allow_insecure:
+        return
+    binds = {"kvstore.bind_host": config.kvstore.bind_host, "aggregator.bind_host": config.aggregator.bind_host,
+             "nodegroup.host": config.nodegroup.host}
+    for key, host in binds.items():
+        if not is_loopback(host):
+            raise ConfigError(
+                f"{source}: '{key}' = {host!r} listens beyond this machine without security: anyone who reaches "
+                "it could stream, register or command. Set [security] enabled = true (with keys: 'sectorflow "
+                "keys generate'), or allow_insecure = true to accept that on a closed network"
+            )
 
 
 def _dotted(prefix: str, key: str) -> str:

@@ -228,6 +228,22 @@ class LimitsConfig:
 
 
 @dataclass(frozen=True)
+class SecurityConfig:
+    """CurveZMQ on every TCP socket: who may stream, register, command or read (README, "Keys")."""
+
+    enabled: bool = setting(
+        False, "encrypt every TCP socket (CURVE) and admit only the keys of key_dir: producers to the aggregator, "
+        "the aggregator to NodeGroups, every role to the kvstore, which lets each role write only its own keys")
+    key_dir: str = setting(
+        "keys", "the beamline's certificates: <key_dir>/<role>/<name>.key, the public keys a role's parties "
+        "hold (its allowlist), and on each host the <name>.key_secret of the roles it runs (made by "
+        "'sectorflow keys generate ROLE NAME'); roles: kvstore, producer, aggregator, nodegroup, operator, viewer")
+    allow_insecure: bool = setting(
+        False, "with enabled = false, let the services bind an interface other than loopback anyway (plain "
+        "TCP: anyone who reaches the port may stream, register a NodeGroup, acquire or delete any key)")
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     """Logging of every service."""
 
@@ -249,6 +265,7 @@ class Config:
     simulator: SimulatorConfig = setting(SimulatorConfig(), "detector simulator")
     slurm: SlurmConfig = setting(SlurmConfig(), "Slurm sessions")
     limits: LimitsConfig = setting(LimitsConfig(), "bounds on what peers may announce")
+    security: SecurityConfig = setting(SecurityConfig(), "CURVE keys and who may connect")
     logging: LoggingConfig = setting(LoggingConfig(), "logging")
 
     @property

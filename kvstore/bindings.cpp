@@ -176,7 +176,8 @@ void bind_server(py::module_& m) {
       .def_readwrite("max_map_bytes", &ServerOptions::max_map_bytes)
       .def_readwrite("max_keys_per_address", &ServerOptions::max_keys_per_address)
       .def_readwrite("max_map_bytes_per_address", &ServerOptions::max_map_bytes_per_address)
-      .def_readwrite("max_ttl_s", &ServerOptions::max_ttl_s);
+      .def_readwrite("max_ttl_s", &ServerOptions::max_ttl_s)
+      .def_readwrite("curve", &ServerOptions::curve, "[security]: CurveServer (off by default).");
 
   py::list kinds;
   for (const char* kind : kRefusalKinds) kinds.append(kind);
@@ -198,6 +199,8 @@ void bind_server(py::module_& m) {
       .def_readonly("ttl_clamped", &ServerStats::ttl_clamped)
       .def_readonly("snapshots_dropped", &ServerStats::snapshots_dropped)
       .def_readonly("errors", &ServerStats::errors)
+      .def_readonly("unauthenticated", &ServerStats::unauthenticated)
+      .def_readonly("unauthorised", &ServerStats::unauthorised)
       .def_readonly("first_refusals", &ServerStats::first_refusals,
                     "kind (REFUSAL_KINDS) -> why the first refusal of that kind happened.")
       .def("refusals", &ServerStats::refusals, py::arg("kind"), "The counter of one of REFUSAL_KINDS.");
@@ -215,6 +218,8 @@ void bind_server(py::module_& m) {
            },
            py::arg("state"), "The state the server's status says (published at once); callable from any thread.")
       .def("stats", &Server::stats)
+      .def("take_security_refusals", &Server::take_security_refusals,
+           "One line per peer key refused at the handshake for the first time since the last call.")
       .def_property_readonly("options", &Server::options)
       .def("endpoint", &Server::endpoint, py::arg("offset"),
            "tcp://host:P+offset: 0 snapshots (ROUTER), 1 updates published (PUB), 2 updates collected (SUB).");
@@ -253,7 +258,8 @@ void bind_client(py::module_& m) {
       .def_readwrite("heartbeat_ms", &ClientOptions::heartbeat_ms)
       .def_readwrite("silence_heartbeats", &ClientOptions::silence_heartbeats)
       .def_readwrite("max_value_bytes", &ClientOptions::max_value_bytes)
-      .def_readwrite("max_ttl_s", &ClientOptions::max_ttl_s);
+      .def_readwrite("max_ttl_s", &ClientOptions::max_ttl_s)
+      .def_readwrite("curve", &ClientOptions::curve, "[security]: CurveClient (off by default).");
 
   py::class_<ClientStats>(m, "ClientStats", "Counters of a client's agent.")
       .def_readonly("snapshots", &ClientStats::snapshots)

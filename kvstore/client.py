@@ -39,19 +39,20 @@ class Client(_core.Client):
         _open_clients.add(self)
 
     @classmethod
-    def from_config(cls, config: Config, subtree: str = "", name: str = "client") -> Client:
+    def from_config(cls, config: Config, subtree: str = "", name: str = "client", role: str = "viewer") -> Client:
         """A client of the configured server; its state changes are logged as ``kvstore <name>: ...``.
 
         Args:
             config: the loaded configuration ([kvstore] host, port, heartbeat_ms, silence_heartbeats).
             subtree: key prefix the replica holds ("" for everything).
             name: who the client is, in log lines.
+            role: the process's role ([security]): whose key it connects with, so what it may write.
         """
 
         def log(message: str) -> None:
             logger.info("kvstore %s: %s", name, message)
 
-        return cls(client_options(config, subtree, log), name)
+        return cls(client_options(config, subtree, log, role), name)
 
     def __enter__(self) -> Client:
         return self

@@ -33,6 +33,8 @@ REFUSALS = {
     "ttl_clamped": "clamped {new} ttl(s) to max_ttl_s",
     "snapshots_dropped": "dropped {new} snapshot(s) a client did not read",
     "errors": "{new} message(s) threw in the server loop, which went on",
+    "unauthenticated": "refused {new} CURVE handshake(s) of key(s) in no allowlist",
+    "unauthorised": "refused {new} write(s) of key(s) the writer's role may not write",
 }
 
 
@@ -93,6 +95,8 @@ def run_server(config: Config) -> int:
 
 def _report_refusals(server: Server, reported: dict[str, int]) -> None:
     """Log what the server refused since the last report, one line per kind; updates ``reported``."""
+    for line in server.take_security_refusals():
+        logger.warning("%s", line)
     stats = server.stats()
     for kind in REFUSAL_KINDS:
         count = stats.refusals(kind)

@@ -6,12 +6,13 @@ from collections.abc import Callable
 
 from sectorflow._core.kvstore import ClientOptions, ServerOptions
 from sectorflow.configs import Config
+from sectorflow.security.options import kvstore_client_curve, kvstore_server_curve
 
 
 def server_options(config: Config) -> ServerOptions:
     """Where the server binds (``bind_host``, ports P..P+2), its heartbeat and its bounds."""
     kv = config.kvstore
-    return ServerOptions(
+    options = ServerOptions(
         bind_host=kv.bind_host,
         port=kv.port,
         heartbeat_ms=kv.heartbeat_ms,
@@ -22,10 +23,12 @@ def server_options(config: Config) -> ServerOptions:
         max_map_bytes_per_address=kv.max_map_bytes_per_address,
         max_ttl_s=kv.max_ttl_s,
     )
+    options.curve = kvstore_server_curve(config)
+    return options
 
 
 def client_options(
-    config: Config, subtree: str = "", log: Callable[[str], None] | None = None
+    config: Config, subtree: str = "", log: Callable[[str], None] | None = None, role: str = "viewer"
 ) -> ClientOptions:
     """How a client reaches the server (``host``, port P), when it declares it silent, what it may send.
 
@@ -33,9 +36,10 @@ def client_options(
         config: the loaded configuration.
         subtree: key prefix the replica holds ("" for everything).
         log: called on the agent thread with each state change and resync.
+        role: the process's role ([security]): whose key it connects with, so what it may write.
     """
     kv = config.kvstore
-    return ClientOptions(
+    options = ClientOptions(
         host=kv.host,
         port=kv.port,
         subtree=subtree,
@@ -45,3 +49,5 @@ def client_options(
         max_value_bytes=kv.max_value_bytes,
         max_ttl_s=kv.max_ttl_s,
     )
+    options.curve = kvstore_client_curve(config, role)
+    return options

@@ -123,7 +123,8 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("pool_frames", &NodeGroupSettings::pool_frames)
       .def_readonly("scan_timeout_s", &NodeGroupSettings::scan_timeout_s)
       .def_readonly("count", &NodeGroupSettings::count)
-      .def_readonly("thresholds", &NodeGroupSettings::thresholds);
+      .def_readonly("thresholds", &NodeGroupSettings::thresholds)
+      .def_readwrite("curve", &NodeGroupSettings::curve, "[security]: CurveClient (off by default).");
 
   py::class_<ScanResult>(m, "ScanResult",
                          "One NodeGroup's part of a finished scan. Array attributes are views owned by this object.")

@@ -9,6 +9,7 @@ from typing import Any
 from sectorflow.configs import Config
 from sectorflow.errors import import_mpi
 from sectorflow.logs import configure_logging
+from sectorflow.security.options import with_key_dir
 from sectorflow.service import stop_on_signals
 
 from .nodegroup_service import NodeGroupService, options_from
@@ -41,11 +42,16 @@ def register(subparsers: Any) -> None:
                         help="directory of the HDF5 files (default: [nodegroup] output_dir)")
     parser.add_argument("--duration", type=float, default=0.0, metavar="S",
                         help="stop after S seconds (default 0: run until SIGTERM or SIGINT)")
+    parser.add_argument("--key-dir", default=None, metavar="DIR",
+                        help="key directory (default: [security] key_dir); a streaming session passes the "
+                        "private one its submission made")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
     """``sectorflow nodegroup``: serve until stopped; 0 after a clean leave."""
+    if args.key_dir is not None:
+        config = with_key_dir(config, args.key_dir)
     options = options_from(config, args.groups_per_rank, args.threads, args.output, args.duration)
     comm = import_mpi().COMM_WORLD  # imported here: only this subcommand needs MPI
     configure_logging(f"nodegroup[{comm.Get_rank()}]", config.logging.level)

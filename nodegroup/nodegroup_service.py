@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from sectorflow.security.options import data_client_curve
 from sectorflow._core.nodegroup import NodeGroup, NodeGroupSettings, ThresholdSettings
 from sectorflow.configs import Config
 from sectorflow.counting import make_calibration
@@ -152,7 +153,7 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
     calibration = None
     if dark is not None or gain is not None:
         calibration = make_calibration((d.frame_rows, d.frame_cols), dark, gain)
-    return NodeGroupSettings(
+    settings = NodeGroupSettings(
         uid=uid, host=ng.host, geometry=config.geometry(), receivers=config.n_receivers,
         producer_threads=[receiver.threads for receiver in config.receivers],
         counting_threads=counting_threads, recv_hwm=ng.recv_hwm, pool_frames=ng.pool_frames,
@@ -166,6 +167,8 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
         max_scan_positions=config.limits.max_scan_positions,
         max_open_scans=config.limits.max_open_scans,
     )
+    settings.curve = data_client_curve(config, "nodegroup")
+    return settings
 
 
 def advertised_host(bind_host: str) -> str:
@@ -328,7 +331,7 @@ class NodeGroupService:
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
-        self.client = Client.from_config(config, name=f"nodegroup-r{self.rank}")
+        self.client = Client.from_config(config, name=f"nodegroup-r{self.rank}", role="nodegroup")
         self.groups: list[LocalGroup] = []
         self.gatherer: ScanGatherer | None = None
         self.watch: JobWatch | None = None

@@ -52,7 +52,7 @@ def run_demo(config: Config, options: DemoOptions) -> ScanSummary:
     output_dir.mkdir(parents=True, exist_ok=True)
     supervisor = start_stack(config, options.run_dir, options.ranks, output_dir, True, options.ready_timeout_s)
     try:
-        with Client.from_config(config, name="demo") as client:
+        with Client.from_config(config, name="demo", role="operator") as client:
             scan_number = _next_scan_number(output_dir)
             total = options.scan_x * options.scan_y * config.n_receivers
             log.info("scan %d: acquiring %d x %d positions (%d sectors)", scan_number, options.scan_x,

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from sectorflow.cli import add_config_argument
 from sectorflow.configs import Config
+from sectorflow.security.session_keys import PREFIX as SESSION_KEYS_PREFIX
+from sectorflow.security.session_keys import make_session_key_dir
 
 from .session_script import SessionRequest, render_script
 from .slurm import cancel, list_sessions, submit
@@ -46,12 +49,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_submit(args: argparse.Namespace, config: Config) -> int:
     request = SessionRequest.from_config(config, args.log_dir, args.nodes, args.time, args.output)
-    script = render_script(request)
     if args.dry_run:
-        print(script, end="")
+        if config.security.enabled:
+            request = replace(request, key_dir=request.log_dir / f"{SESSION_KEYS_PREFIX}XXXXXXXX")
+        print(render_script(request), end="")
         return 0
     request.log_dir.mkdir(parents=True, exist_ok=True)
-    job_id = submit(script, request.log_dir)
+    if config.security.enabled:
+        request = replace(request, key_dir=make_session_key_dir(config, request.log_dir))
+    job_id = submit(render_script(request), request.log_dir)
     print(f"submitted session job {job_id} ({request.slurm.nodes} node(s), {request.slurm.time}); "
           f"log: {request.log_dir}/sectorflow-session-{job_id}.log")
     return 0

@@ -25,6 +25,8 @@ class SessionRequest:
     config_path: Path
     log_dir: Path
     output_dir: Path | None = None
+    # The session's private key directory ([security] on): named in the script, never its keys.
+    key_dir: Path | None = None
 
     @classmethod
     def from_config(cls, config: Config, log_dir: Path, nodes: int | None = None, time: str | None = None,
@@ -54,6 +56,8 @@ def render_script(request: SessionRequest) -> str:
     command = [sys.executable, "-m", "sectorflow", "nodegroup", "--config", str(request.config_path)]
     if request.output_dir is not None:
         command += ["--output", str(request.output_dir)]
+    if request.key_dir is not None:
+        command += ["--key-dir", str(request.key_dir)]
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     environment.filters["quote"] = shlex.quote
     try:

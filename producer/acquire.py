@@ -105,8 +105,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
     scan = _number(args.scan_number, "--scan-number", 0, MAX_SCAN_NUMBER, int)
     rate = config.simulator.rate_hz if args.rate is None else _number(args.rate, "--rate", 0.0, float("inf"), float)
     timeout = None if args.timeout is None else _number(args.timeout, "--timeout", 0.0, float("inf"), float)
-    with Client.from_config(config, name="acquire") as client:
+    with Client.from_config(config, name="acquire", role="operator") as client:
         published = publish_request(client, config, scan, scan_x, scan_y, rate, args.replay)
+        if config.security.enabled:
+            _check_accepted(client, config, published)
         request = published.request
         if request.routing:
             print(f"scan {scan}: requested {scan_x} x {scan_y} ({request.source}), streaming to "
@@ -201,6 +203,28 @@ class PublishedRequest:
         except WaitTimeout:
             pass
         return waiting
+
+
+# The least time the server is given to echo a request before it counts as refused: a loaded
+# machine must not pass for a refusal.
+MIN_TAKE_S = 5.0
+
+
+def _check_accepted(client: Client, config: Config, published: PublishedRequest) -> None:
+    """Raise SectorflowError unless the server took the request: it refuses, silently to the writer,
+    an acquire/request whose key is not an operator's (kvstore/SPEC.md, "Security")."""
+    expected = published.request.encode()
+    kv = config.kvstore
+    silence_s = max(kv.heartbeat_ms * kv.silence_heartbeats / 1000, MIN_TAKE_S)
+    try:
+        wait_until(lambda: client.get(ACQUIRE_REQUEST_KEY) == expected, silence_s, "the kvstore to take the request",
+                   POLL_S)
+    except WaitTimeout:
+        raise SectorflowError(
+            f"scan {published.request.scan_number}: the kvstore did not take the request within {silence_s:g} s: "
+            f"only an operator's key may write {ACQUIRE_REQUEST_KEY} (this host's key is in "
+            f"{config.security.key_dir}/operator/? 'sectorflow status' counts the refusal as unauthorised)"
+        ) from None
 
 
 def publish_request(client: Client, config: Config, scan: int, scan_x: int, scan_y: int, rate_hz: float,

@@ -81,7 +81,8 @@ void bind_types(py::module_& m) {
       .def_readonly("send_timeout_ms", &ProducerOptions::send_timeout_ms)
       .def_readonly("status_interval_ms", &ProducerOptions::status_interval_ms)
       .def_readonly("linger_ms", &ProducerOptions::linger_ms)
-      .def("name", &ProducerOptions::name, "'r<receiver>t<thread_id>'.");
+      .def("name", &ProducerOptions::name, "'r<receiver>t<thread_id>'.")
+      .def_readwrite("curve", &ProducerOptions::curve, "[security]: CurveClient (off by default).");
 
   py::enum_<Mode>(m, "Mode", "What a scan start decided.")
       .value("STREAMING", Mode::kStreaming)

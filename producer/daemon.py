@@ -109,7 +109,7 @@ class ProducerDaemon:
         Raises:
             SectorflowError: the kvstore did not answer within ``sync_timeout_s``.
         """
-        with Client.from_config(self.config, name=f"producer r{self.receiver}") as client:
+        with Client.from_config(self.config, name=f"producer r{self.receiver}", role="producer") as client:
             try:
                 client.on_change(ACQUIRE_REQUEST_KEY, self._on_request)
                 self._wait_synced(client, sync_timeout_s)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from sectorflow._core.producer import ProducerOptions
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
+from sectorflow.security.options import data_client_curve
 
 
 def check_receiver(config: Config, receiver: int) -> None:
@@ -36,7 +37,7 @@ def producer_options(config: Config, receiver: int, thread_id: int,
     threads = config.receivers[receiver].threads
     if not 0 <= thread_id < threads:
         raise SectorflowError(f"receiver {receiver} has {threads} producer threads; thread {thread_id} does not exist")
-    return ProducerOptions(
+    options = ProducerOptions(
         geometry=config.geometry(),
         receiver=receiver,
         thread_id=thread_id,
@@ -49,3 +50,5 @@ def producer_options(config: Config, receiver: int, thread_id: int,
         send_timeout_ms=config.producer.send_timeout_ms,
         warn=warn,
     )
+    options.curve = data_client_curve(config, "producer")
+    return options

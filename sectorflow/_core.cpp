@@ -8,6 +8,9 @@ PYBIND11_MODULE(_core, m) {
   // protocol first: the other submodules take its types in their signatures.
   auto protocol = m.def_submodule("protocol", "Wire contracts: data, info and raw-file records.");
   b::bind_protocol(protocol);
+  // security before the components whose option structs carry its CURVE settings.
+  auto security = m.def_submodule("security", "CurveZMQ keys, the key directory, CURVE settings.");
+  b::bind_security(security);
   auto simulator = m.def_submodule("simulator", "Detector simulator.");
   b::bind_simulator(simulator);
   auto kvstore = m.def_submodule("kvstore", "Clone-pattern key-value store client.");

@@ -28,6 +28,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.nodegroup.cli",
     "sectorflow.orchestration.session_cli",
     "sectorflow.simulator.cli",
+    "sectorflow.security.cli",
 )
 
 # What a user can meet and act on (every sectorflow error, a file the system refuses): one line.

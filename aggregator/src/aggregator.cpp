@@ -4,6 +4,7 @@
 #include <chrono>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <zmq.hpp>
@@ -15,12 +16,15 @@
 #include "sectorflow/aggregator/errors.hpp"
 #include "sectorflow/protocol/errors.hpp"
 #include "sectorflow/protocol/limits.hpp"
+#include "sectorflow/security/zap_handler.hpp"
 
 namespace sectorflow::aggregator {
 
 struct Aggregator::Impl {
   AggregatorOptions options;
   zmq::context_t context;
+  // Before any socket: without a handler libzmq lets every CURVE peer in.
+  std::optional<security::ZapHandler> zap;
   std::vector<std::string> endpoints;
   std::vector<std::unique_ptr<RelayCounters>> counters;
   std::vector<std::unique_ptr<detail::Relay>> relays;
@@ -96,6 +100,10 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
   Impl& impl = *impl_;
   impl.options = std::move(options);
   const std::size_t n = impl.options.producer_threads.size();
+  if (impl.options.producers_curve.enabled() || impl.options.nodegroups_curve.enabled()) {
+    impl.zap.emplace(impl.context,
+                     std::vector<security::CurveServer>{impl.options.producers_curve, impl.options.nodegroups_curve});
+  }
   std::vector<zmq::socket_t> pulls;
   for (std::size_t r = 0; r < n; ++r) {
     const std::string endpoint =
@@ -107,8 +115,9 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
     pull.set(zmq::sockopt::maxmsgsize, protocol::max_frame_bytes(impl.options.geometry));
     pull.set(zmq::sockopt::linger, 0);
     try {
+      security::apply(pull, impl.options.producers_curve);
       pull.bind(endpoint);
-    } catch (const zmq::error_t& error) {
+    } catch (const std::exception& error) {  // zmq::error_t, or a CURVE key that is not Z85
       throw AggregatorError("aggregator thread " + std::to_string(r) + " cannot bind " + endpoint + ": " +
                             error.what() + "; stop what holds the port or change [aggregator] base_port");
     }
@@ -133,6 +142,7 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
     settings.expect = protocol::DataExpectations{impl.options.geometry, {impl.options.max_scan_positions}, receiver};
     settings.native = impl.options.wire[r] == "native";
     settings.native_idle = std::chrono::milliseconds(impl.options.native_scan_idle_ms);
+    settings.downstream_curve = impl.options.nodegroups_curve;
     Impl* self = impl_.get();
     impl.relays.push_back(std::make_unique<detail::Relay>(
         impl.context, std::move(pulls[r]), *impl.directory, *impl.records, *impl.native_routes, settings,
@@ -196,6 +206,12 @@ RelayStats Aggregator::stats(std::size_t thread) const {
 }
 
 std::uint64_t Aggregator::bad_records() const { return impl_->directory->bad_records(); }
+
+security::ZapStats Aggregator::zap_stats() const { return impl_->zap ? impl_->zap->stats() : security::ZapStats{}; }
+
+std::vector<std::string> Aggregator::take_security_refusals() {
+  return impl_->zap ? impl_->zap->take_refusals() : std::vector<std::string>{};
+}
 
 std::vector<ScanSummary> Aggregator::take_summaries() {
   const std::lock_guard<std::mutex> lock(impl_->mutex);

@@ -19,7 +19,8 @@ std::string monitor_address() {
 }  // namespace
 
 Downstream::Downstream(zmq::context_t& context, std::string uid, std::string endpoint, int hwm,
-                       std::chrono::milliseconds grace, std::chrono::milliseconds drain)
+                       std::chrono::milliseconds grace, std::chrono::milliseconds drain,
+                       const security::CurveServer& curve)
     : uid_(std::move(uid)),
       endpoint_(std::move(endpoint)),
       drain_(drain),
@@ -29,6 +30,7 @@ Downstream::Downstream(zmq::context_t& context, std::string uid, std::string end
   socket_.set(zmq::sockopt::sndhwm, hwm);
   socket_.set(zmq::sockopt::immediate, 1);
   socket_.set(zmq::sockopt::linger, 0);
+  security::apply(socket_, curve);
   const std::string address = monitor_address();
   if (zmq_socket_monitor(socket_.handle(), address.c_str(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0) {
     throw zmq::error_t();

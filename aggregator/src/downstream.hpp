@@ -15,6 +15,8 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "sectorflow/security/curve.hpp"
+
 namespace sectorflow::aggregator::detail {
 
 /// How a send ended.
@@ -29,8 +31,10 @@ class Downstream {
   /// Connects a PUSH socket to `endpoint`. Throws zmq::error_t if the socket cannot be made.
   /// `drain` bounds how long the messages still queued when the last holder lets go are delivered:
   /// a scan is over at the relay once its messages are queued, not once they have arrived.
+  /// `curve` makes the socket a CURVE server (the NodeGroup's key is checked by the ZAP handler).
   Downstream(zmq::context_t& context, std::string uid, std::string endpoint, int hwm,
-             std::chrono::milliseconds grace, std::chrono::milliseconds drain);
+             std::chrono::milliseconds grace, std::chrono::milliseconds drain,
+             const security::CurveServer& curve = {});
   /// Closes with the drain linger, unless closed before.
   ~Downstream();
   Downstream(const Downstream&) = delete;

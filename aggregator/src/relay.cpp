@@ -434,7 +434,7 @@ std::shared_ptr<Downstream> Relay::downstream_for(const std::string& uid) {
   const std::optional<std::string> endpoint = directory_.endpoint(uid, settings_.receiver);
   if (!endpoint) return nullptr;
   auto downstream = std::make_shared<Downstream>(context_, uid, *endpoint, settings_.hwm, settings_.discovery_wait,
-                                                 settings_.send_timeout);
+                                                 settings_.send_timeout, settings_.downstream_curve);
   downstreams_[uid] = downstream;
   return downstream;
 }

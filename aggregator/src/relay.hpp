@@ -64,6 +64,7 @@ struct RelaySettings {
   protocol::DataExpectations expect;  ///< geometry, scan limits, and sector = receiver
   bool native = false;                ///< the receiver speaks the native header ([[receivers]] wire)
   std::chrono::milliseconds native_idle{0};  ///< [aggregator] native_scan_idle_s
+  security::CurveServer downstream_curve;    ///< [security]: CURVE of the sockets to NodeGroups
 };
 
 class Relay {

@@ -237,6 +237,12 @@ double Beamline::number(const std::string& key) const {
   wrong_type(impl_->source, key, node, "a number");
 }
 
+bool Beamline::boolean(const std::string& key) const {
+  const toml::node& node = lookup(impl_->file, impl_->source, key);
+  if (const auto* value = node.as_boolean()) return value->get();
+  wrong_type(impl_->source, key, node, "true or false");
+}
+
 std::string Beamline::text(const std::string& key) const {
   const toml::node& node = lookup(impl_->file, impl_->source, key);
   if (const auto* value = node.as_string()) return value->get();

@@ -4,6 +4,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "sectorflow/security/key_directory.hpp"
+
 namespace sectorflow::configs {
 namespace {
 
@@ -23,6 +25,18 @@ T whole(const Beamline& beamline, const std::string& key) {
                       std::to_string(std::numeric_limits<T>::max()));
   }
   return static_cast<T>(value);
+}
+
+// [security]: this host's pair of `role` and the public key of `server_role`; off when disabled.
+security::CurveClient curve_client(const Beamline& beamline, const std::string& role, const std::string& server_role) {
+  security::CurveClient curve;
+  if (!beamline.boolean("security.enabled")) return curve;
+  const security::KeyDirectory keys(beamline.text("security.key_dir"));
+  const security::Certificate own = keys.own(role);
+  curve.public_key = own.public_key;
+  curve.secret_key = own.secret_key;
+  curve.server_key = keys.public_key(server_role);
+  return curve;
 }
 
 void check_receiver(const Beamline& beamline, std::uint32_t receiver) {
@@ -59,7 +73,7 @@ protocol::ScanLimits scan_limits(const Beamline& beamline) {
   return protocol::ScanLimits{whole<std::uint64_t>(beamline, "limits.max_scan_positions")};
 }
 
-kvstore::ClientOptions client_options(const Beamline& beamline, std::string subtree) {
+kvstore::ClientOptions client_options(const Beamline& beamline, std::string subtree, const std::string& role) {
   kvstore::ClientOptions options;
   options.host = beamline.text("kvstore.host");
   options.port = whole<std::uint16_t>(beamline, "kvstore.port");
@@ -68,6 +82,7 @@ kvstore::ClientOptions client_options(const Beamline& beamline, std::string subt
   options.silence_heartbeats = whole<int>(beamline, "kvstore.silence_heartbeats");
   options.max_value_bytes = whole<std::size_t>(beamline, "kvstore.max_value_bytes");
   options.max_ttl_s = beamline.number("kvstore.max_ttl_s");
+  options.curve = curve_client(beamline, role, "kvstore");
   return options;
 }
 
@@ -116,6 +131,7 @@ producer::ProducerOptions producer_options(const Beamline& beamline, std::uint32
   options.status_ttl_s = beamline.number("kvstore.ttl_s");
   options.scan_record_ttl_s = beamline.number("kvstore.scan_record_ttl_s");
   options.send_timeout_ms = whole<int>(beamline, "producer.send_timeout_ms");
+  options.curve = curve_client(beamline, "producer", "aggregator");
   return options;
 }
 

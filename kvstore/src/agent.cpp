@@ -86,6 +86,7 @@ void Agent::connect() {
     subscriber_->set(zmq::sockopt::maxmsgsize, max_frame);
     subscriber_->set(zmq::sockopt::subscribe, options_.subtree);
     if (!full_tree_) subscriber_->set(zmq::sockopt::subscribe, std::string(kHeartbeat));
+    security::apply(*subscriber_, options_.curve);
     subscriber_->connect(endpoint(1));
     open_snapshot_socket();
     publisher_.emplace(context_, zmq::socket_type::xpub);
@@ -94,6 +95,7 @@ void Agent::connect() {
     publisher_->set(zmq::sockopt::xpub_verbose, 1);  // hear every (re)subscription of the server
     publisher_->set(zmq::sockopt::xpub_nodrop, 1);   // a full queue refuses writes instead of losing them
     publisher_->set(zmq::sockopt::sndhwm, kPublisherHwm);
+    security::apply(*publisher_, options_.curve);
     publisher_->connect(endpoint(2));
   } catch (const zmq::error_t& error) {
     log("cannot connect to " + endpoint(0) + ": " + error.what() + "; retrying");
@@ -106,6 +108,7 @@ void Agent::open_snapshot_socket() {
   snapshot_.emplace(context_, zmq::socket_type::dealer);
   snapshot_->set(zmq::sockopt::linger, 0);
   snapshot_->set(zmq::sockopt::maxmsgsize, max_frame_bytes(options_.max_value_bytes));
+  security::apply(*snapshot_, options_.curve);
   snapshot_->connect(endpoint(0));
 }
 

@@ -9,6 +9,7 @@
 #include "replica.hpp"
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
+#include "sectorflow/security/certificate.hpp"
 
 namespace sectorflow::kvstore {
 
@@ -84,6 +85,13 @@ Client::Client(ClientOptions options) {
     throw KvstoreError("kvstore client: max_ttl_s " + std::to_string(options.max_ttl_s) +
                        " out of range; expected more than 0 and at most 1e9 seconds ([kvstore] max_ttl_s, the "
                        "server's)");
+  }
+  if (options.curve.enabled()) {
+    for (const std::string* key : {&options.curve.public_key, &options.curve.secret_key, &options.curve.server_key}) {
+      if (!security::is_z85_key(*key)) {
+        throw KvstoreError("kvstore client: a CURVE key is not a Z85 key of 40 characters ([security] key_dir)");
+      }
+    }
   }
   impl_ = std::make_unique<Impl>(std::move(options));
   impl_->agent = std::make_unique<detail::Agent>(impl_->options, impl_->replica, impl_->status, impl_->commands);

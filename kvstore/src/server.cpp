@@ -17,7 +17,9 @@
 #include "sectorflow/kvstore/kvmsg.hpp"
 #include "sectorflow/protocol/records.hpp"
 #include "sectorflow/kvstore/wakeup.hpp"
+#include "sectorflow/security/zap_handler.hpp"
 #include "snapshots.hpp"
+#include "write_policy.hpp"
 
 namespace sectorflow::kvstore {
 namespace {
@@ -37,6 +39,7 @@ struct Entry {
   std::shared_ptr<const KvMsg> msg;  // shared with the snapshot replies that still have to send it
   std::optional<Clock::time_point> expires;
   detail::MapUsage::Held held;  // who is charged for it; the server's own status is charged to nobody
+  std::string writer;           // the authenticated identity that wrote it last ("" without CURVE)
 };
 
 // Bytes a key takes in the map for the limits: key, properties and body.
@@ -44,6 +47,12 @@ std::size_t footprint(const KvMsg& msg) {
   std::size_t bytes = msg.key.size() + msg.body.size();
   for (const auto& [name, value] : msg.properties) bytes += name.size() + value.size() + 2;
   return bytes;
+}
+
+// The identity the ZAP handler gave the sender's key ("<role>/<name>"), or "" without CURVE.
+std::string user_id(zmq::message_t& frame) {
+  const char* identity = zmq_msg_gets(frame.handle(), "User-Id");
+  return identity != nullptr ? std::string(identity) : std::string();
 }
 
 // The network address of a message's sender, as libzmq saw the connection.
@@ -90,7 +99,7 @@ std::uint64_t ServerStats::refusals(const std::string& kind) const {
   const std::map<std::string, std::uint64_t> counters{
       {"malformed", malformed},     {"oversized", oversized},     {"refused_quota", refused_quota},
       {"refused_full", refused_full}, {"ttl_clamped", ttl_clamped}, {"snapshots_dropped", snapshots_dropped},
-      {"errors", errors}};
+      {"errors", errors}, {"unauthenticated", unauthenticated}, {"unauthorised", unauthorised}};
   const auto found = counters.find(kind);
   if (found == counters.end()) throw KvstoreError("kvstore server: no refusal counter named '" + kind + "'");
   return found->second;
@@ -106,6 +115,8 @@ struct Server::Impl {
 
   ServerOptions options;
   zmq::context_t context{1};
+  // Before the sockets bind: without a handler libzmq lets every CURVE peer in.
+  std::optional<security::ZapHandler> zap;
   zmq::socket_t snapshot{context, zmq::socket_type::router};
   zmq::socket_t publisher{context, zmq::socket_type::pub};
   zmq::socket_t collector{context, zmq::socket_type::sub};
@@ -229,6 +240,16 @@ struct Server::Impl {
       return;
     }
     const std::string address = peer_address(parts[0]);
+    const std::string identity = user_id(parts[0]);
+    const auto held_entry = map.find(msg.key);
+    if (options.curve.enabled()) {
+      const std::string& holder = held_entry != map.end() ? held_entry->second.writer : std::string();
+      if (const std::string why = detail::write_refusal(identity, msg.key, holder); !why.empty()) {
+        refuse(&ServerStats::unauthorised, "unauthorised",
+               "update from " + address + ": kvmsg '" + msg.key + "' refused: " + why);
+        return;
+      }
+    }
     if (msg.is_delete()) {
       handle_deletion(msg);
       return;
@@ -275,7 +296,7 @@ struct Server::Impl {
     }
     usage.charge(held, old);
     std::string key = msg.key;  // not map[msg.key] = ...move(msg): the right side is evaluated first
-    map[std::move(key)] = Entry{std::make_shared<const KvMsg>(std::move(msg)), expires, held};
+    map[std::move(key)] = Entry{std::make_shared<const KvMsg>(std::move(msg)), expires, held, identity};
     count([body_bytes](ServerStats& s) {
       ++s.updates;
       s.bytes += body_bytes;
@@ -320,10 +341,11 @@ struct Server::Impl {
 
   // The server's own status, published when a counter changed since the last time.
   void publish_status() {
-    const ServerStats now = [this] {
+    ServerStats now = [this] {
       const std::lock_guard<std::mutex> lock(stats_mutex);
       return stats;
     }();
+    if (zap) now.unauthenticated = zap->stats().refused;
     protocol::ServiceStatus status;
     status.state = std::string(protocol::to_string(state.load()));
     status.messages = now.updates;
@@ -366,6 +388,10 @@ Server::Server(ServerOptions options) {
   s.snapshot.set(zmq::sockopt::router_mandatory, 1);  // a full pipe is EAGAIN, not a silent drop
   s.publisher.set(zmq::sockopt::sndhwm, kPublisherHwm);
   s.collector.set(zmq::sockopt::subscribe, "");
+  if (s.options.curve.enabled()) {
+    s.zap.emplace(s.context, std::vector<security::CurveServer>{s.options.curve});
+    for (zmq::socket_t* socket : {&s.snapshot, &s.publisher, &s.collector}) security::apply(*socket, s.options.curve);
+  }
   s.bind(s.snapshot, 0, "snapshot (ROUTER)");
   s.bind(s.publisher, 1, "publisher (PUB)");
   s.bind(s.collector, 2, "collector (SUB)");
@@ -431,8 +457,15 @@ void Server::stop() noexcept {
 }
 
 ServerStats Server::stats() const {
+  const std::uint64_t unauthenticated = impl_->zap ? impl_->zap->stats().refused : 0;
   const std::lock_guard<std::mutex> lock(impl_->stats_mutex);
-  return impl_->stats;
+  ServerStats stats = impl_->stats;
+  stats.unauthenticated = unauthenticated;
+  return stats;
+}
+
+std::vector<std::string> Server::take_security_refusals() {
+  return impl_->zap ? impl_->zap->take_refusals() : std::vector<std::string>{};
 }
 
 const ServerOptions& Server::options() const { return impl_->options; }

@@ -45,8 +45,9 @@ Receiver::Receiver(zmq::context_t& context, const NodeGroupSettings& settings, s
   pull_.set(zmq::sockopt::maxmsgsize, protocol::max_frame_bytes(settings.geometry));
   const std::string address = "tcp://" + settings.host + ":*";
   try {
+    security::apply(pull_, settings.curve);
     pull_.bind(address);
-  } catch (const zmq::error_t& e) {
+  } catch (const std::exception& e) {  // zmq::error_t, or a CURVE key that is not Z85
     throw NodeGroupError("NodeGroup " + settings.uid + ": cannot bind data socket " + std::to_string(index) +
                          " on " + address + ": " + e.what() +
                          "; [nodegroup] host must be an address of this node");

@@ -104,8 +104,9 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
     socket.set(zmq::sockopt::sndtimeo, kStopCheckMs);  // only to notice stop(); sends are retried
     socket.set(zmq::sockopt::linger, options_.linger_ms);
     try {
+      security::apply(socket, options_.curve);
       socket.connect(options_.aggregator_endpoint);
-    } catch (const zmq::error_t& error) {
+    } catch (const std::exception& error) {  // zmq::error_t, or a CURVE key that is not Z85
       throw ProducerError("producer " + options_.name() + ": cannot connect to aggregator endpoint '" +
                           options_.aggregator_endpoint + "': " + error.what());
     }

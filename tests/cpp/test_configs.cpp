@@ -10,6 +10,7 @@
 
 #include "sectorflow/configs/beamline.hpp"
 #include "sectorflow/configs/options.hpp"
+#include "sectorflow/security/errors.hpp"
 
 namespace cf = sectorflow::configs;
 
@@ -102,13 +103,29 @@ TEST(Beamline, LocalTomlFillsAProducerThreadAsTheDaemonDoes) {
 TEST(Beamline, ReceiversComeFromTheFile) {
   const cf::Beamline camera = cf::Beamline::load(kConfigs + "/4dcamera.toml");
   EXPECT_EQ(cf::receiver_threads(camera, 3), 4u);
-  EXPECT_EQ(cf::producer_options(camera, 3, 3).aggregator_endpoint, "tcp://aggregator.beamline.example:6103");
+  EXPECT_EQ(cf::aggregator_endpoint(camera, 3), "tcp://aggregator.beamline.example:6103");
   EXPECT_EQ(error_of([&] { cf::producer_options(camera, 4, 0); }),
             "receiver 4: " + kConfigs + "/4dcamera.toml has 4 receivers ([[receivers]]), expected 0 to 3");
   EXPECT_EQ(error_of([&] { cf::producer_options(camera, 0, 4); }),
             "receiver 0 has 4 producer threads; thread 4 does not exist");
   EXPECT_EQ(error_of([&] { camera.integer("receivers[4].threads"); }),
             kConfigs + "/4dcamera.toml: 'receivers[4].threads': the file lists 4 [[receivers]], numbered from 0");
+}
+
+// The beamline file turns [security] on: a receiver program connects with this host's producer key,
+// and says which directory lacks it when it is not there.
+TEST(Beamline, SecurityTakesTheProducerKeyFromTheKeyDirectory) {
+  const cf::Beamline camera = cf::Beamline::load(kConfigs + "/4dcamera.toml");
+  EXPECT_TRUE(camera.boolean("security.enabled"));
+  try {
+    cf::producer_options(camera, 0, 0);
+    ADD_FAILURE() << "no SecurityError";
+  } catch (const sectorflow::security::SecurityError& error) {
+    EXPECT_EQ(std::string(error.what()).rfind("/etc/sectorflow/keys: no such key directory", 0), 0u) << error.what();
+  }
+  const cf::Beamline local = cf::Beamline::load(kConfigs + "/local.toml");
+  EXPECT_FALSE(cf::producer_options(local, 0, 0).curve.enabled());
+  EXPECT_FALSE(cf::client_options(local).curve.enabled());
 }
 
 TEST(Beamline, MistakesAreOneLineNamingTheFileAndTheKey) {

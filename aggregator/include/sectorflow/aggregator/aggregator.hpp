@@ -15,6 +15,7 @@
 
 #include "sectorflow/aggregator/counters.hpp"
 #include "sectorflow/aggregator/options.hpp"
+#include "sectorflow/security/zap_handler.hpp"
 
 namespace sectorflow::aggregator {
 
@@ -46,6 +47,10 @@ class Aggregator {
   RelayStats stats(std::size_t thread) const;
   /// NodeGroup registrations that did not decode, reported so far (their NodeGroups count as absent).
   std::uint64_t bad_records() const;
+  /// Peers refused and accepted at the CURVE handshake (producers and NodeGroups); zeros without CURVE.
+  security::ZapStats zap_stats() const;
+  /// One line per peer key refused for the first time since the last call (log them once).
+  std::vector<std::string> take_security_refusals();
   /// The scans that ended since the last call, in the order they ended.
   std::vector<ScanSummary> take_summaries();
   /// The first relay thread failure ("" if none); a failed thread has stopped.

@@ -10,6 +10,7 @@
 
 #include "sectorflow/kvstore/client.hpp"
 #include "sectorflow/protocol/geometry.hpp"
+#include "sectorflow/security/curve.hpp"
 
 namespace sectorflow::aggregator {
 
@@ -39,6 +40,11 @@ struct AggregatorOptions {
   protocol::Geometry geometry;                 ///< [detector]: what a data message must fit; one sector per receiver
   /// [limits] max_scan_positions: probe positions of the largest scan accepted.
   std::uint64_t max_scan_positions = 0;
+  /// [security]: the PULL sockets as CURVE servers, allowing the producer keys (domain "producers").
+  security::CurveServer producers_curve;
+  /// [security]: the sockets to the NodeGroups as CURVE servers, allowing the nodegroup keys (domain
+  /// "nodegroups"): the aggregator authenticates every NodeGroup it sends to.
+  security::CurveServer nodegroups_curve;
 };
 
 }  // namespace sectorflow::aggregator

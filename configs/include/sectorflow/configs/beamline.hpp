@@ -46,6 +46,7 @@ class Beamline {
   std::int64_t integer(const std::string& key) const;
   double number(const std::string& key) const;
   std::string text(const std::string& key) const;
+  bool boolean(const std::string& key) const;
   /// The [[receivers]] of the file: receiver r reads sector r.
   std::size_t receivers() const;
 

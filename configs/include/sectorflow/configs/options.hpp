@@ -24,7 +24,10 @@ protocol::Geometry geometry(const Beamline& beamline);
 /// [limits] max_scan_positions.
 protocol::ScanLimits scan_limits(const Beamline& beamline);
 /// [kvstore]: how a client reaches the server and what it may send; `subtree` as ClientOptions.
-kvstore::ClientOptions client_options(const Beamline& beamline, std::string subtree = "");
+/// With [security] enabled, the client connects with the key of `role` from [security] key_dir
+/// (a receiver program is a producer). Throws security::SecurityError for a missing key.
+kvstore::ClientOptions client_options(const Beamline& beamline, std::string subtree = "",
+                                      const std::string& role = "producer");
 /// [kvstore]: where the server binds, its heartbeat and its bounds.
 kvstore::ServerOptions server_options(const Beamline& beamline);
 /// [[receivers]] threads of `receiver`; throws ConfigError for a receiver the file does not list.
@@ -35,8 +38,9 @@ std::string aggregator_endpoint(const Beamline& beamline, std::uint32_t receiver
 std::uint64_t max_lead_frames(const Beamline& beamline);
 /// Thread `thread_id` of `receiver`: [detector], [[receivers]] threads, the aggregator endpoint,
 /// [producer] send_hwm, send_timeout_ms and fallback_dir, [kvstore] ttl_s as the status ttl and
-/// scan_record_ttl_s as the scan record's. Throws ConfigError for
-/// a receiver or thread the file does not have.
+/// scan_record_ttl_s as the scan record's, and with [security] enabled the producer key of
+/// [security] key_dir. Throws ConfigError for a receiver or thread the file does not have,
+/// security::SecurityError for a missing key.
 producer::ProducerOptions producer_options(const Beamline& beamline, std::uint32_t receiver, std::uint32_t thread_id);
 /// [simulator], all but rate_hz (the pacer's).
 simulator::SimulatorSettings simulator_settings(const Beamline& beamline);

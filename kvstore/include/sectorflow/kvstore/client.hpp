@@ -43,6 +43,8 @@
 #include <optional>
 #include <string>
 
+#include "sectorflow/security/curve.hpp"
+
 namespace sectorflow::kvstore {
 
 /// host, port, heartbeat_ms, silence_heartbeats, max_value_bytes and max_ttl_s come from the
@@ -58,6 +60,8 @@ struct ClientOptions {
   std::function<void(const std::string& message)> log;
   std::size_t max_value_bytes = 0;   ///< max_value_bytes, the server's: larger values are refused here
   double max_ttl_s = 0.0;            ///< max_ttl_s, the server's: longer ttls are refused here
+  /// [security]: this process's key pair and the server's public key; off: plain TCP.
+  security::CurveClient curve;
 };
 
 enum class ClientState { kConnecting, kSyncing, kActive, kClosed };

@@ -44,8 +44,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sectorflow/protocol/service_state.hpp"
+#include "sectorflow/security/curve.hpp"
 
 namespace sectorflow::kvstore {
 
@@ -70,11 +72,16 @@ struct ServerOptions {
   std::size_t max_keys_per_address = 0;      ///< max_keys_per_address: keys last written from one network address
   std::size_t max_map_bytes_per_address = 0; ///< max_map_bytes_per_address: their bytes
   double max_ttl_s = 0.0;                    ///< max_ttl_s: longer ttls are clamped to this
+  /// [security]: the server's key pair and the allowlist of every role (domain "kvstore"); off:
+  /// plain TCP and no authorisation. On: a ZAP handler refuses unknown keys at the handshake, and
+  /// each write is checked against its writer's role (write_policy.hpp).
+  security::CurveServer curve;
 };
 
 /// The refusal counters of ServerStats, by the names the status fields and first_refusals use.
-inline constexpr const char* kRefusalKinds[] = {"malformed",    "oversized",   "refused_quota",    "refused_full",
-                                                "ttl_clamped", "snapshots_dropped", "errors"};
+inline constexpr const char* kRefusalKinds[] = {"malformed",    "oversized",         "refused_quota",   "refused_full",
+                                                "ttl_clamped",  "snapshots_dropped", "errors",          "unauthenticated",
+                                                "unauthorised"};
 
 struct ServerStats {
   std::int64_t sequence = 0;    ///< sequence of the last published update
@@ -92,6 +99,8 @@ struct ServerStats {
   std::uint64_t ttl_clamped = 0;        ///< KVSETs whose ttl was cut to max_ttl_s
   std::uint64_t snapshots_dropped = 0;  ///< snapshot replies abandoned before their end
   std::uint64_t errors = 0;             ///< messages that threw in the server loop
+  std::uint64_t unauthenticated = 0;    ///< CURVE handshakes refused by the ZAP handler (unknown keys)
+  std::uint64_t unauthorised = 0;       ///< KVSETs refused: the writer's role may not write that key
   std::map<std::string, std::string> first_refusals;  ///< kind (kRefusalKinds) -> why the first one happened
 
   /// The counter of one of kRefusalKinds; throws KvstoreError for another name.
@@ -119,6 +128,9 @@ class Server {
 
   /// A consistent copy of the counters; thread-safe.
   ServerStats stats() const;
+  /// One line per peer key refused at the handshake for the first time since the last call
+  /// (ZapHandler::take_refusals); empty without CURVE. Thread-safe.
+  std::vector<std::string> take_security_refusals();
   const ServerOptions& options() const;
   /// "tcp://<bind_host>:<port + offset>": offset 0 snapshots, 1 publisher, 2 collector.
   std::string endpoint(int offset) const;

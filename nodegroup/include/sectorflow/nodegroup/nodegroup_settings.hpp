@@ -15,6 +15,7 @@
 #include "sectorflow/counting/calibration.hpp"
 #include "sectorflow/protocol/geometry.hpp"
 #include "sectorflow/protocol/limits.hpp"
+#include "sectorflow/security/curve.hpp"
 
 namespace sectorflow::nodegroup {
 
@@ -54,6 +55,10 @@ struct NodeGroupSettings {
   /// benchmark measures, the data path without the arithmetic.
   bool count = true;
   ThresholdSettings thresholds;
+  /// [security]: the NodeGroup's key pair and the aggregator's public key. The PULL sockets are
+  /// CURVE clients although they bind: only the aggregator's key completes a handshake with them,
+  /// and the aggregator checks theirs against its nodegroup allowlist. Off: plain TCP.
+  security::CurveClient curve;
   std::shared_ptr<const counting::Calibration> calibration;  ///< dark reference and gain; null: none
 
   /// Throws NodeGroupError naming the setting, the value and what is allowed.

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "sectorflow/protocol/geometry.hpp"
+#include "sectorflow/security/curve.hpp"
 
 namespace sectorflow::producer {
 
@@ -34,6 +35,8 @@ struct ProducerOptions {
   /// thread decides that the aggregator is not taking the scan and spills the rest of it to a raw
   /// file. At least 1.
   int send_timeout_ms = 0;
+  /// [security]: this receiver's producer key pair and the aggregator's public key; off: plain TCP.
+  security::CurveClient curve;
   /// Not configuration: least time between two progress updates of the status during a scan.
   int status_interval_ms = 500;
   /// Not configuration: how long closing the socket may wait for queued messages to leave

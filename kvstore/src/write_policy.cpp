@@ -1,0 +1,71 @@
+#include "write_policy.hpp"
+
+#include <string_view>
+#include <vector>
+
+namespace sectorflow::kvstore::detail {
+namespace {
+
+struct Rule {
+  std::string_view prefix;   // a pattern (matches() below)
+  std::vector<std::string_view> roles;
+  bool held;                 // only the identity that holds the key may write it again
+};
+
+// The table of kvstore/SPEC.md, "Security". A scan's request and its file may be written again by
+// another party of the role (another operator's acquire; the next NodeGroup job's rank 0 merging a
+// replay); what a process keeps alive may not.
+const std::vector<Rule>& rules() {
+  static const std::vector<Rule> table{
+      {"nodegroups/", {"nodegroup"}, true},
+      {"status/producer/", {"producer"}, true},
+      {"status/aggregator/", {"aggregator"}, true},
+      {"status/nodegroup/", {"nodegroup"}, true},
+      {"acquire/", {"operator"}, false},
+      {"scans/*/request", {"operator", "aggregator"}, false},
+      {"scans/*/producer/", {"producer"}, true},
+      {"scans/*/aggregator/", {"aggregator"}, true},
+      {"scans/*/nodegroup/", {"nodegroup"}, true},
+      {"scans/*/file", {"nodegroup"}, false},
+  };
+  return table;
+}
+
+// Whether `key` matches `pattern`, part by part ('/'-separated): "*" matches any one non-empty part,
+// and a pattern ending in '/' matches keys with one or more parts more.
+bool matches(std::string_view key, std::string_view pattern) {
+  for (;;) {
+    const std::size_t pattern_end = pattern.find('/');
+    const std::size_t key_end = key.find('/');
+    const std::string_view want = pattern.substr(0, pattern_end);
+    const std::string_view part = key.substr(0, key_end);
+    if (want == "*" ? part.empty() : part != want) return false;
+    if (pattern_end == std::string_view::npos) return key_end == std::string_view::npos;
+    if (key_end == std::string_view::npos) return false;
+    pattern.remove_prefix(pattern_end + 1);
+    key.remove_prefix(key_end + 1);
+    if (pattern.empty()) return !key.empty();
+  }
+}
+
+}  // namespace
+
+std::string write_refusal(const std::string& identity, const std::string& key, const std::string& holder) {
+  if (identity.empty()) return "the writer is not authenticated";
+  const std::string role = identity.substr(0, identity.find('/'));
+  for (const Rule& rule : rules()) {
+    if (!matches(key, rule.prefix)) continue;
+    bool allowed = false;
+    std::string roles;
+    for (const std::string_view r : rule.roles) {
+      allowed = allowed || r == role;
+      roles += (roles.empty() ? "" : " or ") + std::string(r);
+    }
+    if (!allowed) return "only a " + roles + " may write " + std::string(rule.prefix) + "..., not " + identity;
+    if (rule.held && !holder.empty() && holder != identity) return "the key is held by " + holder;
+    return {};
+  }
+  return "no role may write keys outside nodegroups/, status/, acquire/ and scans/ (" + identity + ")";
+}
+
+}  // namespace sectorflow::kvstore::detail

@@ -1,0 +1,98 @@
+"""The CURVE settings of every socket, from the ``[security]`` table and the key directory.
+
+With ``[security] enabled = false`` every function returns settings that are off (plain TCP).
+Which roles each listener accepts is the design's (protocol/SPEC.md, "Security"), not the files':
+the kvstore accepts every role (what each may write is checked per key), the aggregator's
+producer ports accept producers, and the aggregator accepts NodeGroups on its connections to them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from sectorflow._core.security import CurveClient, CurveServer, KeyDirectory
+from sectorflow.configs import Config
+
+# ZAP domains: one allowlist each (security/include/sectorflow/security/zap_handler.hpp).
+DOMAIN_KVSTORE = "kvstore"
+DOMAIN_PRODUCERS = "producers"
+DOMAIN_NODEGROUPS = "nodegroups"
+# Every role that connects to the kvstore (the server's own key is role "kvstore").
+CLIENT_ROLES = ("producer", "aggregator", "nodegroup", "operator", "viewer")
+# A role whose secret may stand in when a host has none of the role asked for: a host that may
+# command may also look.
+FALLBACK_ROLE = {"viewer": "operator"}
+
+
+def with_key_dir(config: Config, key_dir: str | Path) -> Config:
+    """``config`` with ``[security] key_dir`` replaced (a streaming session's private key directory)."""
+    return dataclasses.replace(config, security=dataclasses.replace(config.security, key_dir=str(key_dir)))
+
+
+def key_directory(config: Config, key_dir: str | Path | None = None) -> KeyDirectory:
+    """The key directory of ``config`` (``[security] key_dir``), or ``key_dir`` when given.
+
+    Raises:
+        SecurityError: the directory does not exist.
+    """
+    return KeyDirectory(str(key_dir if key_dir is not None else config.security.key_dir))
+
+
+def own_role(keys: KeyDirectory, role: str) -> str:
+    """``role``, or its fallback when this host holds no secret of ``role`` but one of the fallback."""
+    fallback = FALLBACK_ROLE.get(role)
+    if fallback is not None and not keys.has_own(role) and keys.has_own(fallback):
+        return fallback
+    return role
+
+
+def kvstore_server_curve(config: Config) -> CurveServer:
+    """The kvstore server's sockets: its own pair, every client role's public keys."""
+    curve = CurveServer()
+    if not config.security.enabled:
+        return curve
+    keys = key_directory(config)
+    _fill_server(curve, keys, "kvstore", DOMAIN_KVSTORE, CLIENT_ROLES)
+    return curve
+
+
+def kvstore_client_curve(config: Config, role: str, key_dir: str | Path | None = None) -> CurveClient:
+    """A kvstore client of a process of ``role``: its pair, the server's public key."""
+    curve = CurveClient()
+    if not config.security.enabled:
+        return curve
+    keys = key_directory(config, key_dir)
+    _fill_client(curve, keys, own_role(keys, role), "kvstore")
+    return curve
+
+
+def aggregator_curves(config: Config) -> tuple[CurveServer, CurveServer]:
+    """The aggregator's producer ports and its connections to NodeGroups (both CURVE servers)."""
+    producers, nodegroups = CurveServer(), CurveServer()
+    if config.security.enabled:
+        keys = key_directory(config)
+        _fill_server(producers, keys, "aggregator", DOMAIN_PRODUCERS, ("producer",))
+        _fill_server(nodegroups, keys, "aggregator", DOMAIN_NODEGROUPS, ("nodegroup",))
+    return producers, nodegroups
+
+
+def data_client_curve(config: Config, role: str, key_dir: str | Path | None = None) -> CurveClient:
+    """A producer's or a NodeGroup's data sockets: its pair, the aggregator's public key."""
+    curve = CurveClient()
+    if config.security.enabled:
+        _fill_client(curve, key_directory(config, key_dir), role, "aggregator")
+    return curve
+
+
+def _fill_server(curve: CurveServer, keys: KeyDirectory, role: str, domain: str, accepted: tuple[str, ...]) -> None:
+    own = keys.own(role)
+    curve.public_key, curve.secret_key = own.public_key, own.secret_key
+    curve.domain = domain
+    curve.peers = keys.allowlist(list(accepted))
+
+
+def _fill_client(curve: CurveClient, keys: KeyDirectory, role: str, server_role: str) -> None:
+    own = keys.own(role)
+    curve.public_key, curve.secret_key = own.public_key, own.secret_key
+    curve.server_key = keys.public_key(server_role)

@@ -1,0 +1,244 @@
+"""CURVE and ZAP on every port, and the kvstore's authorisation by key prefix, against real
+services: the kvstore and the aggregator as processes, a NodeGroup's sockets in this process, and
+peers made with plain pyzmq (tests/handshake.py) holding no key, a stranger's key, or the key of
+another role (kvstore/SPEC.md and protocol/SPEC.md, "Security")."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import msgpack
+import pytest
+import zmq
+from handshake import REFUSED, SUCCEEDED, Curve, handshake
+from keyring import Keyring
+from kvstore_support import KvServer, server_status
+from support import Processes, wait_until
+
+from sectorflow.configs import Config
+from sectorflow.kvstore import Client, client_options
+from sectorflow.nodegroup import NodeGroup
+from sectorflow.nodegroup.nodegroup_service import settings_from
+from sectorflow.protocol import ServiceStatus, status_key
+from sectorflow.security.options import with_key_dir
+
+SYNC_S = 20.0  # deadline of waits; a failure guard, not a speed requirement
+SCAN = "scans/0000000001"
+
+
+@pytest.fixture
+def keyring(tmp_path: Path) -> Keyring:
+    return Keyring(tmp_path / "keys")
+
+
+@pytest.fixture
+def secured(make_config: Callable, keyring: Keyring) -> Callable[..., tuple[Config, Path]]:
+    """``secured(**overrides)``: make_config with [security] on over the keyring's beamline keys.
+    Strangers to admit must be made (``keyring.stranger(..., admitted=True)``) before a service starts."""
+
+    def make(**overrides: object) -> tuple[Config, Path]:
+        return make_config(security={"enabled": True, "key_dir": str(keyring.beamline)}, **overrides)
+
+    return make
+
+
+@pytest.fixture
+def clients() -> Iterator[Callable[..., Client]]:
+    """``clients(config, role, key_dir=None)``: a client of that role's key, closed at teardown."""
+    made: list[Client] = []
+
+    def make(config: Config, role: str, key_dir: Path | None = None) -> Client:
+        if key_dir is not None:
+            config = with_key_dir(config, key_dir)
+        client = Client(client_options(config, role=role))
+        made.append(client)
+        assert client.wait_synced(SYNC_S), f"a {role} client did not sync"
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
+def start_kvstore(config: Config, path: Path, processes: Processes) -> KvServer:
+    server = KvServer(config, path, processes)
+    server.start()
+    return server
+
+
+def kv_status(viewer: Client) -> ServiceStatus:
+    status = server_status(viewer)
+    assert status is not None
+    return status
+
+
+def packed(value: object) -> bytes:
+    return msgpack.packb(value)
+
+
+def test_every_kvstore_port_refuses_no_key_a_strangers_key_and_the_servers_own(
+        secured, keyring: Keyring, processes: Processes, clients) -> None:
+    config, path = secured()
+    server = start_kvstore(config, path, processes)
+    keyring.stranger("mallory", "viewer")
+    mallory = keyring.stranger_pair("mallory", "viewer")
+    kvstore_key = keyring.public("kvstore")
+    sockets = {0: zmq.DEALER, 1: zmq.SUB, 2: zmq.PUB}  # what a client connects to P, P+1, P+2
+    for offset, socket_type in sockets.items():
+        endpoint = f"tcp://127.0.0.1:{config.kvstore.port + offset}"
+        assert handshake(endpoint, socket_type, None) == REFUSED, f"no key on P+{offset}"
+        assert handshake(endpoint, socket_type, Curve(*mallory, kvstore_key)) == REFUSED, f"stranger on P+{offset}"
+        # The server's own pair is no client role's: not in the allowlist.
+        assert handshake(endpoint, socket_type, Curve(*keyring.pair("kvstore"), kvstore_key)) == REFUSED
+        assert handshake(endpoint, socket_type, Curve(*keyring.pair("viewer"), kvstore_key)) == SUCCEEDED
+    viewer = clients(config, "viewer")
+    # Two known-bad keys on three ports: six handshakes refused by the ZAP handler (the plain peers
+    # never reach it: libzmq refuses the mechanism itself), each key logged once.
+    wait_until(lambda: kv_status(viewer).extra.get("unauthenticated") == 6, SYNC_S, "6 refusals in the status")
+    wait_until(lambda: mallory[0] in server.log(), SYNC_S, "the stranger's key in the log")
+    assert server.log().count(mallory[0]) == 1
+    assert server.log().count(keyring.public("kvstore") + " (unknown key)") == 1
+    assert mallory[1] not in server.log() and keyring.pair("kvstore")[1] not in server.log()
+
+
+def test_aggregator_ports_admit_only_producer_keys(secured, keyring: Keyring, processes: Processes, clients) -> None:
+    config, path = secured()
+    start_kvstore(config, path, processes)
+    aggregator = processes.sectorflow("aggregator", "--config", str(path), name="aggregator")
+    wait_until(lambda: aggregator.poll() is not None or "state starting -> idle" in processes.output(aggregator),
+               SYNC_S, "the aggregator to serve")
+    assert aggregator.poll() is None, processes.output(aggregator)
+    keyring.stranger("mallory", "producer")
+    mallory = keyring.stranger_pair("mallory", "producer")
+    server_key = keyring.public("aggregator")
+    for r in (0, config.n_receivers - 1):
+        endpoint = f"tcp://127.0.0.1:{config.aggregator.base_port + r}"
+        assert handshake(endpoint, zmq.PUSH, None) == REFUSED
+        assert handshake(endpoint, zmq.PUSH, Curve(*mallory, server_key)) == REFUSED
+        for role in ("nodegroup", "operator", "viewer", "aggregator"):  # another role's key
+            assert handshake(endpoint, zmq.PUSH, Curve(*keyring.pair(role), server_key)) == REFUSED, role
+        assert handshake(endpoint, zmq.PUSH, Curve(*keyring.pair("producer"), server_key)) == SUCCEEDED
+    viewer = clients(config, "viewer")
+
+    def refused() -> int:
+        raw = viewer.get(status_key("aggregator", "t0"))
+        return 0 if raw is None else ServiceStatus.decode(raw).extra.get("unauthenticated", 0)
+
+    wait_until(lambda: refused() == 10, SYNC_S, "10 refused handshakes in the aggregator status")
+    wait_until(lambda: mallory[0] in processes.output(aggregator), SYNC_S, "the stranger's key in the log")
+    assert processes.output(aggregator).count(mallory[0]) == 1
+
+
+def test_nodegroup_ports_complete_a_handshake_only_with_the_aggregators_key(secured, keyring: Keyring) -> None:
+    config, _ = secured()
+    group = NodeGroup(settings_from(config, "ng-secure", counting_threads=1))
+    try:
+        keyring.stranger("mallory", "aggregator")
+        mallory = keyring.stranger_pair("mallory", "aggregator")
+        for port in group.ports:
+            endpoint = f"tcp://127.0.0.1:{port}"
+            assert handshake(endpoint, zmq.PUSH, None) == REFUSED
+            # A CURVE server without the aggregator's secret, with a stranger's or another role's key.
+            assert handshake(endpoint, zmq.PUSH, Curve(*mallory)) == REFUSED
+            assert handshake(endpoint, zmq.PUSH, Curve(*keyring.pair("producer"))) == REFUSED
+            # A CURVE client, even one that knows the aggregator's public key.
+            assert handshake(endpoint, zmq.PUSH, Curve(*mallory, keyring.public("aggregator"))) == REFUSED
+            assert handshake(endpoint, zmq.PUSH, Curve(*keyring.pair("aggregator"))) == SUCCEEDED
+    finally:
+        group.stop()
+
+
+def write_then_mark(client: Client, writes: list[tuple[str, bytes | None]], mark: str) -> None:
+    """Send ``writes`` (None erases) then an allowed ``mark``: writes reach the server in order, so
+    once the mark is published every write before it was decided."""
+    for key, value in writes:
+        if value is None:
+            client.erase(key)
+        else:
+            client.set_once(key, value)
+    client.set_once(mark, packed(mark))
+
+
+def test_the_kvstore_lets_each_role_write_only_its_own_keys(secured, keyring: Keyring, processes: Processes,
+                                                           clients) -> None:
+    ng2_dir = keyring.stranger("ng2", "nodegroup", admitted=True)  # a second job's key, known to the beamline
+    config, path = secured()
+    start_kvstore(config, path, processes)
+    viewer = clients(config, "viewer")
+    nodegroup = clients(config, "nodegroup")
+    producer = clients(config, "producer")
+    operator = clients(config, "operator")
+    aggregator = clients(config, "aggregator")
+    other_job = clients(config, "nodegroup", ng2_dir)
+
+    def shows(key: str) -> bool:
+        return viewer.get(key) is not None
+
+    # Allowed: each role's own prefixes.
+    write_then_mark(nodegroup, [("nodegroups/ng-1", packed(1)), (f"{SCAN}/nodegroup/ng-1", packed(1))],
+                    "status/nodegroup/ng-1")
+    write_then_mark(operator, [("acquire/request", packed("op"))], f"{SCAN}/request")
+    write_then_mark(aggregator, [(f"{SCAN}/aggregator/t0", packed(1))], "status/aggregator/t0")
+    wait_until(lambda: all(shows(k) for k in ("status/nodegroup/ng-1", f"{SCAN}/request", "status/aggregator/t0")),
+               SYNC_S, "the allowed writes")
+    assert all(shows(k) for k in ("nodegroups/ng-1", f"{SCAN}/nodegroup/ng-1", "acquire/request",
+                                  f"{SCAN}/aggregator/t0"))
+
+    # Refused: a fake NodeGroup with a producer's key, a producer commanding or writing another
+    # service's status or a NodeGroup's file record, and deleting a registration.
+    write_then_mark(producer, [("nodegroups/fake", packed(1)), ("acquire/request", packed("evil")),
+                               ("status/aggregator/t1", packed(1)), (f"{SCAN}/file", packed(1)),
+                               ("nodegroups/ng-1", None), ("flood/x", packed(1))], "status/producer/r0t0")
+    # Another NodeGroup job may neither take over nor delete the first's registration.
+    write_then_mark(other_job, [("nodegroups/ng-1", packed(2)), ("nodegroups/ng-1", None)], "nodegroups/ng-2")
+    # A viewer reads only; the aggregator may not register a NodeGroup.
+    write_then_mark(viewer, [("status/producer/r1t0", packed(1))], "nodegroups/never")
+    write_then_mark(aggregator, [("nodegroups/fake2", packed(1))], f"{SCAN}/aggregator/t1")
+    wait_until(lambda: shows("status/producer/r0t0") and shows("nodegroups/ng-2") and shows(f"{SCAN}/aggregator/t1"),
+               SYNC_S, "the marks after the refused writes")
+    for key in ("nodegroups/fake", "status/aggregator/t1", f"{SCAN}/file", "flood/x", "status/producer/r1t0",
+                "nodegroups/fake2"):
+        assert not shows(key), key
+    assert msgpack.unpackb(viewer.get("acquire/request")) == "op"
+    assert msgpack.unpackb(viewer.get("nodegroups/ng-1")) == 1
+    # The viewer's mark itself was refused too: 6 + 2 + 2 + 1 refusals, counted in the status.
+    wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 11, SYNC_S, "11 unauthorised writes counted")
+    assert not shows("nodegroups/never")
+    # The holder may still delete its own registration.
+    nodegroup.erase("nodegroups/ng-1")
+    wait_until(lambda: not shows("nodegroups/ng-1"), SYNC_S, "the holder's deletion")
+
+
+def acquire(config_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sectorflow", "acquire", "--config", str(config_path),
+                           "--scan-number", "7", "--scan-shape", "4x4"], capture_output=True, text=True, timeout=120)
+
+
+def test_acquire_without_an_operator_key_fails_and_requests_nothing(secured, keyring: Keyring, processes: Processes,
+                                                                  clients, tmp_path: Path) -> None:
+    carol = keyring.stranger("carol", "viewer", admitted=True)  # known to the beamline, but only to look
+    config, path = secured()
+    start_kvstore(config, path, processes)
+    carol_config = tmp_path / "carol.toml"
+    carol_config.write_text(path.read_text().replace(str(keyring.beamline), str(carol)))
+    # No operator key on this host: refused before anything is sent.
+    result = acquire(carol_config)
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith("no secret key of role operator (*.key_secret); make one with "
+                                          "'sectorflow keys generate operator NAME' on this host")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    # Carol's viewer pair filed as an operator's: the kvstore knows the key as a viewer's and refuses
+    # both writes (the scan's request record and acquire/request).
+    (carol / "operator").mkdir()
+    (carol / "viewer" / "carol.key_secret").rename(carol / "operator" / "carol.key_secret")
+    result = acquire(carol_config)
+    assert result.returncode == 1
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith("sectorflow acquire: error: scan 7: the kvstore did not take the request"), error
+    assert "only an operator's key may write acquire/request" in error
+    viewer = clients(config, "viewer")
+    assert viewer.get("acquire/request") is None and viewer.get("scans/0000000007/request") is None
+    wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 2, SYNC_S, "the two refused writes counted")

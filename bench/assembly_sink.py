@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"assembly_sink: error: {error}", file=sys.stderr)
         return 2
     try:
-        with Client.from_config(config, name="assembly-sink") as client, stop_on_signals(log) as stop:
+        with Client.from_config(config, name="assembly-sink", role="nodegroup") as client, stop_on_signals(log) as stop:
             record = NodeGroupRecord(uid=args.uid, host=config.nodegroup.host, ports=list(group.ports))
             client.set(nodegroup_key(args.uid), record.encode(), config.kvstore.ttl_s)
             print(json.dumps({"uid": args.uid, "ports": list(group.ports), "cpu_s": cpu_s()}), flush=True)

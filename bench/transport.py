@@ -9,7 +9,12 @@
     hand-off, frame assembly in the pool) at a detector of one sector, so that (c) carries the very
     stream of (a) and (b);
     pipeline, 4 sectors: the same at the configured geometry (4 producers, 4 relay threads, a
-    NodeGroup assembling 576 x 576 frames), the same number of messages.
+    NodeGroup assembling 576 x 576 frames), the same number of messages;
+encrypted, beside them in the same run (CurveZMQ, keys made for the run, a kvstore of its own):
+    raw-curve: (a) with CURVE (the sink a CURVE server with a ZAP handler, as the aggregator is);
+    pipeline-curve-wan: (c) with CURVE on the aggregator -> NodeGroup hop only ([security]
+    plain_receivers, the wide-area hop of a deployment);
+    pipeline-curve: (c) with CURVE on every hop.
 
 Every path carries ``MESSAGES`` data messages: a header of the real wire format and the same
 165,888-byte payload (one 144 x 576 uint16 sector), sent zero-copy. The clock runs at the end of
@@ -36,11 +41,12 @@ from bench.processes import STOP_TIMEOUT_S, read_json, start_reporting
 from bench.proc_stats import cpu_seconds
 from bench.programs import build_programs
 from bench.ratios import median, per_gb, ratio
-from sectorflow.configs import Config, ReceiverConfig
+from sectorflow.configs import Config, ReceiverConfig, SecurityConfig
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.orchestration import ServiceSpec, Supervisor
 from sectorflow.protocol import SERVICE_AGGREGATOR, NodeGroupRecord, nodegroup_key, wall_clock_s
+from sectorflow.security.keys import generate
 from sectorflow.waiting import wait_until
 
 log = logging.getLogger(__name__)
@@ -61,7 +67,12 @@ PATHS = {
     "aggregator": "sender -> sectorflow aggregator -> sink",
     "pipeline": "(c) producer -> aggregator -> NodeGroup, counting off",
     "pipeline-4": "(c) at the real geometry: 4 producers -> aggregator -> NodeGroup, counting off",
+    "raw-curve": "(a) with CURVE",
+    "pipeline-curve-wan": "(c) with CURVE on aggregator -> NodeGroup only",
+    "pipeline-curve": "(c) with CURVE on every hop",
 }
+# The paths whose services run with [security] on (their own kvstore).
+SECURED = ("raw-curve", "pipeline-curve-wan", "pipeline-curve")
 
 
 @dataclass
@@ -105,19 +116,29 @@ class Bench:
         self.host = self.single.aggregator.bind_host
         self.hwm = config.aggregator.hwm
         self.runs = 0
+        self.keys = workdir / "keys"
+        for role in ("kvstore", "aggregator", "producer", "nodegroup", "viewer"):
+            generate(self.keys, role, "bench")
+        on = SecurityConfig(enabled=True, key_dir=str(self.keys))
+        secure = with_free_ports(dataclasses.replace(single_sector(sectors), security=on))
+        self.secure = write_config(secure, workdir / "secure.toml")
+        self.wan = write_config(dataclasses.replace(secure, security=dataclasses.replace(on, plain_receivers=True)),
+                                workdir / "wan.toml")
 
-    def sender(self, processes: Supervisor, endpoint: str, route: str | None) -> None:
+    def sender(self, processes: Supervisor, endpoint: str, route: str | None, curve: bool = False) -> None:
         """Start the C++ sender; with ``route``, it first sends the info message routing to that NodeGroup."""
         argv = [str(self.programs["zmq_hop"]), "send", "--connect", endpoint, "--scan-x", str(SCAN_X),
                 "--scan-y", str(MESSAGES // SCAN_X), "--bytes", str(self.single.detector.sector_bytes),
                 "--hwm", str(self.hwm), "--timeout-s", str(int(RUN_TIMEOUT_S))]
+        argv += ["--key-dir", str(self.keys)] if curve else []
         start_reporting(processes, "sender", argv + (["--route", route] if route else []))
 
-    def sink(self, processes: Supervisor) -> str:
+    def sink(self, processes: Supervisor, curve: bool = False) -> str:
         """Start the C++ sink; returns the endpoint it bound."""
         start_reporting(processes, "sink", [str(self.programs["zmq_hop"]), "sink", "--bind", f"tcp://{self.host}:0",
                                             "--messages", str(MESSAGES), "--hwm", str(self.hwm),
-                                            "--timeout-s", str(int(RUN_TIMEOUT_S))])
+                                            "--timeout-s", str(int(RUN_TIMEOUT_S))]
+                        + (["--key-dir", str(self.keys)] if curve else []))
         return read_json(processes, "sink", START_TIMEOUT_S)["endpoint"]
 
     def aggregator(self, processes: Supervisor, client: Client, config: Config) -> None:
@@ -148,7 +169,9 @@ class Bench:
                 "--receiver", str(r), "--threads", "1", "--scan-x", str(SCAN_X), "--scan-y", str(frames // SCAN_X),
                 "--frame", f"{d.frame_rows}x{d.frame_cols}", "--sector", f"{d.sector_rows}x{d.sector_cols}",
                 "--itemsize", str(d.itemsize), "--hwm", str(config.producer.send_hwm),
-                "--timeout-s", str(int(RUN_TIMEOUT_S))])
+                "--timeout-s", str(int(RUN_TIMEOUT_S))]
+                + (["--key-dir", str(self.keys)] if config.security.enabled and not config.security.plain_receivers
+                   else []))
         return names
 
     def run(self, path: str, client: Client) -> Run:
@@ -158,8 +181,10 @@ class Bench:
         relays: list[str] = []  # long-running processes whose CPU is read from /proc around the transfer
         with Supervisor(self.workdir / "logs" / f"{self.runs:02d}-{path}", STOP_TIMEOUT_S) as processes:
             try:
-                if path in ("pipeline", "pipeline-4"):
-                    config = self.single if path == "pipeline" else self.sectors
+                pipelines = {"pipeline": self.single, "pipeline-4": self.sectors, "pipeline-curve": self.secure,
+                             "pipeline-curve-wan": self.wan}
+                if path in pipelines:
+                    config = pipelines[path]
                     start_reporting(processes, "sink", [sys.executable, "-m", "bench.assembly_sink", "--config",
                                                         config.source, "--uid", uid,
                                                         "--timeout-s", str(int(RUN_TIMEOUT_S))])
@@ -169,7 +194,7 @@ class Bench:
                     self.aggregator(processes, client, config)
                     relays.append("aggregator")
                 else:
-                    entry = self.sink(processes)
+                    entry = self.sink(processes, curve=path == "raw-curve")
                     sink_ready = {}  # the C++ sink's CPU before the data is nil
                     if path == "proxy":
                         start_reporting(processes, "proxy", [str(self.programs["zmq_hop"]), "proxy", "--bind",
@@ -185,11 +210,11 @@ class Bench:
                         relays.append("aggregator")
                         entry = f"tcp://{self.single.aggregator.host}:{self.single.aggregator.base_port}"
                 before = {name: cpu_seconds(processes.process(name).pid) or 0.0 for name in relays}
-                if path in ("pipeline", "pipeline-4"):
+                if path in pipelines:
                     senders = self.feed(processes, config, uid)
                 else:
                     senders = ["sender"]
-                    self.sender(processes, entry, uid if path == "aggregator" else None)
+                    self.sender(processes, entry, uid if path == "aggregator" else None, curve=path == "raw-curve")
                 end = read_json(processes, "sink", RUN_TIMEOUT_S + 10)
                 cpu = {name: (cpu_seconds(processes.process(name).pid) or 0.0) - before[name] for name in relays}
                 for name in senders:
@@ -200,7 +225,8 @@ class Bench:
                 cpu["sink"] = float(end["cpu_s"]) - float(sink_ready.get("cpu_s", 0.0))
                 return Run(int(end["messages"]), int(end["bytes"]), float(end["seconds"]), cpu)
             finally:
-                client.erase(nodegroup_key(uid))  # a NodeGroup deregisters itself; the C++ sink cannot
+                if path == "aggregator":
+                    client.erase(nodegroup_key(uid))  # a NodeGroup deregisters itself; the C++ sink cannot
 
 
 def run(config: Config, options: RunOptions) -> BenchmarkResult:
@@ -211,13 +237,17 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
         with Supervisor(Path(work) / "logs", STOP_TIMEOUT_S) as services:
             services.start(ServiceSpec("kvstore", (sys.executable, "-m", "sectorflow", "kvstore", "--config",
                                                    bench.single.source)))
-            with Client.from_config(bench.single, name="bench-transport") as client:
-                if not client.wait_synced(START_TIMEOUT_S):
-                    raise SectorflowError(f"the kvstore did not answer in {START_TIMEOUT_S:g} s; its log:\n"
-                                          f"{services.log_tail('kvstore')}")
+            services.start(ServiceSpec("kvstore-secure", (sys.executable, "-m", "sectorflow", "kvstore", "--config",
+                                                          bench.secure.source)))
+            with Client.from_config(bench.single, name="bench-transport") as client, \
+                    Client.from_config(bench.secure, name="bench-transport-secure") as secure_client:
+                for name, each in (("kvstore", client), ("kvstore-secure", secure_client)):
+                    if not each.wait_synced(START_TIMEOUT_S):
+                        raise SectorflowError(f"the {name} did not answer in {START_TIMEOUT_S:g} s; its log:\n"
+                                              f"{services.log_tail(name)}")
                 for round_ in range(ROUNDS):
                     for path in PATHS:
-                        runs[path].append(bench.run(path, client))
+                        runs[path].append(bench.run(path, secure_client if path in SECURED else client))
                         log.info("round %d, %s: %.2f GB/s", round_ + 1, path, runs[path][-1].gb_s)
             start_reporting(services, "check", [str(bench.programs["zmq_hop"]), "check", "--messages", str(PEEKS)])
             peek_ns = float(read_json(services, "check", RUN_TIMEOUT_S)["ns_per_message"])
@@ -246,6 +276,7 @@ def summarize(runs: dict[str, list[Run]], config: Config, peek_ns: float) -> Ben
     c_a = ratio(gb_s["pipeline"], gb_s["raw"])
     c_b = ratio(gb_s["pipeline"], gb_s["proxy"])
     agg_b = ratio(gb_s["aggregator"], gb_s["proxy"])
+    wan_c = ratio(gb_s["pipeline-curve-wan"], gb_s["pipeline"])
     sector_bytes = config.detector.sector_bytes
     rounds_c_a, rounds_agg_b = per_round(runs, "pipeline", "raw"), per_round(runs, "aggregator", "proxy")
     # GB/s of payload: a payload of B bytes takes B / (GB/s) nanoseconds.
@@ -260,6 +291,12 @@ def summarize(runs: dict[str, list[Run]], config: Config, peek_ns: float) -> Ben
         f"the aggregator's work per message beyond a plain relay's receive and send (decode and check the header, "
         f"pick the NodeGroup; `zmq_hop check`): {peek_ns:.0f} ns, {100 * peek_ns / message_ns:.2f}% of a message's "
         f"{message_ns / 1000:.0f} us at the aggregator's rate" if message_ns > 0 else "no aggregator rate measured",
+        f"CurveZMQ: raw hop with CURVE/(a) = {ratio(gb_s['raw-curve'], gb_s['raw']):.2f}; (c) with CURVE on the "
+        f"aggregator -> NodeGroup hop/(c) = {wan_c:.2f}, on every hop/(c) = "
+        f"{ratio(gb_s['pipeline-curve'], gb_s['pipeline']):.2f}; round by round, WAN hop/(c) "
+        + ", ".join(f"{r:.2f}" for r in per_round(runs, "pipeline-curve-wan", "pipeline"))
+        + " (every message is encrypted by the sender's and decrypted by the receiver's ZeroMQ I/O thread: "
+        "the CPU seconds per GB below say where it goes)",
         f"hwm {config.aggregator.hwm} (aggregator and sinks), producer send_hwm {config.producer.send_hwm}, "
         f"NodeGroup pool {config.nodegroup.pool_frames} frames, {config.nodegroup.counting_threads} assembling "
         "thread(s); (c) uses a detector of one 144 x 576 sector so that it carries the stream of (a) and (b).",
@@ -272,13 +309,15 @@ def summarize(runs: dict[str, list[Run]], config: Config, peek_ns: float) -> Ben
         Target("transport (c)/(a): producer -> aggregator -> NodeGroup vs one raw hop", ">= 0.45",
                f"{c_a:.2f}", c_a >= 0.45),
         Target("transport: aggregator relay vs libzmq zmq_proxy relay", ">= 1.00", f"{agg_b:.2f}", agg_b >= 1.0),
+        Target("security: (c) with CURVE on the aggregator -> NodeGroup hop vs (c) plain", ">= 0.75",
+               f"{wan_c:.2f}", wan_c >= 0.75),
     ]
     return BenchmarkResult(
         columns=["path", "GB/s (median)", "messages/s (median)", "GB/s min", "GB/s max", "/ (a)", "cores busy",
                  "all arrived"],
         rows=rows, notes=notes, targets=targets,
         details={"messages": MESSAGES, "rounds": ROUNDS, "gb_s": gb_s, "ratio_c_a": c_a, "ratio_c_b": c_b,
-                 "ratio_aggregator_proxy": agg_b, "rounds_c_a": rounds_c_a, "rounds_aggregator_proxy": rounds_agg_b,
+                 "ratio_aggregator_proxy": agg_b, "ratio_wan_curve": wan_c, "rounds_c_a": rounds_c_a, "rounds_aggregator_proxy": rounds_agg_b,
                  "peek_ns_per_message": peek_ns, "cpu_s_per_gb": profile,
                  "runs": {path: [dataclasses.asdict(r) for r in path_runs] for path, path_runs in runs.items()}},
     )

@@ -238,6 +238,11 @@ class SecurityConfig:
         "keys", "the beamline's certificates: <key_dir>/<role>/<name>.key, the public keys a role's parties "
         "hold (its allowlist), and on each host the <name>.key_secret of the roles it runs (made by "
         "'sectorflow keys generate ROLE NAME'); roles: kvstore, producer, aggregator, nodegroup, operator, viewer")
+    plain_receivers: bool = setting(
+        False, "with enabled = true, leave the receivers -> aggregator hop plain TCP (an instrument network "
+        "nobody else reaches, or receivers whose own software speaks no CURVE): the aggregator's producer ports "
+        "then admit whoever reaches them, so bind them (aggregator.bind_host) on that network only. The kvstore "
+        "and the aggregator -> NodeGroup hop stay encrypted and authenticated")
     allow_insecure: bool = setting(
         False, "with enabled = false, let the services bind an interface other than loopback anyway (plain "
         "TCP: anyone who reaches the port may stream, register a NodeGroup, acquire or delete any key)")

@@ -239,7 +239,7 @@ void bind_client(py::module_& m) {
                        int silence_heartbeats, const std::optional<py::function>& log, std::size_t max_value_bytes,
                        double max_ttl_s) {
              ClientOptions options{std::move(host), port, std::move(subtree), heartbeat_ms, silence_heartbeats, {},
-                                   max_value_bytes, max_ttl_s};
+                                   max_value_bytes, max_ttl_s, {}};
              if (log) {
                options.log = [call = PyCallable(*log)](const std::string& message) {
                  call.invoke([&message](const py::function& f) { f(message); });

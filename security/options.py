@@ -72,7 +72,8 @@ def aggregator_curves(config: Config) -> tuple[CurveServer, CurveServer]:
     producers, nodegroups = CurveServer(), CurveServer()
     if config.security.enabled:
         keys = key_directory(config)
-        _fill_server(producers, keys, "aggregator", DOMAIN_PRODUCERS, ("producer",))
+        if not config.security.plain_receivers:
+            _fill_server(producers, keys, "aggregator", DOMAIN_PRODUCERS, ("producer",))
         _fill_server(nodegroups, keys, "aggregator", DOMAIN_NODEGROUPS, ("nodegroup",))
     return producers, nodegroups
 
@@ -80,7 +81,7 @@ def aggregator_curves(config: Config) -> tuple[CurveServer, CurveServer]:
 def data_client_curve(config: Config, role: str, key_dir: str | Path | None = None) -> CurveClient:
     """A producer's or a NodeGroup's data sockets: its pair, the aggregator's public key."""
     curve = CurveClient()
-    if config.security.enabled:
+    if config.security.enabled and not (role == "producer" and config.security.plain_receivers):
         _fill_client(curve, key_directory(config, key_dir), role, "aggregator")
     return curve
 

@@ -4,7 +4,8 @@
 // producer's send, the aggregator and the NodeGroup, not a detector or a simulator.
 //
 //   producer_feed --aggregator EP --route UID --receiver R --threads T --scan-x X --scan-y Y
-//                 --frame ROWSxCOLS --sector ROWSxCOLS --itemsize B --hwm H --timeout-s S
+//                 --frame ROWSxCOLS --sector ROWSxCOLS --itemsize B --hwm H --timeout-s S [--key-dir D]
+// (--key-dir: CURVE with the key directory's producer pair and the aggregator's public key)
 //
 // T producer threads (thread t sends frames f with f % T == t, as the daemon's threads do), each
 // with its own PUSH socket to EP, route scan 1 to the NodeGroup UID (no kvstore: the routing is
@@ -31,6 +32,7 @@
 #include "sectorflow/producer/errors.hpp"
 #include "sectorflow/producer/producer.hpp"
 #include "sectorflow/producer/sector_source.hpp"
+#include "sectorflow/security/key_directory.hpp"
 
 namespace {
 
@@ -110,6 +112,11 @@ int main(int argc, char** argv) {
       // A send blocked for the whole run's bound fails the run (no fallback_dir to spill to).
       options.send_timeout_ms = static_cast<int>(std::chrono::milliseconds(timeout).count());
       options.linger_ms = static_cast<int>(std::chrono::milliseconds(timeout).count());
+      if (args.count("--key-dir") != 0) {
+        const sectorflow::security::KeyDirectory keys(args.at("--key-dir"));
+        const sectorflow::security::Certificate own = keys.own("producer");
+        options.curve = {own.public_key, own.secret_key, keys.public_key("aggregator")};
+      }
       producers.push_back(std::make_unique<sp::Producer>(options, nullptr));
     }
 

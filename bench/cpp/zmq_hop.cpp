@@ -1,7 +1,7 @@
 // The transport benchmark's raw ZeroMQ programs (bench/transport.py drives them):
 //
-//   zmq_hop send  --connect EP --scan-x X --scan-y Y --bytes B --hwm H --timeout-s T [--route UID]
-//   zmq_hop sink  --bind EP --messages N --hwm H --timeout-s T
+//   zmq_hop send  --connect EP --scan-x X --scan-y Y --bytes B --hwm H --timeout-s T [--route UID] [--key-dir D]
+//   zmq_hop sink  --bind EP --messages N --hwm H --timeout-s T [--key-dir D]
 //   zmq_hop proxy --bind EP --connect EP --hwm H
 //   zmq_hop check --messages N
 //
@@ -20,6 +20,10 @@
 // checks a header as every receiving thread does (protocol::decode_data: geometry, scan limits,
 // sector, payload size) and picks a NodeGroup, N times; prints {"ns_per_message"}.
 //
+// --key-dir: CurveZMQ from a key directory (security/key_directory.hpp): the sender is a CURVE
+// client with the producer pair and the aggregator's public key, the sink a CURVE server with the
+// aggregator pair and a ZAP handler admitting producer keys, as the aggregator's PULL sockets are.
+//
 // Every line printed is one JSON object; errors are one line on stderr and exit code 2.
 #include <pthread.h>
 #include <signal.h>
@@ -30,6 +34,7 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -39,6 +44,9 @@
 
 #include "sectorflow/protocol/data_message.hpp"
 #include "sectorflow/protocol/info_message.hpp"
+#include "sectorflow/security/curve.hpp"
+#include "sectorflow/security/key_directory.hpp"
+#include "sectorflow/security/zap_handler.hpp"
 
 namespace {
 
@@ -75,6 +83,30 @@ double cpu_s() {
 // The payload is one static buffer that outlives every message referring to it: nothing to free.
 void keep(void* /*data*/, void* /*hint*/) {}
 
+// The CURVE settings of --key-dir, off without it.
+sectorflow::security::CurveClient curve_client(const Args& args) {
+  sectorflow::security::CurveClient curve;
+  if (args.count("--key-dir") == 0) return curve;
+  const sectorflow::security::KeyDirectory keys(args.at("--key-dir"));
+  const sectorflow::security::Certificate own = keys.own("producer");
+  curve.public_key = own.public_key;
+  curve.secret_key = own.secret_key;
+  curve.server_key = keys.public_key("aggregator");
+  return curve;
+}
+
+sectorflow::security::CurveServer curve_server(const Args& args) {
+  sectorflow::security::CurveServer curve;
+  if (args.count("--key-dir") == 0) return curve;
+  const sectorflow::security::KeyDirectory keys(args.at("--key-dir"));
+  const sectorflow::security::Certificate own = keys.own("aggregator");
+  curve.public_key = own.public_key;
+  curve.secret_key = own.secret_key;
+  curve.domain = "producers";
+  curve.peers = keys.allowlist({"producer"});
+  return curve;
+}
+
 void print_endpoint(zmq::socket_t& socket) {
   std::printf("{\"endpoint\": \"%s\"}\n", socket.get(zmq::sockopt::last_endpoint).c_str());
   std::fflush(stdout);
@@ -109,6 +141,7 @@ int send(const Args& args) {
   push.set(zmq::sockopt::sndhwm, as_int(number(args, "--hwm")));
   push.set(zmq::sockopt::sndtimeo, timeout_ms);
   push.set(zmq::sockopt::linger, timeout_ms);
+  sectorflow::security::apply(push, curve_client(args));
   push.connect(need(args, "--connect"));
 
   const auto blocked = [&](std::uint32_t frame) {
@@ -139,9 +172,13 @@ int sink(const Args& args) {
   const std::uint64_t wanted = number(args, "--messages");
   const auto deadline = Clock::now() + std::chrono::seconds(number(args, "--timeout-s"));
   zmq::context_t context;
+  const sectorflow::security::CurveServer curve = curve_server(args);
+  std::optional<sectorflow::security::ZapHandler> zap;
+  if (curve.enabled()) zap.emplace(context, std::vector<sectorflow::security::CurveServer>{curve});
   zmq::socket_t pull(context, zmq::socket_type::pull);
   pull.set(zmq::sockopt::rcvhwm, as_int(number(args, "--hwm")));
   pull.set(zmq::sockopt::linger, 0);
+  sectorflow::security::apply(pull, curve);
   pull.bind(need(args, "--bind"));
   print_endpoint(pull);
 

@@ -131,7 +131,9 @@ producer::ProducerOptions producer_options(const Beamline& beamline, std::uint32
   options.status_ttl_s = beamline.number("kvstore.ttl_s");
   options.scan_record_ttl_s = beamline.number("kvstore.scan_record_ttl_s");
   options.send_timeout_ms = whole<int>(beamline, "producer.send_timeout_ms");
-  options.curve = curve_client(beamline, "producer", "aggregator");
+  if (!beamline.boolean("security.plain_receivers")) {
+    options.curve = curve_client(beamline, "producer", "aggregator");
+  }
   return options;
 }
 

@@ -363,7 +363,7 @@ struct Server::Impl {
     msg.uuid = new_uuid();
     msg.body = status.encode();
     publish(msg);
-    map[own_status_key] = Entry{std::make_shared<const KvMsg>(std::move(msg)), std::nullopt, {}};
+    map[own_status_key] = Entry{std::make_shared<const KvMsg>(std::move(msg)), std::nullopt, {}, {}};
     count([](ServerStats&) {});
   }
 

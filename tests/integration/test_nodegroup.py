@@ -250,7 +250,8 @@ def test_real_geometry_with_thresholds_from_the_scan(stack, processes, tmp_path)
 
 
 def test_unbindable_host_is_one_line_error(make_config, tmp_path) -> None:
-    _, path = make_config(nodegroup={"host": "192.0.2.1"})
+    # Not an address of this machine (and not loopback: the test says it knows, allow_insecure).
+    _, path = make_config(nodegroup={"host": "192.0.2.1"}, security={"allow_insecure": True})
     done = subprocess.run([sys.executable, "-m", "sectorflow", "nodegroup", "--config", str(path), "--output",
                            str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1

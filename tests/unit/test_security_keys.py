@@ -156,3 +156,14 @@ def test_a_session_gets_its_keys_in_a_private_directory_the_script_only_names(tm
     # What the NodeGroups then load is the session's copy.
     assert KeyDirectory(str(session_dir)).own("nodegroup").public_key == read_certificate(
         str(keys / "nodegroup" / "session.key")).public_key
+
+
+def test_plain_receivers_leave_only_the_receivers_hop_plain(tmp_path: Path) -> None:
+    for role, name in (("kvstore", "s"), ("aggregator", "a"), ("producer", "p"), ("nodegroup", "n")):
+        generate(tmp_path, role, name)
+    config = config_from_dict(local(security={"enabled": True, "key_dir": str(tmp_path), "plain_receivers": True}))
+    producers, nodegroups = aggregator_curves(config)
+    assert not producers.enabled and nodegroups.enabled
+    assert not data_client_curve(config, "producer").enabled
+    assert data_client_curve(config, "nodegroup").enabled
+    assert kvstore_client_curve(config, "producer").enabled  # the kvstore stays authenticated

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from bench import BenchmarkResult, RunOptions, Target
 from bench.config_file import with_free_ports, write_config
+from harness import free_port_block
 from bench.processes import STOP_TIMEOUT_S, read_json, start_reporting
 from bench.proc_stats import cpu_seconds
 from bench.programs import build_programs
@@ -141,6 +142,14 @@ class Bench:
                         + (["--key-dir", str(self.keys)] if curve else []))
         return read_json(processes, "sink", START_TIMEOUT_S)["endpoint"]
 
+    def fresh_ports(self, config: Config) -> Config:
+        """``config`` with its aggregator on ports free now, written out for the run: ports picked once
+        for the whole benchmark may be taken meanwhile by the OS's ephemeral ports (the sinks bind port 0)."""
+        aggregator = dataclasses.replace(config.aggregator,
+                                         base_port=free_port_block(config.aggregator.bind_host, config.n_receivers))
+        return write_config(dataclasses.replace(config, aggregator=aggregator),
+                            self.workdir / f"run-{self.runs:02d}.toml")
+
     def aggregator(self, processes: Supervisor, client: Client, config: Config) -> None:
         """Start the aggregator daemon of ``config``; returns once every relay thread published its status."""
         started = wall_clock_s()
@@ -184,7 +193,7 @@ class Bench:
                 pipelines = {"pipeline": self.single, "pipeline-4": self.sectors, "pipeline-curve": self.secure,
                              "pipeline-curve-wan": self.wan}
                 if path in pipelines:
-                    config = pipelines[path]
+                    config = self.fresh_ports(pipelines[path])
                     start_reporting(processes, "sink", [sys.executable, "-m", "bench.assembly_sink", "--config",
                                                         config.source, "--uid", uid,
                                                         "--timeout-s", str(int(RUN_TIMEOUT_S))])
@@ -206,9 +215,10 @@ class Bench:
                         port = int(entry.rsplit(":", 1)[1])
                         client.set(nodegroup_key(uid), NodeGroupRecord(uid=uid, host=self.host, ports=[port]).encode(),
                                    self.single.kvstore.ttl_s)
-                        self.aggregator(processes, client, self.single)
+                        config = self.fresh_ports(self.single)
+                        self.aggregator(processes, client, config)
                         relays.append("aggregator")
-                        entry = f"tcp://{self.single.aggregator.host}:{self.single.aggregator.base_port}"
+                        entry = f"tcp://{config.aggregator.host}:{config.aggregator.base_port}"
                 before = {name: cpu_seconds(processes.process(name).pid) or 0.0 for name in relays}
                 if path in pipelines:
                     senders = self.feed(processes, config, uid)

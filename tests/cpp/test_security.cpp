@@ -1,0 +1,96 @@
+// sectorflow::security (certificates, a ZAP handler refusing and admitting keys over real
+// sockets) and the kvstore's write policy (kvstore/src/write_policy.hpp, kvstore/SPEC.md "Security").
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "sectorflow/security/certificate.hpp"
+#include "sectorflow/security/curve.hpp"
+#include "sectorflow/security/errors.hpp"
+#include "sectorflow/security/zap_handler.hpp"
+#include "write_policy.hpp"
+
+namespace security = sectorflow::security;
+using sectorflow::kvstore::detail::write_refusal;
+
+namespace {
+
+std::string file_with(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+// Whether a PUSH holding `client` reaches a PULL bound with `server` and a ZAP handler admitting
+// `server.peers`: the message arrives, or (refused) the PULL's monitor sees the handshake fail.
+bool delivered(const security::CurveServer& server, const security::CurveClient& client) {
+  zmq::context_t context;
+  security::ZapHandler zap(context, {server});
+  zmq::socket_t pull(context, zmq::socket_type::pull);
+  pull.set(zmq::sockopt::linger, 0);
+  security::apply(pull, server);
+  pull.bind("tcp://127.0.0.1:*");
+  zmq::socket_t push(context, zmq::socket_type::push);
+  push.set(zmq::sockopt::linger, 0);
+  security::apply(push, client);
+  push.connect(pull.get(zmq::sockopt::last_endpoint));
+  push.send(zmq::str_buffer("sector"), zmq::send_flags::dontwait);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    zmq::message_t message;
+    if (pull.recv(message, zmq::recv_flags::dontwait)) return true;
+    if (zap.stats().refused > 0) return false;
+    zmq::pollitem_t item{pull.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << "neither delivered nor refused";
+  return false;
+}
+
+}  // namespace
+
+TEST(Certificate, ReadsZeroMqsFormatAndRefusesWhatIsNotAKey) {
+  const security::Certificate pair = security::generate_keypair();
+  const std::string secret = file_with("sf_test.key_secret", "#   comment\nmetadata\ncurve\n    public-key = \"" +
+                                                                  pair.public_key + "\"\n    secret-key = \"" +
+                                                                  pair.secret_key + "\"\n");
+  const security::Certificate read = security::read_certificate(secret);
+  EXPECT_EQ(read.public_key, pair.public_key);
+  EXPECT_EQ(read.secret_key, pair.secret_key);
+  const std::string bad = file_with("sf_bad.key", "curve\n    public-key = \"not a key\"\n");
+  EXPECT_THROW(security::read_certificate(bad), security::SecurityError);
+  EXPECT_THROW(security::read_certificate("/nonexistent/x.key"), security::SecurityError);
+}
+
+TEST(ZapHandler, AdmitsAllowedKeysAndRefusesOthersOncePerKey) {
+  const security::Certificate server_pair = security::generate_keypair();
+  const security::Certificate known = security::generate_keypair();
+  const security::Certificate stranger = security::generate_keypair();
+  security::CurveServer server{server_pair.public_key, server_pair.secret_key, "producers",
+                               {{known.public_key, "producer/known"}}};
+  EXPECT_TRUE(delivered(server, {known.public_key, known.secret_key, server_pair.public_key}));
+  EXPECT_FALSE(delivered(server, {stranger.public_key, stranger.secret_key, server_pair.public_key}));
+}
+
+TEST(WritePolicy, EachRoleWritesItsOwnPrefixes) {
+  EXPECT_EQ(write_refusal("nodegroup/s", "nodegroups/ng-1", ""), "");
+  EXPECT_EQ(write_refusal("producer/r0", "nodegroups/ng-1", ""),
+            "only a nodegroup may write nodegroups/..., not producer/r0");
+  EXPECT_EQ(write_refusal("nodegroup/b", "nodegroups/ng-1", "nodegroup/a"), "the key is held by nodegroup/a");
+  EXPECT_EQ(write_refusal("operator/alice", "acquire/request", "operator/bob"), "");
+  EXPECT_NE(write_refusal("viewer/bob", "acquire/request", ""), "");
+  EXPECT_EQ(write_refusal("aggregator/a", "scans/0000000001/request", ""), "");
+  EXPECT_EQ(write_refusal("nodegroup/s", "scans/0000000001/file", "nodegroup/other"), "");
+  EXPECT_NE(write_refusal("producer/r0", "scans/0000000001/file", ""), "");
+  EXPECT_EQ(write_refusal("producer/r0", "scans/0000000001/producer/r0t0", ""), "");
+  EXPECT_NE(write_refusal("producer/r0", "scans/0000000001/aggregator/t0", ""), "");
+  EXPECT_NE(write_refusal("producer/r0", "scans/0000000001", ""), "");  // a scan's part, not the scan
+  EXPECT_NE(write_refusal("producer/r0", "status/aggregator/t0", ""), "");
+  EXPECT_NE(write_refusal("producer/r0", "anything/else", ""), "");
+  EXPECT_NE(write_refusal("", "status/producer/r0t0", ""), "");
+}

@@ -101,6 +101,10 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
   impl.options = std::move(options);
   const std::size_t n = impl.options.producer_threads.size();
   if (impl.options.producers_curve.enabled() || impl.options.nodegroups_curve.enabled()) {
+    // With CURVE, ZeroMQ's I/O threads encrypt and decrypt every message: one more than the relay
+    // threads, so that a relay thread's receiving and its sending connections need not share one
+    // (set before the first socket, as libzmq requires).
+    impl.context.set(zmq::ctxopt::io_threads, static_cast<int>(n + 1));
     impl.zap.emplace(impl.context,
                      std::vector<security::CurveServer>{impl.options.producers_curve, impl.options.nodegroups_curve});
   }

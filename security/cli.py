@@ -9,7 +9,7 @@ from typing import Any
 from sectorflow._core.security import ROLES, KeyDirectory
 from sectorflow.configs import Config
 
-from .keys import PUBLIC_SUFFIX, SECRET_SUFFIX, generate
+from .keys import SECRET_SUFFIX, generate
 
 
 def register(subparsers: Any) -> None:
@@ -61,4 +61,4 @@ def run_list(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-__all__ = ["register", "PUBLIC_SUFFIX"]
+__all__ = ["register"]

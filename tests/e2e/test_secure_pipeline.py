@@ -50,6 +50,10 @@ def test_up_acquire_down_with_every_socket_secured(make_config, tmp_path: Path) 
         with Client.from_config(config, name="test") as client:
             assert client.wait_synced(30)
             wait_until(lambda: refusals(client) == (0, 0), 30, "the server's status: nothing refused")
+        status = sectorflow("status", "--config", str(path))
+        assert status.returncode == 0, status.stderr
+        assert "unauthenticated 0, unauthorised 0" in status.stdout
+        assert not any(keyring.pair(role)[1] in status.stdout for role in ("kvstore", "aggregator", "nodegroup"))
     finally:
         down = sectorflow("down", "--config", str(path), "--run-dir", str(run_dir))
     assert down.returncode == 0, down.stderr

@@ -22,7 +22,16 @@ from sectorflow.configs import Config
 from sectorflow.kvstore import Client, client_options
 from sectorflow.nodegroup import NodeGroup
 from sectorflow.nodegroup.nodegroup_service import settings_from
-from sectorflow.protocol import ServiceStatus, status_key
+from sectorflow.protocol import (
+    DataHeader,
+    InfoMessage,
+    NodeGroupRecord,
+    ServiceStatus,
+    encode_header,
+    encode_info,
+    nodegroup_key,
+    status_key,
+)
 from sectorflow.security.options import with_key_dir
 
 SYNC_S = 20.0  # deadline of waits; a failure guard, not a speed requirement
@@ -242,3 +251,48 @@ def test_acquire_without_an_operator_key_fails_and_requests_nothing(secured, key
     viewer = clients(config, "viewer")
     assert viewer.get("acquire/request") is None and viewer.get("scans/0000000007/request") is None
     wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 2, SYNC_S, "the two refused writes counted")
+
+
+def test_the_aggregator_sends_no_sector_to_a_listener_without_a_nodegroup_key(
+        secured, keyring: Keyring, processes: Processes, clients) -> None:
+    config, path = secured(detector={"frame_rows": 32, "frame_cols": 32, "sector_rows": 8, "sector_cols": 32},
+                           receivers=[{"host": "127.0.0.1", "threads": 1}] * 4)
+    start_kvstore(config, path, processes)
+    aggregator = processes.sectorflow("aggregator", "--config", str(path), name="aggregator")
+    wait_until(lambda: aggregator.poll() is not None or "state starting -> idle" in processes.output(aggregator),
+               SYNC_S, "the aggregator to serve")
+    keyring.stranger("mallory", "nodegroup")
+    mallory = keyring.stranger_pair("mallory", "nodegroup")
+    with zmq.Context() as context, context.socket(zmq.PULL) as rogue, context.socket(zmq.PUSH) as push:
+        # A listener posing as a NodeGroup: it knows the aggregator's public key, not a beamline key.
+        rogue.linger = 0
+        rogue.curve_serverkey = keyring.public("aggregator").encode()
+        rogue.curve_publickey, rogue.curve_secretkey = mallory[0].encode(), mallory[1].encode()
+        port = rogue.bind_to_random_port("tcp://127.0.0.1")
+        # A registration pointing at it, as a forged or hijacked NodeGroup registration would.
+        registrar = clients(config, "nodegroup")
+        registrar.set_once(nodegroup_key("rogue"), NodeGroupRecord(uid="rogue", host="127.0.0.1",
+                                                                   ports=[port] * 4).encode())
+        viewer = clients(config, "viewer")
+        wait_until(lambda: viewer.get(nodegroup_key("rogue")) is not None, SYNC_S, "the registration")
+        # A real producer (its key) streams a scan routed to it.
+        push.linger = 0
+        push.curve_serverkey = keyring.public("aggregator").encode()
+        public, secret = keyring.pair("producer")
+        push.curve_publickey, push.curve_secretkey = public.encode(), secret.encode()
+        push.connect(f"tcp://127.0.0.1:{config.aggregator.base_port}")
+        push.send(encode_info(InfoMessage(scan_number=1, receiver=0, thread_id=0, scan_x=2, scan_y=2,
+                                          routing=["rogue"], counts={"rogue": 4})))
+        for frame in range(4):
+            header = DataHeader(scan_number=1, frame_number=frame, sector=0, scan_x=2, scan_y=2,
+                                position_x=frame % 2, position_y=frame // 2, thread_id=0)
+            push.send_multipart([encode_header(header), bytes(config.detector.sector_bytes)])
+
+        def refused() -> int:
+            raw = viewer.get(status_key("aggregator", "t0"))
+            return 0 if raw is None else ServiceStatus.decode(raw).extra.get("unauthenticated", 0)
+
+        wait_until(lambda: refused() >= 1, SYNC_S, "the aggregator to refuse the listener's key")
+        wait_until(lambda: mallory[0] in processes.output(aggregator), SYNC_S, "the refusal in the log")
+        # The relay queues only for an authenticated connection (ZMQ_IMMEDIATE): nothing ever left.
+        assert rogue.poll(0) == 0

@@ -1,6 +1,7 @@
 // sectorflow::security (certificates, a ZAP handler refusing and admitting keys over real
 // sockets) and the kvstore's write policy (kvstore/src/write_policy.hpp, kvstore/SPEC.md "Security").
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -21,7 +22,7 @@ using sectorflow::kvstore::detail::write_refusal;
 namespace {
 
 std::string file_with(const std::string& name, const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / name;
+  const auto path = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);
   std::ofstream(path) << text;
   return path.string();
 }
@@ -65,6 +66,8 @@ TEST(Certificate, ReadsZeroMqsFormatAndRefusesWhatIsNotAKey) {
   const std::string bad = file_with("sf_bad.key", "curve\n    public-key = \"not a key\"\n");
   EXPECT_THROW(security::read_certificate(bad), security::SecurityError);
   EXPECT_THROW(security::read_certificate("/nonexistent/x.key"), security::SecurityError);
+  std::filesystem::remove(secret);
+  std::filesystem::remove(bad);
 }
 
 TEST(ZapHandler, AdmitsAllowedKeysAndRefusesOthersOncePerKey) {

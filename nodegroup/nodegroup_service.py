@@ -53,7 +53,6 @@ from typing import Any
 
 import numpy as np
 
-from sectorflow.security.options import data_client_curve
 from sectorflow._core.nodegroup import NodeGroup, NodeGroupSettings, ThresholdSettings
 from sectorflow.configs import Config
 from sectorflow.counting import make_calibration
@@ -76,6 +75,7 @@ from sectorflow.protocol import (
     scan_nodegroup_key,
     status_key,
 )
+from sectorflow.security.options import data_client_curve
 from sectorflow.service import ServiceState
 from sectorflow.waiting import WaitTimeout, wait_until
 

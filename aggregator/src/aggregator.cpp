@@ -100,24 +100,34 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
   Impl& impl = *impl_;
   impl.options = std::move(options);
   const std::size_t n = impl.options.producer_threads.size();
-  if (impl.options.producers_curve.enabled() || impl.options.nodegroups_curve.enabled()) {
+  const bool curve = impl.options.producers_curve.enabled() || impl.options.nodegroups_curve.enabled();
+  if (curve) {
     // With CURVE, ZeroMQ's I/O threads encrypt and decrypt every message: one more than the relay
     // threads, so that a relay thread's receiving and its sending connections need not share one
     // (set before the first socket, as libzmq requires).
     impl.context.set(zmq::ctxopt::io_threads, static_cast<int>(n + 1));
-    impl.zap.emplace(impl.context,
-                     std::vector<security::CurveServer>{impl.options.producers_curve, impl.options.nodegroups_curve});
   }
   std::vector<zmq::socket_t> pulls;
+  std::vector<zmq::socket_t*> watched;
+  pulls.reserve(n);
   for (std::size_t r = 0; r < n; ++r) {
-    const std::string endpoint =
-        "tcp://" + impl.options.bind_host + ":" + std::to_string(impl.options.base_port + r);
-    zmq::socket_t pull(impl.context, zmq::socket_type::pull);
+    zmq::socket_t& pull = pulls.emplace_back(impl.context, zmq::socket_type::pull);
     pull.set(zmq::sockopt::rcvhwm, impl.options.hwm);
     // A producer sending a larger frame than a sector or an info message is cut off by ZeroMQ
     // before the frame is buffered.
     pull.set(zmq::sockopt::maxmsgsize, protocol::max_frame_bytes(impl.options.geometry));
     pull.set(zmq::sockopt::linger, 0);
+    if (impl.options.producers_curve.enabled()) watched.push_back(&pull);
+  }
+  if (curve) {
+    impl.zap.emplace(impl.context,
+                     std::vector<security::CurveServer>{impl.options.producers_curve, impl.options.nodegroups_curve},
+                     watched);
+  }
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::string endpoint =
+        "tcp://" + impl.options.bind_host + ":" + std::to_string(impl.options.base_port + r);
+    zmq::socket_t& pull = pulls[r];
     try {
       security::apply(pull, impl.options.producers_curve);
       pull.bind(endpoint);
@@ -126,7 +136,6 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
                             error.what() + "; stop what holds the port or change [aggregator] base_port");
     }
     impl.endpoints.push_back(endpoint);
-    pulls.push_back(std::move(pull));
   }
   impl.directory = std::make_unique<detail::Directory>(impl.options.kvstore);
   impl.records = std::make_unique<detail::RecordStore>(impl.options.kvstore, impl.options.scan_record_ttl_s);

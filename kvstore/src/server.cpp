@@ -389,7 +389,8 @@ Server::Server(ServerOptions options) {
   s.publisher.set(zmq::sockopt::sndhwm, kPublisherHwm);
   s.collector.set(zmq::sockopt::subscribe, "");
   if (s.options.curve.enabled()) {
-    s.zap.emplace(s.context, std::vector<security::CurveServer>{s.options.curve});
+    s.zap.emplace(s.context, std::vector<security::CurveServer>{s.options.curve},
+                  std::vector<zmq::socket_t*>{&s.snapshot, &s.publisher, &s.collector});
     for (zmq::socket_t* socket : {&s.snapshot, &s.publisher, &s.collector}) security::apply(*socket, s.options.curve);
   }
   s.bind(s.snapshot, 0, "snapshot (ROUTER)");

@@ -30,9 +30,15 @@ std::string z85(const zmq::message_t& key) {
   return text.data();
 }
 
+std::string monitor_address() {
+  static std::atomic<std::uint64_t> next{0};
+  return "inproc://sectorflow-handshake-monitor-" + std::to_string(next.fetch_add(1));
+}
+
 }  // namespace
 
-ZapHandler::ZapHandler(zmq::context_t& context, const std::vector<CurveServer>& listeners)
+ZapHandler::ZapHandler(zmq::context_t& context, const std::vector<CurveServer>& listeners,
+                       const std::vector<zmq::socket_t*>& watched)
     : socket_(context, zmq::socket_type::rep) {
   for (const CurveServer& listener : listeners) {
     if (listener.enabled()) allowlists_[listener.domain] = listener.peers;
@@ -42,6 +48,16 @@ ZapHandler::ZapHandler(zmq::context_t& context, const std::vector<CurveServer>& 
     socket_.bind(kZapEndpoint);
   } catch (const zmq::error_t& error) {
     throw SecurityError(std::string("cannot start the ZAP handler: ") + error.what());
+  }
+  for (zmq::socket_t* socket : watched) {
+    const std::string address = monitor_address();
+    if (zmq_socket_monitor(socket->handle(), address.c_str(),
+                           ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0) {
+      throw SecurityError(std::string("cannot monitor a socket's handshakes: ") + zmq_strerror(zmq_errno()));
+    }
+    monitors_.emplace_back(context, zmq::socket_type::pair);
+    monitors_.back().set(zmq::sockopt::linger, 0);
+    monitors_.back().connect(address);
   }
   thread_ = std::thread([this] { run(); });
 }
@@ -64,18 +80,38 @@ std::vector<std::string> ZapHandler::take_refusals() {
 }
 
 void ZapHandler::run() {
+  std::vector<zmq::pollitem_t> items{{socket_.handle(), 0, ZMQ_POLLIN, 0}};
+  for (zmq::socket_t& monitor : monitors_) items.push_back({monitor.handle(), 0, ZMQ_POLLIN, 0});
   while (!stop_.load()) {
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
     try {
-      zmq::poll(&item, 1, kStopCheck);
-      if ((item.revents & ZMQ_POLLIN) != 0) answer();
+      zmq::poll(items, kStopCheck);
+      if ((items[0].revents & ZMQ_POLLIN) != 0) answer();
+      for (std::size_t i = 1; i < items.size(); ++i) {
+        if ((items[i].revents & ZMQ_POLLIN) != 0) observe(i - 1);
+      }
     } catch (const zmq::error_t& error) {
       if (error.num() == ETERM) return;
       // EINTR and the like: poll again. A request that failed half-way is answered by libzmq's
       // timeout of the handshake, never by an accept.
     }
   }
+  for (zmq::socket_t& monitor : monitors_) monitor.close();
   socket_.close();
+}
+
+void ZapHandler::observe(std::size_t i) {
+  zmq::message_t event;
+  zmq::message_t endpoint;
+  if (!monitors_[i].recv(event, zmq::recv_flags::dontwait)) return;
+  if (!event.more() || !monitors_[i].recv(endpoint, zmq::recv_flags::none)) return;
+  const std::string where = endpoint.to_string();
+  const std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.refused;
+  ++stats_.refused_by_domain["(no CURVE)"];
+  if (refused_keys_.size() < kMaxReportedKeys && refused_keys_.insert("endpoint " + where).second) {
+    new_refusals_.push_back("refused a peer on " + where + " that failed the CURVE handshake before showing a key "
+                            "(no key, or a wrong server key); further ones there are only counted");
+  }
 }
 
 void ZapHandler::answer() {

@@ -104,12 +104,17 @@ def test_every_kvstore_port_refuses_no_key_a_strangers_key_and_the_servers_own(
         assert handshake(endpoint, socket_type, Curve(*keyring.pair("kvstore"), kvstore_key)) == REFUSED
         assert handshake(endpoint, socket_type, Curve(*keyring.pair("viewer"), kvstore_key)) == SUCCEEDED
     viewer = clients(config, "viewer")
-    # Two known-bad keys on three ports: six handshakes refused by the ZAP handler (the plain peers
-    # never reach it: libzmq refuses the mechanism itself), each key logged once.
-    wait_until(lambda: kv_status(viewer).extra.get("unauthenticated") == 6, SYNC_S, "6 refusals in the status")
+    # Two known-bad keys on three ports: six handshakes refused by the ZAP handler, each key logged
+    # once; and three peers without a key, refused by libzmq before ZAP and seen by the socket
+    # monitors (a peer may have retried before it closed: at least nine).
+    wait_until(lambda: kv_status(viewer).extra.get("unauthenticated", 0) >= 9, SYNC_S, "9 refusals in the status")
     wait_until(lambda: mallory[0] in server.log(), SYNC_S, "the stranger's key in the log")
     assert server.log().count(mallory[0]) == 1
     assert server.log().count(keyring.public("kvstore") + " (unknown key)") == 1
+    for offset in sockets:
+        endpoint = f"tcp://127.0.0.1:{config.kvstore.port + offset}"
+        wait_until(lambda: f"refused a peer on {endpoint} " in server.log(), SYNC_S, f"the keyless peer on {endpoint}")
+        assert server.log().count(f"refused a peer on {endpoint} ") == 1
     assert mallory[1] not in server.log() and keyring.pair("kvstore")[1] not in server.log()
 
 
@@ -136,7 +141,8 @@ def test_aggregator_ports_admit_only_producer_keys(secured, keyring: Keyring, pr
         raw = viewer.get(status_key("aggregator", "t0"))
         return 0 if raw is None else ServiceStatus.decode(raw).extra.get("unauthenticated", 0)
 
-    wait_until(lambda: refused() == 10, SYNC_S, "10 refused handshakes in the aggregator status")
+    # Five keys refused by ZAP and one keyless peer on each of two ports (at least: a peer may retry).
+    wait_until(lambda: refused() >= 12, SYNC_S, "12 refused handshakes in the aggregator status")
     wait_until(lambda: mallory[0] in processes.output(aggregator), SYNC_S, "the stranger's key in the log")
     assert processes.output(aggregator).count(mallory[0]) == 1
 

@@ -97,3 +97,27 @@ TEST(WritePolicy, EachRoleWritesItsOwnPrefixes) {
   EXPECT_NE(write_refusal("producer/r0", "anything/else", ""), "");
   EXPECT_NE(write_refusal("", "status/producer/r0t0", ""), "");
 }
+
+TEST(ZapHandler, CountsAPeerWithNoKeyOnAWatchedSocket) {
+  const security::Certificate server_pair = security::generate_keypair();
+  const security::CurveServer server{server_pair.public_key, server_pair.secret_key, "producers", {}};
+  zmq::context_t context;
+  zmq::socket_t pull(context, zmq::socket_type::pull);
+  pull.set(zmq::sockopt::linger, 0);
+  security::ZapHandler zap(context, {server}, {&pull});
+  security::apply(pull, server);
+  pull.bind("tcp://127.0.0.1:*");
+  zmq::socket_t plain(context, zmq::socket_type::push);  // no key: another mechanism
+  plain.set(zmq::sockopt::linger, 0);
+  plain.connect(pull.get(zmq::sockopt::last_endpoint));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (zap.stats().refused == 0 && std::chrono::steady_clock::now() < deadline) {
+    zmq::pollitem_t item{pull.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(20));
+  }
+  EXPECT_GE(zap.stats().refused, 1u);
+  plain.close();
+  const std::vector<std::string> lines = zap.take_refusals();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].rfind("refused a peer on tcp://127.0.0.1:", 0), 0u) << lines[0];
+}

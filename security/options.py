@@ -9,10 +9,13 @@ producer ports accept producers, and the aggregator accepts NodeGroups on its co
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 
 from sectorflow._core.security import CurveClient, CurveServer, KeyDirectory
 from sectorflow.configs import Config
+
+logger = logging.getLogger(__name__)
 
 # ZAP domains: one allowlist each (security/include/sectorflow/security/zap_handler.hpp).
 DOMAIN_KVSTORE = "kvstore"
@@ -91,6 +94,9 @@ def _fill_server(curve: CurveServer, keys: KeyDirectory, role: str, domain: str,
     curve.public_key, curve.secret_key = own.public_key, own.secret_key
     curve.domain = domain
     curve.peers = keys.allowlist(list(accepted))
+    if not curve.peers:
+        logger.warning("%s: no public certificate of %s (<role>/*.key): the %s sockets admit nobody; copy the "
+                       "parties' .key files there", keys.path, " or ".join(accepted), domain)
 
 
 def _fill_client(curve: CurveClient, keys: KeyDirectory, role: str, server_role: str) -> None:

@@ -167,3 +167,13 @@ def test_plain_receivers_leave_only_the_receivers_hop_plain(tmp_path: Path) -> N
     assert not data_client_curve(config, "producer").enabled
     assert data_client_curve(config, "nodegroup").enabled
     assert kvstore_client_curve(config, "producer").enabled  # the kvstore stays authenticated
+
+
+def test_an_empty_allowlist_is_said_once_at_start(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    generate(tmp_path, "aggregator", "a")
+    config = config_from_dict(local(security={"enabled": True, "key_dir": str(tmp_path)}))
+    with caplog.at_level("WARNING"):
+        producers, _ = aggregator_curves(config)
+    assert producers.peers == {}
+    assert f"{tmp_path}: no public certificate of producer (<role>/*.key): the producers sockets admit nobody" \
+        in caplog.text

@@ -15,7 +15,8 @@ NodeGroup (:class:`LocalGroup`):
   ``sectorflow.service``: ``idle``, ``streaming`` (receiving a scan), ``counting``, ``writing`` (rank 0
   while it writes a file), ``finished``, ``stopping``), scan, messages, bytes, and the extra
   fields received / expected (current scan; -1 until every count came), frames_complete,
-  frames_incomplete, pool_slots_in_use, pool_bytes, what it refused (``malformed`` and
+  frames_incomplete, pool_slots_in_use, pool_bytes (the received sectors held in assembly) and its
+  high-water mark, what it refused (``malformed`` and
   ``malformed_<kind>``, the kinds of ``sectorflow.protocol.REFUSAL_KINDS``), late_messages,
   duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, repeated_infos (expected
   counts sent again, e.g. by a restarted aggregator: taken once), and on rank 0 last_file,
@@ -97,7 +98,8 @@ BYE_TIMEOUT_S = 10.0
 EXIT_SIBLING_GONE = 1
 
 #: NodeGroup counters published as they are in ``status/nodegroup/<uid>``.
-PUBLISHED_COUNTERS = ("frames_complete", "frames_incomplete", "pool_slots_in_use", "pool_bytes", "late_messages",
+PUBLISHED_COUNTERS = ("frames_complete", "frames_incomplete", "pool_slots_in_use", "pool_bytes",
+                      "pool_bytes_high_water", "late_messages",
                       "duplicate_sectors", "evicted_frames", "scans_timed_out", "scans_evicted", "repeated_infos")
 
 

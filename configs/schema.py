@@ -148,7 +148,7 @@ class NodegroupConfig:
     counting_threads: int = setting(2, "counting threads per NodeGroup", min=1, max=256)
     recv_hwm: int = setting(50, "high-water mark of the NodeGroup's PULL sockets (messages held per receiver)", min=1)
     pool_frames: int = setting(
-        256, "frames a NodeGroup may hold in assembly at once, split over its counting threads (a frame holds its "
+        128, "frames a NodeGroup may hold in assembly at once, split over its counting threads (a frame holds its "
         "received sectors, not a copy: memory follows the sectors in flight, at most this many frames' worth; "
         "when full, sectors needing a new frame wait upstream; only when no frame can complete is one counted "
         "early as incomplete; size it for the frame-order spread of the producers)", min=1)

@@ -113,10 +113,12 @@ class ServiceOptions:
     output_dir: Path
     duration_s: float = 0.0  # 0: until stopped
     second_output_dir: Path | None = None  # where a file goes that output_dir cannot take
+    count: bool = True  # False: frames are assembled and written with no events (benchmarks)
 
 
 def options_from(config: Config, groups_per_rank: int | None = None, threads: int | None = None,
-                 output: str | os.PathLike[str] | None = None, duration_s: float = 0.0) -> ServiceOptions:
+                 output: str | os.PathLike[str] | None = None, duration_s: float = 0.0,
+                 count: bool = True) -> ServiceOptions:
     """The service options: the ``[nodegroup]`` table, overridden by what is given."""
     ng = config.nodegroup
     groups = ng.groups_per_rank if groups_per_rank is None else groups_per_rank
@@ -128,7 +130,7 @@ def options_from(config: Config, groups_per_rank: int | None = None, threads: in
     if duration_s < 0:
         raise SectorflowError(f"--duration {duration_s:g}: must be positive (or 0 for until stopped)")
     return ServiceOptions(groups, counting, Path(output if output is not None else ng.output_dir), duration_s,
-                          Path(ng.second_output_dir) if ng.second_output_dir else None)
+                          Path(ng.second_output_dir) if ng.second_output_dir else None, count)
 
 
 def _load_map(path: str, key: str) -> np.ndarray | None:
@@ -183,16 +185,18 @@ class LocalGroup:
     :param uid: the NodeGroup's uid.
     :param rank: MPI rank.
     :param counting_threads: counting threads of the NodeGroup.
+    :param count: count electrons (False: assemble only, each frame written with no events).
     """
 
-    def __init__(self, config: Config, client: Client, uid: str, rank: int, counting_threads: int) -> None:
+    def __init__(self, config: Config, client: Client, uid: str, rank: int, counting_threads: int,
+                 count: bool = True) -> None:
         self.config = config
         self.client = client
         self.uid = uid
         self.rank = rank
         self.host = advertised_host(config.nodegroup.host)
         self.node = socket.gethostname()
-        self.group = NodeGroup(settings_from(config, uid, counting_threads))
+        self.group = NodeGroup(settings_from(config, uid, counting_threads, count))
         self.scan = 0
         self.last_file = ""
         self._published = 0.0
@@ -349,7 +353,8 @@ class NodeGroupService:
         node = socket.gethostname()
         for index in range(self.options.groups_per_rank):
             uid = f"{node}-{os.getpid()}-r{self.rank}-g{index}"
-            self.groups.append(LocalGroup(self.config, self.client, uid, self.rank, self.options.counting_threads))
+            self.groups.append(LocalGroup(self.config, self.client, uid, self.rank, self.options.counting_threads,
+                                          self.options.count))
             log.info("nodegroup %s: listening on %s ports %s", uid, self.groups[-1].host, self.groups[-1].ports)
         uids_by_rank = self.comm.allgather([g.uid for g in self.groups])
         job_uids = sorted(uid for uids in uids_by_rank for uid in uids)

@@ -21,6 +21,7 @@ FrameAssembler::FrameAssembler(const protocol::Geometry& geometry, std::size_t s
   free_.reserve(slots);
   for (std::size_t i = slots; i-- > 0;) {
     slots_[i].sectors.resize(n_sectors_);
+    slots_[i].have.assign(n_sectors_, 0);
     free_.push_back(i);
   }
   index_.reserve(2 * slots);
@@ -45,13 +46,14 @@ std::optional<std::size_t> FrameAssembler::acquire(std::uint32_t scan, std::uint
   s.frame = frame;
   s.position = position;
   s.present = 0;
+  std::fill(s.have.begin(), s.have.end(), std::uint8_t{0});
   index_.emplace(key(scan, frame), i);
   return i;
 }
 
 FrameAssembler::Added FrameAssembler::add(std::size_t slot, std::uint32_t sector, zmq::message_t& payload) {
   Slot& s = slots_[slot];
-  if (s.sectors[sector].size() != 0) return Added::kDuplicate;
+  if (s.have[sector] != 0) return Added::kDuplicate;
   if (reinterpret_cast<std::uintptr_t>(payload.data()) % alignof(std::uint16_t) != 0) {
     // A small message can sit at any offset of ZeroMQ's receive buffer; the counter reads uint16 rows.
     s.sectors[sector] = zmq::message_t(payload.data(), payload.size());
@@ -59,6 +61,7 @@ FrameAssembler::Added FrameAssembler::add(std::size_t slot, std::uint32_t sector
     s.sectors[sector].move(payload);
   }
   held_bytes_ += s.sectors[sector].size();
+  s.have[sector] = 1;
   ++s.present;
   return s.present == n_sectors_ ? Added::kComplete : Added::kPartial;
 }
@@ -94,7 +97,9 @@ const std::uint16_t* const* FrameAssembler::rows(std::size_t slot) {
   const Slot& s = slots_[slot];
   const std::uint32_t sr = geometry_.sector_rows;
   const std::size_t cols = geometry_.frame_cols;
-  if (rows_in_place_) {
+  if (!s.whole.empty()) {
+    for (std::uint32_t r = 0; r < geometry_.frame_rows; ++r) rows_[r] = s.whole.data() + r * cols;
+  } else if (rows_in_place_) {
     // Sector k holds frame rows k * sector_rows .. (k + 1) * sector_rows - 1, whole.
     for (std::uint32_t r = 0; r < geometry_.frame_rows; ++r) rows_[r] = sector_pixels(s, r / sr) + (r % sr) * cols;
   } else {
@@ -109,6 +114,10 @@ const std::uint16_t* FrameAssembler::whole(std::size_t slot) {
   if (s.whole.empty()) {
     copy(s, s.whole);
     held_bytes_ += s.whole.size() * sizeof(std::uint16_t);
+    for (zmq::message_t& message : s.sectors) {
+      held_bytes_ -= message.size();
+      message.rebuild();
+    }
   }
   return s.whole.data();
 }

@@ -72,7 +72,9 @@ TEST(FrameAssembler, NarrowSectorsAreGatheredIntoTheirPlace) {
   EXPECT_EQ(frame_of(pool.rows(*slot), 2, 4), (std::vector<std::uint16_t>{3, 3, 7, 7, 3, 3, 7, 7}));
   const std::uint16_t* whole = pool.whole(*slot);
   EXPECT_EQ(std::vector<std::uint16_t>(whole, whole + 8), (std::vector<std::uint16_t>{3, 3, 7, 7, 3, 3, 7, 7}));
-  EXPECT_EQ(pool.held_bytes(), 32u) << "two sectors and the whole copy";
+  EXPECT_EQ(pool.held_bytes(), 16u) << "the whole copy only: the sectors' messages were let go";
+  EXPECT_TRUE(pool.has(*slot, 0) && pool.has(*slot, 1));
+  EXPECT_EQ(frame_of(pool.rows(*slot), 2, 4), (std::vector<std::uint16_t>{3, 3, 7, 7, 3, 3, 7, 7}));
   pool.release(*slot);
   EXPECT_EQ(pool.held_bytes(), 0u);
 }

@@ -51,8 +51,9 @@ class FrameAssembler {
   /// Row pointers of the slot's frame, geometry.frame_rows of them, valid until the next call of
   /// rows() or the slot's release.
   const std::uint16_t* const* rows(std::size_t slot);
-  /// The slot's frame as one contiguous buffer, copied once and kept with the slot until its
-  /// release: the threshold sample reads its frames whole, from any counting thread.
+  /// The slot's frame as one contiguous buffer, kept with the slot until its release: the threshold
+  /// sample reads its frames whole, from any counting thread. The sectors are copied once and their
+  /// messages let go (rows() then reads the copy), so a sample frame holds one frame's bytes.
   const std::uint16_t* whole(std::size_t slot);
 
   /// The slots in use whose scan is `scan`.
@@ -65,7 +66,7 @@ class FrameAssembler {
   std::uint32_t scan(std::size_t slot) const { return slots_[slot].scan; }
   std::uint32_t frame(std::size_t slot) const { return slots_[slot].frame; }
   std::uint64_t position(std::size_t slot) const { return slots_[slot].position; }
-  bool has(std::size_t slot, std::uint32_t sector) const { return slots_[slot].sectors[sector].size() != 0; }
+  bool has(std::size_t slot, std::uint32_t sector) const { return slots_[slot].have[sector] != 0; }
   bool complete(std::size_t slot) const { return slots_[slot].present == n_sectors_; }
   bool used(std::size_t slot) const { return slots_[slot].used; }
 
@@ -82,7 +83,8 @@ class FrameAssembler {
     std::uint32_t frame = 0;
     std::uint64_t position = 0;
     std::uint32_t present = 0;               // sectors arrived
-    std::vector<zmq::message_t> sectors;     // per sector: its payload, empty until it arrives
+    std::vector<std::uint8_t> have;          // per sector: arrived
+    std::vector<zmq::message_t> sectors;     // per sector: its payload (empty until it arrives, or once copied whole)
     std::vector<std::uint16_t> whole;        // whole()'s copy, empty unless the frame is a sample
   };
   static std::uint64_t key(std::uint32_t scan, std::uint32_t frame) { return (std::uint64_t{scan} << 32) | frame; }

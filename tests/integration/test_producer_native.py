@@ -28,8 +28,10 @@ from sectorflow.protocol import (
     ProducerScanRecord,
     RawFileReader,
     RawFileWriter,
+    RelayScanRecord,
     find_raw_files,
     scan_producer_key,
+    scan_relay_key,
 )
 from sectorflow.simulator import simulator_from_config
 
@@ -226,3 +228,40 @@ def test_send_takes_the_frame_number_and_refuses_one_outside_the_scans_counter(m
     with RawFileReader(result.spill_file, config.geometry()) as records:
         placed = [(h.frame_number, h.position_x, h.position_y) for h, _ in records]
     assert placed == [(13, 1, 1), (10, 0, 0), (12, 0, 1), (11, 1, 0)]
+
+
+def test_native_headers_announce_sectors_spilled_for_a_dead_nodegroup_routed_by_frame_number(
+    make_config, processes, upstream_for
+) -> None:
+    server = start_kvstore(make_config, processes, detector=SMALL_DETECTOR, receivers=native_receivers(1))
+    config = server.config
+    upstream = upstream_for(config)
+    sim = simulator_from_config(config)
+    warnings: list[str] = []
+    scan, first = 33, 1001
+    with Client.from_config(config, name="test") as client:
+        producer = Producer(producer_options(config, 0, 0, warn=warnings.append), client)
+        decision = producer.begin_scan(ScanRequest(scan_number=scan, scan_x=SCAN_X, scan_y=SCAN_Y,
+                                                   routing=["ng-a", "ng-b"], first_frame=first), list(range(N_FRAMES)))
+        assert dict(decision.counts) == {"ng-a": 7, "ng-b": 8}, "odd frame numbers 1001..1015 go to ng-b"
+        for position in range(6):
+            producer.send(first + position, 0, sim.sector(scan, position, 0))
+        key = scan_relay_key(scan, 0)
+        dead = RelayScanRecord(thread=0, complete=False, forwarded={"ng-a": 3, "ng-b": 3}, lost={}, dead=["ng-b"],
+                               updated_s=0.0)
+        client.set_once(key, dead.encode(), 60.0)
+        wait_until(lambda: client.get(key) is not None, START_S, "the relay record in the replica")
+        for position in range(6, N_FRAMES):
+            producer.send(first + position, 0, sim.sector(scan, position, 0))
+        result = producer.end_scan()
+    dead_frames = [1007, 1009, 1011, 1013, 1015]
+    assert (result.sent, result.spilled) == (N_FRAMES - len(dead_frames), len(dead_frames))
+    with RawFileReader(result.spill_file, config.geometry()) as records:
+        assert [header.frame_number for header, _ in records] == dead_frames
+    upstream.collect(0, result.sent, "the sectors of the live NodeGroup and those sent before")
+    headers = [header for _, header, _ in upstream.data]
+    assert sorted(h[1] for h in headers) == [f for f in range(first, first + N_FRAMES) if f not in dead_frames]
+    # Announced at scan start, spilled ones included: the relay closes the scan after its idle time.
+    assert {h[2] for h in headers} == {N_FRAMES}
+    assert upstream.infos == []
+    assert len(warnings) == 1 and "relay thread 0 declared NodeGroup ng-b dead" in warnings[0]

@@ -240,7 +240,7 @@ class ProducerDaemon:
                 for t in range(self.threads)
             ]
             # Every thread read the headers of the same files, so they agree on it.
-            return list(replays), replays[0].first_frame
+            return [*replays], replays[0].first_frame
         simulator = simulator_from_config(self.config)
         # One pacer for all threads: frame f is due at f / rate, whichever thread owns it.
         pacer = Pacer(request.rate_hz) if request.rate_hz > 0 else None

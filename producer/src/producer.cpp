@@ -440,8 +440,7 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
                         std::to_string(options_.geometry.itemsize) + " bytes)");
   }
   const std::uint32_t first_frame = impl_->request.first_frame;
-  // Unsigned: a frame number below first_frame wraps past every position.
-  const std::uint32_t position = frame_number - first_frame;
+  const std::uint32_t position = frame_number - first_frame;  // meaningful once frame_number >= first_frame
   if (frame_number < first_frame || position >= impl_->frames.size()) {
     throw ProducerError(where() + ": frame outside the " + std::to_string(impl_->request.scan_x) + " x " +
                         std::to_string(impl_->request.scan_y) + " scan, whose frame numbers are " +

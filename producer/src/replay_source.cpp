@@ -61,9 +61,10 @@ ReplaySource::ReplaySource(const std::string& directory, std::uint32_t scan_numb
                             " x " + std::to_string(header.scan_y) + " scan, the request says " +
                             std::to_string(scan_x) + " x " + std::to_string(scan_y));
       }
-      const std::string at = scan_text(scan_number, sector) + ": " + path + " record " + std::to_string(record);
+      // Built only on the way to an error: this runs once per record.
+      const auto at = [&] { return scan_text(scan_number, sector) + ": " + path + " record " + std::to_string(record); };
       if (header.position_x >= scan_x || header.position_y >= scan_y) {
-        throw ProducerError(at + " has position (" + std::to_string(header.position_x) + ", " +
+        throw ProducerError(at() + " has position (" + std::to_string(header.position_x) + ", " +
                             std::to_string(header.position_y) + "), outside the scan");
       }
       const std::uint64_t position = header.position();
@@ -71,7 +72,7 @@ ReplaySource::ReplaySource(const std::string& directory, std::uint32_t scan_numb
       const std::uint32_t offset = header.frame_number - static_cast<std::uint32_t>(position);
       if (header.frame_number < position || (first_frame && offset != *first_frame)) {
         throw ProducerError(
-            at + " has frame " + std::to_string(header.frame_number) + " at position " + std::to_string(position) +
+            at() + " has frame " + std::to_string(header.frame_number) + " at position " + std::to_string(position) +
             (first_frame ? ", but the records of " + first_path + " have frame - position = " +
                                std::to_string(*first_frame)
                          : ", below its position") +

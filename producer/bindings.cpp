@@ -170,6 +170,9 @@ void bind_sources(py::module_& m) {
   m.def("count_routes", &count_routes, py::arg("routing"), py::arg("positions"), py::arg("first_frame") = 0,
         "UID -> positions routed to it (position p is frame f = first_frame + p, routed to "
         "routing[f % len(routing)]), zeros included.");
+  m.def("check_first_frame", &check_first_frame, py::arg("where"), py::arg("first_frame"), py::arg("positions"),
+        "Raise ProducerError ('<where>: first frame F + N positions - 1 exceeds ...') unless every frame number "
+        "first_frame + p of a scan of `positions` positions fits a uint32.");
   m.def("check_routing", &check_routing, py::arg("routing"), py::arg("scan_number"),
         "Raise ProducerError unless the list is sorted, without duplicates or empty UIDs.");
   m.def("routing_from_replica", &routing_from_replica, py::arg("client"), py::arg("bad"),

@@ -36,6 +36,7 @@ from sectorflow._core.producer import (
     ScanResult,
     SectorSource,
     SiblingGate,
+    check_first_frame,
     simulator_source,
 )
 from sectorflow._core.simulator import Pacer
@@ -254,6 +255,8 @@ class ProducerDaemon:
         scan = request.scan_number
         try:
             sources, first_frame = self._sources(request)
+            # Refused here, before the threads start, it is recorded as any refused request is.
+            check_first_frame(f"scan {scan}", first_frame, request.scan_x * request.scan_y)
         except (SectorflowError, ValueError) as error:  # ProducerError, RawFileError (a ValueError)
             log.error("scan %d: not acquired: %s", scan, error)
             self._report_error(request, str(error))

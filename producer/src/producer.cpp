@@ -47,6 +47,13 @@ const char* to_string(Wire wire) {
   return "";
 }
 
+void check_first_frame(const std::string& where, std::uint32_t first_frame, std::uint64_t positions) {
+  if (positions != 0 && std::uint64_t{first_frame} + positions - 1 > std::uint64_t{0xFFFFFFFF}) {
+    throw ProducerError(where + ": first frame " + std::to_string(first_frame) + " + " + std::to_string(positions) +
+                        " positions - 1 exceeds the largest frame number, 2^32 - 1");
+  }
+}
+
 Wire parse_wire(const std::string& text) {
   if (text == "sectorflow") return Wire::kSectorflow;
   if (text == "native") return Wire::kNative;
@@ -310,11 +317,7 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
     throw ProducerError(where + ": scan shape " + std::to_string(request.scan_x) + " x " +
                         std::to_string(request.scan_y) + " has more frames than a uint32 frame number holds");
   }
-  // Every frame number first_frame + p is a uint32 on the wire and in the raw files.
-  if (std::uint64_t{request.first_frame} + n_frames - 1 > std::uint64_t{0xFFFFFFFF}) {
-    throw ProducerError(where + ": first frame " + std::to_string(request.first_frame) + " + " +
-                        std::to_string(n_frames) + " positions - 1 exceeds the largest frame number, 2^32 - 1");
-  }
+  check_first_frame(where, request.first_frame, n_frames);
   std::vector<std::uint8_t> state(n_frames, kNotAnnounced);
   for (const std::uint32_t position : positions) {
     if (position >= n_frames) {

@@ -265,3 +265,26 @@ def test_native_headers_announce_sectors_spilled_for_a_dead_nodegroup_routed_by_
     assert {h[2] for h in headers} == {N_FRAMES}
     assert upstream.infos == []
     assert len(warnings) == 1 and "relay thread 0 declared NodeGroup ng-b dead" in warnings[0]
+
+
+def test_daemon_records_a_scan_whose_frame_numbers_would_pass_the_counters_end(make_config, processes) -> None:
+    first = 2**32 - 10
+    server = start_kvstore(make_config, processes, detector=SMALL_DETECTOR, receivers=small_receivers(2),
+                           simulator={"first_frame": first})
+    daemon = processes.sectorflow("producer", "--config", str(server.path), "--receiver", "0", name="producer0")
+    with Client.from_config(server.config, name="test") as client:
+        wait_until(lambda: len(client.statuses("producer")) == 2, START_S, "2 producer threads to report idle")
+        client.set_once("acquire/request", AcquireRequest(scan_number=5, scan_x=SCAN_X, scan_y=SCAN_Y,
+                                                          routing=[]).encode(), 0.0)
+        keys = [scan_producer_key(5, 0, t) for t in range(2)]
+
+        def records() -> list[ProducerScanRecord]:
+            return [ProducerScanRecord.decode(raw) for raw in map(client.get, keys) if raw is not None]
+
+        wait_until(lambda: [r.state for r in records()] == ["error", "error"], START_S, "scan 5's records")
+    expected = f"scan 5: first frame {first} + 15 positions - 1 exceeds the largest frame number, 2^32 - 1"
+    assert [(r.error, r.owned, r.sent, r.spilled) for r in records()] == [(expected, 8, 0, 0), (expected, 7, 0, 0)]
+    assert processes.stop(daemon) == 0
+    log = processes.output(daemon)
+    assert "Traceback" not in log and f"scan 5: not acquired: {expected}" in log
+    assert not Path(server.config.producer.fallback_dir).exists(), "no raw file was begun"

@@ -81,6 +81,12 @@ struct ScanRequest {
   std::optional<std::vector<std::string>> routing;
 };
 
+/// Throws ProducerError ("<where>: first frame F + N positions - 1 exceeds the largest frame
+/// number, 2^32 - 1") unless every frame number first_frame + p of a scan of `positions` positions
+/// fits the uint32 of the wire and the raw files. begin_scan checks it; a daemon checks a request
+/// with it before its threads start, so that the refusal is recorded like any refused request.
+void check_first_frame(const std::string& where, std::uint32_t first_frame, std::uint64_t positions);
+
 enum class Mode { kStreaming, kFallback };
 
 /// "streaming" or "fallback".

@@ -51,8 +51,9 @@ class ReceiverConfig:
     """One detector receiver server; its producer daemon streams sector `index` of every frame."""
 
     host: str = setting("127.0.0.1", "address of the receiver server (where its producer runs)")
-    threads: int = setting(1, "producer threads on this receiver; thread t sends frames f with f % threads == t, in order "
-                          "(NodeGroups rely on it to tell a lost sector from a late one)", min=1, max=64)
+    threads: int = setting(1, "producer threads on this receiver; thread t sends the probe positions p with "
+                          "p % threads == t, in order (NodeGroups rely on it to tell a lost sector from a late one)",
+                          min=1, max=64)
     wire: str = setting(
         "sectorflow", "the dialect this receiver streams to its aggregator thread: 'sectorflow' (SFSP: an info "
         "message per thread, then data) or 'native' (the 4D Camera receivers' own header: no info message, each "

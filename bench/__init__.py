@@ -16,6 +16,7 @@ from typing import Any
 BENCHMARKS: dict[str, str] = {
     "transport": "bench.transport",
     "counting": "bench.counting",
+    "pipeline": "bench.pipeline",
     "scaling": "bench.scaling",
     "memory": "bench.memory",
     "kvstore_flood": "bench.kvstore_flood",

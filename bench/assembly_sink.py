@@ -2,7 +2,7 @@
 
 ``python -m bench.assembly_sink --config FILE --uid UID --timeout-s T`` builds the NodeGroup of
 the configuration (``settings_from(..., count=False)``: its receiver threads, inproc hand-off and
-frame assembly in the preallocated pool, without electron counting), registers it in the kvstore
+frame assembly by reference, without electron counting), registers it in the kvstore
 as the ``nodegroup`` service does, so that the aggregator finds it, and prints one JSON line
 ``{"uid", "ports", "cpu_s"}``. Then it waits for one scan (at most T seconds; SIGTERM ends it
 early) and prints ``{"messages", "bytes", "seconds", "frames_complete", "frames_incomplete",

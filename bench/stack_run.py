@@ -92,9 +92,10 @@ def service_peaks(run_dir: Path) -> dict[str, int]:
 
 
 def run_stack_scan(config: Config, scan_x: int, scan_y: int, workdir: Path, *, ranks: int = 2,
-                   timeout_s: float = 900.0) -> StackScan:
+                   timeout_s: float = 900.0, counting: bool = True) -> StackScan:
     """Start the stack of ``config`` (on free ports) with ``ranks`` NodeGroup ranks, acquire one
     ``scan_x`` x ``scan_y`` scan, wait for its file, read the services' peak memory, stop the stack.
+    Without ``counting`` the NodeGroups assemble the frames and write them with no events.
 
     Raises SectorflowError if a service dies or the file is not there after ``timeout_s``.
     """
@@ -102,7 +103,7 @@ def run_stack_scan(config: Config, scan_x: int, scan_y: int, workdir: Path, *, r
     output_dir = workdir / "counted"
     run_dir = workdir / "run"
     output_dir.mkdir(parents=True, exist_ok=True)
-    supervisor = start_stack(config, run_dir, ranks, output_dir, True, READY_TIMEOUT_S)
+    supervisor = start_stack(config, run_dir, ranks, output_dir, True, READY_TIMEOUT_S, counting=counting)
     try:
         path = output_dir / scan_file_name(SCAN_NUMBER)
         with Client.from_config(config, name="bench") as client:

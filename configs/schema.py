@@ -51,8 +51,9 @@ class ReceiverConfig:
     """One detector receiver server; its producer daemon streams sector `index` of every frame."""
 
     host: str = setting("127.0.0.1", "address of the receiver server (where its producer runs)")
-    threads: int = setting(1, "producer threads on this receiver; thread t sends frames f with f % threads == t, in order "
-                          "(NodeGroups rely on it to tell a lost sector from a late one)", min=1, max=64)
+    threads: int = setting(1, "producer threads on this receiver; thread t sends the probe positions p with "
+                          "p % threads == t, in order (NodeGroups rely on it to tell a lost sector from a late one)",
+                          min=1, max=64)
     wire: str = setting(
         "sectorflow", "the dialect this receiver streams to its aggregator thread: 'sectorflow' (SFSP: an info "
         "message per thread, then data) or 'native' (the 4D Camera receivers' own header: no info message, each "
@@ -148,7 +149,8 @@ class NodegroupConfig:
     counting_threads: int = setting(2, "counting threads per NodeGroup", min=1, max=256)
     recv_hwm: int = setting(50, "high-water mark of the NodeGroup's PULL sockets (messages held per receiver)", min=1)
     pool_frames: int = setting(
-        256, "frames a NodeGroup holds while assembling them (preallocated, split over its counting threads; "
+        128, "frames a NodeGroup may hold in assembly at once, split over its counting threads (a frame holds its "
+        "received sectors, not a copy: memory follows the sectors in flight, at most this many frames' worth; "
         "when full, sectors needing a new frame wait upstream; only when no frame can complete is one counted "
         "early as incomplete; size it for the frame-order spread of the producers)", min=1)
     scan_timeout_s: float = setting(

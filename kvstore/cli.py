@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import threading
 from typing import Any
 
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
+from sectorflow.service import stop_on_signals
 
 from .client import Client
 from .daemon import run_server
@@ -71,14 +71,16 @@ def run_status(args: argparse.Namespace, config: Config) -> int:
                 f"no kvstore server answered at {address} within {timeout_s:g} s; "
                 f"start one with 'sectorflow kvstore --config {config.source}'"
             )
-        try:
-            while True:
-                _show(client, address, clear=args.watch and sys.stdout.isatty())
-                if not args.watch:
-                    return 0
-                threading.Event().wait(args.interval)  # the refresh period the user asked for
-        except KeyboardInterrupt:
+        if not args.watch:
+            _show(client, address, clear=False)
             return 0
+        # Ctrl-C ends the loop between two refreshes, never in the middle of the kvstore client's
+        # work (a KeyboardInterrupt raised anywhere could leave it unable to close).
+        with stop_on_signals(logger) as stop:
+            while not stop.is_set():
+                _show(client, address, clear=sys.stdout.isatty())
+                stop.wait(args.interval)  # the refresh period the user asked for
+        return 0
 
 
 def _show(client: Client, address: str, clear: bool) -> None:

@@ -57,6 +57,7 @@ py::dict counter_dict(const NodeGroupCounterValues& c) {
   d["pool_slots_in_use"] = c.pool_slots_in_use;
   d["pool_slots_high_water"] = c.pool_slots_high_water;
   d["pool_bytes"] = c.pool_bytes;
+  d["pool_bytes_high_water"] = c.pool_bytes_high_water;
   return d;
 }
 

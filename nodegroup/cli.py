@@ -40,6 +40,9 @@ def register(subparsers: Any) -> None:
                         help="counting threads per NodeGroup (default: [nodegroup] counting_threads)")
     parser.add_argument("--output", default=None, metavar="DIR",
                         help="directory of the HDF5 files (default: [nodegroup] output_dir)")
+    parser.add_argument("--no-counting", action="store_true",
+                        help="assemble frames without counting electrons (each frame written with no events): "
+                        "what transport and assembly alone cost, for benchmarks")
     parser.add_argument("--duration", type=float, default=0.0, metavar="S",
                         help="stop after S seconds (default 0: run until SIGTERM or SIGINT)")
     parser.add_argument("--key-dir", default=None, metavar="DIR",
@@ -52,7 +55,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     """``sectorflow nodegroup``: serve until stopped; 0 after a clean leave."""
     if args.key_dir is not None:
         config = with_key_dir(config, args.key_dir)
-    options = options_from(config, args.groups_per_rank, args.threads, args.output, args.duration)
+    options = options_from(config, args.groups_per_rank, args.threads, args.output, args.duration,
+                           count=not args.no_counting)
     comm = import_mpi().COMM_WORLD  # imported here: only this subcommand needs MPI
     configure_logging(f"nodegroup[{comm.Get_rank()}]", config.logging.level)
     with stop_on_signals(log) as stop:

@@ -15,7 +15,8 @@ NodeGroup (:class:`LocalGroup`):
   ``sectorflow.service``: ``idle``, ``streaming`` (receiving a scan), ``counting``, ``writing`` (rank 0
   while it writes a file), ``finished``, ``stopping``), scan, messages, bytes, and the extra
   fields received / expected (current scan; -1 until every count came), frames_complete,
-  frames_incomplete, pool_slots_in_use, pool_bytes, what it refused (``malformed`` and
+  frames_incomplete, pool_slots_in_use, pool_bytes (the received sectors held in assembly) and its
+  high-water mark, what it refused (``malformed`` and
   ``malformed_<kind>``, the kinds of ``sectorflow.protocol.REFUSAL_KINDS``), late_messages,
   duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, repeated_infos (expected
   counts sent again, e.g. by a restarted aggregator: taken once), and on rank 0 last_file,
@@ -98,7 +99,8 @@ BYE_TIMEOUT_S = 10.0
 EXIT_SIBLING_GONE = 1
 
 #: NodeGroup counters published as they are in ``status/nodegroup/<uid>``.
-PUBLISHED_COUNTERS = ("frames_complete", "frames_incomplete", "pool_slots_in_use", "pool_bytes", "late_messages",
+PUBLISHED_COUNTERS = ("frames_complete", "frames_incomplete", "pool_slots_in_use", "pool_bytes",
+                      "pool_bytes_high_water", "late_messages",
                       "duplicate_sectors", "evicted_frames", "scans_timed_out", "scans_evicted", "repeated_infos")
 
 
@@ -112,10 +114,12 @@ class ServiceOptions:
     output_dir: Path
     duration_s: float = 0.0  # 0: until stopped
     second_output_dir: Path | None = None  # where a file goes that output_dir cannot take
+    count: bool = True  # False: frames are assembled and written with no events (benchmarks)
 
 
 def options_from(config: Config, groups_per_rank: int | None = None, threads: int | None = None,
-                 output: str | os.PathLike[str] | None = None, duration_s: float = 0.0) -> ServiceOptions:
+                 output: str | os.PathLike[str] | None = None, duration_s: float = 0.0,
+                 count: bool = True) -> ServiceOptions:
     """The service options: the ``[nodegroup]`` table, overridden by what is given."""
     ng = config.nodegroup
     groups = ng.groups_per_rank if groups_per_rank is None else groups_per_rank
@@ -127,7 +131,7 @@ def options_from(config: Config, groups_per_rank: int | None = None, threads: in
     if duration_s < 0:
         raise SectorflowError(f"--duration {duration_s:g}: must be positive (or 0 for until stopped)")
     return ServiceOptions(groups, counting, Path(output if output is not None else ng.output_dir), duration_s,
-                          Path(ng.second_output_dir) if ng.second_output_dir else None)
+                          Path(ng.second_output_dir) if ng.second_output_dir else None, count)
 
 
 def _load_map(path: str, key: str) -> np.ndarray | None:
@@ -184,16 +188,18 @@ class LocalGroup:
     :param uid: the NodeGroup's uid.
     :param rank: MPI rank.
     :param counting_threads: counting threads of the NodeGroup.
+    :param count: count electrons (False: assemble only, each frame written with no events).
     """
 
-    def __init__(self, config: Config, client: Client, uid: str, rank: int, counting_threads: int) -> None:
+    def __init__(self, config: Config, client: Client, uid: str, rank: int, counting_threads: int,
+                 count: bool = True) -> None:
         self.config = config
         self.client = client
         self.uid = uid
         self.rank = rank
         self.host = advertised_host(config.nodegroup.host)
         self.node = socket.gethostname()
-        self.group = NodeGroup(settings_from(config, uid, counting_threads))
+        self.group = NodeGroup(settings_from(config, uid, counting_threads, count))
         self.scan = 0
         self.last_file = ""
         self._published = 0.0
@@ -350,7 +356,8 @@ class NodeGroupService:
         node = socket.gethostname()
         for index in range(self.options.groups_per_rank):
             uid = f"{node}-{os.getpid()}-r{self.rank}-g{index}"
-            self.groups.append(LocalGroup(self.config, self.client, uid, self.rank, self.options.counting_threads))
+            self.groups.append(LocalGroup(self.config, self.client, uid, self.rank, self.options.counting_threads,
+                                          self.options.count))
             log.info("nodegroup %s: listening on %s ports %s", uid, self.groups[-1].host, self.groups[-1].ports)
         uids_by_rank = self.comm.allgather([g.uid for g in self.groups])
         job_uids = sorted(uid for uids in uids_by_rank for uid in uids)

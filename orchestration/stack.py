@@ -24,11 +24,12 @@ def _sectorflow(*args: str) -> tuple[str, ...]:
 
 
 def stack_services(config: Config, ranks: int, output_dir: Path | None = None,
-                   with_nodegroups: bool = True) -> list[ServiceSpec]:
+                   with_nodegroups: bool = True, counting: bool = True) -> list[ServiceSpec]:
     """The services of ``config``'s pipeline on this machine.
 
     ``ranks`` MPI ranks of NodeGroups are started with ``mpiexec`` (none if ``with_nodegroups`` is
-    false, e.g. when a Slurm session provides them). Raises SectorflowError if mpiexec is missing.
+    false, e.g. when a Slurm session provides them); without ``counting`` they only assemble
+    (benchmarks). Raises SectorflowError if mpiexec is missing.
     """
     path = str(Path(config.source).resolve())
     services = [
@@ -42,6 +43,8 @@ def stack_services(config: Config, ranks: int, output_dir: Path | None = None,
         nodegroup = ["nodegroup", "--config", path]
         if output_dir is not None:
             nodegroup += ["--output", str(output_dir.resolve())]
+        if not counting:
+            nodegroup.append("--no-counting")
         services.append(ServiceSpec("nodegroups", (mpiexec, "-n", str(ranks), *_sectorflow(*nodegroup))))
     for receiver in range(config.n_receivers):
         services.append(ServiceSpec(f"producer-{receiver}",
@@ -50,13 +53,13 @@ def stack_services(config: Config, ranks: int, output_dir: Path | None = None,
 
 
 def start_stack(config: Config, run_dir: Path, ranks: int, output_dir: Path | None, with_nodegroups: bool,
-                ready_timeout_s: float) -> Supervisor:
+                ready_timeout_s: float, counting: bool = True) -> Supervisor:
     """Start every service of the stack and wait until it is ready; on failure stop what started."""
     if any(Path(f"/proc/{service.pid}").exists() for service in load_running(run_dir)):
         raise SectorflowError(f"{run_dir} already has running services: run 'sectorflow down --run-dir {run_dir}' first")
     supervisor = Supervisor(run_dir)
     try:
-        services = stack_services(config, ranks, output_dir, with_nodegroups=with_nodegroups)
+        services = stack_services(config, ranks, output_dir, with_nodegroups=with_nodegroups, counting=counting)
         for spec in services:
             supervisor.start(spec)
         groups = ranks * config.nodegroup.groups_per_rank if with_nodegroups else 0

@@ -42,14 +42,15 @@ void bind_types(py::module_& m) {
   const ProducerOptions po;  // only for what is not configuration
   py::class_<ProducerOptions>(m, "ProducerOptions", "How one producer thread is wired (see producer.hpp).")
       .def(py::init([](const protocol::Geometry& geometry, std::uint32_t receiver, std::uint32_t thread_id,
-                       std::uint32_t threads, std::string aggregator_endpoint, int send_hwm, std::string fallback_dir,
-                       double status_ttl_s, double scan_record_ttl_s, int send_timeout_ms, int status_interval_ms,
-                       int linger_ms, std::function<void(const std::string&)> warn) {
+                       std::uint32_t threads, const std::string& wire, std::string aggregator_endpoint, int send_hwm,
+                       std::string fallback_dir, double status_ttl_s, double scan_record_ttl_s, int send_timeout_ms,
+                       int status_interval_ms, int linger_ms, std::function<void(const std::string&)> warn) {
              ProducerOptions options;
              options.geometry = geometry;
              options.receiver = receiver;
              options.thread_id = thread_id;
              options.threads = threads;
+             options.wire = parse_wire(wire);
              options.aggregator_endpoint = std::move(aggregator_endpoint);
              options.send_hwm = send_hwm;
              options.fallback_dir = std::move(fallback_dir);
@@ -62,17 +63,19 @@ void bind_types(py::module_& m) {
              return options;
            }),
            py::kw_only(), py::arg("geometry"), py::arg("receiver"), py::arg("thread_id") = po.thread_id,
-           py::arg("threads"), py::arg("aggregator_endpoint"), py::arg("send_hwm"), py::arg("fallback_dir"),
+           py::arg("threads"), py::arg("wire"), py::arg("aggregator_endpoint"), py::arg("send_hwm"),
+           py::arg("fallback_dir"),
            py::arg("status_ttl_s"), py::arg("scan_record_ttl_s"), py::arg("send_timeout_ms"),
            py::arg("status_interval_ms") = po.status_interval_ms, py::arg("linger_ms") = po.linger_ms,
            py::arg("warn") = py::none(),
-           "geometry, threads, aggregator_endpoint, send_hwm, fallback_dir, status_ttl_s, scan_record_ttl_s and "
-           "send_timeout_ms from the configuration (producer_options); warn(line) takes the warning that a scan "
-           "spills (called on the producer thread; standard error if None).")
+           "geometry, threads, wire ('sectorflow' or 'native'), aggregator_endpoint, send_hwm, fallback_dir, "
+           "status_ttl_s, scan_record_ttl_s and send_timeout_ms from the configuration (producer_options); "
+           "warn(line) takes the warning that a scan spills (called on the producer thread; standard error if None).")
       .def_readonly("geometry", &ProducerOptions::geometry)
       .def_readonly("receiver", &ProducerOptions::receiver)
       .def_readonly("thread_id", &ProducerOptions::thread_id)
       .def_readonly("threads", &ProducerOptions::threads)
+      .def_property_readonly("wire", [](const ProducerOptions& o) { return std::string(to_string(o.wire)); })
       .def_readonly("aggregator_endpoint", &ProducerOptions::aggregator_endpoint)
       .def_readonly("send_hwm", &ProducerOptions::send_hwm)
       .def_readonly("fallback_dir", &ProducerOptions::fallback_dir)
@@ -90,14 +93,17 @@ void bind_types(py::module_& m) {
 
   py::class_<ScanRequest>(m, "ScanRequest", "A scan a producer thread is asked to run.")
       .def(py::init([](std::uint32_t scan_number, std::uint32_t scan_x, std::uint32_t scan_y,
-                       std::optional<std::vector<std::string>> routing) {
-             return ScanRequest{scan_number, scan_x, scan_y, std::move(routing)};
+                       std::optional<std::vector<std::string>> routing, std::uint32_t first_frame) {
+             return ScanRequest{scan_number, scan_x, scan_y, first_frame, std::move(routing)};
            }),
            py::kw_only(), py::arg("scan_number"), py::arg("scan_x"), py::arg("scan_y"), py::arg("routing") = py::none(),
-           "routing: sorted NodeGroup UIDs ([] = fallback); None = read them from the kvstore replica.")
+           py::arg("first_frame") = ScanRequest{}.first_frame,
+           "routing: sorted NodeGroup UIDs ([] = fallback); None = read them from the kvstore replica. "
+           "first_frame: the detector's frame counter at position 0 (position p is frame first_frame + p).")
       .def_readonly("scan_number", &ScanRequest::scan_number)
       .def_readonly("scan_x", &ScanRequest::scan_x)
       .def_readonly("scan_y", &ScanRequest::scan_y)
+      .def_readonly("first_frame", &ScanRequest::first_frame)
       .def_readonly("routing", &ScanRequest::routing);
 
   py::class_<ScanDecision>(m, "ScanDecision", "The streaming-or-fallback decision fixed at scan start.")
@@ -125,10 +131,12 @@ void bind_sources(py::module_& m) {
   py::class_<SectorSource, std::shared_ptr<SectorSource>>(m, "SectorSource",
                                                           "One thread's sectors of one scan (made in C++).")
       .def("frames", &SectorSource::frames, py::call_guard<py::gil_scoped_release>(),
-           "The frame numbers the source will deliver, in order.");
+           "The probe positions the source will deliver, in order (sent as frames first_frame + position).");
 
   py::class_<ReplaySource, SectorSource, std::shared_ptr<ReplaySource>>(
-      m, "ReplaySource", "Thread t of T replays the raw-file records of one sector whose frame f has f % T == t.")
+      m, "ReplaySource",
+      "Thread t of T replays the raw-file records of one sector whose position p has p % T == t; first_frame is "
+      "the files' frame number - position (one per scan), the replayed ScanRequest's first_frame.")
       .def(py::init([](const std::filesystem::path& directory, std::uint32_t scan_number, std::uint32_t sector,
                        std::uint32_t scan_x, std::uint32_t scan_y, std::uint32_t threads, std::uint32_t thread_id,
                        const protocol::Geometry& geometry) {
@@ -138,7 +146,8 @@ void bind_sources(py::module_& m) {
            }),
            py::arg("directory"), py::arg("scan_number"), py::arg("sector"), py::arg("scan_x"), py::arg("scan_y"),
            py::arg("threads"), py::arg("thread_id"), py::arg("geometry"))
-      .def_property_readonly("files", &ReplaySource::files);
+      .def_property_readonly("files", &ReplaySource::files)
+      .def_property_readonly("first_frame", &ReplaySource::first_frame);
 
   m.def("simulator_source",
         [](const simulator::Simulator& sim, std::uint32_t scan_number, std::uint32_t sector, std::uint64_t n_frames,
@@ -153,13 +162,18 @@ void bind_sources(py::module_& m) {
         },
         py::arg("simulator"), py::arg("scan_number"), py::arg("sector"), py::arg("n_frames"), py::arg("threads"),
         py::arg("thread_id"), py::arg("pacer") = nullptr, py::keep_alive<0, 1>(), py::keep_alive<0, 7>(),
-        "Thread thread_id's share (f % threads == thread_id) of the simulated scan, minus the sectors the "
-        "simulator drops; paced by `pacer` (shared by the threads of a scan, frame f due at f / rate) if given.");
+        "Thread thread_id's share (positions p with p % threads == thread_id) of the simulated scan, minus the "
+        "sectors the simulator drops; paced by `pacer` (shared by the threads of a scan, position p due at "
+        "p / rate) if given.");
 
   m.def("thread_share", &thread_share, py::arg("n_frames"), py::arg("threads"), py::arg("thread_id"),
-        "Frames f of 0..n_frames-1 with f % threads == thread_id.");
-  m.def("count_routes", &count_routes, py::arg("routing"), py::arg("frames"),
-        "UID -> frames routed to it (frame f to routing[f % len(routing)]), zeros included.");
+        "Positions p of 0..n_frames-1 with p % threads == thread_id.");
+  m.def("count_routes", &count_routes, py::arg("routing"), py::arg("positions"), py::arg("first_frame") = 0,
+        "UID -> positions routed to it (position p is frame f = first_frame + p, routed to "
+        "routing[f % len(routing)]), zeros included.");
+  m.def("check_first_frame", &check_first_frame, py::arg("where"), py::arg("first_frame"), py::arg("positions"),
+        "Raise ProducerError ('<where>: first frame F + N positions - 1 exceeds ...') unless every frame number "
+        "first_frame + p of a scan of `positions` positions fits a uint32.");
   m.def("check_routing", &check_routing, py::arg("routing"), py::arg("scan_number"),
         "Raise ProducerError unless the list is sorted, without duplicates or empty UIDs.");
   m.def("routing_from_replica", &routing_from_replica, py::arg("client"), py::arg("bad"),
@@ -188,9 +202,10 @@ void bind_producer_class(py::module_& m) {
       .def(py::init<ProducerOptions, kvstore::Client*>(), py::arg("options"), py::arg("kvstore") = nullptr,
            py::keep_alive<1, 3>(), "kvstore: a sectorflow.kvstore.Client (kept alive by the Producer) or None.")
       .def_property_readonly("options", &Producer::options)
-      .def("begin_scan", &Producer::begin_scan, py::arg("request"), py::arg("frames"),
+      .def("begin_scan", &Producer::begin_scan, py::arg("request"), py::arg("positions"),
            py::call_guard<py::gil_scoped_release>(),
-           "Fix routing and mode, publish the status, send the info message or create the raw file.")
+           "Fix routing and mode for the probe positions this thread will send, publish the status, send the "
+           "info message (sectorflow wire) or create the raw file.")
       .def("send",
            [](Producer& p, std::uint32_t frame_number, std::uint32_t sector, const py::buffer& payload) {
              const py::buffer_info info = payload.request();
@@ -199,16 +214,17 @@ void bind_producer_class(py::module_& m) {
              p.send(frame_number, sector, info.ptr, bytes);
            },
            py::arg("frame_number"), py::arg("sector"), py::arg("payload"),
-           "Send one announced sector; the payload (any C-contiguous buffer) is copied. Blocks at the high-water "
+           "Send one announced sector of frame number frame_number (the detector's counter: the request's "
+           "first_frame + position); the payload (any C-contiguous buffer) is copied. Blocks at the high-water "
            "mark with the GIL released.")
       .def("end_scan", &Producer::end_scan, py::call_guard<py::gil_scoped_release>(),
            "Close the scan and publish 'finished'; raises ProducerError if messages are missing.")
       .def("run_scan", &Producer::run_scan, py::arg("request"), py::arg("source"), py::arg("gate") = nullptr,
            py::call_guard<py::gil_scoped_release>(),
            "A whole scan from a source, GIL released throughout; with `gate`, within its lead of the sibling threads.")
-      .def("stream", &Producer::stream, py::arg("source"), py::arg("frames"), py::arg("gate") = nullptr,
+      .def("stream", &Producer::stream, py::arg("source"), py::arg("positions"), py::arg("gate") = nullptr,
            py::call_guard<py::gil_scoped_release>(),
-           "After begin_scan(request, frames): read and send every frame, then end_scan(); GIL released. With "
+           "After begin_scan(request, positions): read and send every position, then end_scan(); GIL released. With "
            "`gate` (a SiblingGate shared by the receiver's threads), no frame runs more than its lead ahead of the "
            "slowest sibling.")
       .def("report_error", &Producer::report_error, py::arg("scan_number"), py::arg("error"), py::arg("scan_x") = 0,

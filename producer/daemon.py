@@ -36,6 +36,7 @@ from sectorflow._core.producer import (
     ScanResult,
     SectorSource,
     SiblingGate,
+    check_first_frame,
     simulator_source,
 )
 from sectorflow._core.simulator import Pacer
@@ -221,8 +222,12 @@ class ProducerDaemon:
                 log.error("scan %d: %s could not record the error: %s", request.scan_number,
                           producer.options.name(), failure)
 
-    def _sources(self, request: AcquireRequest) -> list[SectorSource]:
-        """One source per thread; raises for a replay whose files are missing or do not match."""
+    def _sources(self, request: AcquireRequest) -> tuple[list[SectorSource], int]:
+        """One source per thread and the scan's first frame number (the detector's counter at position 0).
+
+        A simulated scan starts at ``[simulator] first_frame``; a replay at the frame numbers its files
+        carry. Raises for a replay whose files are missing or do not match.
+        """
         n_frames = request.scan_x * request.scan_y
         if request.source == SOURCE_REPLAY:
             if request.routing is not None and not request.routing:
@@ -230,29 +235,34 @@ class ProducerDaemon:
                     f"scan {request.scan_number}: replay needs a registered NodeGroup (the request has none); "
                     "its raw files would be written over themselves"
                 )
-            return [
+            replays = [
                 ReplaySource(self.config.producer.fallback_dir, request.scan_number, self.receiver, request.scan_x,
                              request.scan_y, self.threads, t, self.config.geometry())
                 for t in range(self.threads)
             ]
+            # Every thread read the headers of the same files, so they agree on it.
+            return [*replays], replays[0].first_frame
         simulator = simulator_from_config(self.config)
         # One pacer for all threads: frame f is due at f / rate, whichever thread owns it.
         pacer = Pacer(request.rate_hz) if request.rate_hz > 0 else None
-        return [
+        sources = [
             simulator_source(simulator, request.scan_number, self.receiver, n_frames, self.threads, t, pacer)
             for t in range(self.threads)
         ]
+        return sources, self.config.simulator.first_frame
 
     def _acquire(self, request: AcquireRequest) -> None:
         scan = request.scan_number
         try:
-            sources = self._sources(request)
+            sources, first_frame = self._sources(request)
+            # Refused here, before the threads start, it is recorded as any refused request is.
+            check_first_frame(f"scan {scan}", first_frame, request.scan_x * request.scan_y)
         except (SectorflowError, ValueError) as error:  # ProducerError, RawFileError (a ValueError)
             log.error("scan %d: not acquired: %s", scan, error)
             self._report_error(request, str(error))
             return
         scan_request = ScanRequest(scan_number=scan, scan_x=request.scan_x, scan_y=request.scan_y,
-                                   routing=request.routing)
+                                   routing=request.routing, first_frame=first_frame)
         outcomes = [ThreadOutcome() for _ in self._producers]
         gate = SiblingGate(self.threads, self.config.producer.max_lead_frames)
         workers = [
@@ -278,16 +288,17 @@ class ProducerDaemon:
                     outcome: ThreadOutcome) -> None:
         name = producer.options.name()
         try:
-            frames = source.frames()
-            outcome.decision = producer.begin_scan(request, frames)
+            positions = source.frames()
+            outcome.decision = producer.begin_scan(request, positions)
             decision = outcome.decision
             if decision.mode == Mode.STREAMING:
-                log.info("scan %d: %s streams %d messages to %d NodeGroups %s", request.scan_number, name,
-                         decision.announced, len(decision.routing), dict(decision.counts))
+                log.info("scan %d: %s streams %d messages (%s wire, frames from %d) to %d NodeGroups %s",
+                         request.scan_number, name, decision.announced, producer.options.wire, request.first_frame,
+                         len(decision.routing), dict(decision.counts))
             else:
                 log.info("scan %d: %s: no NodeGroup registered, writing %d sectors to %s", request.scan_number,
                          name, decision.announced, decision.file)
-            outcome.result = producer.stream(source, frames, gate)
+            outcome.result = producer.stream(source, positions, gate)
         except ProducerStopped as error:
             outcome.stopped, outcome.error = True, str(error)
         except (SectorflowError, ValueError, OSError) as error:  # ProducerError, RawFileError, ...

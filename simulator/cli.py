@@ -46,6 +46,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     pacer = pacer_from_config(config) if config.simulator.rate_hz > 0 else None
     summary = simulate_scan(
         simulator_from_config(config), scan_number, scan_x, scan_y, out_dir=args.out, pacer=pacer,
+        first_frame=config.simulator.first_frame,
     )
     print(summary.describe())
     if args.out is not None:

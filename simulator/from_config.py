@@ -7,7 +7,8 @@ from sectorflow.configs import Config, SimulatorConfig
 
 
 def settings_from_config(simulator: SimulatorConfig) -> SimulatorSettings:
-    """The C++ settings for a ``[simulator]`` table (everything except ``rate_hz``, the pacer's).
+    """The C++ settings for a ``[simulator]`` table (all but ``rate_hz``, the pacer's, and
+    ``first_frame``, which numbers a scan's frames: the producer's ``ScanRequest.first_frame``).
 
     Raises SimulatorError if a value is outside what the generator supports (for example an
     electron spread above 10 pixels), naming the setting.

@@ -81,23 +81,28 @@ def simulate_scan(
     *,
     out_dir: str | Path | None = None,
     thread_id: int = 0,
+    first_frame: int = 0,
     pacer: Pacer | None = None,
     progress_interval_s: float = 2.0,
 ) -> ScanSummary:
     """Generate every sector of a scan, frame by frame in scan order, skipping dropped sectors.
 
-    Frame f sits at probe position (f % scan_x, f // scan_x). With ``out_dir``, the sectors go
-    to raw v5 files ``data_scan{scan_number:010d}_module{sector}_{thread_id}.data`` there, one
-    per sector (dropped sectors are missing from them, as UDP losses would be). ``pacer`` paces
-    frames; progress is logged every ``progress_interval_s`` seconds.
+    The frame at flat probe position p sits at (p % scan_x, p // scan_x). With ``out_dir``, the
+    sectors go to raw v5 files ``data_scan{scan_number:010d}_module{sector}_{thread_id}.data``
+    there, one per sector (dropped sectors are missing from them, as UDP losses would be), each
+    record under frame number ``first_frame`` + p, the detector's counter. ``pacer`` paces frames;
+    progress is logged every ``progress_interval_s`` seconds.
 
-    Raises SectorflowError for a bad scan number or shape, RawFileError if a file cannot be
-    created (it exists already, say) or written.
+    Raises SectorflowError for a bad scan number, shape or first frame, RawFileError if a file
+    cannot be created (it exists already, say) or written.
     """
     if not 0 <= scan_number <= 0xFFFFFFFF:
         raise SectorflowError(f"scan number {scan_number}: expected 0 to {0xFFFFFFFF}")
     if not (1 <= scan_x <= MAX_SCAN_SIDE and 1 <= scan_y <= MAX_SCAN_SIDE):
         raise SectorflowError(f"scan shape {scan_x} x {scan_y}: both sides must be from 1 to {MAX_SCAN_SIDE}")
+    if not 0 <= first_frame <= 0xFFFFFFFF - (scan_x * scan_y - 1):
+        raise SectorflowError(f"first frame {first_frame} + {scan_x * scan_y} positions - 1 exceeds the largest "
+                              f"frame number, {0xFFFFFFFF} ([simulator] first_frame)")
     geometry = simulator.geometry
     n_sectors = geometry.n_sectors
     frames = scan_x * scan_y
@@ -130,7 +135,7 @@ def simulate_scan(
                 generated += 1
                 if writers:
                     header = DataHeader(
-                        scan_number=scan_number, frame_number=frame, sector=sector, scan_x=scan_x,
+                        scan_number=scan_number, frame_number=first_frame + frame, sector=sector, scan_x=scan_x,
                         scan_y=scan_y, position_x=position_x, position_y=position_y, thread_id=thread_id,
                     )
                     writers[sector].write(header, buffer)

@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
       options.receiver = receiver;
       options.thread_id = t;
       options.threads = threads;
+      options.wire = sp::Wire::kSectorflow;  // the transport paths carry SFSP
       options.aggregator_endpoint = need(args, "--aggregator");
       options.send_hwm = static_cast<int>(number(args, "--hwm"));
       options.status_ttl_s = 0.0;  // no kvstore, no status; the routing is given and no scan falls back

@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "sectorflow/producer/errors.hpp"
 #include "sectorflow/security/key_directory.hpp"
 
 namespace sectorflow::configs {
@@ -125,6 +126,13 @@ producer::ProducerOptions producer_options(const Beamline& beamline, std::uint32
   options.receiver = receiver;
   options.thread_id = thread_id;
   options.threads = threads;
+  const std::string wire_key = "receivers[" + std::to_string(receiver) + "].wire";
+  const std::string wire = beamline.text(wire_key);
+  try {
+    options.wire = producer::parse_wire(wire);
+  } catch (const producer::ProducerError&) {
+    throw ConfigError(beamline.source() + ": '" + wire_key + "' = '" + wire + "': expected 'sectorflow' or 'native'");
+  }
   options.aggregator_endpoint = aggregator_endpoint(beamline, receiver);
   options.send_hwm = whole<int>(beamline, "producer.send_hwm");
   options.fallback_dir = beamline.text("producer.fallback_dir");

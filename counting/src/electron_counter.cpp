@@ -93,37 +93,44 @@ ElectronCounter::ElectronCounter(std::shared_ptr<const Calibration> calibration,
     }
   }
   candidates_.resize(frame_shape.pixels());
+  frame_rows_.resize(frame_shape.rows);
   if (options_.row_dark == RowDark::kMedian) {
     half_row_.resize(frame_shape.cols - frame_shape.cols / 2);
   }
 }
 
 void ElectronCounter::count(const std::uint16_t* frame, std::vector<std::uint32_t>& events) {
-  events.clear();
   if (frame == nullptr) {
+    events.clear();
     throw CountingError("electron counter was given a null frame pointer");
   }
+  for (std::uint32_t r = 0; r < shape().rows; ++r) frame_rows_[r] = frame + std::size_t{r} * shape().cols;
+  count_rows(frame_rows_.data(), events);
+}
+
+void ElectronCounter::count_rows(const std::uint16_t* const* rows, std::vector<std::uint32_t>& events) {
+  events.clear();
   if (shape().pixels() == 1) {
     events.push_back(0);  // a lone pixel has no neighbour to beat
     return;
   }
   if (options_.row_dark != RowDark::kNone) {
-    row_dark_pass(frame);
+    row_dark_pass(rows);
     if (calibration_->has_gain()) {
       find_maxima(padded_float_, events);
     } else {
       find_maxima(padded_integer_, events);
     }
   } else if (calibration_->has_gain()) {
-    count_float(frame, events);
+    count_float(rows, events);
   } else if (!keep_none_) {
-    count_integer(frame, events);
+    count_integer(rows, events);
   }
 }
 
 // Rows are thresholded one after the other, and the candidates of row r - 1 are tested as soon
 // as row r exists: the three rows a test reads are then still in the L1 cache.
-void ElectronCounter::count_integer(const std::uint16_t* frame, std::vector<std::uint32_t>& events) {
+void ElectronCounter::count_integer(const std::uint16_t* const* rows, std::vector<std::uint32_t>& events) {
   const FrameShape& frame_shape = shape();
   const auto span = static_cast<std::uint16_t>(keep_high_ - keep_low_);
   const std::uint16_t* dark = dark_integer_.empty() ? nullptr : dark_integer_.data();
@@ -134,7 +141,7 @@ void ElectronCounter::count_integer(const std::uint16_t* frame, std::vector<std:
     const std::size_t row0 = std::size_t{r} * frame_shape.cols;
     const auto base = static_cast<std::uint32_t>((std::size_t{r} + 1) * stride_ + 1);
     std::uint32_t* current = end;
-    end = threshold_row_integer(frame + row0, dark ? dark + row0 : nullptr, keep_low_, span,
+    end = threshold_row_integer(rows[r], dark ? dark + row0 : nullptr, keep_low_, span,
                                 padded_integer_.data() + base, frame_shape.cols, base, current);
     if (r > 0) {
       find_row_maxima(padded, previous, current, r - 1, events);
@@ -144,7 +151,7 @@ void ElectronCounter::count_integer(const std::uint16_t* frame, std::vector<std:
   find_row_maxima(padded, previous, end, frame_shape.rows - 1, events);
 }
 
-void ElectronCounter::count_float(const std::uint16_t* frame, std::vector<std::uint32_t>& events) {
+void ElectronCounter::count_float(const std::uint16_t* const* rows, std::vector<std::uint32_t>& events) {
   const FrameShape& frame_shape = shape();
   const float* dark = calibration_->dark_reference();
   const float* gain = calibration_->gain_factor();
@@ -156,7 +163,7 @@ void ElectronCounter::count_float(const std::uint16_t* frame, std::vector<std::u
     const std::size_t row0 = std::size_t{r} * frame_shape.cols;
     const auto base = static_cast<std::uint32_t>((std::size_t{r} + 1) * stride_ + 1);
     std::uint32_t* current = end;
-    end = threshold_row_float(frame + row0, dark ? dark + row0 : nullptr, gain + row0, float_low_, float_high_,
+    end = threshold_row_float(rows[r], dark ? dark + row0 : nullptr, gain + row0, float_low_, float_high_,
                               padded_float_.data() + base, frame_shape.cols, base, collect, current);
     if (r > 0 && collect) {
       find_row_maxima(padded, previous, current, r - 1, events);

@@ -52,7 +52,7 @@ float half_row_median(const std::uint16_t* raw, std::size_t n, std::vector<float
 
 }  // namespace
 
-void ElectronCounter::row_dark_pass(const std::uint16_t* frame) {
+void ElectronCounter::row_dark_pass(const std::uint16_t* const* rows) {
   const FrameShape& frame_shape = shape();
   const float* dark = calibration_->dark_reference();
   const float* gain = calibration_->gain_factor();
@@ -69,15 +69,16 @@ void ElectronCounter::row_dark_pass(const std::uint16_t* frame) {
       if (start == stop) {
         continue;
       }
-      const std::size_t first = std::size_t{r} * frame_shape.cols + start;
+      const std::size_t first = std::size_t{r} * frame_shape.cols + start;  // in the dark and gain maps
+      const std::uint16_t* in = rows[r] + start;
       const std::size_t n = stop - start;
-      const float level = options_.row_dark == RowDark::kMean ? half_row_mean(frame + first, n)
-                                                              : half_row_median(frame + first, n, half_row_);
+      const float level = options_.row_dark == RowDark::kMean ? half_row_mean(in, n)
+                                                              : half_row_median(in, n, half_row_);
       const float scale = target / level;
       if (gain) {
         float* out = padded_float_.data() + base + start;
         for (std::size_t i = 0; i < n; ++i) {
-          float v = static_cast<float>(frame[first + i]);
+          float v = static_cast<float>(in[i]);
           if (dark) {
             v -= dark[first + i];
           }
@@ -88,7 +89,7 @@ void ElectronCounter::row_dark_pass(const std::uint16_t* frame) {
       } else {
         std::uint16_t* out = padded_integer_.data() + base + start;
         for (std::size_t i = 0; i < n; ++i) {
-          std::uint16_t v = frame[first + i];
+          std::uint16_t v = in[i];
           if (dark) {
             v = to_pixel(static_cast<float>(v) - dark[first + i]);
           }

@@ -201,7 +201,7 @@ void CountingWorker::handle(zmq::message_t& first, zmq::message_t* payload) {
   Envelope envelope;
   if (!detail::read_envelope(first.data(), first.size(), envelope)) return;  // cannot happen: we sent it
   if (envelope.kind == Envelope::kData && payload != nullptr) {
-    on_data(envelope, payload->data());
+    on_data(envelope, *payload);
     return;
   }
   ScanWork& w = work(envelope.scan);
@@ -222,7 +222,7 @@ CountingWorker::ScanWork& CountingWorker::work(std::uint32_t scan) {
   return it->second;
 }
 
-void CountingWorker::on_data(const Envelope& envelope, const void* payload) {
+void CountingWorker::on_data(const Envelope& envelope, zmq::message_t& payload) {
   ScanWork& w = work(envelope.scan);
   if (w.counted.empty()) {
     w.counted.assign(std::size_t{envelope.scan_x} * envelope.scan_y, false);
@@ -256,7 +256,9 @@ void CountingWorker::on_data(const Envelope& envelope, const void* payload) {
     raise_high_water(counters_.pool_slots_high_water, used);
   }
   ScanWork& target = work(envelope.scan);  // freeing a slot may have counted frames of other scans
-  switch (assembler_.add(*slot, envelope.sector, payload)) {
+  const FrameAssembler::Added added = assembler_.add(*slot, envelope.sector, payload);
+  publish_pool_bytes();
+  switch (added) {
     case FrameAssembler::Added::kDuplicate:
       ++target.part.duplicate_sectors;
       counters_.duplicate_sectors.fetch_add(1, std::memory_order_relaxed);
@@ -278,7 +280,8 @@ bool CountingWorker::usable(ScanWork& w) {
 
 void CountingWorker::on_complete(ScanWork& w, std::size_t slot) {
   // Counting off (settings.count): no thresholds are needed, so no frame waits as a sample.
-  if (settings_.count && !w.sampler->decided() && w.sampler->offer(assembler_.pixels(slot))) {
+  if (settings_.count && !w.sampler->decided() && w.sampler->offer(assembler_.whole(slot))) {
+    publish_pool_bytes();
     w.waiting.push_back(slot);
     if (w.sampler->decided()) flush_waiting(w);
     return;
@@ -304,7 +307,7 @@ void CountingWorker::count_slot(ScanWork& w, std::size_t slot, std::vector<std::
   w.counted[position] = true;
   if (!settings_.count || usable(w)) {
     if (settings_.count) {
-      w.counter->count(assembler_.pixels(slot), events_);
+      w.counter->count_rows(assembler_.rows(slot), events_);
     } else {
       events_.clear();  // assembled only: recorded with no events
     }
@@ -334,6 +337,20 @@ void CountingWorker::count_slot(ScanWork& w, std::size_t slot, std::vector<std::
 void CountingWorker::release(std::size_t slot) {
   assembler_.release(slot);
   counters_.pool_slots_in_use.fetch_sub(1, std::memory_order_relaxed);
+  publish_pool_bytes();
+}
+
+void CountingWorker::publish_pool_bytes() {
+  const std::size_t held = assembler_.held_bytes();
+  if (held == published_bytes_) return;
+  if (held > published_bytes_) {
+    const auto total = counters_.pool_bytes.fetch_add(held - published_bytes_, std::memory_order_relaxed) +
+                       (held - published_bytes_);
+    raise_high_water(counters_.pool_bytes_high_water, total);
+  } else {
+    counters_.pool_bytes.fetch_sub(published_bytes_ - held, std::memory_order_relaxed);
+  }
+  published_bytes_ = held;
 }
 
 void CountingWorker::flush_waiting(ScanWork& w) {
@@ -366,7 +383,7 @@ void CountingWorker::evict(std::size_t slot) {
   if (settings_.count) w.sampler->decide();
   ++w.part.evicted_frames;
   counters_.evicted_frames.fetch_add(1, std::memory_order_relaxed);
-  count_slot(w, slot, assembler_.fill_missing(slot));
+  count_slot(w, slot, assembler_.missing(slot));
 }
 
 void CountingWorker::try_finish(std::uint32_t scan) {
@@ -374,7 +391,7 @@ void CountingWorker::try_finish(std::uint32_t scan) {
   if (settings_.count && !w.sampler->decided()) return;  // the other threads have not all offered their sample yet
   flush_waiting(w);
   for (const std::size_t slot : assembler_.slots_of(scan)) {
-    count_slot(w, slot, assembler_.fill_missing(slot));
+    count_slot(w, slot, assembler_.missing(slot));
   }
   ScanResult part = std::move(w.part);
   scans_.erase(scan);

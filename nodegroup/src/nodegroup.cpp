@@ -59,7 +59,6 @@ NodeGroup::NodeGroup(NodeGroupSettings settings)
     endpoints.push_back("inproc://counting-" + std::to_string(c) + "-from-");
     workers_.push_back(std::make_unique<CountingWorker>(context_, endpoints.back(), settings_, counters_, hooks));
     counters_.pool_slots += workers_.back()->pool_slots();
-    counters_.pool_bytes += workers_.back()->pool_bytes();
   }
   for (std::uint32_t r = 0; r < settings_.receivers; ++r) {
     receivers_.push_back(std::make_unique<Receiver>(context_, settings_, r, endpoints, tracker_, counters_));

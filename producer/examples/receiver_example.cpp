@@ -61,6 +61,8 @@ int main(int argc, char** argv) {
     request.scan_number = number(args, "--scan");
     request.scan_x = number(args, "--scan-x");
     request.scan_y = number(args, "--scan-y");
+    // The simulated detector's frame counter at position 0; a real receiver takes its own.
+    request.first_frame = static_cast<std::uint32_t>(beamline.integer("simulator.first_frame"));
     // Everything the scan allocates is sized from its shape: bound it before anything is built.
     sectorflow::protocol::check_scan_shape(request.scan_x, request.scan_y, cf::scan_limits(beamline),
                                            "scan " + std::to_string(request.scan_number));

@@ -14,6 +14,7 @@
 #include "sectorflow/producer/routing.hpp"
 #include "sectorflow/protocol/data_message.hpp"
 #include "sectorflow/protocol/info_message.hpp"
+#include "sectorflow/protocol/native_header.hpp"
 #include "sectorflow/protocol/raw_file.hpp"
 #include "sectorflow/protocol/scan_records.hpp"
 #include "sectorflow/protocol/text.hpp"
@@ -25,7 +26,7 @@ enum FrameState : std::uint8_t { kNotAnnounced = 0, kAnnounced = 1, kSent = 2 };
 
 std::string scan_text(std::uint32_t scan) { return "scan " + std::to_string(scan); }
 
-// Frames f < n_frames with f % threads == thread, counted without listing them.
+// Positions p < n_frames with p % threads == thread, counted without listing them.
 std::uint64_t owned_frames(std::uint64_t n_frames, std::uint32_t threads, std::uint32_t thread) {
   return n_frames / threads + (thread < n_frames % threads ? 1 : 0);
 }
@@ -33,6 +34,31 @@ std::uint64_t owned_frames(std::uint64_t n_frames, std::uint32_t threads, std::u
 }  // namespace
 
 const char* to_string(Mode mode) { return mode == Mode::kStreaming ? "streaming" : "fallback"; }
+
+const char* to_string(Wire wire) {
+  switch (wire) {
+    case Wire::kSectorflow:
+      return "sectorflow";
+    case Wire::kNative:
+      return "native";
+    case Wire::kUnset:
+      break;
+  }
+  return "";
+}
+
+void check_first_frame(const std::string& where, std::uint32_t first_frame, std::uint64_t positions) {
+  if (positions != 0 && std::uint64_t{first_frame} + positions - 1 > std::uint64_t{0xFFFFFFFF}) {
+    throw ProducerError(where + ": first frame " + std::to_string(first_frame) + " + " + std::to_string(positions) +
+                        " positions - 1 exceeds the largest frame number, 2^32 - 1");
+  }
+}
+
+Wire parse_wire(const std::string& text) {
+  if (text == "sectorflow") return Wire::kSectorflow;
+  if (text == "native") return Wire::kNative;
+  throw ProducerError("wire '" + text + "': expected 'sectorflow' or 'native' ([[receivers]] wire)");
+}
 
 struct Producer::Impl {
   // Declared first so it is destroyed last: the context's termination releases queued messages,
@@ -45,7 +71,7 @@ struct Producer::Impl {
   protocol::ServiceState state = protocol::ServiceState::kIdle;
   ScanRequest request;
   ScanDecision decision;
-  std::vector<std::uint8_t> frames;  ///< FrameState per frame of the scan
+  std::vector<std::uint8_t> frames;  ///< FrameState per position of the scan
   std::optional<protocol::RawFileWriter> writer;  ///< the fallback file, or the spill file once spilling
   std::chrono::steady_clock::time_point started;
   std::chrono::steady_clock::time_point last_status;
@@ -80,6 +106,10 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
   if (options_.receiver >= options_.geometry.n_sectors()) {
     throw ProducerError("producer " + options_.name() + ": receiver " + std::to_string(options_.receiver) +
                         " has no sector; the geometry has " + std::to_string(options_.geometry.n_sectors()));
+  }
+  if (options_.wire != Wire::kSectorflow && options_.wire != Wire::kNative) {
+    throw ProducerError("producer " + options_.name() +
+                        ": wire not set; expected sectorflow or native ([[receivers]] wire)");
   }
   if (options_.send_hwm < 1) {
     throw ProducerError("producer " + options_.name() + ": send_hwm " + std::to_string(options_.send_hwm) +
@@ -272,7 +302,7 @@ bool Producer::routed_to_dead(std::uint32_t frame_number) {
   return impl_->any_dead && impl_->dead[frame_number % routing.size()] != 0;
 }
 
-ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<std::uint32_t>& frames) {
+ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<std::uint32_t>& positions) {
   const std::string where = scan_text(request.scan_number) + ", producer " + options_.name();
   if (impl_->in_scan) {
     throw ProducerError(where + ": scan " + std::to_string(impl_->request.scan_number) +
@@ -288,21 +318,22 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
     throw ProducerError(where + ": scan shape " + std::to_string(request.scan_x) + " x " +
                         std::to_string(request.scan_y) + " has more frames than a uint32 frame number holds");
   }
+  check_first_frame(where, request.first_frame, n_frames);
   std::vector<std::uint8_t> state(n_frames, kNotAnnounced);
-  for (const std::uint32_t frame : frames) {
-    if (frame >= n_frames) {
-      throw ProducerError(where + ": frame " + std::to_string(frame) + " is outside the " +
+  for (const std::uint32_t position : positions) {
+    if (position >= n_frames) {
+      throw ProducerError(where + ": position " + std::to_string(position) + " is outside the " +
                           std::to_string(request.scan_x) + " x " + std::to_string(request.scan_y) + " scan");
     }
-    if (frame % options_.threads != options_.thread_id) {
-      throw ProducerError(where + ": frame " + std::to_string(frame) + " belongs to thread " +
-                          std::to_string(frame % options_.threads) + " (frame % " + std::to_string(options_.threads) +
-                          "), not to thread " + std::to_string(options_.thread_id));
+    if (position % options_.threads != options_.thread_id) {
+      throw ProducerError(where + ": position " + std::to_string(position) + " belongs to thread " +
+                          std::to_string(position % options_.threads) + " (position % " +
+                          std::to_string(options_.threads) + "), not to thread " + std::to_string(options_.thread_id));
     }
-    if (state[frame] != kNotAnnounced) {
-      throw ProducerError(where + ": frame " + std::to_string(frame) + " is listed twice");
+    if (state[position] != kNotAnnounced) {
+      throw ProducerError(where + ": position " + std::to_string(position) + " is listed twice");
     }
-    state[frame] = kAnnounced;
+    state[position] = kAnnounced;
   }
 
   ScanDecision decision;
@@ -316,7 +347,7 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
   }
   check_routing(decision.routing, request.scan_number);
   decision.mode = decision.routing.empty() ? Mode::kFallback : Mode::kStreaming;
-  decision.announced = frames.size();
+  decision.announced = positions.size();
   decision.owned = owned_frames(n_frames, options_.threads, options_.thread_id);
   decision.lost_upstream = decision.owned - decision.announced;
 
@@ -325,7 +356,7 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
     if (!impl_->socket) {
       throw ProducerError(where + ": NodeGroups are registered but the producer has no aggregator endpoint");
     }
-    decision.counts = count_routes(decision.routing, frames);
+    decision.counts = count_routes(decision.routing, positions, request.first_frame);
   } else {
     if (options_.fallback_dir.empty()) {
       throw ProducerError(where + ": no NodeGroup registered and no fallback directory (producer.fallback_dir)");
@@ -366,7 +397,8 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
     throw;
   }
 
-  if (decision.mode == Mode::kStreaming) {
+  // A native receiver announces its messages in every data header instead.
+  if (decision.mode == Mode::kStreaming && options_.wire == Wire::kSectorflow) {
     protocol::InfoMessage info{request.scan_number, options_.receiver, options_.thread_id, request.scan_x,
                                request.scan_y, decision.routing, decision.counts};
     const std::string bytes = protocol::encode_info(info);
@@ -411,12 +443,16 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
                         std::to_string(options_.geometry.sector_cols) + " pixels of " +
                         std::to_string(options_.geometry.itemsize) + " bytes)");
   }
-  if (frame_number >= impl_->frames.size()) {
+  const std::uint32_t first_frame = impl_->request.first_frame;
+  const std::uint32_t position = frame_number - first_frame;  // meaningful once frame_number >= first_frame
+  if (frame_number < first_frame || position >= impl_->frames.size()) {
     throw ProducerError(where() + ": frame outside the " + std::to_string(impl_->request.scan_x) + " x " +
-                        std::to_string(impl_->request.scan_y) + " scan");
+                        std::to_string(impl_->request.scan_y) + " scan, whose frame numbers are " +
+                        std::to_string(first_frame) + " to " +
+                        std::to_string(std::uint64_t{first_frame} + impl_->frames.size() - 1));
   }
-  if (impl_->frames[frame_number] != kAnnounced) {
-    throw ProducerError(where() + (impl_->frames[frame_number] == kSent
+  if (impl_->frames[position] != kAnnounced) {
+    throw ProducerError(where() + (impl_->frames[position] == kSent
                                      ? ": already sent in this scan"
                                      : ": not announced at scan start (not this thread's, or lost upstream)"));
   }
@@ -433,13 +469,18 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
   header.sector = sector;
   header.scan_x = impl_->request.scan_x;
   header.scan_y = impl_->request.scan_y;
-  header.position_x = frame_number % header.scan_x;
-  header.position_y = frame_number / header.scan_x;
+  header.position_x = position % header.scan_x;
+  header.position_y = position / header.scan_x;
   header.thread_id = options_.thread_id;
 
   bool spilled = impl_->decision.mode == Mode::kFallback || impl_->spilling || routed_to_dead(frame_number);
   if (!spilled) {
-    const std::string encoded = protocol::encode_header(header);
+    // A native header announces the thread's message count for the scan, spilled ones included.
+    const std::string encoded =
+        options_.wire == Wire::kNative
+            ? protocol::encode_native_header(
+                  protocol::to_native_header(header, static_cast<std::uint32_t>(impl_->decision.announced)))
+            : protocol::encode_header(header);
     zmq::message_t head(encoded.data(), encoded.size());
     const auto blocked_since = std::chrono::steady_clock::now();
     try {
@@ -491,7 +532,7 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
     }
   }
   if (spilled) spill(header, payload, bytes, release, hint);
-  impl_->frames[frame_number] = kSent;
+  impl_->frames[position] = kSent;
   ++messages_;
   bytes_ += bytes;
   const auto now = std::chrono::steady_clock::now();
@@ -555,17 +596,17 @@ void Producer::report_error(std::uint32_t scan_number, const std::string& error,
 }
 
 ScanResult Producer::run_scan(const ScanRequest& request, SectorSource& source, SiblingGate* gate) {
-  const std::vector<std::uint32_t> frames = source.frames();
+  const std::vector<std::uint32_t> positions = source.frames();
   try {
-    begin_scan(request, frames);
+    begin_scan(request, positions);
   } catch (...) {
     if (gate != nullptr) gate->finish(options_.thread_id);  // its siblings must not wait for it
     throw;
   }
-  return stream(source, frames, gate);
+  return stream(source, positions, gate);
 }
 
-ScanResult Producer::stream(SectorSource& source, const std::vector<std::uint32_t>& frames, SiblingGate* gate) {
+ScanResult Producer::stream(SectorSource& source, const std::vector<std::uint32_t>& positions, SiblingGate* gate) {
   // However this ends (done, failed, stopped), the siblings stop waiting for this thread.
   struct Finish {
     SiblingGate* gate;
@@ -578,15 +619,18 @@ ScanResult Producer::stream(SectorSource& source, const std::vector<std::uint32_
   if (!impl_->in_scan) throw ProducerError("producer " + options_.name() + ": stream() needs begin_scan() first");
   detail::BufferPool& pool = impl_->pool;
   const std::size_t bytes = pool.buffer_bytes();
-  for (const std::uint32_t frame : frames) {
-    if (gate != nullptr && !gate->wait(options_.thread_id, frame, stop_, kStopCheckMs)) {
+  const std::uint32_t first_frame = impl_->request.first_frame;
+  for (const std::uint32_t position : positions) {
+    if (gate != nullptr && !gate->wait(options_.thread_id, position, stop_, kStopCheckMs)) {
       const std::string where = scan_text(scan_number) + ", producer " + options_.name();
       fail(where + ": stopped while waiting for a sibling thread");
       throw ProducerStopped(where + ": stopped while waiting for a sibling thread");
     }
     unsigned char* buffer = pool.take();
+    // begin_scan checked that every frame number first_frame + position fits.
+    const std::uint32_t frame = first_frame + position;
     try {
-      source.read(frame, buffer, bytes);
+      source.read(position, buffer, bytes);
     } catch (const std::exception& error) {
       pool.give_back(buffer);
       fail(scan_text(scan_number) + ", frame " + std::to_string(frame) + ": " + error.what());

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "sectorflow/producer/errors.hpp"
 #include "sectorflow/protocol/errors.hpp"
@@ -36,6 +37,8 @@ ReplaySource::ReplaySource(const std::string& directory, std::uint32_t scan_numb
   }
   const std::uint64_t n_frames = std::uint64_t{scan_x} * scan_y;
   std::vector<bool> seen(n_frames, false);
+  std::optional<std::uint32_t> first_frame;  // of the first record read
+  std::string first_path;
   const std::uint64_t record_bytes = protocol::kRawHeaderBytes + geometry.sector_bytes();
   // Headers only: seek from record to record instead of reading every payload twice.
   for (const std::string& path : files_) {
@@ -58,22 +61,38 @@ ReplaySource::ReplaySource(const std::string& directory, std::uint32_t scan_numb
                             " x " + std::to_string(header.scan_y) + " scan, the request says " +
                             std::to_string(scan_x) + " x " + std::to_string(scan_y));
       }
-      if (header.frame_number >= n_frames) {
-        throw ProducerError(scan_text(scan_number, sector) + ": " + path + " record " + std::to_string(record) +
-                            " has frame " + std::to_string(header.frame_number) + ", outside the scan");
+      // Built only on the way to an error: this runs once per record.
+      const auto at = [&] { return scan_text(scan_number, sector) + ": " + path + " record " + std::to_string(record); };
+      if (header.position_x >= scan_x || header.position_y >= scan_y) {
+        throw ProducerError(at() + " has position (" + std::to_string(header.position_x) + ", " +
+                            std::to_string(header.position_y) + "), outside the scan");
       }
-      if (seen[header.frame_number]) {
-        throw ProducerError(scan_text(scan_number, sector) + ": frame " + std::to_string(header.frame_number) +
-                            " occurs twice (again in " + path + ")");
+      const std::uint64_t position = header.position();
+      // The files may carry the detector's counter: only frame - position must hold still.
+      const std::uint32_t offset = header.frame_number - static_cast<std::uint32_t>(position);
+      if (header.frame_number < position || (first_frame && offset != *first_frame)) {
+        throw ProducerError(
+            at() + " has frame " + std::to_string(header.frame_number) + " at position " + std::to_string(position) +
+            (first_frame ? ", but the records of " + first_path + " have frame - position = " +
+                               std::to_string(*first_frame)
+                         : ", below its position") +
+            "; replay needs frame = first frame + position, one first frame per scan");
       }
-      seen[header.frame_number] = true;
-      if (header.frame_number % threads == thread_id) {
-        frames_.push_back(header.frame_number);
+      first_frame = offset;
+      if (first_path.empty()) first_path = path;
+      if (seen[position]) {
+        throw ProducerError(scan_text(scan_number, sector) + ": position " + std::to_string(position) +
+                            " occurs twice (again in " + path + " record " + std::to_string(record) + ")");
+      }
+      seen[position] = true;
+      if (position % threads == thread_id) {
+        frames_.push_back(static_cast<std::uint32_t>(position));
         own = true;
       }
     }
     if (own) own_files_.push_back(path);
   }
+  first_frame_ = first_frame.value_or(0);
 }
 
 void ReplaySource::read(std::uint32_t frame, void* out, std::size_t bytes) {
@@ -87,10 +106,13 @@ void ReplaySource::read(std::uint32_t frame, void* out, std::size_t bytes) {
     }
     // Records of other threads are read into `out` and overwritten: it is the one buffer at hand.
     while (reader_->next(header, out, bytes)) {
-      if (header.frame_number % threads_ != thread_id_) continue;
-      if (header.frame_number != frame) {
+      const std::uint64_t position = header.position();
+      if (position % threads_ != thread_id_) continue;
+      if (position != frame || header.frame_number - first_frame_ != position) {
         throw ProducerError("replay: " + reader_->path() + " holds frame " + std::to_string(header.frame_number) +
-                            " where frame " + std::to_string(frame) + " was expected (the file changed?)");
+                            " at position " + std::to_string(position) + " where position " + std::to_string(frame) +
+                            " (frame " + std::to_string(std::uint64_t{first_frame_} + frame) +
+                            ") was expected (the file changed?)");
       }
       return;
     }

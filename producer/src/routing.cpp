@@ -32,11 +32,14 @@ void check_routing(const std::vector<std::string>& routing, std::uint32_t scan_n
 }
 
 std::map<std::string, std::uint64_t> count_routes(const std::vector<std::string>& routing,
-                                                  const std::vector<std::uint32_t>& frames) {
+                                                  const std::vector<std::uint32_t>& positions,
+                                                  std::uint32_t first_frame) {
   std::map<std::string, std::uint64_t> counts;
   if (routing.empty()) return counts;
   std::vector<std::uint64_t> per_index(routing.size(), 0);
-  for (const std::uint32_t frame : frames) ++per_index[frame % routing.size()];
+  for (const std::uint32_t position : positions) {
+    ++per_index[(std::uint64_t{first_frame} + position) % routing.size()];
+  }
   for (std::size_t i = 0; i < routing.size(); ++i) counts[routing[i]] = per_index[i];
   return counts;
 }

@@ -84,6 +84,7 @@ TEST(Beamline, LocalTomlFillsAProducerThreadAsTheDaemonDoes) {
   EXPECT_EQ(options.status_ttl_s, 5.0);
   EXPECT_EQ(options.scan_record_ttl_s, 86400.0);  // from the compiled-in defaults
   EXPECT_EQ(options.send_timeout_ms, 10000);
+  EXPECT_EQ(options.wire, sectorflow::producer::Wire::kSectorflow);  // the default of [[receivers]] wire
   EXPECT_EQ(cf::max_lead_frames(local), 32u);
   EXPECT_EQ(cf::scan_limits(local).max_positions, 2048u * 2048u);
 
@@ -126,6 +127,15 @@ TEST(Beamline, SecurityTakesTheProducerKeyFromTheKeyDirectory) {
   const cf::Beamline local = cf::Beamline::load(kConfigs + "/local.toml");
   EXPECT_FALSE(cf::producer_options(local, 0, 0).curve.enabled());
   EXPECT_FALSE(cf::client_options(local).curve.enabled());
+}
+
+TEST(Beamline, AReceiverSpeaksTheWireItsFileNames) {
+  const cf::Beamline file = cf::Beamline::parse(
+      "[[receivers]]\nwire = \"native\"\n[[receivers]]\n[[receivers]]\nwire = \"udp\"\n", "beamline.toml");
+  EXPECT_EQ(cf::producer_options(file, 0, 0).wire, sectorflow::producer::Wire::kNative);
+  EXPECT_EQ(cf::producer_options(file, 1, 0).wire, sectorflow::producer::Wire::kSectorflow);
+  EXPECT_EQ(error_of([&] { cf::producer_options(file, 2, 0); }),
+            "beamline.toml: 'receivers[2].wire' = 'udp': expected 'sectorflow' or 'native'");
 }
 
 TEST(Beamline, MistakesAreOneLineNamingTheFileAndTheKey) {

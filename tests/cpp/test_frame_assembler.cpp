@@ -1,9 +1,14 @@
-// The NodeGroup's assembly pool: sectors land in their place, a full pool refuses new frames, the
-// oldest and newest frames are found for the counting thread's forced choice, lost sectors are zeros.
+// The NodeGroup's assembly of frames from received sectors: the messages are held, not copied,
+// and the frame reads in place through row pointers (sectors as wide as the frame) or gathered
+// (narrower sectors); a full pool refuses new frames, the oldest and newest frames are found for
+// the counting thread's forced choice, lost sectors read as zeros, and held bytes go back to zero.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
+
+#include <zmq.hpp>
 
 #include "sectorflow/nodegroup/frame_assembler.hpp"
 #include "sectorflow/nodegroup/nodegroup_error.hpp"
@@ -13,27 +18,84 @@ namespace sc = sectorflow::nodegroup;
 namespace {
 
 // 4 x 2 pixels in two sectors of 2 x 2, side by side: sector 1 starts at column 2.
-sectorflow::protocol::Geometry small() { return {2, 4, 2, 2, 2}; }
+sectorflow::protocol::Geometry side_by_side() { return {2, 4, 2, 2, 2}; }
+// 2 x 4 pixels in two sectors of 1 x 4, one above the other: the 4D Camera's tiling.
+sectorflow::protocol::Geometry stacked() { return {2, 4, 1, 4, 2}; }
+// The same with rows of 64 bytes: larger than a message ZeroMQ keeps inside the message object.
+sectorflow::protocol::Geometry stacked_wide() { return {2, 32, 1, 32, 2}; }
 
-std::vector<std::uint16_t> sector_of(std::uint16_t value) { return std::vector<std::uint16_t>(4, value); }
+zmq::message_t sector_of(std::uint16_t value, std::size_t pixels = 4) {
+  const std::vector<std::uint16_t> values(pixels, value);
+  return zmq::message_t(values.data(), values.size() * sizeof(std::uint16_t));
+}
+
+std::vector<std::uint16_t> frame_of(const std::uint16_t* const* rows, std::size_t n_rows, std::size_t cols) {
+  std::vector<std::uint16_t> out;
+  for (std::size_t r = 0; r < n_rows; ++r) out.insert(out.end(), rows[r], rows[r] + cols);
+  return out;
+}
 
 }  // namespace
 
-TEST(FrameAssembler, SectorsLandInPlaceAndCompleteTheFrame) {
-  sc::FrameAssembler pool(small(), 2);
+TEST(FrameAssembler, SectorsAreHeldNotCopiedAndRowsReadInPlace) {
+  sc::FrameAssembler pool(stacked_wide(), 2);
   const auto slot = pool.acquire(1, 10, 5);
   ASSERT_TRUE(slot);
-  EXPECT_EQ(pool.add(*slot, 1, sector_of(7).data()), sc::FrameAssembler::Added::kPartial);
-  EXPECT_EQ(pool.add(*slot, 1, sector_of(9).data()), sc::FrameAssembler::Added::kDuplicate);
-  EXPECT_EQ(pool.add(*slot, 0, sector_of(3).data()), sc::FrameAssembler::Added::kComplete);
-  const std::uint16_t* pixels = pool.pixels(*slot);
-  EXPECT_EQ(std::vector<std::uint16_t>(pixels, pixels + 8), (std::vector<std::uint16_t>{3, 3, 7, 7, 3, 3, 7, 7}));
+  zmq::message_t second = sector_of(7, 32);
+  const void* pixels = second.data();
+  EXPECT_EQ(pool.add(*slot, 1, second), sc::FrameAssembler::Added::kPartial);
+  EXPECT_EQ(second.size(), 0u) << "the message moved into the frame";
+  zmq::message_t again = sector_of(9, 32);
+  EXPECT_EQ(pool.add(*slot, 1, again), sc::FrameAssembler::Added::kDuplicate);
+  EXPECT_EQ(again.size(), 64u) << "a duplicate is left to the caller";
+  zmq::message_t first = sector_of(3, 32);
+  EXPECT_EQ(pool.add(*slot, 0, first), sc::FrameAssembler::Added::kComplete);
+  const std::uint16_t* const* rows = pool.rows(*slot);
+  EXPECT_EQ(static_cast<const void*>(rows[1]), pixels) << "row 1 is read where it was received";
+  std::vector<std::uint16_t> expected(32, 3);
+  expected.insert(expected.end(), 32, 7);
+  EXPECT_EQ(frame_of(rows, 2, 32), expected);
+  EXPECT_EQ(pool.held_bytes(), 128u);
   EXPECT_EQ(pool.position(*slot), 5u);
   EXPECT_EQ(pool.find(1, 10), slot);
+  pool.release(*slot);
+  EXPECT_EQ(pool.held_bytes(), 0u);
+}
+
+TEST(FrameAssembler, NarrowSectorsAreGatheredIntoTheirPlace) {
+  sc::FrameAssembler pool(side_by_side(), 1);
+  const auto slot = pool.acquire(1, 10, 5);
+  zmq::message_t right = sector_of(7);
+  zmq::message_t left = sector_of(3);
+  pool.add(*slot, 1, right);
+  EXPECT_EQ(pool.add(*slot, 0, left), sc::FrameAssembler::Added::kComplete);
+  EXPECT_EQ(frame_of(pool.rows(*slot), 2, 4), (std::vector<std::uint16_t>{3, 3, 7, 7, 3, 3, 7, 7}));
+  const std::uint16_t* whole = pool.whole(*slot);
+  EXPECT_EQ(std::vector<std::uint16_t>(whole, whole + 8), (std::vector<std::uint16_t>{3, 3, 7, 7, 3, 3, 7, 7}));
+  EXPECT_EQ(pool.held_bytes(), 16u) << "the whole copy only: the sectors' messages were let go";
+  EXPECT_TRUE(pool.has(*slot, 0) && pool.has(*slot, 1));
+  EXPECT_EQ(frame_of(pool.rows(*slot), 2, 4), (std::vector<std::uint16_t>{3, 3, 7, 7, 3, 3, 7, 7}));
+  pool.release(*slot);
+  EXPECT_EQ(pool.held_bytes(), 0u);
+}
+
+TEST(FrameAssembler, AMisalignedPayloadIsCopiedOnceSoRowsAreAligned) {
+  sc::FrameAssembler pool(stacked(), 1);
+  const auto slot = pool.acquire(1, 0, 0);
+  // A sector at an odd offset of a larger buffer, as ZeroMQ may hand a small message.
+  std::vector<unsigned char> buffer(9, 0);
+  const std::uint16_t value = 0x0102;
+  for (int i = 0; i < 4; ++i) std::memcpy(buffer.data() + 1 + 2 * i, &value, sizeof value);
+  zmq::message_t odd(buffer.data() + 1, 8, [](void*, void*) {}, nullptr);
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(odd.data()) % 2, 1u);
+  pool.add(*slot, 0, odd);
+  const std::uint16_t* const* rows = pool.rows(*slot);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(rows[0]) % alignof(std::uint16_t), 0u);
+  EXPECT_EQ(frame_of(rows, 1, 4), (std::vector<std::uint16_t>(4, 0x0102)));
 }
 
 TEST(FrameAssembler, FullPoolRefusesUntilASlotIsReleased) {
-  sc::FrameAssembler pool(small(), 2);
+  sc::FrameAssembler pool(side_by_side(), 2);
   const auto a = pool.acquire(1, 0, 0);
   const auto b = pool.acquire(1, 1, 1);
   ASSERT_TRUE(a && b);
@@ -46,7 +108,7 @@ TEST(FrameAssembler, FullPoolRefusesUntilASlotIsReleased) {
 }
 
 TEST(FrameAssembler, OldestAndNewestOrderByScanThenFrame) {
-  sc::FrameAssembler pool(small(), 3);
+  sc::FrameAssembler pool(side_by_side(), 3);
   EXPECT_FALSE(pool.oldest());
   const auto later_scan = pool.acquire(2, 0, 0);
   const auto high_frame = pool.acquire(1, 900, 900);
@@ -57,23 +119,25 @@ TEST(FrameAssembler, OldestAndNewestOrderByScanThenFrame) {
   EXPECT_EQ(pool.newest(), high_frame);
 }
 
-TEST(FrameAssembler, MissingSectorsAreZerosAndNamed) {
-  sc::FrameAssembler pool(small(), 1);
+TEST(FrameAssembler, MissingSectorsReadAsZerosAndAreNamed) {
+  sc::FrameAssembler pool(stacked(), 1);
   const auto first = pool.acquire(1, 0, 0);
-  pool.add(*first, 0, sector_of(4).data());
-  pool.add(*first, 1, sector_of(6).data());
+  zmq::message_t four = sector_of(4);
+  zmq::message_t six = sector_of(6);
+  pool.add(*first, 0, four);
+  pool.add(*first, 1, six);
   pool.release(*first);
   // The reused slot must not show the previous frame's sector 1.
   const auto slot = pool.acquire(1, 1, 1);
-  pool.add(*slot, 0, sector_of(5).data());
-  EXPECT_EQ(pool.fill_missing(*slot), std::vector<std::uint32_t>{1});
-  const std::uint16_t* pixels = pool.pixels(*slot);
-  EXPECT_EQ(std::vector<std::uint16_t>(pixels, pixels + 8), (std::vector<std::uint16_t>{5, 5, 0, 0, 5, 5, 0, 0}));
+  zmq::message_t five = sector_of(5);
+  pool.add(*slot, 0, five);
+  EXPECT_EQ(pool.missing(*slot), std::vector<std::uint32_t>{1});
+  EXPECT_EQ(frame_of(pool.rows(*slot), 2, 4), (std::vector<std::uint16_t>{5, 5, 5, 5, 0, 0, 0, 0}));
 }
 
 TEST(FrameAssembler, RefusesAnEmptyPoolAndWidePixels) {
-  EXPECT_THROW(sc::FrameAssembler(small(), 0), sc::NodeGroupError);
-  auto wide = small();
+  EXPECT_THROW(sc::FrameAssembler(side_by_side(), 0), sc::NodeGroupError);
+  auto wide = side_by_side();
   wide.itemsize = 4;
   EXPECT_THROW(sc::FrameAssembler(wide, 1), sc::NodeGroupError);
 }

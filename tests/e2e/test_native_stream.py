@@ -61,10 +61,10 @@ class Stack:
         return account(records_of(self.client.subtree(scan_prefix(scan)), scan))
 
 
-def native_stack(make_config, tmp_path: Path, wires: list[str]) -> Iterator[Stack]:
+def native_stack(make_config, tmp_path: Path, wires: list[str], simulator: dict | None = None) -> Iterator[Stack]:
     config, path = make_config(
         detector=SMALL_DETECTOR, receivers=[{"host": "127.0.0.1", "threads": THREADS, "wire": w} for w in wires],
-        simulator={"bright_field_radius_px": 20.0}, aggregator={"native_scan_idle_s": 2.0},
+        simulator={"bright_field_radius_px": 20.0, **(simulator or {})}, aggregator={"native_scan_idle_s": 2.0},
         counting={"background_threshold": BACKGROUND, "xray_threshold": XRAY}, nodegroup={"pool_frames": 64})
     run_dir, output = tmp_path / "run", tmp_path / "h5"
     up = sectorflow("up", "--config", str(path), "--run-dir", str(run_dir), "--output", str(output))
@@ -205,3 +205,64 @@ def test_malformed_native_headers_are_refused_and_counted_and_a_scan_still_count
     for group in native.client.nodegroups():
         extra = native.status("nodegroup", group.uid).extra
         assert extra["malformed"] == 0, extra
+
+
+def test_a_mixed_beamline_streams_native_and_sectorflow_receivers_into_one_file(make_config, tmp_path: Path) -> None:
+    # Receivers 0 and 1 speak the native header, 2 and 3 SFSP, all four through sectorflow's own
+    # producer daemons, with a detector frame counter starting at 1000: one acquire, one file.
+    for stack in native_stack(make_config, tmp_path, ["native", "native", "sectorflow", "sectorflow"],
+                              simulator={"first_frame": 1000}):
+        acquired = sectorflow("acquire", "--config", stack.config.source, "--scan-number", "41", "--scan-shape",
+                              "7x5", "--wait", "--timeout", "120")
+        assert acquired.returncode == 0, acquired.stdout + acquired.stderr
+        assert "scan 41: complete: 140 counted + 0 spilled + 0 missing = 140 sectors" in acquired.stdout
+        assert_equals_stempy(stack, NativeScan(41, 7, 5, 1000, list(range(35))))
+        assert [stack.status("aggregator", f"t{r}").extra["native_scans"] for r in range(4)] == [1, 1, 0, 0]
+        assert all(stack.refused(f"t{r}") == {} for r in range(4))
+
+
+def test_a_native_beamline_falls_back_to_raw_files_and_replays_them_into_a_later_job(make_config,
+                                                                                     tmp_path: Path) -> None:
+    # No NodeGroup: the native producers write the scan to raw files (the 4D Camera format, the
+    # detector's frame counter inside). A job starts; the replay streams the files natively and the
+    # file equals stempy's counting of the same frames, position by position.
+    from sectorflow.orchestration.stack import stack_services, start_stack
+    from sectorflow.protocol import find_raw_files
+
+    config, path = make_config(
+        detector=SMALL_DETECTOR, receivers=[{"host": "127.0.0.1", "threads": THREADS, "wire": "native"}] * 4,
+        simulator={"bright_field_radius_px": 20.0, "first_frame": 70_000}, aggregator={"native_scan_idle_s": 2.0},
+        counting={"background_threshold": BACKGROUND, "xray_threshold": XRAY}, nodegroup={"pool_frames": 64})
+    output, raw = Path(config.nodegroup.output_dir), Path(config.producer.fallback_dir)
+    supervisor = start_stack(config, tmp_path / "run", 2, output, False, START_S)
+    try:
+        def acquire(*extra: str) -> subprocess.CompletedProcess:
+            return sectorflow("acquire", "--config", str(path), "--scan-number", "5", "--scan-shape", "6x4",
+                              "--wait", "--timeout", "120", *extra)
+
+        fallback = acquire()
+        assert fallback.returncode == 0, fallback.stdout + fallback.stderr
+        assert "scan 5: complete: 0 counted + 96 spilled + 0 missing = 96 sectors" in fallback.stdout
+        files = find_raw_files(str(raw), 5)
+        assert len(files) == 4 * THREADS
+
+        nodegroups = next(s for s in stack_services(config, 2, output) if s.name == "nodegroups")
+        supervisor.start(nodegroups)
+        with Client(client_options(config)) as client:
+            wait_until(lambda: len(client.nodegroups()) == 2, START_S, "two NodeGroups to register")
+            replay = acquire("--replay")
+            assert replay.returncode == 0, replay.stdout + replay.stderr
+            assert "scan 5: complete: 96 counted + 0 spilled + 0 missing = 96 sectors" in replay.stdout
+            stack = Stack(config, output, client)
+            assert [stack.status("aggregator", f"t{r}").extra["native_scans"] for r in range(4)] == [1] * 4
+    finally:
+        supervisor.stop_all()
+
+    # The raw records carry the detector's counter, and the replayed file is stempy's counting of them.
+    import struct
+
+    for name in files:
+        with open(name, "rb") as raw_file:
+            scan_number, frame_number, *_ = struct.unpack("<IIHHHH", raw_file.read(16))
+        assert scan_number == 5 and 70_000 <= frame_number < 70_024, name
+    assert_equals_stempy(Stack(config, output, None), NativeScan(5, 6, 4, 70_000, list(range(24))))

@@ -156,7 +156,7 @@ def test_a_stray_part_for_a_scan_already_written_never_replaces_its_file(beamlin
         # on the other ports and goes to rank 0, which has written scan 1 already.
         info = msgpack.packb({"version": 1, "kind": "info", "scan_number": 1, "receiver": 0, "thread_id": 0,
                               "scan_x": 4, "scan_y": 4, "routing": [target.uid], "counts": {target.uid: 1}})
-        header = msgpack.packb([1, 1, 0, 0, 4, 4, 0, 0, 0])
+        header = msgpack.packb([2, 1, 0, 0, 4, 4, 0, 0, 0])
         with zmq.Context() as context, context.socket(zmq.PUSH) as push:
             push.setsockopt(zmq.LINGER, 5000)
             push.connect(f"tcp://{target.host}:{target.ports[0]}")

@@ -171,7 +171,11 @@ def test_a_nodegroup_killed_mid_scan_does_not_stall_the_others_and_its_loss_is_c
         return s if done else None
 
     statuses = wait_until(settled, DELIVERY_S, "every thread to account for all 60 messages of scan 3")
-    assert all(st.extra["lost"] > 0 and st.extra["lost_last_scan"] == st.extra["lost"] for st in statuses.values())
+    # A thread may still hand a few of ng-b's messages to its socket before ZeroMQ has seen the
+    # connection drop (they count as forwarded and the account finds them not received): under load
+    # all of one thread's can go that way, so the loss is asserted over the threads, not per thread.
+    assert sum(st.extra["lost"] for st in statuses.values()) > 0
+    assert all(st.extra["lost_last_scan"] == st.extra["lost"] for st in statuses.values())
     assert "lost" in pipeline.processes.output(pipeline.aggregator)
 
 

@@ -34,7 +34,7 @@ from sectorflow.producer import (
     producer_options,
     simulator_source,
 )
-from sectorflow.protocol import find_raw_files
+from sectorflow.protocol import RawFileReader, find_raw_files
 from sectorflow.simulator import simulator_from_config
 
 SCAN_X, SCAN_Y = 5, 3
@@ -69,6 +69,8 @@ def status_of(client: Client, name: str) -> ServiceStatus | None:
 def test_streaming_sends_every_sector_once_with_headers_and_info_counts(
     make_config, processes, tmp_path: Path, upstream_for
 ) -> None:
+    # The detector's counter starts at an odd number: threads split by position, routing by frame number.
+    first = 1001
     server = start_kvstore(make_config, processes, detector=SMALL_DETECTOR, receivers=small_receivers(2),
                            simulator={"dropped_fraction": 0.2})
     config = server.config
@@ -80,7 +82,8 @@ def test_streaming_sends_every_sector_once_with_headers_and_info_counts(
     with Client.from_config(config, name="test") as client:
         wait_for_nodegroups(client, ["ng-a", "ng-b"])
         producers = [Producer(producer_options(config, r, t), client) for r in range(4) for t in range(2)]
-        request = ScanRequest(scan_number=scan, scan_x=SCAN_X, scan_y=SCAN_Y)  # routing from the replica
+        # Routing from the replica.
+        request = ScanRequest(scan_number=scan, scan_x=SCAN_X, scan_y=SCAN_Y, first_frame=first)
         results = run_threads([
             lambda p=p: p.run_scan(request, simulator_source(sim, scan, p.options.receiver, n_frames, 2,
                                                               p.options.thread_id))
@@ -93,15 +96,20 @@ def test_streaming_sends_every_sector_once_with_headers_and_info_counts(
                                for r in range(4) for t in range(2)), START_S, "every producer to finish")
         statuses = {f"r{r}t{t}": status_of(client, f"r{r}t{t}") for r in range(4) for t in range(2)}
 
-    received = Counter((header[2], header[3]) for _, header, _ in upstream.data)
+    received = Counter((header[2] - first, header[3]) for _, header, _ in upstream.data)
     assert set(received) == expected and set(received.values()) == {1}, "every sector exactly once, none lost ones"
     sent_per_thread: Counter = Counter()
     for r, header, payload in upstream.data:
         version, scan_number, frame, sector, sx, sy, px, py, thread = header
-        assert (version, scan_number, sector, sx, sy) == (1, scan, r, SCAN_X, SCAN_Y)
-        assert (px, py) == (frame % SCAN_X, frame // SCAN_X) and thread == frame % 2
-        assert digest(payload) == digest(sim.sector(scan, frame, sector).tobytes())
-        sent_per_thread[(r, thread, ["ng-a", "ng-b"][frame % 2])] += 1
+        position = frame - first
+        assert (version, scan_number, sector, sx, sy) == (2, scan, r, SCAN_X, SCAN_Y)
+        assert (px, py) == (position % SCAN_X, position // SCAN_X) and thread == position % 2
+        assert digest(payload) == digest(sim.sector(scan, position, sector).tobytes())
+        sent_per_thread[(r, thread, ["ng-a", "ng-b"][frame % 2])] += 1  # routed by the frame number
+    # Thread t's positions p (p % 2 == t) are frames f = first + p with f % 2 != t when first is odd:
+    # routed by position they would go to routing[t], by frame number they go to the other NodeGroup.
+    assert {uid for (_, t, uid) in sent_per_thread if t == 0} == {"ng-b"}
+    assert {uid for (_, t, uid) in sent_per_thread if t == 1} == {"ng-a"}
     assert sorted((r, info["thread_id"]) for r, info in upstream.infos) == [(r, t) for r in range(4) for t in range(2)]
     for r, info in upstream.infos:
         assert info["routing"] == ["ng-a", "ng-b"] and info["receiver"] == r and info["scan_number"] == scan
@@ -113,10 +121,12 @@ def test_streaming_sends_every_sector_once_with_headers_and_info_counts(
     assert sum(status.messages for status in statuses.values()) == len(expected)
 
 
+@pytest.mark.parametrize("first", [0, 1_000_000])
 def test_fallback_lands_on_disk_stempy_reads_it_and_replay_streams_it(
-    make_config, processes, upstream_for
+    make_config, processes, upstream_for, first: int
 ) -> None:
-    # The real geometry (4 sectors of 144 x 576): stempy's version-5 reader knows no other.
+    # The real geometry (4 sectors of 144 x 576): stempy's version-5 reader knows no other. `first`:
+    # the detector's frame counter at position 0, which the records carry and stempy looks past.
     server = start_kvstore(make_config, processes, receivers=small_receivers(2))
     config = server.config
     sim = simulator_from_config(config)
@@ -124,7 +134,8 @@ def test_fallback_lands_on_disk_stempy_reads_it_and_replay_streams_it(
     with Client.from_config(config, name="test") as client:
         assert client.wait_synced(START_S)
         producers = [Producer(producer_options(config, r, t), client) for r in range(4) for t in range(2)]
-        request = ScanRequest(scan_number=scan, scan_x=SCAN_X, scan_y=SCAN_Y)  # nobody registered
+        # Nobody registered.
+        request = ScanRequest(scan_number=scan, scan_x=SCAN_X, scan_y=SCAN_Y, first_frame=first)
         results = run_threads([
             lambda p=p: p.run_scan(request, simulator_source(sim, scan, p.options.receiver, n_frames, 2,
                                                               p.options.thread_id))
@@ -138,26 +149,34 @@ def test_fallback_lands_on_disk_stempy_reads_it_and_replay_streams_it(
 
     files = find_raw_files(config.producer.fallback_dir, scan)
     assert [Path(f).name for f in files] == [f"data_scan{scan:010d}_module{s}_{t}.data" for s in range(4) for t in range(2)]
+    frame_numbers = set()
+    for path in files:
+        with RawFileReader(path, config.geometry()) as records:
+            frame_numbers |= {header.frame_number for header, _ in records}
+    assert frame_numbers == {first + p for p in range(n_frames)}, "the records carry the detector's counter"
     reader = stempy.io.reader(files, stempy.io.FileVersion.VERSION5, backend="multi-pass")
     assert tuple(reader.scan_shape) == (SCAN_Y, SCAN_X)  # stempy: (rows, columns) of positions
-    for frame in range(n_frames):
-        blocks = reader.read_frames(frame)
+    for position in range(n_frames):
+        blocks = reader.read_frames(position)
         assert len(blocks) == 1
-        assert np.array_equal(np.asarray(blocks[0].data).reshape(576, 576), sim.frame(scan, frame)), f"frame {frame}"
+        assert np.array_equal(np.asarray(blocks[0].data).reshape(576, 576), sim.frame(scan, position)), \
+            f"position {position}"
 
-    # Replay the files into the pipeline (routing given explicitly: no kvstore needed).
+    # Replay the files into the pipeline (routing given explicitly: no kvstore needed) under the
+    # frame numbers they carry.
     upstream = upstream_for(config)
     replayers = [Producer(producer_options(config, r, t), None) for r in range(4) for t in range(2)]
-    replay = ScanRequest(scan_number=scan, scan_x=SCAN_X, scan_y=SCAN_Y, routing=["ng-x"])
-    run_threads([
-        lambda p=p: p.run_scan(replay, ReplaySource(config.producer.fallback_dir, scan, p.options.receiver, SCAN_X,
-                                                    SCAN_Y, 2, p.options.thread_id, config.geometry()))
-        for p in replayers
-    ])
+    sources = [ReplaySource(config.producer.fallback_dir, scan, p.options.receiver, SCAN_X, SCAN_Y, 2,
+                            p.options.thread_id, config.geometry()) for p in replayers]
+    assert {source.first_frame for source in sources} == {first}
+    replay = ScanRequest(scan_number=scan, scan_x=SCAN_X, scan_y=SCAN_Y, routing=["ng-x"], first_frame=first)
+    run_threads([lambda p=p, source=source: p.run_scan(replay, source) for p, source in zip(replayers, sources)])
     upstream.collect(8, 4 * n_frames, "the replayed scan")
     replayed = {(h[2], h[3]): digest(payload) for _, h, payload in upstream.data}
     assert len(upstream.data) == 4 * n_frames
-    assert replayed == {(f, s): digest(sim.sector(scan, f, s).tobytes()) for f in range(n_frames) for s in range(4)}
+    assert all(h[2] - first == h[6] + h[7] * SCAN_X for _, h, _ in upstream.data), "frame = first + position"
+    assert replayed == {(first + p, s): digest(sim.sector(scan, p, s).tobytes())
+                        for p in range(n_frames) for s in range(4)}
 
 
 def test_full_downstream_blocks_the_producer_and_loses_nothing(make_config, processes, upstream_for) -> None:
@@ -195,8 +214,11 @@ def test_bad_input_is_refused_with_a_clear_error(make_config) -> None:
     producer = Producer(producer_options(config, 1, 0), None)
     with pytest.raises(ProducerError, match=r"scan 5, producer r1t0: scan shape 0 x 4 is empty; expected at least 1 x 1"):
         producer.begin_scan(ScanRequest(scan_number=5, scan_x=0, scan_y=4, routing=[]), [])
-    with pytest.raises(ProducerError, match=r"frame 1 belongs to thread 1 \(frame % 2\), not to thread 0"):
+    with pytest.raises(ProducerError, match=r"position 1 belongs to thread 1 \(position % 2\), not to thread 0"):
         producer.begin_scan(ScanRequest(scan_number=5, scan_x=2, scan_y=2, routing=[]), [0, 1])
+    with pytest.raises(ProducerError, match=r"^scan 5, producer r1t0: first frame 4294967293 \+ 4 positions - 1 "
+                                            r"exceeds the largest frame number, 2\^32 - 1$"):
+        producer.begin_scan(ScanRequest(scan_number=5, scan_x=2, scan_y=2, routing=[], first_frame=2**32 - 3), [0])
     decision = producer.begin_scan(ScanRequest(scan_number=5, scan_x=2, scan_y=2, routing=[]), [0, 2])
     assert decision.mode == Mode.FALLBACK and Path(decision.file).parent == Path(config.producer.fallback_dir)
     good = np.zeros((8, 32), dtype=np.uint16)

@@ -12,7 +12,7 @@ import pytest
 
 from sectorflow.configs import SimulatorConfig, load_config
 from sectorflow.errors import SectorflowError
-from sectorflow.protocol import Geometry, ProtocolError
+from sectorflow.protocol import Geometry, ProtocolError, RawFileReader
 from sectorflow.simulator import (
     Pacer,
     Simulator,
@@ -220,11 +220,27 @@ def test_scan_summary_counts_every_sector_once() -> None:
     assert "20 frames (5 x 4)" in summary.describe()
 
 
+def test_raw_files_of_a_scan_carry_the_detectors_counter_from_first_frame(tmp_path) -> None:
+    sim = Simulator(simulator_settings(seed=4), STRIPS)
+    summary = simulate_scan(sim, SCAN, 3, 2, out_dir=tmp_path, first_frame=4_000)
+    assert len(summary.files) == STRIPS.n_sectors
+    for path in summary.files:
+        with RawFileReader(path, STRIPS) as records:
+            for header, pixels in records:
+                position = header.position_y * 3 + header.position_x
+                assert header.frame_number == 4_000 + position
+                assert np.array_equal(pixels, sim.sector(SCAN, position, header.sector))
+    with pytest.raises(SectorflowError, match=r"first frame 4294967292 \+ 6 positions - 1 exceeds the largest frame "
+                                              r"number, 4294967295 \(\[simulator\] first_frame\)"):
+        simulate_scan(sim, SCAN, 3, 2, out_dir=tmp_path / "none", first_frame=2**32 - 4)
+
+
 def test_settings_from_config_carries_every_simulator_key() -> None:
     config = load_config()
     sim = simulator_from_config(config)
     for field in dataclasses.fields(SimulatorConfig):
-        if field.name != "rate_hz":  # the pacer's, not the generator's
+        # rate_hz is the pacer's, first_frame the producer's (a scan's frame numbers), not the generator's.
+        if field.name not in ("rate_hz", "first_frame"):
             assert getattr(sim.settings, field.name) == getattr(config.simulator, field.name), field.name
     assert sim.geometry.n_sectors == config.detector.n_sectors
     assert settings_from_config(config.simulator).seed == config.simulator.seed

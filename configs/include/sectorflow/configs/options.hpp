@@ -36,7 +36,7 @@ std::uint32_t receiver_threads(const Beamline& beamline, std::uint32_t receiver)
 std::string aggregator_endpoint(const Beamline& beamline, std::uint32_t receiver);
 /// [producer] max_lead_frames: how far a thread may run ahead of its slowest sibling (SiblingGate).
 std::uint64_t max_lead_frames(const Beamline& beamline);
-/// Thread `thread_id` of `receiver`: [detector], [[receivers]] threads, the aggregator endpoint,
+/// Thread `thread_id` of `receiver`: [detector], [[receivers]] threads and wire, the aggregator endpoint,
 /// [producer] send_hwm, send_timeout_ms and fallback_dir, [kvstore] ttl_s as the status ttl and
 /// scan_record_ttl_s as the scan record's, and with [security] enabled the producer key of
 /// [security] key_dir. Throws ConfigError for a receiver or thread the file does not have,

@@ -58,6 +58,10 @@ class ElectronCounter {
   /// cleared and receives the ascending flat indices; its capacity is kept for the next frame.
   /// Not thread-safe (the counter owns its scratch buffers): give each thread its own copy.
   void count(const std::uint16_t* frame, std::vector<std::uint32_t>& events);
+  /// The same, for a frame whose rows lie anywhere: rows[r] points at row r's shape().cols pixels
+  /// (2-byte aligned). A NodeGroup counts a frame from its sectors as they were received, each row
+  /// read in place, without assembling it first.
+  void count_rows(const std::uint16_t* const* rows, std::vector<std::uint32_t>& events);
 
  private:
   template <typename Pixel>
@@ -65,9 +69,9 @@ class ElectronCounter {
   template <typename Pixel>
   void find_row_maxima(const Pixel* padded, const std::uint32_t* first, const std::uint32_t* last, std::uint32_t row,
                        std::vector<std::uint32_t>& events) const;
-  void count_integer(const std::uint16_t* frame, std::vector<std::uint32_t>& events);
-  void count_float(const std::uint16_t* frame, std::vector<std::uint32_t>& events);
-  void row_dark_pass(const std::uint16_t* frame);
+  void count_integer(const std::uint16_t* const* rows, std::vector<std::uint32_t>& events);
+  void count_float(const std::uint16_t* const* rows, std::vector<std::uint32_t>& events);
+  void row_dark_pass(const std::uint16_t* const* rows);
 
   std::shared_ptr<const Calibration> calibration_;
   CountingOptions options_;
@@ -90,6 +94,7 @@ class ElectronCounter {
   std::vector<std::uint32_t> candidates_;
   std::size_t candidate_count_ = 0;
   std::vector<float> half_row_;            // scratch of the row-dark median
+  std::vector<const std::uint16_t*> frame_rows_;  // count(frame)'s row pointers into the frame
 };
 
 }  // namespace sectorflow::counting

@@ -1,6 +1,7 @@
 // A counting thread of a NodeGroup: pulls the sectors its receivers route to it (by a hash of the
 // frame number, worker_of in envelope.hpp, so every sector of a frame comes here), assembles them
-// in its share of the pool, and counts each frame as soon as it is complete (once the scan's
+// in its share of the pool (holding the received messages, never copying their pixels:
+// frame_assembler.hpp), and counts each frame as soon as it is complete (once the scan's
 // thresholds are decided; until then complete frames wait in their slots as the threshold sample).
 //
 // When the receivers have all said a scan is over (end markers), the frames of the scan still in
@@ -82,7 +83,6 @@ class CountingWorker {
 
   /// The thread body: runs until `stop` is set.
   void run(const std::atomic<bool>& stop);
-  std::size_t pool_bytes() const { return assembler_.allocated_bytes(); }
   std::size_t pool_slots() const { return assembler_.capacity(); }
 
  private:
@@ -112,7 +112,8 @@ class CountingWorker {
   std::pair<std::uint32_t, std::uint32_t> held_frame(std::uint32_t receiver) const;
   bool force_progress();
   void handle(zmq::message_t& first, zmq::message_t* payload);
-  void on_data(const detail::Envelope& envelope, const void* payload);
+  /// Takes the sector's payload into its frame (the message moves; its pixels stay where they are).
+  void on_data(const detail::Envelope& envelope, zmq::message_t& payload);
   ScanWork& work(std::uint32_t scan);
   bool usable(ScanWork& w);
   void on_complete(ScanWork& w, std::size_t slot);
@@ -130,6 +131,8 @@ class CountingWorker {
   std::optional<std::pair<std::uint32_t, std::uint32_t>> oldest_held() const;
   void try_finish(std::uint32_t scan);
   void release(std::size_t slot);
+  /// Brings the NodeGroup's pool_bytes (and its high-water mark) in line with what this thread holds.
+  void publish_pool_bytes();
   void poll_decisions();
 
   std::vector<zmq::socket_t> pulls_;  // pulls_[r]: from receiver r
@@ -146,6 +149,7 @@ class CountingWorker {
   FrameAssembler assembler_;
   std::map<std::uint32_t, ScanWork> scans_;
   std::vector<std::uint32_t> events_;  // scratch of one frame's events
+  std::size_t published_bytes_ = 0;    // this thread's share of counters_.pool_bytes
 };
 
 }  // namespace sectorflow::nodegroup

@@ -1,12 +1,19 @@
-// Assembling frames from their sectors in a bounded pool of preallocated frame buffers.
+// Assembling frames from their sectors without copying them: a frame in assembly holds each
+// sector's message as it was received (the ZeroMQ message the receiver thread moved here), and the
+// counter reads the frame through row pointers into those messages (rows(), count_rows). Memory
+// therefore scales with the sectors in flight, not with a pool of whole frames, and each pixel
+// crosses DRAM once on its way to the counter instead of twice.
 //
-// The pool holds `slots` whole frames (frame_pixels uint16 each) allocated once, in the
-// constructor, and reused across frames and scans: memory does not grow with the scan. A slot is
-// taken by the first sector of a (scan, frame) and released by the caller once the frame is
-// counted. Sectors are copied into their place in the frame (Geometry::sector_row0/col0).
+// At most `slots` frames are in assembly at once (nodegroup.pool_frames split over the counting
+// threads): a slot is taken by the first sector of a (scan, frame) and released, with its
+// messages, by the caller once the frame is counted. When all are taken, acquire() returns nothing
+// and the owner decides (the counting thread holds the sector back or counts a frame early, see
+// counting_worker.hpp). A missing sector reads as zeros (one shared zero sector).
 //
-// When the pool is full, acquire() returns nothing and the owner decides (the counting thread
-// holds the sector back or counts a frame early, see counting_worker.hpp). Not thread-safe: one per counting thread.
+// Rows: with sectors as wide as the frame (the 4D Camera's), every row lies whole in one sector and
+// rows() points into the messages. With narrower sectors a row spans several, and rows() gathers
+// the frame into one scratch buffer first (one copy, at count time). Not thread-safe: one per
+// counting thread.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +21,8 @@
 #include <optional>
 #include <unordered_map>
 #include <vector>
+
+#include <zmq.hpp>
 
 #include "sectorflow/protocol/geometry.hpp"
 
@@ -23,27 +32,37 @@ class FrameAssembler {
  public:
   enum class Added { kPartial, kComplete, kDuplicate };
 
-  /// Allocates `slots` (>= 1) frames of the geometry. The pixels must be uint16 (itemsize 2).
+  /// Room for `slots` (>= 1) frames of the geometry. The pixels must be uint16 (itemsize 2).
   FrameAssembler(const protocol::Geometry& geometry, std::size_t slots);
 
   /// The slot of (scan, frame) if it is being assembled.
   std::optional<std::size_t> find(std::uint32_t scan, std::uint32_t frame) const;
-  /// A free slot for (scan, frame) at `position`, or nothing when the pool is full.
+  /// A free slot for (scan, frame) at `position`, or nothing when every slot is taken.
   std::optional<std::size_t> acquire(std::uint32_t scan, std::uint32_t frame, std::uint64_t position);
-  /// Copies a sector payload (geometry.sector_bytes() bytes) into its place in the slot's frame.
-  Added add(std::size_t slot, std::uint32_t sector, const void* payload);
-  /// Zeros the pixels of the sectors that did not arrive; returns their indices, ascending.
-  std::vector<std::uint32_t> fill_missing(std::size_t slot);
+  /// Takes a sector's payload (geometry.sector_bytes() bytes) into the slot's frame, by moving the
+  /// message, not its pixels (a payload not 2-byte aligned is copied once, so rows are aligned).
+  /// A duplicate leaves `payload` as it was.
+  Added add(std::size_t slot, std::uint32_t sector, zmq::message_t& payload);
+  /// The sectors that did not arrive, ascending (they read as zeros).
+  std::vector<std::uint32_t> missing(std::size_t slot) const;
+  /// Releases the slot and the messages it holds.
   void release(std::size_t slot);
+
+  /// Row pointers of the slot's frame, geometry.frame_rows of them, valid until the next call of
+  /// rows() or the slot's release.
+  const std::uint16_t* const* rows(std::size_t slot);
+  /// The slot's frame as one contiguous buffer, kept with the slot until its release: the threshold
+  /// sample reads its frames whole, from any counting thread. The sectors are copied once and their
+  /// messages let go (rows() then reads the copy), so a sample frame holds one frame's bytes.
+  const std::uint16_t* whole(std::size_t slot);
 
   /// The slots in use whose scan is `scan`.
   std::vector<std::size_t> slots_of(std::uint32_t scan) const;
-  /// The slot in use with the lowest (scan, frame); nothing when the pool is empty.
+  /// The slot in use with the lowest (scan, frame); nothing when none is in use.
   std::optional<std::size_t> oldest() const { return extreme(false); }
-  /// The slot in use with the highest (scan, frame); nothing when the pool is empty.
+  /// The slot in use with the highest (scan, frame); nothing when none is in use.
   std::optional<std::size_t> newest() const { return extreme(true); }
 
-  const std::uint16_t* pixels(std::size_t slot) const { return slots_[slot].pixels.data(); }
   std::uint32_t scan(std::size_t slot) const { return slots_[slot].scan; }
   std::uint32_t frame(std::size_t slot) const { return slots_[slot].frame; }
   std::uint64_t position(std::size_t slot) const { return slots_[slot].position; }
@@ -54,8 +73,8 @@ class FrameAssembler {
   bool full() const { return free_.empty(); }
   std::size_t capacity() const { return slots_.size(); }
   std::size_t in_use() const { return slots_.size() - free_.size(); }
-  /// Bytes held by the pool's frame buffers and sector flags (constant after construction).
-  std::size_t allocated_bytes() const { return allocated_bytes_; }
+  /// Payload bytes the frames in assembly hold now (whole() copies included).
+  std::size_t held_bytes() const { return held_bytes_; }
 
  private:
   struct Slot {
@@ -63,19 +82,27 @@ class FrameAssembler {
     std::uint32_t scan = 0;
     std::uint32_t frame = 0;
     std::uint64_t position = 0;
-    std::uint32_t present = 0;       // sectors arrived
-    std::vector<std::uint8_t> have;  // per sector: arrived
-    std::vector<std::uint16_t> pixels;
+    std::uint32_t present = 0;               // sectors arrived
+    std::vector<std::uint8_t> have;          // per sector: arrived
+    std::vector<zmq::message_t> sectors;     // per sector: its payload (empty until it arrives, or once copied whole)
+    std::vector<std::uint16_t> whole;        // whole()'s copy, empty unless the frame is a sample
   };
   static std::uint64_t key(std::uint32_t scan, std::uint32_t frame) { return (std::uint64_t{scan} << 32) | frame; }
   std::optional<std::size_t> extreme(bool highest) const;
+  /// Where the sector's pixels are: its payload, or the zero sector.
+  const std::uint16_t* sector_pixels(const Slot& slot, std::uint32_t sector) const;
+  void copy(const Slot& slot, std::vector<std::uint16_t>& out) const;
 
   protocol::Geometry geometry_;
   std::uint32_t n_sectors_;
+  bool rows_in_place_;                        // sectors as wide as the frame
   std::vector<Slot> slots_;
   std::vector<std::size_t> free_;
   std::unordered_map<std::uint64_t, std::size_t> index_;
-  std::size_t allocated_bytes_ = 0;
+  std::vector<std::uint16_t> zeros_;          // one sector of zeros: a missing sector's pixels
+  std::vector<const std::uint16_t*> rows_;    // rows()'s result
+  std::vector<std::uint16_t> gathered_;       // rows()'s frame when sectors are narrower than it
+  std::size_t held_bytes_ = 0;
 };
 
 }  // namespace sectorflow::nodegroup

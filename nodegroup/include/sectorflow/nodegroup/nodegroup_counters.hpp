@@ -24,10 +24,11 @@ struct NodeGroupCounterValues {
   std::uint64_t scans_finished = 0;
   std::uint64_t scans_timed_out = 0;
   std::uint64_t scans_evicted = 0;      ///< of those, closed early to make room for a newer scan
-  std::uint64_t pool_slots = 0;         ///< frame slots preallocated (all counting threads)
+  std::uint64_t pool_slots = 0;         ///< frames that may be in assembly at once (all counting threads)
   std::uint64_t pool_slots_in_use = 0;
   std::uint64_t pool_slots_high_water = 0;
-  std::uint64_t pool_bytes = 0;         ///< bytes allocated by the assembly pool
+  std::uint64_t pool_bytes = 0;         ///< payload bytes the frames in assembly hold now (received sectors)
+  std::uint64_t pool_bytes_high_water = 0;
   protocol::RefusalStats malformed;     ///< messages refused, by kind (SPEC.md, "Refusals")
 };
 
@@ -48,6 +49,7 @@ struct NodeGroupCounters {
   std::atomic<std::uint64_t> pool_slots_in_use{0};
   std::atomic<std::uint64_t> pool_slots_high_water{0};
   std::atomic<std::uint64_t> pool_bytes{0};
+  std::atomic<std::uint64_t> pool_bytes_high_water{0};
   protocol::RefusalCounters malformed;
 
   /// Every counter but scans_evicted, which the scan tracker keeps.
@@ -70,6 +72,7 @@ struct NodeGroupCounters {
     v.pool_slots_in_use = pool_slots_in_use.load(r);
     v.pool_slots_high_water = pool_slots_high_water.load(r);
     v.pool_bytes = pool_bytes.load(r);
+    v.pool_bytes_high_water = pool_bytes_high_water.load(r);
     v.malformed = malformed.snapshot();
     return v;
   }

@@ -1,8 +1,9 @@
-// How one producer thread is wired: which sector it owns, which aggregator thread it feeds, where
-// the fallback files go. Every value but the last three comes from the configuration, filled by the
-// daemon (sectorflow.producer.options.producer_options) or by a receiver program that embeds the
-// library (sectorflow::configs::producer_options, from the beamline file): none has a default
-// here, and the Producer refuses one left unset (0 or NaN), naming its key.
+// How one producer thread is wired: which sector it owns, which aggregator thread it feeds in which
+// dialect, where the fallback files go. Every value but the last three comes from the
+// configuration, filled by the daemon (sectorflow.producer.options.producer_options) or by a
+// receiver program that embeds the library (sectorflow::configs::producer_options, from the
+// beamline file): none has a default here, and the Producer refuses one left unset (0, NaN or
+// Wire::kUnset), naming its key.
 #pragma once
 
 #include <cstdint>
@@ -15,12 +16,26 @@
 
 namespace sectorflow::producer {
 
+/// The dialect a receiver streams to its aggregator thread ([[receivers]] wire; protocol/SPEC.md,
+/// "Two dialects"). kUnset only so that a program that forgets the key is refused, not defaulted.
+enum class Wire { kUnset, kSectorflow, kNative };
+
+/// "sectorflow", "native" ("" for kUnset): the configuration's spelling.
+const char* to_string(Wire wire);
+/// The Wire a configuration names; throws ProducerError naming the accepted values otherwise.
+Wire parse_wire(const std::string& text);
+
 struct ProducerOptions {
   protocol::Geometry geometry;  ///< [detector]
   std::uint32_t receiver = 0;   ///< the receiver index r: the sector this producer sends
   std::uint32_t thread_id = 0;  ///< t, from 0 to threads - 1
-  /// T, the producer threads of this receiver ([[receivers]] threads); t sends frames f with f % T == t.
+  /// T, the producer threads of this receiver ([[receivers]] threads); t sends the probe positions p
+  /// with p % T == t (frame numbers first_frame + p).
   std::uint32_t threads = 0;
+  /// [[receivers]] wire. kSectorflow: an info message, then data messages under SFSP's header.
+  /// kNative: no info message; each data message under the 4D Camera receivers' own header, which
+  /// says how many data messages the thread sends for the scan.
+  Wire wire = Wire::kUnset;
   /// The PUSH socket's peer: aggregator thread r, tcp://aggregator.host:(aggregator.base_port + r).
   std::string aggregator_endpoint;
   /// producer.send_hwm: messages queued before a send blocks. Shallow on purpose: what waits

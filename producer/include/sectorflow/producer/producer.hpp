@@ -1,10 +1,22 @@
 // One producer thread (protocol/SPEC.md, "A scan", steps 1 to 3): per scan it fixes the routing list,
 // decides once between streaming and fallback, records the decision in its kvstore status, then
-// sends the info message and its data messages on a PUSH socket to aggregator thread r, or writes
-// its sectors to raw version-5 files in the fallback directory.
+// sends its data messages on a PUSH socket to aggregator thread r, or writes its sectors to raw
+// version-5 files in the fallback directory.
 //
-// Frame split: thread t of a receiver's T threads owns frames f with f % T == t; a scan announces
-// (and refuses anything beyond) the frames its source lists at scan start.
+// Positions and frame numbers: a scan's frame at flat probe position p (scan-major) carries the
+// frame number f = request.first_frame + p, the detector's frame counter. Inside, everything is
+// indexed by position: thread t of a receiver's T threads owns the positions p with p % T == t,
+// sources deliver positions, and a scan announces (and refuses anything beyond) the positions its
+// source lists at scan start. Everything outside carries f: the data header's frame_number, the
+// raw file records, routing (routing[f % n]) with the info message's counts and the scan record's.
+// send() takes f, as a receiver program has the detector's counter in hand.
+//
+// Dialects (options.wire; protocol/SPEC.md, "Two dialects"): kSectorflow sends the info message
+// and then data messages under SFSP's header; kNative sends no info message and each data message
+// under the 4D Camera receivers' native header, whose num_frames_this_thread is the number of
+// positions the thread announced. Sectors spilled later (send timeout, dead NodeGroup) were still
+// announced there: the relay thread then closes the scan after [aggregator] native_scan_idle_s
+// instead of at its last message, and the scan records account for the spilled sectors.
 //
 // Sending never drops: the PUSH socket blocks at send_hwm. The blocking send waits in slices of
 // kStopCheckMs to notice stop() and dead NodeGroups; the same message is retried. Backpressure is
@@ -61,10 +73,19 @@ struct ScanRequest {
   std::uint32_t scan_number = 0;
   std::uint32_t scan_x = 0;
   std::uint32_t scan_y = 0;
+  /// The detector's frame counter at position 0: position p carries frame number first_frame + p,
+  /// which must fit a uint32 for every position of the scan.
+  std::uint32_t first_frame = 0;
   /// The routing list (sorted UIDs; empty = fallback), as fixed by `sectorflow acquire`. nullopt:
   /// read the NodeGroups from the producer's kvstore replica at scan start.
   std::optional<std::vector<std::string>> routing;
 };
+
+/// Throws ProducerError ("<where>: first frame F + N positions - 1 exceeds the largest frame
+/// number, 2^32 - 1") unless every frame number first_frame + p of a scan of `positions` positions
+/// fits the uint32 of the wire and the raw files. begin_scan checks it; a daemon checks a request
+/// with it before its threads start, so that the refusal is recorded like any refused request.
+void check_first_frame(const std::string& where, std::uint32_t first_frame, std::uint64_t positions);
 
 enum class Mode { kStreaming, kFallback };
 
@@ -76,10 +97,10 @@ struct ScanDecision {
   std::uint32_t scan_number = 0;
   Mode mode = Mode::kFallback;
   std::vector<std::string> routing;               ///< empty in fallback
-  std::map<std::string, std::uint64_t> counts;    ///< the info message's counts (streaming)
+  std::map<std::string, std::uint64_t> counts;    ///< the info message's counts by f (streaming)
   std::uint64_t announced = 0;                    ///< messages (or records) this thread will send
   std::string file;                               ///< the raw file (fallback)
-  std::uint64_t owned = 0;                        ///< frames f of the scan with f % threads == thread
+  std::uint64_t owned = 0;                        ///< positions p of the scan with p % threads == thread
   std::uint64_t lost_upstream = 0;                ///< owned but not announced (never reached the producer)
 };
 
@@ -110,18 +131,21 @@ class Producer {
   const ProducerOptions& options() const { return options_; }
 
   /// Starts a scan: fixes the routing, decides streaming or fallback, publishes the status, then
-  /// sends the info message (which may block at the high-water mark) or creates the raw file.
-  /// `frames` are the frames this thread will send, each once. Throws ProducerError for an empty
-  /// scan shape, a scan already running, a frame outside the scan or not this thread's, a
-  /// duplicate frame, a routing list that is not sorted, no routing and no kvstore, a stream with
-  /// no aggregator endpoint; protocol::RawFileError if the raw file cannot be created.
-  ScanDecision begin_scan(const ScanRequest& request, const std::vector<std::uint32_t>& frames);
+  /// sends the info message (sectorflow wire; it may block at the high-water mark) or creates the
+  /// raw file. `positions` are the flat probe positions this thread will send, each once (a
+  /// source's frames()). Throws ProducerError for an empty scan shape, frame numbers past 2^32 - 1
+  /// (first_frame too large), a scan already running, a position outside the scan or not this
+  /// thread's, a duplicate position, a routing list that is not sorted, no routing and no kvstore,
+  /// a stream with no aggregator endpoint; protocol::RawFileError if the raw file cannot be created.
+  ScanDecision begin_scan(const ScanRequest& request, const std::vector<std::uint32_t>& positions);
 
-  /// Sends (or writes, or spills) one announced sector. With `release`, ZeroMQ sends `payload` in place and
+  /// Sends (or writes, or spills) the announced sector of frame number `frame_number` (the
+  /// detector's counter: request.first_frame + its position). With `release`, ZeroMQ sends `payload` in place and
   /// calls release(payload, hint) when done with it (in fallback: after the write, before send
   /// returns); without, the payload is copied. On an exception the caller keeps the buffer.
   /// Blocks at the high-water mark. Throws ProducerError for a payload that is not one sector, a
-  /// sector other than this receiver's, a frame not announced or already sent, no scan running;
+  /// sector other than this receiver's, a frame outside the scan's frame numbers, not announced or
+  /// already sent, no scan running;
   /// ProducerStopped after stop().
   void send(std::uint32_t frame_number, std::uint32_t sector, const void* payload, std::size_t bytes,
             ReleaseFn release = nullptr, void* hint = nullptr);
@@ -134,12 +158,13 @@ class Producer {
   /// "error" with the message and rethrows if anything fails.
   ScanResult run_scan(const ScanRequest& request, SectorSource& source, SiblingGate* gate = nullptr);
 
-  /// After begin_scan(request, frames): every frame read from `source` into a pooled buffer and
-  /// sent zero-copy (the buffer returns to the pool when ZeroMQ releases it), then end_scan().
-  /// With `gate` (shared by the receiver's threads of this scan), each frame first waits until it
-  /// is within the gate's lead of the slowest sibling; the thread is finished in the gate however
-  /// stream() ends. Throws ProducerStopped if stop() came while it waited.
-  ScanResult stream(SectorSource& source, const std::vector<std::uint32_t>& frames, SiblingGate* gate = nullptr);
+  /// After begin_scan(request, positions): every position read from `source` into a pooled buffer
+  /// and sent zero-copy as frame first_frame + position (the buffer returns to the pool when ZeroMQ
+  /// releases it), then end_scan(). With `gate` (shared by the receiver's threads of this scan),
+  /// each position first waits until it is within the gate's lead of the slowest sibling; the
+  /// thread is finished in the gate however stream() ends. Throws ProducerStopped if stop() came
+  /// while it waited.
+  ScanResult stream(SectorSource& source, const std::vector<std::uint32_t>& positions, SiblingGate* gate = nullptr);
 
   /// Publishes state "error" for `scan_number` with `error` (e.g. its source could not be opened,
   /// or the request was refused) in the status and the scan record, so that whoever waits for the
@@ -173,7 +198,8 @@ class Producer {
   /// Writes one accepted sector to the raw file and releases the payload; fails the thread if it cannot.
   void spill(const protocol::DataHeader& header, const void* payload, std::size_t bytes, ReleaseFn release,
              void* hint);
-  /// Re-reads the relay thread's record if the replica changed; true if the frame's NodeGroup is dead.
+  /// Re-reads the relay thread's record if the replica changed; true if the NodeGroup of frame
+  /// number `frame_number` (routing[frame_number % n], as the aggregator routes) is dead.
   bool routed_to_dead(std::uint32_t frame_number);
   void warn(const std::string& line) const;
 

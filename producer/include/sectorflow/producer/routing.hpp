@@ -1,5 +1,5 @@
 // The routing list of a scan (protocol/SPEC.md, "A scan, message by message", step 1): fixed once
-// at scan start, sorted NodeGroup UIDs without duplicates; frame f goes to routing[f % n]; an
+// at scan start, sorted NodeGroup UIDs without duplicates; frame number f goes to routing[f % n]; an
 // empty list means fallback.
 #pragma once
 
@@ -26,8 +26,12 @@ std::vector<std::string> routing_from_replica(const kvstore::Client& client, pro
 /// Throws ProducerError unless `routing` is sorted, without duplicates and without empty UIDs.
 void check_routing(const std::vector<std::string>& routing, std::uint32_t scan_number);
 
-/// UID -> number of `frames` routed to it, every UID of `routing` present (zeros included).
+/// UID -> number of `positions` routed to it, every UID of `routing` present (zeros included).
+/// Position p is frame number first_frame + p, which goes to routing[(first_frame + p) % n]: the
+/// aggregator routes by the frame number, so must the counts. `first_frame` + p must fit a uint32
+/// (begin_scan checks it).
 std::map<std::string, std::uint64_t> count_routes(const std::vector<std::string>& routing,
-                                                  const std::vector<std::uint32_t>& frames);
+                                                  const std::vector<std::uint32_t>& positions,
+                                                  std::uint32_t first_frame = 0);
 
 }  // namespace sectorflow::producer

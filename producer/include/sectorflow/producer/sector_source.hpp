@@ -10,18 +10,20 @@
 
 namespace sectorflow::producer {
 
-/// One thread's sectors of one scan.
+/// One thread's sectors of one scan, by flat probe position p (the Producer sends p as frame number
+/// first_frame + p).
 class SectorSource {
  public:
   virtual ~SectorSource() = default;
-  /// The frame numbers this source will deliver, in delivery order; called once, at scan start,
-  /// because the info message announces every message before the first one is sent.
+  /// The positions this source will deliver, in delivery order; called once, at scan start,
+  /// because the info message (or each native header) announces every message before the first
+  /// one is sent.
   virtual std::vector<std::uint32_t> frames() = 0;
-  /// Writes the pixels of `frame` (the next of frames(), in order) into `out` (exactly `bytes`).
+  /// Writes the pixels at position `frame` (the next of frames(), in order) into `out` (exactly `bytes`).
   virtual void read(std::uint32_t frame, void* out, std::size_t bytes) = 0;
 };
 
-/// Frames 0..n_frames-1 that thread `thread_id` of `threads` sends: f % threads == thread_id.
+/// Positions 0..n_frames-1 that thread `thread_id` of `threads` sends: p % threads == thread_id.
 /// Throws ProducerError if threads is 0 or thread_id >= threads.
 std::vector<std::uint32_t> thread_share(std::uint64_t n_frames, std::uint32_t threads, std::uint32_t thread_id);
 
@@ -29,6 +31,7 @@ std::vector<std::uint32_t> thread_share(std::uint64_t n_frames, std::uint32_t th
 /// the scan minus the sectors `lost` says were lost upstream (those are neither sent nor counted).
 class GeneratedSource : public SectorSource {
  public:
+  /// Both take the position.
   using Generate = std::function<void(std::uint32_t frame, void* out, std::size_t bytes)>;
   using Lost = std::function<bool(std::uint32_t frame)>;
 

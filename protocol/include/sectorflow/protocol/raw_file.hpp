@@ -7,15 +7,16 @@
 // (C order, exactly Geometry::sector_bytes() bytes):
 //
 //   offset  0  uint32  scan_number
-//   offset  4  uint32  frame_number   (0-based)
+//   offset  4  uint32  frame_number   (the detector's frame counter: first_frame + flat position)
 //   offset  8  uint16  scan_size x    (probe positions per row)
 //   offset 10  uint16  scan_size y    (rows of probe positions)
 //   offset 12  uint16  scan_pos x
 //   offset 14  uint16  scan_pos y
 //
 // stempy places module m at frame rows m * sector_rows (full-width sectors, as on the 4D Camera)
-// and the record at probe position scan_pos.y * scan_size.x + scan_pos.x. The sector and thread
-// of a record are those of its file; the header does not carry them.
+// and the record at probe position scan_pos.y * scan_size.x + scan_pos.x, whatever its frame
+// number (a counter that does not start at 0 is fine). The sector and thread of a record are those
+// of its file; the header does not carry them.
 #pragma once
 
 #include <cstddef>

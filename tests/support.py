@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +88,26 @@ def read_jsonl(path: Path) -> list[dict]:
         return []
     lines = path.read_text().split("\n")
     return [json.loads(line) for line in lines[:-1] if line]
+
+
+def sectorflow_command(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
+    """``python -m sectorflow ARGS`` to completion, output captured."""
+    return subprocess.run([sys.executable, "-m", "sectorflow", *args], capture_output=True, text=True,
+                          timeout=timeout_s)
+
+
+@contextmanager
+def stack_up(config: Any, path: Path, run_dir: Path, output: Path, start_s: float = 60.0) -> Iterator[Any]:
+    """``sectorflow up`` of the configuration at ``path``; yields a kvstore client once its two
+    NodeGroups are registered; ``sectorflow down`` on exit (asserted clean)."""
+    from sectorflow.kvstore import Client, client_options
+
+    up = sectorflow_command("up", "--config", str(path), "--run-dir", str(run_dir), "--output", str(output))
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        with Client(client_options(config)) as client:
+            wait_until(lambda: len(client.nodegroups()) == 2, start_s, "two NodeGroups to register")
+            yield client
+    finally:
+        down = sectorflow_command("down", "--config", str(path), "--run-dir", str(run_dir))
+        assert down.returncode == 0, down.stderr

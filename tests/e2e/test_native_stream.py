@@ -7,7 +7,6 @@ neither starts at 0 nor follows the positions."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ import numpy as np
 import pytest
 import stempy.image as stim
 from native_sender import NativeScan, stream_native
-from support import wait_until
+from support import sectorflow_command, stack_up, wait_until
 
 from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
@@ -35,8 +34,7 @@ START_S, FILE_S = 60.0, 60.0
 
 
 def sectorflow(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sectorflow", *args], capture_output=True, text=True,
-                          timeout=timeout_s)
+    return sectorflow_command(*args, timeout_s=timeout_s)
 
 
 @dataclass
@@ -66,16 +64,9 @@ def native_stack(make_config, tmp_path: Path, wires: list[str], simulator: dict 
         detector=SMALL_DETECTOR, receivers=[{"host": "127.0.0.1", "threads": THREADS, "wire": w} for w in wires],
         simulator={"bright_field_radius_px": 20.0, **(simulator or {})}, aggregator={"native_scan_idle_s": 2.0},
         counting={"background_threshold": BACKGROUND, "xray_threshold": XRAY}, nodegroup={"pool_frames": 64})
-    run_dir, output = tmp_path / "run", tmp_path / "h5"
-    up = sectorflow("up", "--config", str(path), "--run-dir", str(run_dir), "--output", str(output))
-    try:
-        assert up.returncode == 0, up.stderr[-3000:]
-        with Client(client_options(config)) as client:
-            wait_until(lambda: len(client.nodegroups()) == 2, START_S, "two NodeGroups to register")
-            yield Stack(config, output, client)
-    finally:
-        down = sectorflow("down", "--config", str(path), "--run-dir", str(run_dir))
-        assert down.returncode == 0, down.stderr
+    output = tmp_path / "h5"
+    with stack_up(config, path, tmp_path / "run", output, START_S) as client:
+        yield Stack(config, output, client)
 
 
 @pytest.fixture

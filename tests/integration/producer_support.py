@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,3 +114,24 @@ def stalled(read: Callable[[], int], polls: int = 12) -> Callable[[], bool]:
 
 
 __all__ = ["KvServer", "start_kvstore"]
+
+
+def run_threads(targets: list) -> list:
+    """Run each callable on its own thread (the binding releases the GIL); returns their results."""
+    results: list = [None] * len(targets)
+    errors: list = []
+
+    def call(i: int) -> None:
+        try:
+            results[i] = targets[i]()
+        except Exception as error:  # reported below, with the thread's index
+            errors.append((i, error))
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(targets))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(START_S)
+    assert not errors, errors
+    assert not any(thread.is_alive() for thread in threads), "a producer thread did not finish"
+    return results

@@ -13,7 +13,6 @@ an info for a 17th with a lower number.
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,11 +21,11 @@ from pathlib import Path
 import msgpack
 import pytest
 import zmq
-from support import wait_until
+from support import sectorflow_command, stack_up, wait_until
 
 from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
-from sectorflow.kvstore import Client, client_options
+from sectorflow.kvstore import Client
 from sectorflow.protocol import ACQUIRE_REQUEST_KEY, AcquireRequest, ServiceStatus, status_key
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
@@ -41,8 +40,7 @@ COUNTED_S = 30.0
 
 
 def sectorflow(*args: str, timeout_s: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sectorflow", *args], capture_output=True, text=True,
-                          timeout=timeout_s)
+    return sectorflow_command(*args, timeout_s=timeout_s)
 
 
 def header(sector: int, scan: int = 9, frame: int = 0, scan_x: int = 4, scan_y: int = 4, x: int = 0, y: int = 0,
@@ -111,15 +109,8 @@ def stack(make_config, tmp_path: Path) -> Iterator[Stack]:
     config, path = make_config(detector=SMALL, limits={"max_scan_positions": MAX_POSITIONS},
                                nodegroup={"pool_frames": 32})
     run_dir, output = tmp_path / "run", tmp_path / "h5"
-    up = sectorflow("up", "--config", str(path), "--run-dir", str(run_dir), "--output", str(output))
-    try:
-        assert up.returncode == 0, up.stderr[-3000:]
-        with Client(client_options(config)) as client:
-            wait_until(lambda: len(client.nodegroups()) == 2, START_S, "two NodeGroups to register")
-            yield Stack(config, path, run_dir, output, client)
-    finally:
-        down = sectorflow("down", "--config", str(path), "--run-dir", str(run_dir))
-        assert down.returncode == 0, down.stderr
+    with stack_up(config, path, run_dir, output, START_S) as client:
+        yield Stack(config, path, run_dir, output, client)
 
 
 def test_every_bad_message_is_refused_and_counted_and_a_scan_still_has_every_frame(stack: Stack) -> None:

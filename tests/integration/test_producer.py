@@ -14,6 +14,7 @@ from producer_support import (
     SMALL_DETECTOR,
     START_S,
     digest,
+    run_threads,
     small_receivers,
     stalled,
     start_kvstore,
@@ -38,27 +39,6 @@ from sectorflow.protocol import RawFileReader, find_raw_files
 from sectorflow.simulator import simulator_from_config
 
 SCAN_X, SCAN_Y = 5, 3
-
-
-def run_threads(targets: list) -> list:
-    """Run each callable on its own thread (the binding releases the GIL); returns their results."""
-    results: list = [None] * len(targets)
-    errors: list = []
-
-    def call(i: int) -> None:
-        try:
-            results[i] = targets[i]()
-        except Exception as error:  # reported below, with the thread's index
-            errors.append((i, error))
-
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(targets))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(START_S)
-    assert not errors, errors
-    assert not any(thread.is_alive() for thread in threads), "a producer thread did not finish"
-    return results
 
 
 def status_of(client: Client, name: str) -> ServiceStatus | None:

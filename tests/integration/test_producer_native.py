@@ -4,7 +4,6 @@ wire by a plain pyzmq PULL socket and plain ``msgpack``, not by the project's co
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from producer_support import (
     SMALL_DETECTOR,
     START_S,
     digest,
+    run_threads,
     small_receivers,
     start_kvstore,
     upstream_for,  # noqa: F401  (fixture)
@@ -43,27 +43,6 @@ def native_receivers(threads: int) -> list[dict]:
     return [{**receiver, "wire": "native"} for receiver in small_receivers(threads)]
 
 
-def run_all(targets: list) -> list:
-    """Run each callable on its own thread (the binding releases the GIL); returns their results."""
-    results: list = [None] * len(targets)
-    errors: list = []
-
-    def call(i: int) -> None:
-        try:
-            results[i] = targets[i]()
-        except Exception as error:  # reported below, with the thread's index
-            errors.append((i, error))
-
-    workers = [threading.Thread(target=call, args=(i,)) for i in range(len(targets))]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(START_S)
-    assert not errors, errors
-    assert not any(worker.is_alive() for worker in workers), "a producer thread did not finish"
-    return results
-
-
 def test_native_wire_sends_the_detectors_own_headers_and_no_info_message(make_config, upstream_for) -> None:
     # Some sectors are lost upstream, so the threads of a receiver announce different counts.
     config, _ = make_config(detector=SMALL_DETECTOR, receivers=native_receivers(2),
@@ -74,7 +53,7 @@ def test_native_wire_sends_the_detectors_own_headers_and_no_info_message(make_co
     producers = [Producer(producer_options(config, r, t), None) for r in range(4) for t in range(2)]
     assert {p.options.wire for p in producers} == {"native"}
     request = ScanRequest(scan_number=scan, scan_x=SCAN_X, scan_y=SCAN_Y, routing=["ng-a", "ng-b"], first_frame=first)
-    results = run_all([
+    results = run_threads([
         lambda p=p: p.run_scan(request, simulator_source(sim, scan, p.options.receiver, N_FRAMES, 2,
                                                           p.options.thread_id))
         for p in producers

@@ -147,9 +147,9 @@ class NodegroupConfig:
     host: str = setting("127.0.0.1", "address a NodeGroup binds and advertises (the node's address)")
     groups_per_rank: int = setting(1, "NodeGroups per MPI rank", min=1, max=64)
     counting_threads: int = setting(2, "counting threads per NodeGroup", min=1, max=256)
-    recv_hwm: int = setting(50, "high-water mark of the NodeGroup's PULL sockets (messages held per receiver)", min=1)
+    recv_hwm: int = setting(16, "high-water mark of the NodeGroup's PULL sockets (messages held per receiver)", min=1)
     pool_frames: int = setting(
-        128, "frames a NodeGroup may hold in assembly at once, split over its counting threads (a frame holds its "
+        64, "frames a NodeGroup may hold in assembly at once, split over its counting threads (a frame holds its "
         "received sectors, not a copy: memory follows the sectors in flight, at most this many frames' worth; "
         "when full, sectors needing a new frame wait upstream; only when no frame can complete is one counted "
         "early as incomplete; size it for the frame-order spread of the producers)", min=1)
@@ -173,7 +173,10 @@ class NodegroupConfig:
 class CountingConfig:
     """Electron counting (the stempy algorithm)."""
 
-    threshold_sample_frames: int = setting(100, "frames at the start of a scan sampled for the thresholds", min=1)
+    threshold_sample_frames: int = setting(
+        40, "complete frames at the start of a scan sampled for the thresholds (stempy's electron_count samples 40; "
+        "they wait in the NodeGroup's pool, packed, until the thresholds are decided, so keep it below the pool "
+        "frames per counting thread: a full pool decides with the frames sampled so far)", min=1)
     background_sigma: float = setting(4.5, "background threshold = optimized mean + this x optimized sigma", min=0.0)
     xray_sigma: float = setting(175.0, "x-ray threshold = mean + this x standard deviation", min=0.0)
     background_threshold: float = setting(0.0, "fixed background threshold in ADU (0: compute from the sample)", min=0.0)

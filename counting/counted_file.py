@@ -41,21 +41,33 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import h5py
 import numpy as np
 
 from sectorflow.errors import SectorflowError
 
 from .arrays import STATISTICS_FIELDS, CountingError, ThresholdStatistics, statistics_dict
 
+if TYPE_CHECKING:
+    import h5py
+
 log = logging.getLogger(__name__)
 
 #: The stempy SparseArray file version this module writes.
 FILE_VERSION = 3
 
-_VLEN_UINT32 = h5py.vlen_dtype(np.uint32)
+
+def _h5py() -> Any:
+    """h5py, imported when a file is first read or written: a NodeGroup rank that never writes one
+    does not carry its 13 MiB, and rank 0 only once its frames are counted (BENCHMARKS.md, memory)."""
+    import h5py
+
+    return h5py
+
+
+def _vlen_uint32() -> np.dtype:
+    return _h5py().vlen_dtype(np.uint32)
 
 
 @dataclass(frozen=True)
@@ -103,7 +115,7 @@ def _position_array(events: Any, position: int) -> np.ndarray:
 
 def _validated_events(events: Sequence[Any], pixels: int) -> tuple[np.ndarray, list[int]]:
     """The events as an object array ready for a vlen write, and the missing positions."""
-    frames = np.empty(len(events), dtype=_VLEN_UINT32)
+    frames = np.empty(len(events), dtype=_vlen_uint32())
     missing = []
     empty = np.zeros(0, dtype=np.uint32)
     # Filled one element at a time and written with the low-level call in write_counted_scan:
@@ -247,10 +259,11 @@ def _write_layout(partial: Path, frames: np.ndarray, positions: int, frame_shape
                   metadata: Mapping[str, Any] | None) -> None:
     frame_rows, frame_cols = frame_shape
     scan_rows, scan_cols = scan_shape
+    h5py = _h5py()
     with h5py.File(partial, "w") as f:
         f.attrs["version"] = FILE_VERSION
         group = f.create_group("electron_events")
-        dataset = group.create_dataset("frames", (positions,), dtype=_VLEN_UINT32)
+        dataset = group.create_dataset("frames", (positions,), dtype=_vlen_uint32())
         dataset.attrs["Nx"] = np.int64(frame_rows)
         dataset.attrs["Ny"] = np.int64(frame_cols)
         dataset.id.write(h5py.h5s.ALL, h5py.h5s.ALL, frames)
@@ -269,10 +282,10 @@ def _write_layout(partial: Path, frames: np.ndarray, positions: int, frame_shape
         completeness.attrs["reason"] = reason
         completeness.create_dataset("missing_positions", data=np.asarray(missing, dtype=np.int64))
         completeness.create_dataset("incomplete_positions", data=np.asarray(incomplete_positions, dtype=np.int64))
-        sectors = np.empty(len(incomplete_positions), dtype=_VLEN_UINT32)
+        sectors = np.empty(len(incomplete_positions), dtype=_vlen_uint32())
         for i, missing_sectors in enumerate(incomplete_sectors):
             sectors[i] = missing_sectors
-        dataset = completeness.create_dataset("incomplete_missing_sectors", (len(sectors),), dtype=_VLEN_UINT32)
+        dataset = completeness.create_dataset("incomplete_missing_sectors", (len(sectors),), dtype=_vlen_uint32())
         if len(sectors):
             dataset.id.write(h5py.h5s.ALL, h5py.h5s.ALL, sectors)
         _save_attrs(meta, metadata or {})
@@ -281,7 +294,7 @@ def _write_layout(partial: Path, frames: np.ndarray, positions: int, frame_shape
 def _load_attrs(group: h5py.Group) -> dict[str, Any]:
     values: dict[str, Any] = dict(group.attrs.items())
     for key, item in group.items():
-        if isinstance(item, h5py.Group):
+        if isinstance(item, _h5py().Group):
             values[key] = _load_attrs(item)
     return values
 
@@ -291,6 +304,7 @@ def read_counted_scan(path: str | os.PathLike[str]) -> CountedScan:
 
     :raises SectorflowError: the file lacks the layout or holds several frames per position.
     """
+    h5py = _h5py()
     try:
         with h5py.File(path, "r") as f:
             frames = f["electron_events/frames"]

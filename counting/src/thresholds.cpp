@@ -44,42 +44,6 @@ struct SampleValue {
   }
 };
 
-struct Range {
-  std::int64_t min = std::numeric_limits<std::int64_t>::max();
-  std::int64_t max = std::numeric_limits<std::int64_t>::min();
-  std::int64_t sum = 0;
-};
-
-template <typename Value>
-Range scan_range(const std::vector<const std::uint16_t*>& frames, std::size_t pixels, const Value& value) {
-  Range range;
-  for (const std::uint16_t* frame : frames) {
-    std::int64_t lo = range.min;
-    std::int64_t hi = range.max;
-    std::int64_t sum = 0;
-    for (std::size_t i = 0; i < pixels; ++i) {
-      const std::int64_t v = value(frame[i], i);
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-      sum += v;
-    }
-    range.min = lo;
-    range.max = hi;
-    range.sum += sum;
-  }
-  return range;
-}
-
-template <typename Value>
-void count_values(const std::vector<const std::uint16_t*>& frames, std::size_t pixels, const Value& value,
-                  std::int64_t min, std::vector<std::uint64_t>& counts) {
-  for (const std::uint16_t* frame : frames) {
-    for (std::size_t i = 0; i < pixels; ++i) {
-      ++counts[static_cast<std::size_t>(value(frame[i], i) - min)];
-    }
-  }
-}
-
 // stempy converts these bounds with static_cast<int>; saturate instead of overflowing.
 std::int64_t truncate_to_int(double x) {
   constexpr double kLimit = 2147483647.0;
@@ -91,63 +55,95 @@ std::int64_t truncate_to_int(double x) {
 
 }  // namespace
 
+template <typename Value>
+void ThresholdSample::add_values(const std::uint16_t* frame, const Value& value) {
+  // Two passes over the frame: its range (to size the histogram once), then one count per value.
+  const std::size_t pixels = calibration_->shape().pixels();
+  std::int64_t lo = std::numeric_limits<std::int64_t>::max();
+  std::int64_t hi = std::numeric_limits<std::int64_t>::min();
+  std::int64_t sum = 0;
+  for (std::size_t i = 0; i < pixels; ++i) {
+    const std::int64_t v = value(frame[i], i);
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sum += v;
+  }
+  if (frames_ > 0) {
+    lo = std::min(lo, min_);
+    hi = std::max(hi, max_);
+  }
+  if (hi - lo >= kMaxSampleRange) {
+    throw CountingError("threshold sample values span " + std::to_string(lo) + " to " + std::to_string(hi) +
+                        " ADU; check the dark reference and gain map");
+  }
+  if (frames_ == 0) {
+    counts_.assign(static_cast<std::size_t>(hi - lo + 1), 0);
+  } else {
+    counts_.insert(counts_.begin(), static_cast<std::size_t>(min_ - lo), 0);
+    counts_.resize(static_cast<std::size_t>(hi - lo + 1), 0);
+  }
+  min_ = lo;
+  max_ = hi;
+  sum_ += sum;
+  for (std::size_t i = 0; i < pixels; ++i) ++counts_[static_cast<std::size_t>(value(frame[i], i) - min_)];
+  ++frames_;
+}
+
+void ThresholdSample::add(const std::uint16_t* frame) {
+  if (frame == nullptr) {
+    throw CountingError("threshold sample frame " + std::to_string(frames_) + " is a null pointer");
+  }
+  const float* dark = calibration_->dark_reference();
+  const float* gain = calibration_->gain_factor();
+  if (dark && gain) {
+    add_values(frame, SampleValue<true, true>{dark, gain});
+  } else if (dark) {
+    add_values(frame, SampleValue<true, false>{dark, gain});
+  } else if (gain) {
+    add_values(frame, SampleValue<false, true>{dark, gain});
+  } else {
+    add_values(frame, SampleValue<false, false>{dark, gain});
+  }
+}
+
 ThresholdStatistics calculate_thresholds(const std::vector<const std::uint16_t*>& frames,
                                          const Calibration& calibration, const ThresholdOptions& options) {
-  if (frames.empty()) {
-    throw CountingError("threshold sample is empty; pass at least one frame");
-  }
   for (std::size_t f = 0; f < frames.size(); ++f) {
     if (frames[f] == nullptr) {
       throw CountingError("threshold sample frame " + std::to_string(f) + " is a null pointer");
     }
+  }
+  ThresholdSample sample(calibration);
+  for (const std::uint16_t* frame : frames) sample.add(frame);
+  return sample.statistics(options);
+}
+
+ThresholdStatistics ThresholdSample::statistics(const ThresholdOptions& options) const {
+  if (frames_ == 0) {
+    throw CountingError("threshold sample is empty; pass at least one frame");
   }
   if (!std::isfinite(options.background_threshold_n_sigma) || !std::isfinite(options.x_ray_threshold_n_sigma)) {
     throw CountingError("threshold n_sigma values must be finite, got background " +
                         std::to_string(options.background_threshold_n_sigma) + ", x-ray " +
                         std::to_string(options.x_ray_threshold_n_sigma));
   }
-  const std::size_t pixels = calibration.shape().pixels();
-  const double n = static_cast<double>(frames.size()) * static_cast<double>(pixels);
+  const std::size_t pixels = calibration_->shape().pixels();
+  const double n = static_cast<double>(frames_) * static_cast<double>(pixels);
   if (n < 2.0) {
     throw CountingError("threshold sample has a single pixel; a standard deviation needs two or more");
   }
 
-  // Two passes over the sample: the range and sum, then one count per integer value, from which
-  // mean, variance and the fitted histogram all follow exactly.
-  Range range;
-  std::vector<std::uint64_t> counts;
-  const float* dark = calibration.dark_reference();
-  const float* gain = calibration.gain_factor();
-  auto run = [&](const auto& value) {
-    range = scan_range(frames, pixels, value);
-    if (range.max - range.min >= kMaxSampleRange) {
-      throw CountingError("threshold sample values span " + std::to_string(range.min) + " to " +
-                          std::to_string(range.max) + " ADU; check the dark reference and gain map");
-    }
-    counts.assign(static_cast<std::size_t>(range.max - range.min + 1), 0);
-    count_values(frames, pixels, value, range.min, counts);
-  };
-  if (dark && gain) {
-    run(SampleValue<true, true>{dark, gain});
-  } else if (dark) {
-    run(SampleValue<true, false>{dark, gain});
-  } else if (gain) {
-    run(SampleValue<false, true>{dark, gain});
-  } else {
-    run(SampleValue<false, false>{dark, gain});
-  }
-
   ThresholdStatistics s;
   s.threshold_calculated = true;
-  s.number_of_samples = static_cast<int>(frames.size());
-  s.min_sample = static_cast<double>(range.min);
-  s.max_sample = static_cast<double>(range.max);
-  s.mean = static_cast<double>(range.sum) / n;
+  s.number_of_samples = static_cast<int>(frames_);
+  s.min_sample = static_cast<double>(min_);
+  s.max_sample = static_cast<double>(max_);
+  s.mean = static_cast<double>(sum_) / n;
   double squares = 0.0;
-  for (std::size_t k = 0; k < counts.size(); ++k) {
-    if (counts[k] != 0) {
-      const double d = static_cast<double>(range.min + static_cast<std::int64_t>(k)) - s.mean;
-      squares += static_cast<double>(counts[k]) * d * d;
+  for (std::size_t k = 0; k < counts_.size(); ++k) {
+    if (counts_[k] != 0) {
+      const double d = static_cast<double>(min_ + static_cast<std::int64_t>(k)) - s.mean;
+      squares += static_cast<double>(counts_[k]) * d * d;
     }
   }
   s.variance = squares / (n - 1.0);
@@ -158,12 +154,12 @@ ThresholdStatistics calculate_thresholds(const std::vector<const std::uint16_t*>
 
   // stempy's bin range: it scales the absolute x-ray threshold (not its n_sigma) by the standard
   // deviation, which in practice spans the whole sample. We keep it so the fit sees the same bins.
-  const std::int64_t max_bin = std::min(range.max, truncate_to_int(s.mean + s.x_ray_threshold * s.std_dev));
-  const std::int64_t min_bin = std::max(range.min, truncate_to_int(s.mean - s.x_ray_threshold * s.std_dev));
+  const std::int64_t max_bin = std::min(max_, truncate_to_int(s.mean + s.x_ray_threshold * s.std_dev));
+  const std::int64_t min_bin = std::max(min_, truncate_to_int(s.mean - s.x_ray_threshold * s.std_dev));
   const std::int64_t bins = max_bin - min_bin;
   if (bins < 3) {
-    throw CountingError("threshold sample values span only " + std::to_string(range.min) + " to " +
-                        std::to_string(range.max) + " ADU (" + std::to_string(std::max<std::int64_t>(bins, 0)) +
+    throw CountingError("threshold sample values span only " + std::to_string(min_) + " to " +
+                        std::to_string(max_) + " ADU (" + std::to_string(std::max<std::int64_t>(bins, 0)) +
                         " histogram bins); fitting the noise peak needs frames with dark noise");
   }
   s.number_of_bins = static_cast<int>(bins);
@@ -171,7 +167,7 @@ ThresholdStatistics calculate_thresholds(const std::vector<const std::uint16_t*>
   std::vector<double> y(static_cast<std::size_t>(bins));
   for (std::int64_t b = 0; b < bins; ++b) {
     x[static_cast<std::size_t>(b)] = static_cast<double>(min_bin + b);
-    y[static_cast<std::size_t>(b)] = static_cast<double>(counts[static_cast<std::size_t>(min_bin - range.min + b)]);
+    y[static_cast<std::size_t>(b)] = static_cast<double>(counts_[static_cast<std::size_t>(min_bin - min_ + b)]);
   }
   const std::size_t peak = static_cast<std::size_t>(std::max_element(y.begin(), y.end()) - y.begin());
   const GaussianFit fit = fit_gaussian(x, y, {y[peak], s.mean, s.std_dev});

@@ -280,7 +280,7 @@ bool CountingWorker::usable(ScanWork& w) {
 
 void CountingWorker::on_complete(ScanWork& w, std::size_t slot) {
   // Counting off (settings.count): no thresholds are needed, so no frame waits as a sample.
-  if (settings_.count && !w.sampler->decided() && w.sampler->offer(assembler_.whole(slot))) {
+  if (settings_.count && !w.sampler->decided() && w.sampler->offer(assembler_.sample(slot))) {
     publish_pool_bytes();
     w.waiting.push_back(slot);
     if (w.sampler->decided()) flush_waiting(w);

@@ -27,7 +27,7 @@ FrameAssembler::FrameAssembler(const protocol::Geometry& geometry, std::size_t s
   index_.reserve(2 * slots);
   zeros_.assign(std::size_t{geometry.sector_rows} * geometry.sector_cols, 0);
   rows_.resize(geometry.frame_rows);
-  if (!rows_in_place_) gathered_.resize(geometry.frame_pixels());
+  gathered_.resize(geometry.frame_pixels());
 }
 
 std::optional<std::size_t> FrameAssembler::find(std::uint32_t scan, std::uint32_t frame) const {
@@ -82,8 +82,8 @@ void FrameAssembler::release(std::size_t slot) {
     held_bytes_ -= message.size();
     message.rebuild();  // frees the payload now: an empty message holds nothing
   }
-  held_bytes_ -= s.whole.size() * sizeof(std::uint16_t);
-  std::vector<std::uint16_t>().swap(s.whole);
+  held_bytes_ -= s.packed.bytes();
+  s.packed.clear();
   s.used = false;
   free_.push_back(slot);
 }
@@ -97,8 +97,9 @@ const std::uint16_t* const* FrameAssembler::rows(std::size_t slot) {
   const Slot& s = slots_[slot];
   const std::uint32_t sr = geometry_.sector_rows;
   const std::size_t cols = geometry_.frame_cols;
-  if (!s.whole.empty()) {
-    for (std::uint32_t r = 0; r < geometry_.frame_rows; ++r) rows_[r] = s.whole.data() + r * cols;
+  if (!s.packed.empty()) {
+    s.packed.unpack(gathered_.data());
+    for (std::uint32_t r = 0; r < geometry_.frame_rows; ++r) rows_[r] = gathered_.data() + r * cols;
   } else if (rows_in_place_) {
     // Sector k holds frame rows k * sector_rows .. (k + 1) * sector_rows - 1, whole.
     for (std::uint32_t r = 0; r < geometry_.frame_rows; ++r) rows_[r] = sector_pixels(s, r / sr) + (r % sr) * cols;
@@ -109,17 +110,20 @@ const std::uint16_t* const* FrameAssembler::rows(std::size_t slot) {
   return rows_.data();
 }
 
-const std::uint16_t* FrameAssembler::whole(std::size_t slot) {
+const std::uint16_t* FrameAssembler::sample(std::size_t slot) {
   Slot& s = slots_[slot];
-  if (s.whole.empty()) {
-    copy(s, s.whole);
-    held_bytes_ += s.whole.size() * sizeof(std::uint16_t);
-    for (zmq::message_t& message : s.sectors) {
-      held_bytes_ -= message.size();
-      message.rebuild();
-    }
+  if (!s.packed.empty()) {
+    s.packed.unpack(gathered_.data());
+    return gathered_.data();
   }
-  return s.whole.data();
+  copy(s, gathered_);
+  s.packed.pack(gathered_.data(), gathered_.size());
+  held_bytes_ += s.packed.bytes();
+  for (zmq::message_t& message : s.sectors) {
+    held_bytes_ -= message.size();
+    message.rebuild();
+  }
+  return gathered_.data();
 }
 
 void FrameAssembler::copy(const Slot& s, std::vector<std::uint16_t>& out) const {

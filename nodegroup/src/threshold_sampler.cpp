@@ -7,15 +7,13 @@
 namespace sectorflow::nodegroup {
 
 ThresholdSampler::ThresholdSampler(const ThresholdSettings& settings, std::shared_ptr<const counting::Calibration> calibration)
-    : settings_(settings), calibration_(std::move(calibration)) {
+    : settings_(settings), calibration_(std::move(calibration)), sample_(*calibration_) {
   if (settings_.fixed()) {
     statistics_.threshold_calculated = false;
     statistics_.background_threshold = settings_.background_threshold;
     statistics_.x_ray_threshold = settings_.xray_threshold;
     options_ = counting::CountingOptions::from(statistics_);
     decided_.store(true, std::memory_order_release);
-  } else {
-    sample_.reserve(settings_.sample_frames);
   }
 }
 
@@ -23,8 +21,12 @@ bool ThresholdSampler::offer(const std::uint16_t* frame) {
   if (decided()) return false;
   std::lock_guard<std::mutex> lock(mutex_);
   if (decided()) return false;
-  sample_.push_back(frame);
-  if (sample_.size() >= settings_.sample_frames) decide_locked();
+  try {
+    sample_.add(frame);
+  } catch (const counting::CountingError& e) {
+    sample_error_ = "thresholds from " + std::to_string(sample_.frames() + 1) + " frames: " + e.what();
+  }
+  if (!sample_error_.empty() || sample_.frames() >= settings_.sample_frames) decide_locked();
   return true;
 }
 
@@ -42,22 +44,22 @@ void ThresholdSampler::worker_ended(std::uint32_t threads) {
 
 void ThresholdSampler::decide_locked() {
   if (decided()) return;
-  if (sample_.empty()) {
+  if (!sample_error_.empty()) {
+    error_ = sample_error_;
+  } else if (sample_.frames() == 0) {
     error_ = "no complete frame arrived to compute the thresholds from; set [counting] background_threshold "
              "and xray_threshold to count without a sample";
   } else {
     try {
-      statistics_ = counting::calculate_thresholds(sample_, *calibration_,
-                                         {settings_.background_sigma, settings_.xray_sigma});
+      statistics_ = sample_.statistics({settings_.background_sigma, settings_.xray_sigma});
       if (settings_.background_threshold > 0.0) statistics_.background_threshold = settings_.background_threshold;
       if (settings_.xray_threshold > 0.0) statistics_.x_ray_threshold = settings_.xray_threshold;
       options_ = counting::CountingOptions::from(statistics_);
     } catch (const counting::CountingError& e) {
-      error_ = "thresholds from " + std::to_string(sample_.size()) + " frames: " + e.what();
+      error_ = "thresholds from " + std::to_string(sample_.frames()) + " frames: " + e.what();
     }
   }
-  sample_.clear();
-  sample_.shrink_to_fit();
+  sample_ = counting::ThresholdSample(*calibration_);  // lets its histogram go
   decided_.store(true, std::memory_order_release);
 }
 

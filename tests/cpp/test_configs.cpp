@@ -53,7 +53,7 @@ TEST(Beamline, EveryShippedFileIsRead) {
 TEST(Beamline, AKeyTheFileLeavesOutHasTheSchemasDefault) {
   const cf::Beamline file = beamline("[aggregator]\nhwm = 200");
   EXPECT_EQ(file.integer("aggregator.hwm"), 200);
-  EXPECT_EQ(file.integer("nodegroup.recv_hwm"), 50);
+  EXPECT_EQ(file.integer("nodegroup.recv_hwm"), 16);
   EXPECT_EQ(file.integer("kvstore.max_keys"), 100000);
   EXPECT_EQ(file.number("kvstore.ttl_s"), 5.0);
   EXPECT_EQ(file.text("producer.fallback_dir"), "out/raw");

@@ -70,9 +70,9 @@ TEST(FrameAssembler, NarrowSectorsAreGatheredIntoTheirPlace) {
   pool.add(*slot, 1, right);
   EXPECT_EQ(pool.add(*slot, 0, left), sc::FrameAssembler::Added::kComplete);
   EXPECT_EQ(frame_of(pool.rows(*slot), 2, 4), (std::vector<std::uint16_t>{3, 3, 7, 7, 3, 3, 7, 7}));
-  const std::uint16_t* whole = pool.whole(*slot);
+  const std::uint16_t* whole = pool.sample(*slot);
   EXPECT_EQ(std::vector<std::uint16_t>(whole, whole + 8), (std::vector<std::uint16_t>{3, 3, 7, 7, 3, 3, 7, 7}));
-  EXPECT_EQ(pool.held_bytes(), 16u) << "the whole copy only: the sectors' messages were let go";
+  EXPECT_EQ(pool.held_bytes(), 8u) << "one byte per pixel, packed: the sectors' messages were let go";
   EXPECT_TRUE(pool.has(*slot, 0) && pool.has(*slot, 1));
   EXPECT_EQ(frame_of(pool.rows(*slot), 2, 4), (std::vector<std::uint16_t>{3, 3, 7, 7, 3, 3, 7, 7}));
   pool.release(*slot);
@@ -140,4 +140,34 @@ TEST(FrameAssembler, RefusesAnEmptyPoolAndWidePixels) {
   auto wide = side_by_side();
   wide.itemsize = 4;
   EXPECT_THROW(sc::FrameAssembler(wide, 1), sc::NodeGroupError);
+}
+
+TEST(PackedFrame, DarkNoiseTakesAByteAPixelAndEveryPixelComesBack) {
+  // Dark noise around 20 ADU with electrons far above it and one pixel at the frame's minimum.
+  std::vector<std::uint16_t> frame(1000);
+  for (std::size_t i = 0; i < frame.size(); ++i) frame[i] = static_cast<std::uint16_t>(15 + (i * 7919) % 12);
+  frame[3] = 2;
+  frame[500] = 65535;
+  frame[501] = 2 + 255;  // the first value that no longer fits a byte above the minimum
+  frame[502] = 2 + 254;  // the last that does
+  sc::PackedFrame packed;
+  packed.pack(frame.data(), frame.size());
+  EXPECT_EQ(packed.bytes(), 1000u + 2 * (4 + 2)) << "a byte per pixel plus two listed pixels";
+  std::vector<std::uint16_t> back(frame.size(), 0);
+  packed.unpack(back.data());
+  EXPECT_EQ(back, frame);
+  packed.clear();
+  EXPECT_TRUE(packed.empty());
+  EXPECT_EQ(packed.bytes(), 0u);
+}
+
+TEST(PackedFrame, AFrameThatDoesNotPackIsKeptAsItIs) {
+  std::vector<std::uint16_t> frame(600);
+  for (std::size_t i = 0; i < frame.size(); ++i) frame[i] = static_cast<std::uint16_t>(i % 2 ? 40000 : 10);
+  sc::PackedFrame packed;
+  packed.pack(frame.data(), frame.size());
+  EXPECT_EQ(packed.bytes(), 1200u) << "half the pixels far apart: two bytes each, not seven";
+  std::vector<std::uint16_t> back(frame.size(), 0);
+  packed.unpack(back.data());
+  EXPECT_EQ(back, frame);
 }

@@ -13,6 +13,7 @@
 // negative the statistics are stempy's.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -41,6 +42,35 @@ struct ThresholdStatistics {
   double background_threshold_n_sigma = 0.0;
   double optimized_mean = 0.0;
   double optimized_std_dev = 0.0;
+};
+
+/// A threshold sample built one frame at a time: each frame is read once, when added, into exact
+/// integer sums and one count per sample value, so the caller need not keep the frames (a NodeGroup
+/// packs its sample frames while they wait to be counted). The statistics are those of
+/// calculate_thresholds over the same frames, whatever the order they were added in.
+class ThresholdSample {
+ public:
+  /// The calibration must outlive the sample.
+  explicit ThresholdSample(const Calibration& calibration) : calibration_(&calibration) {}
+
+  /// Adds one frame (calibration.shape().pixels() uint16 pixels, C order). Throws CountingError
+  /// for a null frame or when the sample's values would span more ADU than a histogram may hold
+  /// (the sample is then as before the call).
+  void add(const std::uint16_t* frame);
+  std::size_t frames() const { return frames_; }
+  /// The statistics of the frames added. Throws CountingError as calculate_thresholds does.
+  ThresholdStatistics statistics(const ThresholdOptions& options = {}) const;
+
+ private:
+  template <typename Value>
+  void add_values(const std::uint16_t* frame, const Value& value);
+
+  const Calibration* calibration_;
+  std::size_t frames_ = 0;
+  std::int64_t min_ = 0;                // the value of counts_[0]
+  std::int64_t max_ = 0;
+  std::int64_t sum_ = 0;
+  std::vector<std::uint64_t> counts_;   // one per value, min_ .. max_
 };
 
 /// Computes the thresholds from `frames` (each calibration.shape().pixels() uint16 pixels, C

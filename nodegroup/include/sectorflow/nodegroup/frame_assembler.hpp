@@ -24,6 +24,7 @@
 
 #include <zmq.hpp>
 
+#include "sectorflow/nodegroup/packed_frame.hpp"
 #include "sectorflow/protocol/geometry.hpp"
 
 namespace sectorflow::nodegroup {
@@ -51,10 +52,10 @@ class FrameAssembler {
   /// Row pointers of the slot's frame, geometry.frame_rows of them, valid until the next call of
   /// rows() or the slot's release.
   const std::uint16_t* const* rows(std::size_t slot);
-  /// The slot's frame as one contiguous buffer, kept with the slot until its release: the threshold
-  /// sample reads its frames whole, from any counting thread. The sectors are copied once and their
-  /// messages let go (rows() then reads the copy), so a sample frame holds one frame's bytes.
-  const std::uint16_t* whole(std::size_t slot);
+  /// The slot's frame for the threshold sample, whole in a scratch buffer valid until the next call
+  /// of rows() or sample(). The frame stays with the slot packed (packed_frame.hpp) and its messages
+  /// are let go, so a frame waiting for the thresholds holds about half its bytes; rows() unpacks it.
+  const std::uint16_t* sample(std::size_t slot);
 
   /// The slots in use whose scan is `scan`.
   std::vector<std::size_t> slots_of(std::uint32_t scan) const;
@@ -73,7 +74,7 @@ class FrameAssembler {
   bool full() const { return free_.empty(); }
   std::size_t capacity() const { return slots_.size(); }
   std::size_t in_use() const { return slots_.size() - free_.size(); }
-  /// Payload bytes the frames in assembly hold now (whole() copies included).
+  /// Payload bytes the frames in assembly hold now (packed sample frames included).
   std::size_t held_bytes() const { return held_bytes_; }
 
  private:
@@ -84,8 +85,8 @@ class FrameAssembler {
     std::uint64_t position = 0;
     std::uint32_t present = 0;               // sectors arrived
     std::vector<std::uint8_t> have;          // per sector: arrived
-    std::vector<zmq::message_t> sectors;     // per sector: its payload (empty until it arrives, or once copied whole)
-    std::vector<std::uint16_t> whole;        // whole()'s copy, empty unless the frame is a sample
+    std::vector<zmq::message_t> sectors;     // per sector: its payload (empty until it arrives, or once packed)
+    PackedFrame packed;                      // sample()'s copy, empty unless the frame is a sample
   };
   static std::uint64_t key(std::uint32_t scan, std::uint32_t frame) { return (std::uint64_t{scan} << 32) | frame; }
   std::optional<std::size_t> extreme(bool highest) const;
@@ -101,7 +102,7 @@ class FrameAssembler {
   std::unordered_map<std::uint64_t, std::size_t> index_;
   std::vector<std::uint16_t> zeros_;          // one sector of zeros: a missing sector's pixels
   std::vector<const std::uint16_t*> rows_;    // rows()'s result
-  std::vector<std::uint16_t> gathered_;       // rows()'s frame when sectors are narrower than it
+  std::vector<std::uint16_t> gathered_;       // rows()'s frame when not read in place, sample()'s frame
   std::size_t held_bytes_ = 0;
 };
 

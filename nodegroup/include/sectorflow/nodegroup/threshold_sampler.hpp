@@ -1,7 +1,8 @@
 // The thresholds of one scan in one NodeGroup, shared by its counting threads.
 //
 // Fixed thresholds (ThresholdSettings::fixed) are decided at once. Otherwise the counting threads
-// offer their first complete frames; the frames stay in their pool slots (not copied) until the
+// offer their first complete frames, each read once into the scan's ThresholdSample (thresholds.hpp)
+// when offered; the frames themselves wait, packed in their pool slots, to be counted once the
 // thresholds are decided: from the first sample_frames offered; in a scan with fewer complete
 // frames, from all of them once every counting thread has seen the end of the scan; earlier,
 // with what was offered so far, when a thread's pool is full. Deciding computes the
@@ -28,8 +29,8 @@ class ThresholdSampler {
  public:
   ThresholdSampler(const ThresholdSettings& settings, std::shared_ptr<const counting::Calibration> calibration);
 
-  /// Adds a complete frame to the sample (read in place: the caller keeps it unchanged until
-  /// decided()). Decides when the sample is full. Returns false if already decided (not taken).
+  /// Adds a complete frame to the sample (read during the call). Decides when the sample is full.
+  /// Returns false if already decided (not taken).
   bool offer(const std::uint16_t* frame);
   /// Decides now with the frames offered so far (no-op if decided).
   void decide();
@@ -48,7 +49,8 @@ class ThresholdSampler {
   ThresholdSettings settings_;
   std::shared_ptr<const counting::Calibration> calibration_;
   std::mutex mutex_;
-  std::vector<const std::uint16_t*> sample_;
+  counting::ThresholdSample sample_;  // under mutex_
+  std::string sample_error_;           // why a frame could not be added, under mutex_
   std::uint32_t ended_ = 0;
   std::atomic<bool> decided_{false};
   // Written once under mutex_ before decided_ is set; read-only afterwards.

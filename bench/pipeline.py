@@ -7,6 +7,10 @@ file on disk, in three variants run interleaved ``ROUNDS`` times: NodeGroups tha
 frame (``[simulator] dose_per_frame``). Beside frames per second, the peak resident memory
 (VmHWM) of each NodeGroup rank: with frames assembled by holding their received sectors it
 follows the sectors in flight, not a preallocated pool of ``[nodegroup] pool_frames`` frames.
+And the profile that explains the ratio: CPU milliseconds per frame of the NodeGroup ranks and of
+every service, and the cores they kept busy. On a machine whose cores the whole stack shares, the
+rate is about (cores busy) / (CPU per frame), so counting costs the pipeline what it adds to the
+CPU per frame.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ log = logging.getLogger(__name__)
 
 DESCRIPTION = "whole pipeline, counting off vs on at 20 and 200 e/frame: frames/s and NodeGroup peak memory"
 
-SCAN = (64, 64)
+SCAN = (128, 128)  # long enough that a scan's fixed costs (thresholds, gather, file) weigh little
 ROUNDS = 3
 TARGET = 0.90  # counting on at 20 e/frame keeps at least this share of the counting-off rate
 VARIANTS = {  # name -> (counting, dose per frame)
@@ -39,6 +43,16 @@ def nodegroup_peak_mib(scan: StackScan) -> float:
     """The largest peak RSS of the NodeGroup ranks, MiB."""
     peaks = [kib for name, kib in scan.peak_rss_kib.items() if name.startswith("nodegroup")]
     return max(peaks) / 1024 if peaks else 0.0
+
+
+def cpu_ms_per_frame(scan: StackScan, prefix: str = "") -> float:
+    """CPU milliseconds per frame of the services whose name starts with ``prefix`` (all by default)."""
+    return 1000.0 * sum(s for name, s in scan.cpu_s.items() if name.startswith(prefix)) / max(scan.frames, 1)
+
+
+def cores_busy(scan: StackScan) -> float:
+    """Every service's CPU seconds from request to file over that time."""
+    return sum(scan.cpu_s.values()) / scan.seconds_to_file if scan.seconds_to_file > 0 else 0.0
 
 
 def run(config: Config, options: RunOptions) -> BenchmarkResult:
@@ -57,7 +71,8 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
         rows.append([name, rates[name], min(r.frames_per_s for r in scans), max(r.frames_per_s for r in scans),
                      ratio(rates[name], off), median(r.events_per_frame for r in scans),
                      max(nodegroup_peak_mib(r) for r in scans),
-                     all(r.complete == r.frames for r in scans)])
+                     median(cpu_ms_per_frame(r, "nodegroup") for r in scans), median(cpu_ms_per_frame(r) for r in scans),
+                     median(cores_busy(r) for r in scans), all(r.complete == r.frames for r in scans)])
     share = ratio(rates["counting on, 20 e/frame"], off)
     per_round = [ratio(on.frames_per_s, no.frames_per_s)
                  for on, no in zip(runs["counting on, 20 e/frame"], runs["counting off"])]
@@ -71,13 +86,18 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
         f"NodeGroup peak = the largest VmHWM of the 2 NodeGroup ranks (each holds its NodeGroup's frames in "
         f"assembly, at most [nodegroup] pool_frames = {config.nodegroup.pool_frames} of them, and its MPI, "
         "Python and kvstore client).",
+        "CPU ms/frame: user + system CPU of the services from the request to the file, per frame (NodeGroup: both "
+        "ranks; all: kvstore, aggregator, producers and NodeGroups); cores busy: all of it over that time. "
+        "Expected ratio from CPU alone (counting off's all-CPU per frame / counting on's at 20 e/frame): "
+        f"{ratio(rows[0][8], rows[1][8]):.2f}.",
     ]
     details = {name: [dataclasses.asdict(r) for r in scans] for name, scans in runs.items()}
     targets = [Target("pipeline: counting on (20 e/frame) vs counting off, frames/s", f">= {TARGET:.2f}",
                       f"{share:.2f}", share >= TARGET)]
     return BenchmarkResult(
         columns=["variant", "frames/s (median)", "frames/s min", "frames/s max", "/ counting off", "events/frame",
-                 "NodeGroup peak MiB", "every frame complete"],
+                 "NodeGroup peak MiB", "NodeGroup CPU ms/frame", "all CPU ms/frame", "cores busy",
+                 "every frame complete"],
         rows=rows, notes=notes, details=details, targets=targets,
     )
 

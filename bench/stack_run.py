@@ -27,7 +27,7 @@ from sectorflow.producer import publish_request
 from sectorflow.waiting import WaitTimeout, wait_until
 
 from bench.config_file import with_free_ports, write_config
-from bench.proc_stats import command_line, peak_rss_kib, process_tree
+from bench.proc_stats import command_line, cpu_seconds, peak_rss_kib, process_tree
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ class StackScan:
     missing: int
     events_per_frame: float
     peak_rss_kib: dict[str, int] = field(default_factory=dict)  # service -> VmHWM
+    cpu_s: dict[str, float] = field(default_factory=dict)  # service -> CPU seconds from request to file
 
     @property
     def frames_per_s(self) -> float:
@@ -72,23 +73,28 @@ def rank_of(pid: int) -> int | None:
     return None
 
 
-def service_peaks(run_dir: Path) -> dict[str, int]:
-    """VmHWM (KiB) of every service recorded in ``run_dir``; NodeGroups as ``nodegroup r<rank>``."""
-    peaks: dict[str, int] = {}
+def service_pids(run_dir: Path) -> dict[str, int]:
+    """The pid of every service recorded in ``run_dir``; NodeGroups as ``nodegroup r<rank>`` (the
+    ranks below mpiexec)."""
+    pids: dict[str, int] = {}
     for service in load_running(run_dir):
         if service.name == "nodegroups":
-            ranks: dict[int, int] = {}
-            for pid in process_tree(service.pid):
-                rank = rank_of(pid)
-                kib = peak_rss_kib(pid)
-                if rank is not None and kib is not None and "nodegroup" in command_line(pid):
-                    ranks[rank] = kib
-            peaks.update({f"nodegroup r{rank}": ranks[rank] for rank in sorted(ranks)})
+            ranks = {rank: pid for pid in process_tree(service.pid)
+                     if (rank := rank_of(pid)) is not None and "nodegroup" in command_line(pid)}
+            pids.update({f"nodegroup r{rank}": ranks[rank] for rank in sorted(ranks)})
         else:
-            kib = peak_rss_kib(service.pid)
-            if kib is not None:
-                peaks[service.name] = kib
-    return peaks
+            pids[service.name] = service.pid
+    return pids
+
+
+def service_peaks(pids: dict[str, int]) -> dict[str, int]:
+    """VmHWM (KiB) of every live service of ``pids``."""
+    return {name: kib for name, pid in pids.items() if (kib := peak_rss_kib(pid)) is not None}
+
+
+def service_cpu(pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far of every live service of ``pids``."""
+    return {name: seconds for name, pid in pids.items() if (seconds := cpu_seconds(pid)) is not None}
 
 
 def run_stack_scan(config: Config, scan_x: int, scan_y: int, workdir: Path, *, ranks: int = 2,
@@ -106,7 +112,9 @@ def run_stack_scan(config: Config, scan_x: int, scan_y: int, workdir: Path, *, r
     supervisor = start_stack(config, run_dir, ranks, output_dir, True, READY_TIMEOUT_S, counting=counting)
     try:
         path = output_dir / scan_file_name(SCAN_NUMBER)
+        pids = service_pids(run_dir)
         with Client.from_config(config, name="bench") as client:
+            cpu_before = service_cpu(pids)
             started = time.monotonic()
             publish_request(client, config, SCAN_NUMBER, scan_x, scan_y, config.simulator.rate_hz)
 
@@ -120,10 +128,12 @@ def run_stack_scan(config: Config, scan_x: int, scan_y: int, workdir: Path, *, r
                 raise SectorflowError(f"scan {SCAN_NUMBER} ({scan_x} x {scan_y}): {timeout}; "
                                       f"see the service logs in {run_dir}") from None
             seconds = time.monotonic() - started
-        peaks = service_peaks(run_dir)
+            cpu_after = service_cpu(pids)
+        peaks = service_peaks(pids)
     finally:
         supervisor.stop_all()
     summary = summarize(config, SCAN_NUMBER, read_counted_scan(path), path, seconds, None)
     log.info("%d x %d: %.1f s to file, %.0f frames/s", scan_x, scan_y, seconds, summary.frames_per_s)
     return StackScan(scan_x, scan_y, summary.frames, summary.raw_bytes, seconds, summary.complete,
-                     summary.incomplete, summary.missing, summary.events_per_frame, peaks)
+                     summary.incomplete, summary.missing, summary.events_per_frame, peaks,
+                     {name: cpu_after[name] - cpu_before[name] for name in cpu_after if name in cpu_before})

@@ -14,7 +14,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from bench import BenchmarkResult, RunOptions
+from bench import BenchmarkResult, RunOptions, Target
 from bench.file_workflow import FileWorkflowTiming, run_file_workflow
 from bench.ratios import ratio
 from bench.stack_run import run_stack_scan
@@ -26,6 +26,7 @@ DESCRIPTION = "time from acquisition start to counted HDF5: streaming pipeline v
 
 SCANS = [(128, 128)]
 FULL_SCANS = [(256, 256)]
+TARGET = 6.0  # issue 17: streaming at least this many times faster than the file workflow, every scan
 
 
 def run(config: Config, options: RunOptions) -> BenchmarkResult:
@@ -63,6 +64,8 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
         columns=["scan", "raw GB", "files: write s", "files: stempy count + save s", "files: total s",
                  "streaming: s to file", "streaming: frames/s", "speed-up"],
         rows=rows, notes=notes, details=details,
+        targets=[Target("time to science: streaming vs file workflow (stempy), slowest scan", f">= {TARGET:.0f}x",
+                        f"{min(r[-1] for r in rows):.1f}x", min(r[-1] for r in rows) >= TARGET)],
     )
 
 

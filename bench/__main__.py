@@ -16,6 +16,7 @@ import logging
 import os
 import platform
 import shlex
+import signal
 import sys
 import time
 import traceback
@@ -83,6 +84,13 @@ def record(name: str, module: Any, result: BenchmarkResult, command: str, host: 
     return json_path
 
 
+def exit_on_sigterm(signum: int, frame: object) -> None:
+    """A run stopped by SIGTERM (timeout, kill) unwinds like Ctrl-C, so every Supervisor block stops
+    the services it started instead of leaving them running; a second SIGTERM must not cut that short."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
@@ -98,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-record", action="store_true",
                         help="print only; write neither bench/results/ nor BENCHMARKS.md")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, exit_on_sigterm)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s %(message)s")
 
     from sectorflow.configs import ConfigError, load_config

@@ -11,6 +11,7 @@ import json
 import subprocess
 from typing import Any
 
+from sectorflow import heap
 from sectorflow.errors import SectorflowError
 from sectorflow.orchestration import ServiceSpec, Supervisor
 
@@ -18,8 +19,9 @@ STOP_TIMEOUT_S = 10.0
 
 
 def start_reporting(processes: Supervisor, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-    """Start ``argv`` as ``name``, its stdout kept for ``read_json``."""
-    return processes.start(ServiceSpec(name, tuple(argv)), capture_stdout=True)
+    """Start ``argv`` as ``name``, its stdout kept for ``read_json``, with the services' heap
+    settings (sectorflow/heap.py), so that it is compared with them like for like."""
+    return processes.start(ServiceSpec(name, tuple(argv)), heap.environment(), capture_stdout=True)
 
 
 def read_json(processes: Supervisor, name: str, timeout_s: float) -> dict[str, Any]:

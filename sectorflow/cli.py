@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from sectorflow import __version__
 from sectorflow.configs import ConfigError, load_config
 from sectorflow.errors import SectorflowError
+from sectorflow.heap import keep_messages_on_heap
 from sectorflow.logs import configure_logging
 
 # Modules that contribute subcommands, in the order --help lists them.
@@ -64,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config)
         configure_logging(args.command, config.logging.level)
+        keep_messages_on_heap()
         return int(args.run(args, config) or 0)
     except EXPECTED_ERRORS as error:
         print(f"sectorflow {args.command}: error: {error}", file=sys.stderr)

@@ -28,6 +28,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.nodegroup.cli",
     "sectorflow.orchestration.session_cli",
     "sectorflow.simulator.cli",
+    "sectorflow.live.cli",
     "sectorflow.security.cli",
 )
 

@@ -6,6 +6,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -98,6 +99,43 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("bright_field_radius", &VirtualDetectors::bright_field_radius)
       .def_readonly("dark_field_inner", &VirtualDetectors::dark_field_inner)
       .def_readonly("dark_field_outer", &VirtualDetectors::dark_field_outer);
+
+  m.def(
+      "virtual_images",
+      [](const VirtualDetectors& detectors, std::uint32_t frame_rows, std::uint32_t frame_cols,
+         py::array_t<std::uint32_t, py::array::c_style> events, py::array_t<std::uint64_t, py::array::c_style> offsets) {
+        const std::uint32_t* e = events.data();
+        const std::uint64_t* o = offsets.data();
+        const auto frames = static_cast<std::size_t>(std::max<py::ssize_t>(offsets.size() - 1, 0));
+        if (frames > 0 && o[frames] > static_cast<std::uint64_t>(events.size())) {
+          throw NodeGroupError("virtual_images: offsets reach past the events");
+        }
+        const std::size_t pixels = std::size_t{frame_rows} * frame_cols;
+        for (py::ssize_t i = 0; i < events.size(); ++i) {
+          if (e[i] >= pixels) throw NodeGroupError("virtual_images: an event lies outside the frame");
+        }
+        VirtualImages images;
+        {
+          py::gil_scoped_release release;
+          std::vector<std::uint32_t> frame;
+          for (std::size_t f = 0; f < frames; ++f) {
+            frame.assign(e + o[f], e + o[f + 1]);
+            images.add(detectors, frame_cols, pixels, frame);
+          }
+        }
+        if (images.diffraction.empty()) images.diffraction.assign(pixels, 0);
+        py::dict d;
+        d["bright_field"] = py::array_t<std::uint32_t>(static_cast<py::ssize_t>(frames), images.bright_field.data());
+        d["dark_field"] = py::array_t<std::uint32_t>(static_cast<py::ssize_t>(frames), images.dark_field.data());
+        d["com_x"] = py::array_t<float>(static_cast<py::ssize_t>(frames), images.com_x.data());
+        d["com_y"] = py::array_t<float>(static_cast<py::ssize_t>(frames), images.com_y.data());
+        d["diffraction"] = py::array_t<std::uint64_t>(static_cast<py::ssize_t>(pixels), images.diffraction.data());
+        return d;
+      },
+      py::arg("detectors"), py::arg("frame_rows"), py::arg("frame_cols"), py::arg("events"), py::arg("offsets"),
+      "The virtual images of frames given as events (frame i's are events[offsets[i]:offsets[i + 1]]), computed "
+      "as a NodeGroup computes them while counting: a dict of per-frame bright_field, dark_field, com_x, com_y "
+      "and the flat summed diffraction pattern. Releases the GIL.");
 
   const NodeGroupSettings sd;  // only for what is not configuration: count
   py::class_<NodeGroupSettings>(m, "NodeGroupSettings", "What one NodeGroup needs (see nodegroup_settings.hpp).")

@@ -1,13 +1,14 @@
 """A NodeGroup's live publisher: its counted frames, as partial virtual images and as events, on
-two ZeroMQ XPUB sockets a few times a second (live/SPEC.md).
+two ZeroMQ ROUTER sockets a few times a second (live/SPEC.md).
 
 Counting never waits for a subscriber: the counting threads only append to the NodeGroup's live
 feed (C++, bounded, ``take_live``); this thread takes the feed at ``[analysis] live_rate_hz`` and
-sends without blocking. Each socket keeps at most ``[analysis] live_hwm`` messages per subscriber
-and refuses more (``ZMQ_XPUB_NODROP``: the send fails instead of dropping unseen), so what a slow
-or dead subscriber misses is counted here, in frames: ``images_dropped`` and ``frames_dropped``,
-published in the NodeGroup's status (as ``live_images_dropped``, ``live_frames_dropped``, and the
-feed's own ``live_feed_dropped``).
+sends to each subscriber without blocking. A subscriber is a DEALER that said ``subscribe``; each
+keeps at most ``[analysis] live_hwm`` messages queued, and a message its full queue refuses
+(``ZMQ_ROUTER_MANDATORY`` makes the send fail instead of dropping unseen) is lost for that
+subscriber alone and counted here, in frames: ``images_dropped`` and ``frames_dropped``, published
+in the NodeGroup's status (``live_images_dropped``, ``live_frames_dropped``, and the feed's own
+``live_feed_dropped``). A subscriber whose connection is gone is forgotten at its next send.
 """
 
 from __future__ import annotations
@@ -44,15 +45,15 @@ class LivePublisher:
         self.period_s = 1.0 / rate_hz
         self.images_dropped = 0  # frames whose image message a subscriber's full queue refused
         self.frames_dropped = 0  # frames whose events message was refused
-        self.subscribers = {"images": 0, "frames": 0}  # subscriptions the sockets have seen, less unsubscriptions
+        self._peers: dict[bytes, set[bytes]] = {wire.IMAGES: set(), wire.FRAMES: set()}  # subscribers' identities
         self._context = zmq.Context.instance()
         self._sockets: dict[bytes, zmq.Socket] = {}
         self.endpoints: dict[str, str] = {}
         for topic in (wire.IMAGES, wire.FRAMES):
-            socket = self._context.socket(zmq.XPUB)
+            socket = self._context.socket(zmq.ROUTER)
             socket.setsockopt(zmq.LINGER, 0)
             socket.setsockopt(zmq.SNDHWM, hwm)
-            socket.setsockopt(zmq.XPUB_NODROP, 1)
+            socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
             port = socket.bind_to_random_port(f"tcp://{host}")
             self._sockets[topic] = socket
             self.endpoints[topic.decode()] = f"tcp://{host}:{port}"
@@ -64,6 +65,11 @@ class LivePublisher:
     def scan_finished(self, scan: int, scan_shape: tuple[int, int]) -> None:
         """The NodeGroup handed over ``scan``: after its last frames, subscribers are told it ended."""
         self._ended.put((scan, scan_shape))
+
+    @property
+    def subscribers(self) -> dict[str, int]:
+        """Subscribers per stream ("images", "frames")."""
+        return {topic.decode(): len(peers) for topic, peers in self._peers.items()}
 
     def status_fields(self) -> dict[str, Any]:
         """What the NodeGroup's status says of the live stream: where it is and what it dropped."""
@@ -94,7 +100,7 @@ class LivePublisher:
 
     def _tick(self) -> None:
         for topic, socket in self._sockets.items():
-            self.subscribers[topic.decode()] += _subscription_changes(socket)
+            _take_requests(socket, self._peers[topic])
         ended = []
         while True:
             try:
@@ -124,26 +130,35 @@ class LivePublisher:
                               {"position": images["position"], "offsets": own_offsets, "events": events}))
 
     def _send(self, batch: wire.Batch) -> None:
-        try:
-            self._sockets[batch.topic].send_multipart(wire.encode(batch), flags=zmq.DONTWAIT)
-        except zmq.Again:
-            if batch.topic == wire.IMAGES:
-                self.images_dropped += batch.frames
-            else:
-                self.frames_dropped += batch.frames
+        parts = wire.encode(batch)
+        socket, peers = self._sockets[batch.topic], self._peers[batch.topic]
+        for peer in list(peers):
+            try:
+                socket.send_multipart([peer, *parts], flags=zmq.DONTWAIT)
+            except zmq.Again:  # this subscriber's queue is full: lost for it alone, counted
+                if batch.topic == wire.IMAGES:
+                    self.images_dropped += batch.frames
+                else:
+                    self.frames_dropped += batch.frames
+            except zmq.ZMQError as error:
+                if error.errno != zmq.EHOSTUNREACH:
+                    raise
+                peers.discard(peer)  # its connection is gone
+                log.info("nodegroup %s: live %s subscriber left", self.uid, batch.topic.decode())
 
 
-def _subscription_changes(socket: zmq.Socket) -> int:
-    """Subscriptions less unsubscriptions that reached the XPUB since the last call (byte 1 then
-    the topic: subscribe; byte 0: unsubscribe, also sent for a subscriber that disconnects)."""
-    change = 0
+def _take_requests(socket: zmq.Socket, peers: set[bytes]) -> None:
+    """Apply the (un)subscriptions that came since the last call: [identity, b"subscribe"] or
+    [identity, b"unsubscribe"]; anything else is ignored."""
     while True:
         try:
-            message = socket.recv(zmq.DONTWAIT)
+            identity, *rest = socket.recv_multipart(zmq.DONTWAIT)
         except zmq.Again:
-            return change
-        if message:
-            change += 1 if message[0] == 1 else -1
+            return
+        if rest == [wire.SUBSCRIBE]:
+            peers.add(identity)
+        elif rest == [wire.UNSUBSCRIBE]:
+            peers.discard(identity)
 
 
 def _empty_images() -> dict[str, np.ndarray]:

@@ -59,7 +59,7 @@ class _ScanState:
 
 
 class _Stream:
-    """Sockets subscribed to one topic of every publisher the kvstore advertises."""
+    """One DEALER per publisher of one topic the kvstore advertises, each subscribed."""
 
     def __init__(self, config: Config, topic: bytes) -> None:
         self.topic = topic
@@ -70,9 +70,8 @@ class _Stream:
             raise SectorflowError(f"no kvstore server answered at {config.kvstore.host}:{config.kvstore.port} "
                                   f"within {SYNC_TIMEOUT_S:g} s; is the stack up ('sectorflow up')?")
         self.context = zmq.Context.instance()
-        self.socket = self.context.socket(zmq.SUB)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.SUBSCRIBE, topic)
+        self.poller = zmq.Poller()
+        self.sockets: list[zmq.Socket] = []
         self.connected: set[str] = set()
         self.publishers: set[str] = set()  # uids
         self._discovered_at = 0.0
@@ -83,7 +82,14 @@ class _Stream:
         for (_, uid), status in self.client.statuses("nodegroup").items():
             endpoint = status.extra.get(self.field)
             if isinstance(endpoint, str) and endpoint not in self.connected:
-                self.socket.connect(endpoint)
+                # One DEALER per publisher: a DEALER's message goes to one of its peers, and each
+                # publisher must hear the subscription.
+                socket = self.context.socket(zmq.DEALER)
+                socket.setsockopt(zmq.LINGER, 0)
+                socket.connect(endpoint)
+                socket.send(wire.SUBSCRIBE)  # queued until connected
+                self.poller.register(socket, zmq.POLLIN)
+                self.sockets.append(socket)
                 self.connected.add(endpoint)
                 self.publishers.add(uid)
                 log.info("live: subscribed to nodegroup %s at %s", uid, endpoint)
@@ -91,9 +97,10 @@ class _Stream:
     def receive(self, timeout_ms: int) -> wire.Batch | None:
         if time.monotonic() - self._discovered_at >= DISCOVERY_INTERVAL_S:
             self.discover()
-        if not self.socket.poll(timeout_ms):
+        ready = self.poller.poll(timeout_ms)  # with no publisher yet, waits out timeout_ms for the next look
+        if not ready:
             return None
-        parts = self.socket.recv_multipart()
+        parts = ready[0][0].recv_multipart()
         try:
             return wire.decode(parts)
         except (ValueError, KeyError) as error:
@@ -101,7 +108,12 @@ class _Stream:
             return None
 
     def close(self) -> None:
-        self.socket.close(0)
+        for socket in self.sockets:
+            try:
+                socket.send(wire.UNSUBSCRIBE, zmq.DONTWAIT)
+            except zmq.ZMQError:
+                pass  # the publisher is gone or busy: it forgets us when its send fails
+            socket.close(0)
         self.client.close()
 
 

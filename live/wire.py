@@ -11,6 +11,9 @@ import numpy as np
 #: Topics: the first frame of every message; a subscriber subscribes to one.
 IMAGES = b"images"
 FRAMES = b"frames"
+#: What a subscriber sends to a publisher's socket to start and to stop receiving.
+SUBSCRIBE = b"subscribe"
+UNSUBSCRIBE = b"unsubscribe"
 #: Version of the header, refused by a reader that does not know it.
 VERSION = 1
 

@@ -50,21 +50,27 @@ def test_virtual_images_follow_the_specimen_in_the_file_and_the_live_view(make_c
 
         # A subscriber that never reads, with the smallest queue, on both streams of both NodeGroups.
         context = zmq.Context.instance()
-        idle = context.socket(zmq.SUB)
-        idle.setsockopt(zmq.RCVHWM, 1)
-        idle.setsockopt(zmq.LINGER, 0)
-        idle.setsockopt(zmq.SUBSCRIBE, b"")
+        idle = []
         for status in client.statuses("nodegroup").values():
-            idle.connect(status.extra["live_images"])
-            idle.connect(status.extra["live_frames"])
+            for stream in ("live_images", "live_frames"):
+                socket = context.socket(zmq.DEALER)
+                socket.setsockopt(zmq.RCVHWM, 1)
+                socket.setsockopt(zmq.LINGER, 0)
+                socket.connect(status.extra[stream])
+                socket.send(b"subscribe")
+                idle.append(socket)
         live = threading.Thread(target=lambda: views.extend(subscribe(path, scan=SCAN, timeout_s=120)))
         # Another analysis on the counted frames: the shipped example.
         analysis = subprocess.Popen([sys.executable, str(EXAMPLE), "--config", str(path), "--scan", str(SCAN),
                                      "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # And a person watching in a terminal.
+        viewer = subprocess.Popen([sys.executable, "-m", "sectorflow", "view", "--config", str(path), "--scan",
+                                   str(SCAN), "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
         try:
             live.start()
             # Every subscription has reached both NodeGroups before the scan starts.
-            wait_until(lambda: subscribers("images") >= 4 and subscribers("frames") >= 4, 30,
+            wait_until(lambda: subscribers("images") >= 6 and subscribers("frames") >= 4, 30,
                        "the subscribers to reach both NodeGroups")
             acquired = sectorflow_command("acquire", "--config", str(path), "--scan-number", str(SCAN),
                                           "--scan-shape", f"{SCAN_X}x{SCAN_Y}", "--wait", "--timeout", "120")
@@ -72,11 +78,14 @@ def test_virtual_images_follow_the_specimen_in_the_file_and_the_live_view(make_c
             wait_until(lambda: (output / scan_file_name(SCAN)).exists(), 60, "the scan's file")
             live.join(130)
             profile_out, profile_err = analysis.communicate(timeout=130)
+            view_out, view_err = viewer.communicate(timeout=130)
         finally:
-            idle.close(0)
-            if analysis.poll() is None:
-                analysis.kill()
-                analysis.wait()
+            for socket in idle:
+                socket.close(0)
+            for process in (analysis, viewer):
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
     assert not live.is_alive()
 
     counted = read_counted_scan(output / scan_file_name(SCAN))
@@ -100,6 +109,11 @@ def test_virtual_images_follow_the_specimen_in_the_file_and_the_live_view(make_c
     for name in VIRTUAL_IMAGES:
         np.testing.assert_array_equal(final.images[name], counted.images[name].astype(np.float64), err_msg=name)
     np.testing.assert_array_equal(final.diffraction, counted.images["diffraction"].astype(np.int64))
+    # The terminal view ends with the whole scan.
+    assert viewer.returncode == 0, view_out[-2000:] + view_err[-2000:]
+    assert f"scan {SCAN}: {SCAN_X * SCAN_Y} of {SCAN_X * SCAN_Y} positions counted (complete)" in view_out
+    assert "bright field" in view_out and "dark field" in view_out
+
     # The analysis on the frames stream saw every counted frame: its radial profile is the file's.
     assert analysis.returncode == 0, profile_out + profile_err
     assert f"{SCAN_X * SCAN_Y} of {SCAN_X * SCAN_Y} frames seen" in profile_out

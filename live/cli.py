@@ -40,13 +40,18 @@ def run_view(args: argparse.Namespace, config: Config) -> int:
     last = None
     if args.window:
         plt = require("matplotlib.pyplot", "plot", "to draw the live view in a window")
-        figure, axes = plt.subplots(1, 4, figsize=(14, 4), constrained_layout=True)
+        import numpy as np
+
+        figure, axes = plt.subplots(1, 5, figsize=(18, 4), constrained_layout=True)
         plt.ion()
         for last in views:
             for ax, name in zip(axes, ("bright_field", "dark_field", "com_x", "com_y")):
                 ax.clear()
                 ax.imshow(last.images[name], cmap="gray" if name.endswith("field") else "RdBu")
                 ax.set_title(name.replace("_", " "))
+            axes[4].clear()
+            axes[4].imshow(np.log1p(last.diffraction), cmap="magma")
+            axes[4].set_title("summed diffraction, log(1 + electrons)")
             figure.suptitle(f"scan {last.scan}: {last.positions_counted} positions counted")
             plt.pause(0.01)  # lets the window draw
         plt.ioff()

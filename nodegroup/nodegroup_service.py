@@ -19,7 +19,11 @@ NodeGroup (:class:`LocalGroup`):
   high-water mark, what it refused (``malformed`` and
   ``malformed_<kind>``, the kinds of ``sectorflow.protocol.REFUSAL_KINDS``), late_messages,
   duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, repeated_infos (expected
-  counts sent again, e.g. by a restarted aggregator: taken once), and on rank 0 last_file,
+  counts sent again, e.g. by a restarted aggregator: taken once), and on rank 0 last_file;
+  with ``[analysis] live`` also the live stream's endpoints, subscribers and drops (``live_*``,
+  live/SPEC.md), published soon after a subscriber comes or goes,
+- runs the NodeGroup's live publisher (``sectorflow.live.publisher``) and tells it when a scan
+  is handed over,
 - logs the first refused message of each kind once, and with each scan's summary line the
   messages refused since the previous scan,
 - hands every finished scan to rank 0 (MPI point-to-point, never a collective per scan, so ranks

@@ -31,14 +31,15 @@ class LivePublisher:
 
     :param group: the C++ NodeGroup (made with ``live=True``).
     :param uid: the NodeGroup's uid, in every message.
-    :param host: the address to bind and advertise.
+    :param bind_host: the address to bind (``[nodegroup] host``; a wildcard binds every interface).
+    :param host: the address subscribers connect to, advertised in the endpoints.
     :param frame_shape: (rows, cols) of the detector frame.
     :param rate_hz: updates per second, at most.
     :param hwm: messages queued per subscriber before sends fail (and are counted).
     """
 
-    def __init__(self, group: Any, uid: str, host: str, frame_shape: tuple[int, int], rate_hz: float,
-                 hwm: int) -> None:
+    def __init__(self, group: Any, uid: str, bind_host: str, host: str, frame_shape: tuple[int, int],
+                 rate_hz: float, hwm: int) -> None:
         self.group = group
         self.uid = uid
         self.frame_shape = frame_shape
@@ -54,7 +55,7 @@ class LivePublisher:
             socket.setsockopt(zmq.LINGER, 0)
             socket.setsockopt(zmq.SNDHWM, hwm)
             socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
-            port = socket.bind_to_random_port(f"tcp://{host}")
+            port = socket.bind_to_random_port(f"tcp://{bind_host}")
             self._sockets[topic] = socket
             self.endpoints[topic.decode()] = f"tcp://{host}:{port}"
         self._ended: queue.SimpleQueue[tuple[int, tuple[int, int]]] = queue.SimpleQueue()

@@ -231,8 +231,8 @@ class LocalGroup:
         self.node = socket.gethostname()
         self.group = NodeGroup(settings_from(config, uid, counting_threads, count))
         a, d = config.analysis, config.detector
-        self.live = LivePublisher(self.group, uid, self.host, (d.frame_rows, d.frame_cols), a.live_rate_hz,
-                                  a.live_hwm) if self.group.settings.live else None
+        self.live = LivePublisher(self.group, uid, config.nodegroup.host, self.host, (d.frame_rows, d.frame_cols),
+                                  a.live_rate_hz, a.live_hwm) if self.group.settings.live else None
         self.scan = 0
         self.last_file = ""
         self._published = 0.0

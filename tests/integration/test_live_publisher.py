@@ -41,7 +41,7 @@ class FakeGroup:
 
 def test_a_subscriber_that_never_reads_loses_only_its_own_updates_and_they_are_counted() -> None:
     group = FakeGroup()
-    publisher = LivePublisher(group, "ng-test", "127.0.0.1", (576, 576), rate_hz=50.0, hwm=HWM)
+    publisher = LivePublisher(group, "ng-test", "127.0.0.1", "127.0.0.1", (576, 576), rate_hz=50.0, hwm=HWM)
     context = zmq.Context.instance()
     reader = context.socket(zmq.DEALER)
     idle = context.socket(zmq.DEALER)
@@ -75,7 +75,7 @@ def test_a_subscriber_that_never_reads_loses_only_its_own_updates_and_they_are_c
 
 def test_a_subscriber_that_leaves_is_forgotten() -> None:
     group = FakeGroup()
-    publisher = LivePublisher(group, "ng-test", "127.0.0.1", (576, 576), rate_hz=50.0, hwm=4)
+    publisher = LivePublisher(group, "ng-test", "127.0.0.1", "127.0.0.1", (576, 576), rate_hz=50.0, hwm=4)
     socket = zmq.Context.instance().socket(zmq.DEALER)
     try:
         socket.setsockopt(zmq.LINGER, 0)

@@ -37,7 +37,8 @@ def radial_profile(config: str | Path, scan: int | None, timeout_s: float | None
             pixels_per_ring = np.bincount(ring_of_pixel)
             counts = np.zeros(len(pixels_per_ring), dtype=np.int64)
             positions = frame.scan_shape[0] * frame.scan_shape[1]
-        counts += np.bincount(ring_of_pixel[frame.events], minlength=len(counts))
+        _, events = frame
+        counts += np.bincount(ring_of_pixel[events], minlength=len(counts))
         seen += 1
     if counts is None:
         return np.zeros(0), 0, 0

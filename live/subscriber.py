@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import zmq
@@ -209,6 +210,10 @@ class CountedFrame:
     """flat probe position, row * scan cols + col"""
     events: np.ndarray
     """ascending flat pixel indices (row * frame cols + col) of the frame's electrons, uint32"""
+
+    def __iter__(self) -> Iterator[Any]:
+        """``position, events = frame``: what an analysis needs of a frame."""
+        return iter((self.position, self.events))
 
 
 def frames(config: str | Path | Config, *, scan: int | None = None,

@@ -7,6 +7,7 @@
 from .loader import CONFIG_DIR, DEFAULT_CONFIG, DEFAULTS_TABLE, ConfigError, config_from_dict, load_config
 from .schema import (
     AggregatorConfig,
+    AnalysisConfig,
     Config,
     CountingConfig,
     DetectorConfig,
@@ -26,6 +27,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "DEFAULTS_TABLE",
     "AggregatorConfig",
+    "AnalysisConfig",
     "Config",
     "ConfigError",
     "CountingConfig",

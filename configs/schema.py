@@ -197,10 +197,48 @@ class SimulatorConfig:
     dark_sigma_adu: float = setting(2.2, "standard deviation of the dark noise", min=0.0)
     bright_field_radius_px: float = setting(0.0, "radius of the bright-field disk (0: electrons anywhere)", min=0.0)
     dropped_fraction: float = setting(0.0, "fraction of sectors lost upstream (0.001 models UDP loss)", min=0.0, max=1.0)
+    specimen: str = setting(
+        "none", "what lies under the probe: 'none' (every position alike) or 'crystal' (grains on a varying "
+        "thickness: the disk dims, electrons scatter into a ring from 1.5 to 2.5 disk radii, the pattern shifts; "
+        "needs bright_field_radius_px > 0)", choices=("none", "crystal"))
+    specimen_grain_px: float = setting(8.0, "mean grain size of the crystal, in probe positions", min=1.0)
+    specimen_bright_field: float = setting(
+        0.5, "fraction of the dose the thickest part of the crystal keeps from the detector", min=0.0, max=1.0)
+    specimen_dark_field: float = setting(
+        0.3, "largest fraction of the electrons a grain scatters into the dark-field ring", min=0.0, max=1.0)
+    specimen_shift_px: float = setting(2.0, "how far a grain shifts the pattern on the detector, pixels", min=0.0)
     rate_hz: float = setting(0.0, "pace frames to this rate (0: as fast as possible)", min=0.0)
     first_frame: int = setting(
         0, "the detector's frame counter at a scan's first probe position: frame f = first_frame + position (a "
         "detector's counter need not start at 0; the raw files and the stream carry it)", min=0, max=2**32 - 1)
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """Virtual images the NodeGroups make while counting, and their live stream."""
+
+    virtual_images: bool = setting(
+        True, "make bright-field, dark-field and centre-of-mass images and the summed diffraction pattern from the "
+        "counted electrons, into the scan's file (/virtual_images) and the live view")
+    centre_row: float = setting(
+        -1.0, "row of the pattern centre on the detector, pixels (negative: the frame centre); read it off the "
+        "summed diffraction pattern (`sectorflow view`, or /virtual_images/diffraction of a file)")
+    centre_col: float = setting(-1.0, "column of the pattern centre (negative: the frame centre)")
+    bright_field_radius_px: float = setting(
+        66.0, "radius of the bright-field detector around the centre: a little beyond the disk's edge", min=0.0)
+    dark_field_inner_px: float = setting(
+        90.0, "inner radius of the annular dark-field detector: beyond the bright-field disk", min=0.0)
+    dark_field_outer_px: float = setting(150.0, "outer radius of the annular dark-field detector", min=0.0)
+    live: bool = setting(
+        True, "publish the images while a scan runs and its counted frames for other analyses (live/SPEC.md; "
+        "needs virtual_images)")
+    live_rate_hz: float = setting(4.0, "live updates per second per NodeGroup, at most", min=0.1, max=50.0)
+    live_hwm: int = setting(
+        16, "live messages queued per subscriber before more are dropped (and counted); a slow subscriber never "
+        "slows counting", min=1)
+    live_buffer_frames: int = setting(
+        100000, "counted frames a NodeGroup holds for the live view between two updates; beyond, frames are left "
+        "out of the live view (counted: live_dropped), never out of the file", min=1)
 
 
 @dataclass(frozen=True)
@@ -273,6 +311,7 @@ class Config:
     nodegroup: NodegroupConfig = setting(NodegroupConfig(), "NodeGroups")
     counting: CountingConfig = setting(CountingConfig(), "electron counting")
     simulator: SimulatorConfig = setting(SimulatorConfig(), "detector simulator")
+    analysis: AnalysisConfig = setting(AnalysisConfig(), "virtual images and the live view")
     slurm: SlurmConfig = setting(SlurmConfig(), "Slurm sessions")
     limits: LimitsConfig = setting(LimitsConfig(), "bounds on what peers may announce")
     security: SecurityConfig = setting(SecurityConfig(), "CURVE keys and who may connect")

@@ -27,10 +27,11 @@ from .arrays import (
     statistics_dict,
     thresholds_for_scan,
 )
-from .counted_file import FILE_VERSION, CountedScan, read_counted_scan, write_counted_scan
+from .counted_file import FILE_VERSION, VIRTUAL_IMAGES, CountedScan, read_counted_scan, write_counted_scan
 
 __all__ = [
     "FILE_VERSION",
+    "VIRTUAL_IMAGES",
     "STATISTICS_FIELDS",
     "BatchCounter",
     "Calibration",

@@ -24,6 +24,19 @@ Layout (docs/contracts.md, "Counted output"; attribute meanings checked against 
                                         missing; incomplete_missing_sectors (vlen uint32), the
                                         sectors each of those lacked
     /metadata/<name>                    any further metadata given (nested dicts become groups)
+    /virtual_images/bright_field        float32 (scan rows, scan cols): electrons in the bright-field
+                                        disk per position, NaN where no frame was counted
+    /virtual_images/dark_field          float32: electrons in the annular dark-field ring
+    /virtual_images/com_x, com_y        float32: centre of mass of the frame's electrons minus the
+                                        pattern centre, detector columns (x) and rows (y); NaN
+                                        where no frame or no electron
+    /virtual_images/diffraction         uint64 (frame rows, frame cols): electrons per pixel summed
+                                        over the scan's counted frames
+                                        attrs of /virtual_images: the detectors (centre_row,
+                                        centre_col, bright_field_radius_px, dark_field_inner_px,
+                                        dark_field_outer_px; pixel (r, c) is [r, r+1) x [c, c+1))
+                                        (/virtual_images is there when the writer made the images:
+                                        the NodeGroups do, [analysis] virtual_images)
 
 stempy's loader turns the attributes under /metadata into ``SparseArray.metadata``; it skips
 datasets, so the position lists are read with :func:`read_counted_scan`.
@@ -69,6 +82,9 @@ def _h5py() -> Any:
 def _vlen_uint32() -> np.dtype:
     return _h5py().vlen_dtype(np.uint32)
 
+#: The per-position virtual images of a file's /virtual_images group, by dataset name.
+VIRTUAL_IMAGES = ("bright_field", "dark_field", "com_x", "com_y")
+
 
 @dataclass(frozen=True)
 class CountedScan:
@@ -86,6 +102,8 @@ class CountedScan:
     incomplete_positions: np.ndarray
     incomplete_missing_sectors: list[np.ndarray]
     metadata: dict[str, Any] = field(default_factory=dict)
+    images: dict[str, np.ndarray] = field(default_factory=dict)
+    """VIRTUAL_IMAGES name -> (scan rows, scan cols) float32 image, and "diffraction"; empty if the file has none"""
 
 
 def _shape(value: Sequence[int], name: str) -> tuple[int, int]:
@@ -181,6 +199,9 @@ def write_counted_scan(
     metadata: Mapping[str, Any] | None = None,
     outcome: str | None = None,
     reason: str = "",
+    virtual_images: Mapping[str, np.ndarray] | None = None,
+    diffraction: np.ndarray | None = None,
+    detectors: Mapping[str, float] | None = None,
 ) -> Path:
     """Write one counted scan in stempy's layout, creating the file exclusively.
 
@@ -201,6 +222,10 @@ def write_counted_scan(
     :param outcome: "complete" or "incomplete" (default: complete when no position is missing and
         no frame incomplete); a writer that knows of more missing says incomplete.
     :param reason: why the scan is incomplete ("" when complete).
+    :param virtual_images: VIRTUAL_IMAGES name -> one value per probe position (scan-major, NaN
+        where none), written under /virtual_images; None for no images.
+    :param diffraction: the summed diffraction pattern (frame pixels), with the images.
+    :param detectors: attributes of /virtual_images: the detectors the images were made with.
     :returns: the path written.
     :raises CountingError: events that do not fit the shapes, or positions out of range.
     :raises FileExistsError: ``path`` exists (it is left as it was).
@@ -243,6 +268,9 @@ def write_counted_scan(
     try:
         _write_layout(partial, frames, positions, (frame_rows, frame_cols), (scan_rows, scan_cols), counting_attrs,
                       missing, incomplete_positions, incomplete_sectors, outcome, reason, metadata)
+        if virtual_images is not None:
+            _write_images(partial, virtual_images, diffraction, detectors or {}, (scan_rows, scan_cols),
+                          (frame_rows, frame_cols))
         os.link(partial, target)  # fails if the name exists: a file is never replaced
     finally:
         partial.unlink(missing_ok=True)
@@ -291,6 +319,21 @@ def _write_layout(partial: Path, frames: np.ndarray, positions: int, frame_shape
         _save_attrs(meta, metadata or {})
 
 
+def _write_images(partial: Path, images: Mapping[str, np.ndarray], diffraction: np.ndarray | None,
+                  detectors: Mapping[str, float], scan_shape: tuple[int, int], frame_shape: tuple[int, int]) -> None:
+    with h5py.File(partial, "a") as f:
+        group = f.create_group("virtual_images")
+        for name in VIRTUAL_IMAGES:
+            values = np.asarray(images[name], dtype=np.float32)
+            if values.size != scan_shape[0] * scan_shape[1]:
+                raise CountingError(f"virtual image {name} has {values.size} values, expected one per probe position")
+            group.create_dataset(name, data=values.reshape(scan_shape))
+        pattern = np.zeros(frame_shape, dtype=np.uint64) if diffraction is None else \
+            np.asarray(diffraction, dtype=np.uint64).reshape(frame_shape)
+        group.create_dataset("diffraction", data=pattern)
+        _save_attrs(group, detectors)
+
+
 def _load_attrs(group: h5py.Group) -> dict[str, Any]:
     values: dict[str, Any] = dict(group.attrs.items())
     for key, item in group.items():
@@ -317,6 +360,7 @@ def read_counted_scan(path: str | os.PathLike[str]) -> CountedScan:
                     "only one frame per position is supported"
                 )
             events = list(frames[()])
+            images = {name: item[()] for name, item in f["virtual_images"].items()} if "virtual_images" in f else {}
             metadata = _load_attrs(f["metadata"]) if "metadata" in f else {}
             completeness = f.get("metadata/completeness")
             if completeness is not None:
@@ -338,7 +382,8 @@ def read_counted_scan(path: str | os.PathLike[str]) -> CountedScan:
         incomplete_positions=incomplete,
         incomplete_missing_sectors=sectors,
         metadata=metadata,
+        images=images,
     )
 
 
-__all__ = ["FILE_VERSION", "CountedScan", "read_counted_scan", "write_counted_scan"]
+__all__ = ["FILE_VERSION", "VIRTUAL_IMAGES", "CountedScan", "read_counted_scan", "write_counted_scan"]

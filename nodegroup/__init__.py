@@ -3,7 +3,8 @@ the parts on MPI rank 0 and write ``FOURD_<scan:010d>_counted.h5``.
 
 ``NodeGroup`` is the C++ data path (``sectorflow._core.nodegroup``); ``nodegroup_service`` runs
 the NodeGroups of an MPI rank with their kvstore presence; ``gather`` merges a scan's parts on
-rank 0 and writes the file with :mod:`sectorflow.counting.counted_file`.
+rank 0 and writes the file with :mod:`sectorflow.counting.counted_file`. ``virtual_images``
+computes the virtual images of events as a NodeGroup does while counting (virtual_images.hpp).
 """
 
 from sectorflow._core.nodegroup import (
@@ -13,6 +14,8 @@ from sectorflow._core.nodegroup import (
     ScanProgress,
     ScanResult,
     ThresholdSettings,
+    VirtualDetectors,
+    virtual_images,
 )
 
 from .gather import GroupResult, ScanGatherer, scan_file_name
@@ -30,7 +33,9 @@ __all__ = [
     "ScanResult",
     "ServiceOptions",
     "ThresholdSettings",
+    "VirtualDetectors",
     "options_from",
     "scan_file_name",
     "settings_from",
+    "virtual_images",
 ]

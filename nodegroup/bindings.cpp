@@ -6,6 +6,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -83,14 +84,71 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("xray_threshold", &ThresholdSettings::xray_threshold)
       .def_property_readonly("fixed", &ThresholdSettings::fixed);
 
+  py::class_<VirtualDetectors>(m, "VirtualDetectors",
+                               "The virtual detectors of the [analysis] table, frame pixels (virtual_images.hpp).")
+      .def(py::init([](double centre_row, double centre_col, double bright_field_radius, double dark_field_inner,
+                       double dark_field_outer) {
+             VirtualDetectors d{centre_row, centre_col, bright_field_radius, dark_field_inner, dark_field_outer};
+             d.validate();
+             return d;
+           }),
+           py::kw_only(), py::arg("centre_row"), py::arg("centre_col"), py::arg("bright_field_radius"),
+           py::arg("dark_field_inner"), py::arg("dark_field_outer"))
+      .def_readonly("centre_row", &VirtualDetectors::centre_row)
+      .def_readonly("centre_col", &VirtualDetectors::centre_col)
+      .def_readonly("bright_field_radius", &VirtualDetectors::bright_field_radius)
+      .def_readonly("dark_field_inner", &VirtualDetectors::dark_field_inner)
+      .def_readonly("dark_field_outer", &VirtualDetectors::dark_field_outer);
+
+  m.def(
+      "virtual_images",
+      [](const VirtualDetectors& detectors, std::uint32_t frame_rows, std::uint32_t frame_cols,
+         py::array_t<std::uint32_t, py::array::c_style> events, py::array_t<std::uint64_t, py::array::c_style> offsets) {
+        const std::uint32_t* e = events.data();
+        const std::uint64_t* o = offsets.data();
+        const auto frames = static_cast<std::size_t>(std::max<py::ssize_t>(offsets.size() - 1, 0));
+        if (frames > 0 && o[frames] > static_cast<std::uint64_t>(events.size())) {
+          throw NodeGroupError("virtual_images: offsets reach past the events");
+        }
+        const std::size_t pixels = std::size_t{frame_rows} * frame_cols;
+        for (py::ssize_t i = 0; i < events.size(); ++i) {
+          if (e[i] >= pixels) throw NodeGroupError("virtual_images: an event lies outside the frame");
+        }
+        VirtualImages images;
+        {
+          py::gil_scoped_release release;
+          std::vector<std::uint32_t> frame;
+          for (std::size_t f = 0; f < frames; ++f) {
+            frame.assign(e + o[f], e + o[f + 1]);
+            images.add(detectors, frame_cols, pixels, frame);
+          }
+        }
+        if (images.diffraction.empty()) images.diffraction.assign(pixels, 0);
+        py::dict d;
+        d["bright_field"] = py::array_t<std::uint32_t>(static_cast<py::ssize_t>(frames), images.bright_field.data());
+        d["dark_field"] = py::array_t<std::uint32_t>(static_cast<py::ssize_t>(frames), images.dark_field.data());
+        d["com_x"] = py::array_t<float>(static_cast<py::ssize_t>(frames), images.com_x.data());
+        d["com_y"] = py::array_t<float>(static_cast<py::ssize_t>(frames), images.com_y.data());
+        d["diffraction"] = py::array_t<std::uint64_t>(static_cast<py::ssize_t>(pixels), images.diffraction.data());
+        return d;
+      },
+      py::arg("detectors"), py::arg("frame_rows"), py::arg("frame_cols"), py::arg("events"), py::arg("offsets"),
+      "The virtual images of frames given as events (frame i's are events[offsets[i]:offsets[i + 1]]), computed "
+      "as a NodeGroup computes them while counting: a dict of per-frame bright_field, dark_field, com_x, com_y "
+      "and the flat summed diffraction pattern. Releases the GIL.");
+
   const NodeGroupSettings sd;  // only for what is not configuration: count
   py::class_<NodeGroupSettings>(m, "NodeGroupSettings", "What one NodeGroup needs (see nodegroup_settings.hpp).")
       .def(py::init([](std::string uid, std::string host, const protocol::Geometry& geometry, std::uint32_t receivers,
                        std::uint32_t counting_threads, int recv_hwm, std::uint32_t pool_frames,
                        double scan_timeout_s, const ThresholdSettings& thresholds,
                        std::shared_ptr<counting::Calibration> calibration, std::vector<std::uint32_t> producer_threads,
-                       bool count, std::uint64_t max_scan_positions, std::uint32_t max_open_scans) {
+                       bool count, std::uint64_t max_scan_positions, std::uint32_t max_open_scans,
+                       std::optional<VirtualDetectors> detectors, bool live, std::uint32_t live_buffer_frames) {
              NodeGroupSettings s;
+             s.detectors = detectors;
+             s.live = live;
+             s.live_buffer_frames = live_buffer_frames;
              s.uid = std::move(uid);
              s.host = std::move(host);
              s.geometry = geometry;
@@ -112,6 +170,7 @@ void bind_nodegroup(py::module_& m) {
            py::arg("counting_threads"), py::arg("recv_hwm"), py::arg("pool_frames"), py::arg("scan_timeout_s"),
            py::arg("thresholds"), py::arg("calibration") = nullptr, py::arg("producer_threads"),
            py::arg("count") = sd.count, py::arg("max_scan_positions"), py::arg("max_open_scans"),
+           py::arg("detectors") = std::nullopt, py::arg("live") = false, py::arg("live_buffer_frames") = 0,
            "Every value but uid, calibration and count from the configuration (settings_from). count=False "
            "assembles frames without counting them (no events, no thresholds): the data path alone, for "
            "benchmarks. Raises NodeGroupError naming a setting that cannot work.")
@@ -125,6 +184,9 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("scan_timeout_s", &NodeGroupSettings::scan_timeout_s)
       .def_readonly("count", &NodeGroupSettings::count)
       .def_readonly("thresholds", &NodeGroupSettings::thresholds)
+      .def_readonly("detectors", &NodeGroupSettings::detectors)
+      .def_readonly("live", &NodeGroupSettings::live)
+      .def_readonly("live_buffer_frames", &NodeGroupSettings::live_buffer_frames)
       .def_readwrite("curve", &NodeGroupSettings::curve, "[security]: CurveClient (off by default).");
 
   py::class_<ScanResult>(m, "ScanResult",
@@ -136,6 +198,16 @@ void bind_nodegroup(py::module_& m) {
       .def_property_readonly("positions", [](py::object self) { return view(self.cast<ScanResult&>().positions, self); })
       .def_property_readonly("events", [](py::object self) { return view(self.cast<ScanResult&>().events, self); })
       .def_property_readonly("offsets", [](py::object self) { return view(self.cast<ScanResult&>().offsets, self); })
+      .def_property_readonly("bright_field",
+                             [](py::object self) { return view(self.cast<ScanResult&>().images.bright_field, self); })
+      .def_property_readonly("dark_field",
+                             [](py::object self) { return view(self.cast<ScanResult&>().images.dark_field, self); })
+      .def_property_readonly("com_x", [](py::object self) { return view(self.cast<ScanResult&>().images.com_x, self); })
+      .def_property_readonly("com_y", [](py::object self) { return view(self.cast<ScanResult&>().images.com_y, self); })
+      .def_property_readonly("diffraction",
+                             [](py::object self) { return view(self.cast<ScanResult&>().images.diffraction, self); },
+                             "summed diffraction pattern of the frames, flat (frame_rows * frame_cols); empty "
+                             "without virtual images")
       .def_readonly("incomplete_positions", &ScanResult::incomplete_positions)
       .def_readonly("incomplete_missing_sectors", &ScanResult::incomplete_missing_sectors)
       .def_readonly("thresholds_known", &ScanResult::thresholds_known)
@@ -182,6 +254,37 @@ void bind_nodegroup(py::module_& m) {
       .def("counters", [](const NodeGroup& g) { return counter_dict(g.counters()); },
            "Counters since start: messages, bytes, frames, pool slots and bytes, ...")
       .def("progress", &NodeGroup::progress, "Scans being received.")
+      .def(
+          "take_live",
+          [](NodeGroup& g) {
+            LiveBatch batch;
+            {
+              py::gil_scoped_release release;
+              batch = g.take_live();
+            }
+            const auto array = [](const auto& values) {
+              using T = typename std::decay_t<decltype(values)>::value_type;
+              return py::array_t<T>(static_cast<py::ssize_t>(values.size()), values.data());
+            };
+            py::dict d;
+            d["scan"] = array(batch.scan);
+            d["scan_x"] = array(batch.scan_x);
+            d["scan_y"] = array(batch.scan_y);
+            d["position"] = array(batch.position);
+            d["bright_field"] = array(batch.bright_field);
+            d["dark_field"] = array(batch.dark_field);
+            d["com_x"] = array(batch.com_x);
+            d["com_y"] = array(batch.com_y);
+            d["offsets"] = array(batch.offsets);
+            d["events"] = array(batch.events);
+            d["dropped"] = batch.dropped;
+            return d;
+          },
+          "The frames counted since the last call, for the live view: a dict of numpy arrays, one entry per frame "
+          "(scan, scan_x, scan_y, position, bright_field, dark_field, com_x, com_y), offsets/events (frame i's "
+          "events are events[offsets[i]:offsets[i + 1]]) and dropped (frames the full feed left out).")
+      .def_property_readonly("live_dropped", &NodeGroup::live_dropped,
+                             "Frames the live feed dropped since the NodeGroup started.")
       .def_property_readonly("scans_counting", &NodeGroup::scans_counting)
       .def("stop", &NodeGroup::stop, py::call_guard<py::gil_scoped_release>(), "Stop and join the threads.");
 }

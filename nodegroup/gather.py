@@ -29,6 +29,10 @@ Metadata beyond stempy's:
   uncounted_frames, late_messages, evicted_frames, sectors_counted (per receiver),
   first_message_s, last_message_s, finished_s, written_s (Unix seconds), receive_s, scan_s (first
   message to written), and in a merged file merged_from (the file it extends)
+- ``/virtual_images`` (when the NodeGroups make them, ``[analysis] virtual_images``): see
+  ``sectorflow.counting.write_counted_scan``. A part file merged with an earlier file of the scan
+  carries none (the earlier file's frames have none to merge); a part file of this job's parts
+  alone carries theirs.
 - ``/metadata/nodegroups/<uid>`` attrs: per NodeGroup rank, host, expected and received messages
   per aggregator thread (-1: no info came), timed_out, frame counts and its own thresholds.
 """
@@ -44,7 +48,13 @@ from typing import Any
 
 import numpy as np
 
-from sectorflow.counting import CountingError, read_counted_scan, statistics_dict, write_counted_scan
+from sectorflow.counting import (
+    VIRTUAL_IMAGES,
+    CountingError,
+    read_counted_scan,
+    statistics_dict,
+    write_counted_scan,
+)
 from sectorflow.errors import SectorflowError
 from sectorflow.protocol import NodeGroupScanRecord, ScanFileRecord
 
@@ -86,6 +96,9 @@ class GroupResult:
     first_message_s: float = 0.0
     last_message_s: float = 0.0
     finished_s: float = 0.0
+    # Per counted frame, aligned with positions: VIRTUAL_IMAGES -> values; empty without images.
+    images: dict[str, np.ndarray] = field(default_factory=dict)
+    diffraction: np.ndarray | None = None  # flat summed pattern of the part's frames
 
     @classmethod
     def from_scan_result(cls, result: Any, uid: str, rank: int, host: str) -> GroupResult:
@@ -108,7 +121,7 @@ class GroupResult:
             },
             sectors_counted=[int(n) for n in result.sectors_counted],
             evicted=result.evicted, first_message_s=result.first_message_s, last_message_s=result.last_message_s,
-            finished_s=result.finished_s,
+            finished_s=result.finished_s, **_images_of(result),
         )
 
     def scan_record(self) -> NodeGroupScanRecord:
@@ -144,6 +157,14 @@ class GroupResult:
         return f" ({', '.join(parts)})" if parts else ""
 
 
+def _images_of(result: Any) -> dict[str, Any]:
+    """The virtual images of a C++ ``ScanResult`` as GroupResult fields (none if it made none)."""
+    if len(result.positions) == 0 or len(result.bright_field) != len(result.positions):
+        return {}
+    return {"images": {name: np.array(getattr(result, name)) for name in VIRTUAL_IMAGES},
+            "diffraction": np.array(result.diffraction)}
+
+
 @dataclass
 class _Pending:
     results: dict[str, GroupResult] = field(default_factory=dict)
@@ -161,6 +182,8 @@ class _Scan:
     events: list[Any]                  # per position: its events, or None (missing)
     incomplete: dict[int, list[int]]   # position: the sectors its frame lacked
     stored_reason: str | None = None   # of a file read back: the reason it was written with
+    images: dict[str, np.ndarray] | None = None  # VIRTUAL_IMAGES, flat per position (NaN: none)
+    diffraction: np.ndarray | None = None        # summed over the frames, flat
 
     @property
     def positions(self) -> int:
@@ -195,11 +218,14 @@ class ScanGatherer:
     :param receivers: sectors per frame (the file record counts each receiver's).
     :param second_output_dir: where a file goes that output_dir cannot take; None for nowhere.
     :param write_retry_s: how long a file that no directory took is retried before it fails.
+    :param detectors: the virtual detectors the parts' images were made with, attributes of
+        /virtual_images (centre_row, centre_col, bright_field_radius_px, ...).
     """
 
     def __init__(self, job_uids: list[str], output_dir: str | os.PathLike[str], frame_shape: tuple[int, int],
                  gather_timeout_s: float, counting: dict[str, Any] | None = None, receivers: int = 1,
-                 second_output_dir: str | os.PathLike[str] | None = None, write_retry_s: float = 0.0) -> None:
+                 second_output_dir: str | os.PathLike[str] | None = None, write_retry_s: float = 0.0,
+                 detectors: dict[str, float] | None = None) -> None:
         self.job_uids = set(job_uids)
         self.output_dir = Path(output_dir)
         self.directories = [self.output_dir] + ([Path(second_output_dir)] if second_output_dir else [])
@@ -208,6 +234,7 @@ class ScanGatherer:
         self.counting = counting or {}
         self.receivers = receivers
         self.write_retry_s = write_retry_s
+        self.detectors = detectors or {}
         self.pending: dict[int, _Pending] = {}
         self.written: list[Path] = []
         # NodeGroups whose parts are in a file already, per scan this job wrote: a later part waits
@@ -283,6 +310,7 @@ class ScanGatherer:
             for i, position in enumerate(r.positions):
                 scan.events[int(position)] = r.events[r.offsets[i]:r.offsets[i + 1]]
             scan.incomplete.update(r.incomplete)
+            _add_images(scan, r)
         missing_groups = sorted(expected_groups - set(pending.results))
         metadata = self._metadata(scan_number, scan, results, len(expected_groups), missing_groups)
         reasons = [f"NodeGroups {', '.join(missing_groups)} never reported"] if missing_groups else []
@@ -394,6 +422,7 @@ class ScanGatherer:
                         incomplete=scan.incomplete, counting=self.counting,
                         metadata={k: v for k, v in metadata.items() if k != "statistics"},
                         outcome=None if not reasons else "incomplete", reason=_reason(scan, reasons),
+                        virtual_images=scan.images, diffraction=scan.diffraction, detectors=self.detectors,
                     )
                 except FileExistsError:
                     known.append(directory / name)  # someone else's: take the next part number
@@ -471,6 +500,20 @@ class ScanGatherer:
         routing = set().union(*(set(r.routing) for r in results))
         before = self.reported.get(results[0].scan_number, set()) if results else set()
         return ((routing & self.job_uids) - before) | set(pending.results)
+
+
+def _add_images(scan: _Scan, part: GroupResult) -> None:
+    """Put a part's virtual images at its positions and add its diffraction pattern."""
+    if not part.images:
+        return
+    if scan.images is None:
+        scan.images = {name: np.full(scan.positions, np.nan, dtype=np.float32) for name in VIRTUAL_IMAGES}
+    positions = np.asarray(part.positions, dtype=np.int64)
+    for name in VIRTUAL_IMAGES:
+        scan.images[name][positions] = part.images[name]
+    if part.diffraction is not None and len(part.diffraction):
+        scan.diffraction = part.diffraction.astype(np.uint64) if scan.diffraction is None else \
+            scan.diffraction + part.diffraction
 
 
 def _reason(scan: _Scan, reasons: list[str]) -> str:

@@ -19,7 +19,11 @@ NodeGroup (:class:`LocalGroup`):
   high-water mark, what it refused (``malformed`` and
   ``malformed_<kind>``, the kinds of ``sectorflow.protocol.REFUSAL_KINDS``), late_messages,
   duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, repeated_infos (expected
-  counts sent again, e.g. by a restarted aggregator: taken once), and on rank 0 last_file,
+  counts sent again, e.g. by a restarted aggregator: taken once), and on rank 0 last_file;
+  with ``[analysis] live`` also the live stream's endpoints, subscribers and drops (``live_*``,
+  live/SPEC.md), published soon after a subscriber comes or goes,
+- runs the NodeGroup's live publisher (``sectorflow.live.publisher``) and tells it when a scan
+  is handed over,
 - logs the first refused message of each kind once, and with each scan's summary line the
   messages refused since the previous scan,
 - hands every finished scan to rank 0 (MPI point-to-point, never a collective per scan, so ranks
@@ -54,11 +58,12 @@ from typing import Any
 
 import numpy as np
 
-from sectorflow._core.nodegroup import NodeGroup, NodeGroupSettings, ThresholdSettings
+from sectorflow._core.nodegroup import NodeGroup, NodeGroupSettings, ThresholdSettings, VirtualDetectors
 from sectorflow.configs import Config
 from sectorflow.counting import make_calibration
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
+from sectorflow.live.publisher import LivePublisher
 from sectorflow.protocol import (
     STATE_COUNTING,
     STATE_ERROR,
@@ -170,9 +175,34 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
         count=count,
         max_scan_positions=config.limits.max_scan_positions,
         max_open_scans=config.limits.max_open_scans,
+        detectors=detectors_from(config),
+        live=config.analysis.live and config.analysis.virtual_images,
+        live_buffer_frames=config.analysis.live_buffer_frames,
     )
     settings.curve = data_client_curve(config, "nodegroup")
     return settings
+
+
+def detectors_from(config: Config) -> VirtualDetectors | None:
+    """The ``[analysis]`` virtual detectors on the detector's frame (None: virtual images off)."""
+    a, d = config.analysis, config.detector
+    if not a.virtual_images:
+        return None
+    return VirtualDetectors(
+        centre_row=a.centre_row if a.centre_row >= 0 else d.frame_rows / 2,
+        centre_col=a.centre_col if a.centre_col >= 0 else d.frame_cols / 2,
+        bright_field_radius=a.bright_field_radius_px, dark_field_inner=a.dark_field_inner_px,
+        dark_field_outer=a.dark_field_outer_px,
+    )
+
+
+def detector_attrs(detectors: VirtualDetectors | None) -> dict[str, float]:
+    """The virtual detectors as the attributes of a file's /virtual_images ({} without)."""
+    if detectors is None:
+        return {}
+    return {"centre_row": detectors.centre_row, "centre_col": detectors.centre_col,
+            "bright_field_radius_px": detectors.bright_field_radius, "dark_field_inner_px": detectors.dark_field_inner,
+            "dark_field_outer_px": detectors.dark_field_outer}
 
 
 def advertised_host(bind_host: str) -> str:
@@ -200,10 +230,14 @@ class LocalGroup:
         self.host = advertised_host(config.nodegroup.host)
         self.node = socket.gethostname()
         self.group = NodeGroup(settings_from(config, uid, counting_threads, count))
+        a, d = config.analysis, config.detector
+        self.live = LivePublisher(self.group, uid, config.nodegroup.host, self.host, (d.frame_rows, d.frame_cols),
+                                  a.live_rate_hz, a.live_hwm) if self.group.settings.live else None
         self.scan = 0
         self.last_file = ""
         self._published = 0.0
         self._published_refused = 0
+        self._published_subscribers: dict[str, int] = {}
         self._logged_kinds: set[str] = set()
         self._refused_before = 0  # refusals counted up to the previous scan's summary
         self._registered_at: float | None = None  # when the registration was last written; None: not registered
@@ -256,6 +290,8 @@ class LocalGroup:
     def finished(self, result: Any) -> GroupResult:
         """A finished scan's part: its record ``scans/<n>/nodegroup/<uid>`` written, ready for rank 0."""
         part = GroupResult.from_scan_result(result, self.uid, self.rank, self.host)
+        if self.live is not None:
+            self.live.scan_finished(part.scan_number, (part.scan_y, part.scan_x))
         self.client.set_once(scan_nodegroup_key(part.scan_number, self.uid), part.scan_record().encode(),
                              self.config.kvstore.scan_record_ttl_s)
         return part
@@ -273,6 +309,9 @@ class LocalGroup:
         }
         if self.last_file:
             extra["last_file"] = self.last_file
+        if self.live is not None:
+            extra.update(self.live.status_fields())
+            self._published_subscribers = dict(self.live.subscribers)
         status = ServiceStatus(state=state or self.state.state, scan=self.scan, messages=int(counters["messages"]),
                                bytes=int(counters["bytes"]), extra=extra)
         self.client.set(status_key("nodegroup", self.uid), status.encode(), self.config.kvstore.ttl_s)
@@ -304,6 +343,8 @@ class LocalGroup:
         # Refusals come whatever the state (a peer sends bad input to an idle NodeGroup): they are
         # published too, at the same bounded rate.
         busy = self.state.state in (STATE_STREAMING, STATE_COUNTING) or self._refused_total() != self._published_refused
+        # A subscriber that came or went: the status says so soon (a viewer waits for it before a scan).
+        busy = busy or (self.live is not None and self.live.subscribers != self._published_subscribers)
         if busy and time.monotonic() - self._published >= STATUS_INTERVAL_S:
             self.publish()
         return None
@@ -321,6 +362,8 @@ class LocalGroup:
 
     def stop(self) -> None:
         self.group.stop()
+        if self.live is not None:
+            self.live.close()
 
 
 class NodeGroupService:
@@ -378,6 +421,7 @@ class NodeGroupService:
                 receivers=self.config.n_receivers,
                 second_output_dir=self.options.second_output_dir,
                 write_retry_s=self.config.nodegroup.write_retry_s,
+                detectors=detector_attrs(self.groups[0].group.settings.detectors),
             )
             log.info("job of %d ranks, %d NodeGroups; files go to %s%s", self.size, len(job_uids),
                      self.options.output_dir,

@@ -1,9 +1,11 @@
-"""Pictures of a counted scan a person can look at: virtual bright-field image and summed
-diffraction pattern, computed from the electron events (no raw frames needed)."""
+"""Pictures of a counted scan a person can look at: the virtual images the NodeGroups wrote into
+the file (bright field, dark field, centre of mass, summed diffraction pattern), or for a file
+without them the virtual bright field and summed pattern computed from the electron events."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,10 +49,32 @@ def virtual_bright_field(scan: CountedScan, radius_px: float | None = None) -> n
     return image.reshape(scan_rows, scan_cols)
 
 
+def image_text(scan: CountedScan) -> list[str]:
+    """The file's bright-field and dark-field images shaded as text, and its centre of mass in
+    numbers; nothing for a file without virtual images."""
+    from sectorflow.live.render import shade
+
+    if not scan.images:
+        return []
+    left, right = shade(scan.images["bright_field"]), shade(scan.images["dark_field"])
+    width = len(left[0]) if left else 0
+    com_x, com_y = scan.images["com_x"], scan.images["com_y"]
+    lines = [f"  {'virtual bright field'.ljust(width)}  virtual dark field"]
+    lines += [f"  {a.ljust(width)}  {b}" for a, b in zip(left, right)]
+    if np.isfinite(com_x).any():
+        lines.append(f"  centre of mass: x from {np.nanmin(com_x):+.2f} to {np.nanmax(com_x):+.2f} px, "
+                     f"y from {np.nanmin(com_y):+.2f} to {np.nanmax(com_y):+.2f} px")
+    return lines
+
+
 def write_overview_png(scan: CountedScan, path: Path, title: str) -> Path:
-    """Save the virtual bright-field image beside the summed diffraction pattern (log scale)."""
+    """Save the scan's virtual images (bright field, dark field, centre of mass x and y) and the
+    summed diffraction pattern (log scale); a file without virtual images: the bright field
+    computed from its events beside the pattern."""
     require("matplotlib", "plot", "to draw the scan's PNG").use("Agg")
     plt = require("matplotlib.pyplot", "plot", "to draw the scan's PNG")
+    if scan.images:
+        return _write_images_png(plt, scan, path, title)
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 5), constrained_layout=True)
     image = left.imshow(virtual_bright_field(scan), cmap="gray")
@@ -66,5 +90,25 @@ def write_overview_png(scan: CountedScan, path: Path, title: str) -> Path:
     figure.suptitle(title)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=90)
+    plt.close(figure)
+    return path
+
+
+def _write_images_png(plt: Any, scan: CountedScan, path: Path, title: str) -> Path:
+    figure, axes = plt.subplots(1, 5, figsize=(22, 4.6), constrained_layout=True)
+    panels = (("bright_field", "virtual bright field (electrons)", "gray"),
+              ("dark_field", "virtual annular dark field (electrons)", "gray"),
+              ("com_x", "centre of mass x (px)", "RdBu_r"), ("com_y", "centre of mass y (px)", "RdBu_r"))
+    for ax, (name, label, cmap) in zip(axes, panels):
+        image = ax.imshow(scan.images[name], cmap=cmap)
+        ax.set_title(label)
+        ax.set_xlabel("scan x")
+        figure.colorbar(image, ax=ax, shrink=0.8)
+    pattern = axes[-1].imshow(np.log1p(scan.images["diffraction"].astype(np.float64)), cmap="magma")
+    axes[-1].set_title("summed diffraction, log(1 + electrons)")
+    figure.colorbar(pattern, ax=axes[-1], shrink=0.8)
+    figure.suptitle(title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=80)
     plt.close(figure)
     return path

@@ -10,6 +10,8 @@ import numpy as np
 from sectorflow.configs import Config
 from sectorflow.counting import CountedScan
 
+from .images import image_text
+
 
 @dataclass(frozen=True)
 class ScanSummary:
@@ -24,6 +26,7 @@ class ScanSummary:
     missing: int
     h5_path: Path
     png_path: Path | None
+    image_lines: tuple[str, ...] = ()  # the file's virtual images as text
 
     @property
     def throughput_gb_s(self) -> float:
@@ -46,7 +49,7 @@ class ScanSummary:
         ]
         if self.png_path is not None:
             text.append(f"  picture: {self.png_path}")
-        return text
+        return text + list(self.image_lines)
 
 
 def summarize(config: Config, scan_number: int, counted: CountedScan, h5_path: Path, seconds: float,
@@ -63,5 +66,5 @@ def summarize(config: Config, scan_number: int, counted: CountedScan, h5_path: P
         seconds_to_file=seconds,
         events_per_frame=float(np.mean([len(e) for e in present])) if present else 0.0,
         complete=frames - missing - incomplete, incomplete=incomplete, missing=missing,
-        h5_path=h5_path, png_path=png_path,
+        h5_path=h5_path, png_path=png_path, image_lines=tuple(image_text(counted)),
     )

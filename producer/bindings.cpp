@@ -151,20 +151,21 @@ void bind_sources(py::module_& m) {
 
   m.def("simulator_source",
         [](const simulator::Simulator& sim, std::uint32_t scan_number, std::uint32_t sector, std::uint64_t n_frames,
-           std::uint32_t threads, std::uint32_t thread_id, const simulator::Pacer* pacer) {
-          auto generate = [&sim, scan_number, sector, pacer](std::uint32_t frame, void* out, std::size_t bytes) {
+           std::uint32_t threads, std::uint32_t thread_id, const simulator::Pacer* pacer, std::uint32_t scan_x) {
+          auto generate = [&sim, scan_number, sector, pacer, scan_x](std::uint32_t frame, void* out, std::size_t bytes) {
             if (pacer != nullptr) pacer->wait(frame);
-            sim.generate_sector(scan_number, frame, sector, out, bytes);
+            sim.generate_sector(scan_number, frame, sector, out, bytes, scan_x);
           };
           auto lost = [&sim, scan_number, sector](std::uint32_t frame) { return sim.dropped(scan_number, frame, sector); };
           return std::shared_ptr<SectorSource>(
               std::make_shared<GeneratedSource>(n_frames, threads, thread_id, generate, lost));
         },
         py::arg("simulator"), py::arg("scan_number"), py::arg("sector"), py::arg("n_frames"), py::arg("threads"),
-        py::arg("thread_id"), py::arg("pacer") = nullptr, py::keep_alive<0, 1>(), py::keep_alive<0, 7>(),
+        py::arg("thread_id"), py::arg("pacer") = nullptr, py::kw_only(), py::arg("scan_x") = 0,
+        py::keep_alive<0, 1>(), py::keep_alive<0, 7>(),
         "Thread thread_id's share (positions p with p % threads == thread_id) of the simulated scan, minus the "
         "sectors the simulator drops; paced by `pacer` (shared by the threads of a scan, position p due at "
-        "p / rate) if given.");
+        "p / rate) if given. `scan_x`, the scan's width, places the frames on a specimen (required with one).");
 
   m.def("thread_share", &thread_share, py::arg("n_frames"), py::arg("threads"), py::arg("thread_id"),
         "Positions p of 0..n_frames-1 with p % threads == thread_id.");

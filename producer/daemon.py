@@ -246,7 +246,8 @@ class ProducerDaemon:
         # One pacer for all threads: frame f is due at f / rate, whichever thread owns it.
         pacer = Pacer(request.rate_hz) if request.rate_hz > 0 else None
         sources = [
-            simulator_source(simulator, request.scan_number, self.receiver, n_frames, self.threads, t, pacer)
+            simulator_source(simulator, request.scan_number, self.receiver, n_frames, self.threads, t, pacer,
+                             scan_x=request.scan_x)
             for t in range(self.threads)
         ]
         return sources, self.config.simulator.first_frame

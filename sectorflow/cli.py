@@ -29,6 +29,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.nodegroup.cli",
     "sectorflow.orchestration.session_cli",
     "sectorflow.simulator.cli",
+    "sectorflow.live.cli",
     "sectorflow.security.cli",
 )
 

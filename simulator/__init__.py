@@ -9,6 +9,7 @@ from sectorflow._core.simulator import Pacer, Simulator, SimulatorError, Simulat
 
 from .from_config import pacer_from_config, settings_from_config, simulator_from_config
 from .scan import ScanSummary, parse_scan_shape, simulate_scan
+from .specimen import specimen_maps
 
 __all__ = [
     "Pacer",
@@ -21,4 +22,5 @@ __all__ = [
     "settings_from_config",
     "simulate_scan",
     "simulator_from_config",
+    "specimen_maps",
 ]

@@ -9,6 +9,7 @@
 #include "sectorflow/simulator/pacer.hpp"
 #include "sectorflow/simulator/settings.hpp"
 #include "sectorflow/simulator/simulator.hpp"
+#include "sectorflow/simulator/specimen.hpp"
 
 namespace py = pybind11;
 
@@ -16,6 +17,12 @@ namespace sectorflow::bindings {
 namespace {
 
 using simulator::Simulator;
+using simulator::SimulatorError;
+using simulator::Specimen;
+using simulator::SpecimenKind;
+using simulator::SpecimenPoint;
+using simulator::kRingInnerRadii;
+using simulator::kRingOuterRadii;
 
 py::dtype pixel_dtype(const protocol::Geometry& geometry) {
   return py::dtype("uint" + std::to_string(8 * geometry.itemsize));
@@ -30,6 +37,14 @@ bool c_contiguous(const py::buffer_info& info) {
   }
   return true;
 }
+
+SpecimenKind specimen_kind(const std::string& name) {
+  if (name == "none") return SpecimenKind::kNone;
+  if (name == "crystal") return SpecimenKind::kCrystal;
+  throw SimulatorError("simulator setting 'specimen' = \"" + name + "\": expected \"none\" or \"crystal\"");
+}
+
+std::string specimen_name(SpecimenKind kind) { return kind == SpecimenKind::kCrystal ? "crystal" : "none"; }
 
 py::array new_image(const protocol::Geometry& geometry, std::size_t rows, std::size_t cols) {
   return py::array(pixel_dtype(geometry), {rows, cols});
@@ -46,15 +61,23 @@ void bind_simulator(py::module_& m) {
                                 "What the simulated detector looks like (the [simulator] configuration table).")
       .def(py::init([](std::uint64_t seed, double dose_per_frame, double electron_adu, double electron_spread_px,
                        double dark_mean_adu, double dark_sigma_adu, double bright_field_radius_px,
-                       double dropped_fraction) {
+                       double dropped_fraction, const std::string& specimen, double specimen_grain_px,
+                       double specimen_bright_field, double specimen_dark_field, double specimen_shift_px) {
              SimulatorSettings s{seed,          dose_per_frame, electron_adu,           electron_spread_px,
                                  dark_mean_adu, dark_sigma_adu, bright_field_radius_px, dropped_fraction};
+             s.specimen = specimen_kind(specimen);
+             s.specimen_grain_px = specimen_grain_px;
+             s.specimen_bright_field = specimen_bright_field;
+             s.specimen_dark_field = specimen_dark_field;
+             s.specimen_shift_px = specimen_shift_px;
              s.validate();
              return s;
            }),
            py::kw_only(), py::arg("seed"), py::arg("dose_per_frame"), py::arg("electron_adu"),
            py::arg("electron_spread_px"), py::arg("dark_mean_adu"), py::arg("dark_sigma_adu"),
-           py::arg("bright_field_radius_px"), py::arg("dropped_fraction"),
+           py::arg("bright_field_radius_px"), py::arg("dropped_fraction"), py::arg("specimen"),
+           py::arg("specimen_grain_px"), py::arg("specimen_bright_field"), py::arg("specimen_dark_field"),
+           py::arg("specimen_shift_px"),
            "Every value from [simulator] (settings_from_config). Raises SimulatorError naming the first "
            "setting out of range.")
       .def_readonly("seed", &SimulatorSettings::seed)
@@ -65,6 +88,11 @@ void bind_simulator(py::module_& m) {
       .def_readonly("dark_sigma_adu", &SimulatorSettings::dark_sigma_adu)
       .def_readonly("bright_field_radius_px", &SimulatorSettings::bright_field_radius_px)
       .def_readonly("dropped_fraction", &SimulatorSettings::dropped_fraction)
+      .def_property_readonly("specimen", [](const SimulatorSettings& s) { return specimen_name(s.specimen); })
+      .def_readonly("specimen_grain_px", &SimulatorSettings::specimen_grain_px)
+      .def_readonly("specimen_bright_field", &SimulatorSettings::specimen_bright_field)
+      .def_readonly("specimen_dark_field", &SimulatorSettings::specimen_dark_field)
+      .def_readonly("specimen_shift_px", &SimulatorSettings::specimen_shift_px)
       .def("__repr__", [](const SimulatorSettings& s) {
         return "SimulatorSettings(seed=" + std::to_string(s.seed.value_or(0)) + ", dose_per_frame=" +
                std::to_string(s.dose_per_frame) + ", ...)";
@@ -77,46 +105,50 @@ void bind_simulator(py::module_& m) {
       .def_property_readonly("settings", &Simulator::settings)
       .def_property_readonly("geometry", &Simulator::geometry)
       .def("generate_sector",
-           [](const Simulator& sim, std::uint32_t scan, std::uint32_t frame, std::uint32_t sector, py::buffer out) {
+           [](const Simulator& sim, std::uint32_t scan, std::uint32_t frame, std::uint32_t sector, py::buffer out,
+              std::uint32_t scan_x) {
              const py::buffer_info info = out.request(/*writable=*/true);
              if (!c_contiguous(info)) throw simulator::SimulatorError("generate_sector: `out` must be C-contiguous");
              const auto bytes = static_cast<std::size_t>(info.size * info.itemsize);
              py::gil_scoped_release release;
-             sim.generate_sector(scan, frame, sector, info.ptr, bytes);
+             sim.generate_sector(scan, frame, sector, info.ptr, bytes, scan_x);
            },
-           py::arg("scan"), py::arg("frame"), py::arg("sector"), py::arg("out"),
+           py::arg("scan"), py::arg("frame"), py::arg("sector"), py::arg("out"), py::kw_only(), py::arg("scan_x") = 0,
            "Write the sector into `out`, a writable C-contiguous buffer of exactly geometry.sector_bytes "
            "bytes that the caller owns and may reuse. Releases the GIL.")
       .def("sector",
-           [](const Simulator& sim, std::uint32_t scan, std::uint32_t frame, std::uint32_t sector) {
+           [](const Simulator& sim, std::uint32_t scan, std::uint32_t frame, std::uint32_t sector, std::uint32_t scan_x) {
              const protocol::Geometry& g = sim.geometry();
              py::array image = new_image(g, g.sector_rows, g.sector_cols);
              void* data = image.mutable_data();
              const std::size_t bytes = g.sector_bytes();
              py::gil_scoped_release release;
-             sim.generate_sector(scan, frame, sector, data, bytes);
+             sim.generate_sector(scan, frame, sector, data, bytes, scan_x);
              return image;
            },
-           py::arg("scan"), py::arg("frame"), py::arg("sector"),
+           py::arg("scan"), py::arg("frame"), py::arg("sector"), py::kw_only(), py::arg("scan_x") = 0,
            "A new (sector_rows, sector_cols) array of the sector.")
       .def("frame",
-           [](const Simulator& sim, std::uint32_t scan, std::uint32_t frame) {
+           [](const Simulator& sim, std::uint32_t scan, std::uint32_t frame, std::uint32_t scan_x) {
              const protocol::Geometry& g = sim.geometry();
              py::array image = new_image(g, g.frame_rows, g.frame_cols);
              void* data = image.mutable_data();
              const std::size_t bytes = g.frame_pixels() * g.itemsize;
              py::gil_scoped_release release;
-             sim.generate_frame(scan, frame, data, bytes);
+             sim.generate_frame(scan, frame, data, bytes, scan_x);
              return image;
            },
-           py::arg("scan"), py::arg("frame"), "A new (frame_rows, frame_cols) array: every sector in place.")
+           py::arg("scan"), py::arg("frame"), py::kw_only(), py::arg("scan_x") = 0,
+           "A new (frame_rows, frame_cols) array: every sector in place. With a specimen, `scan_x` (the scan's "
+           "width) places frame f at probe position (f % scan_x, f // scan_x); 0 is refused then.")
       .def("dropped", &Simulator::dropped, py::arg("scan"), py::arg("frame"), py::arg("sector"),
            "Whether this sector is lost upstream (probability settings.dropped_fraction).")
-      .def("electron_count", &Simulator::electron_count, py::arg("scan"), py::arg("frame"),
+      .def("electron_count", &Simulator::electron_count, py::arg("scan"), py::arg("frame"), py::kw_only(),
+           py::arg("scan_x") = 0,
            "Ground truth: the number of electrons that struck the frame.")
       .def("electrons",
-           [](const Simulator& sim, std::uint32_t scan, std::uint32_t frame) {
-             const std::vector<Electron> electrons = sim.electrons(scan, frame);
+           [](const Simulator& sim, std::uint32_t scan, std::uint32_t frame, std::uint32_t scan_x) {
+             const std::vector<Electron> electrons = sim.electrons(scan, frame, scan_x);
              py::array_t<double> positions({electrons.size(), std::size_t{2}});
              auto view = positions.mutable_unchecked<2>();
              for (std::size_t i = 0; i < electrons.size(); ++i) {
@@ -125,9 +157,44 @@ void bind_simulator(py::module_& m) {
              }
              return positions;
            },
-           py::arg("scan"), py::arg("frame"),
+           py::arg("scan"), py::arg("frame"), py::kw_only(), py::arg("scan_x") = 0,
            "Ground truth: an (n, 2) float64 array of strike positions (row, col) in frame pixels; "
            "pixel (r, c) covers [r, r+1) x [c, c+1).");
+
+  m.def(
+      "specimen_maps",
+      [](const SimulatorSettings& settings, std::uint32_t scan_x, std::uint32_t scan_y) {
+        settings.validate();
+        const Specimen specimen(settings);
+        const double radius = settings.bright_field_radius_px;
+        py::dict maps;
+        const char* names[] = {"transmission", "scattered", "shift_row", "shift_col"};
+        std::vector<py::array_t<double>> arrays;
+        for (const char* name : names) {
+          arrays.emplace_back(std::vector<py::ssize_t>{scan_y, scan_x});
+          maps[name] = arrays.back();
+        }
+        std::vector<double*> data;
+        for (auto& array : arrays) data.push_back(array.mutable_data());
+        for (std::uint32_t y = 0; y < scan_y; ++y) {
+          for (std::uint32_t x = 0; x < scan_x; ++x) {
+            const SpecimenPoint p = specimen.at(x, y);
+            const std::size_t i = std::size_t{y} * scan_x + x;
+            data[0][i] = p.transmission;
+            data[1][i] = p.scattered;
+            data[2][i] = p.shift_row;
+            data[3][i] = p.shift_col;
+          }
+        }
+        maps["ring_inner_px"] = kRingInnerRadii * radius;
+        maps["ring_outer_px"] = kRingOuterRadii * radius;
+        return maps;
+      },
+      py::arg("settings"), py::arg("scan_x"), py::arg("scan_y"),
+      "Ground truth of the specimen over a scan_x x scan_y scan: (scan_y, scan_x) float64 arrays 'transmission' "
+      "(fraction of the dose reaching the detector), 'scattered' (of those, the fraction in the dark-field ring), "
+      "'shift_row' and 'shift_col' (pattern shift, pixels), and the ring's radii 'ring_inner_px', 'ring_outer_px'. "
+      "Without a specimen: transmission 1, the rest 0.");
 
   py::class_<Pacer>(m, "Pacer", "Paces frames to a rate: frame i is due at epoch + i / rate_hz.")
       .def(py::init<double>(), py::arg("rate_hz"), "0 means unpaced; the epoch is now.")

@@ -22,6 +22,11 @@ def settings_from_config(simulator: SimulatorConfig) -> SimulatorSettings:
         dark_sigma_adu=simulator.dark_sigma_adu,
         bright_field_radius_px=simulator.bright_field_radius_px,
         dropped_fraction=simulator.dropped_fraction,
+        specimen=simulator.specimen,
+        specimen_grain_px=simulator.specimen_grain_px,
+        specimen_bright_field=simulator.specimen_bright_field,
+        specimen_dark_field=simulator.specimen_dark_field,
+        specimen_shift_px=simulator.specimen_shift_px,
     )
 
 

@@ -125,13 +125,13 @@ def simulate_scan(
         for frame in range(frames):
             if pacer is not None:
                 pacer.wait(frame)
-            electrons += simulator.electron_count(scan_number, frame)
+            electrons += simulator.electron_count(scan_number, frame, scan_x=scan_x)
             position_x, position_y = frame % scan_x, frame // scan_x
             for sector in range(n_sectors):
                 if simulator.dropped(scan_number, frame, sector):
                     dropped += 1
                     continue
-                simulator.generate_sector(scan_number, frame, sector, buffer)
+                simulator.generate_sector(scan_number, frame, sector, buffer, scan_x=scan_x)
                 generated += 1
                 if writers:
                     header = DataHeader(

@@ -30,6 +30,8 @@ def make_config(tmp_path: Path) -> Callable[..., tuple[Config, Path]]:
         data["aggregator"]["base_port"] = free_port_block(LOOPBACK, n_receivers)
         data["producer"]["fallback_dir"] = str(tmp_path / "raw")
         data["nodegroup"]["output_dir"] = str(tmp_path / "counted")
+        # The shipped configuration images a specimen (for the demo); tests ask for one when they want it.
+        data.setdefault("simulator", {})["specimen"] = "none"
         deep_update(data, overrides)
         path = write_toml(data, tmp_path / f"config{next(counter)}.toml")
         return load_config(path), path

@@ -155,6 +155,13 @@ simulator::SimulatorSettings simulator_settings(const Beamline& beamline) {
   settings.dark_sigma_adu = beamline.number("simulator.dark_sigma_adu");
   settings.bright_field_radius_px = beamline.number("simulator.bright_field_radius_px");
   settings.dropped_fraction = beamline.number("simulator.dropped_fraction");
+  // The schema allows only these two names.
+  settings.specimen = beamline.text("simulator.specimen") == "crystal" ? simulator::SpecimenKind::kCrystal
+                                                                         : simulator::SpecimenKind::kNone;
+  settings.specimen_grain_px = beamline.number("simulator.specimen_grain_px");
+  settings.specimen_bright_field = beamline.number("simulator.specimen_bright_field");
+  settings.specimen_dark_field = beamline.number("simulator.specimen_dark_field");
+  settings.specimen_shift_px = beamline.number("simulator.specimen_shift_px");
   return settings;
 }
 

@@ -61,6 +61,9 @@ void NodeGroupSettings::validate() const {
   non_negative("xray_sigma", thresholds.xray_sigma);
   non_negative("background_threshold", thresholds.background_threshold);
   non_negative("xray_threshold", thresholds.xray_threshold);
+  if (detectors) detectors->validate();
+  if (live && !detectors) throw NodeGroupError(who + "[analysis] live needs the virtual images ([analysis] virtual_images = true)");
+  if (live && live_buffer_frames == 0) throw NodeGroupError(who + "[analysis] live_buffer_frames must be at least 1");
   if (calibration && calibration->shape() != counting::FrameShape{geometry.frame_rows, geometry.frame_cols}) {
     throw NodeGroupError(who + "dark reference / gain shape " + calibration->shape().str() +
                          " differs from the detector frame " + std::to_string(geometry.frame_rows) + " x " +

@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
           sp::GeneratedSource source(
               std::uint64_t{request.scan_x} * request.scan_y, threads, t,
               [&](std::uint32_t frame, void* out, std::size_t bytes) {
-                simulator.generate_sector(request.scan_number, frame, receiver, out, bytes);
+                simulator.generate_sector(request.scan_number, frame, receiver, out, bytes, request.scan_x);
               },
               [&](std::uint32_t frame) { return simulator.dropped(request.scan_number, frame, receiver); });
           results[t] = producer.run_scan(request, source, &gate);

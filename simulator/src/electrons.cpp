@@ -34,22 +34,37 @@ void axis_weights(double centre, double spread_px, int radius, std::int64_t& fir
 }  // namespace
 
 FrameElectrons::FrameElectrons(std::uint64_t key, const SimulatorSettings& settings,
-                               const protocol::Geometry& geometry)
+                               const protocol::Geometry& geometry, const SpecimenPoint* specimen)
     : stream_(key),
-      count_(sample_poisson(stream_, settings.dose_per_frame)),
+      count_(sample_poisson(stream_, settings.dose_per_frame * (specimen ? specimen->transmission : 1.0))),
       rows_(geometry.frame_rows),
       cols_(geometry.frame_cols),
-      radius_(settings.bright_field_radius_px) {
+      radius_(settings.bright_field_radius_px),
+      centre_row_(0.5 * rows_),
+      centre_col_(0.5 * cols_) {
   // A disk that covers the whole frame constrains nothing: strikes are uniform over the frame.
   if (radius_ * radius_ >= 0.25 * (rows_ * rows_ + cols_ * cols_)) radius_ = 0.0;
+  if (specimen != nullptr && radius_ > 0.0) {
+    specimen_ = true;
+    scattered_ = specimen->scattered;
+    centre_row_ += specimen->shift_row;
+    centre_col_ += specimen->shift_col;
+    ring_inner2_ = kRingInnerRadii * kRingInnerRadii * radius_ * radius_;
+    ring_outer2_ = kRingOuterRadii * kRingOuterRadii * radius_ * radius_;
+  }
 }
 
 Electron FrameElectrons::next() {
   if (radius_ <= 0.0) return Electron{stream_.uniform() * rows_, stream_.uniform() * cols_};
+  // Only a specimen draws the choice of disk or ring: without one the draws stay those of a
+  // simulator that never had a specimen, and so do the frames.
+  const bool ring = specimen_ && stream_.uniform() < scattered_;
   for (int draw = 0; draw < kMaxDiskDraws; ++draw) {
-    const double rho = radius_ * std::sqrt(stream_.uniform());
+    // Uniform over the disk, or over the annulus between the ring's radii.
+    const double rho = ring ? std::sqrt(ring_inner2_ + (ring_outer2_ - ring_inner2_) * stream_.uniform())
+                            : radius_ * std::sqrt(stream_.uniform());
     const double theta = kTwoPi * stream_.uniform();
-    const Electron e{0.5 * rows_ + rho * std::sin(theta), 0.5 * cols_ + rho * std::cos(theta)};
+    const Electron e{centre_row_ + rho * std::sin(theta), centre_col_ + rho * std::cos(theta)};
     if (e.row >= 0.0 && e.row < rows_ && e.col >= 0.0 && e.col < cols_) return e;
   }
   return Electron{0.5 * rows_, 0.5 * cols_};

@@ -30,6 +30,15 @@ void SimulatorSettings::validate() const {
   check("dark_sigma_adu", dark_sigma_adu, 0.0, kHuge);
   check("bright_field_radius_px", bright_field_radius_px, 0.0, kHuge);
   check("dropped_fraction", dropped_fraction, 0.0, 1.0);
+  check("specimen_grain_px", specimen_grain_px, 1.0, kHuge);
+  check("specimen_bright_field", specimen_bright_field, 0.0, 1.0);
+  check("specimen_dark_field", specimen_dark_field, 0.0, 1.0);
+  check("specimen_shift_px", specimen_shift_px, 0.0, kHuge);
+  if (specimen != SpecimenKind::kNone && !(bright_field_radius_px > 0.0)) {
+    throw SimulatorError(
+        "simulator setting 'specimen' = \"crystal\" needs a bright-field disk: set [simulator] bright_field_radius_px "
+        "above 0");
+  }
 }
 
 }  // namespace sectorflow::simulator

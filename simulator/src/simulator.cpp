@@ -33,6 +33,7 @@ SimulatorSettings validated(const SimulatorSettings& settings) {
 Simulator::Simulator(const SimulatorSettings& settings, const protocol::Geometry& geometry)
     : settings_(validated(settings)),  // first: the seed is set
       geometry_(geometry),
+      specimen_(settings_),
       noise_root_(derive(*settings_.seed, kNoiseDomain)),
       electron_root_(derive(*settings_.seed, kElectronDomain)),
       drop_root_(derive(*settings_.seed, kDropDomain)) {
@@ -62,7 +63,7 @@ std::uint64_t Simulator::frame_key(std::uint32_t scan, std::uint32_t frame) cons
 
 template <typename T>
 void Simulator::fill(const T* table, std::uint32_t scan, std::uint32_t frame, std::uint32_t sector, T* out,
-                     std::size_t row_stride) const {
+                     std::size_t row_stride, std::uint32_t scan_x) const {
   const std::uint32_t rows = geometry_.sector_rows;
   const std::uint32_t cols = geometry_.sector_cols;
   constexpr std::uint64_t kIndexMask = kNoiseTableSize - 1;
@@ -99,7 +100,7 @@ void Simulator::fill(const T* table, std::uint32_t scan, std::uint32_t frame, st
   const std::int64_t col_hi = col_lo + cols;
   const int radius = footprint_radius(settings_.electron_spread_px);
   constexpr std::uint64_t kMax = std::numeric_limits<T>::max();
-  FrameElectrons electrons(frame_key(scan, frame), settings_, geometry_);
+  FrameElectrons electrons = frame_electrons(scan, frame, scan_x);
   Footprint footprint;
   for (std::uint32_t i = 0, n = electrons.count(); i < n; ++i) {
     const Electron e = electrons.next();
@@ -126,23 +127,32 @@ void Simulator::fill(const T* table, std::uint32_t scan, std::uint32_t frame, st
   }
 }
 
+FrameElectrons Simulator::frame_electrons(std::uint32_t scan, std::uint32_t frame, std::uint32_t scan_x) const {
+  if (specimen_.empty()) return FrameElectrons(frame_key(scan, frame), settings_, geometry_);
+  if (scan_x == 0) {
+    throw SimulatorError(where(scan, frame) + ": a specimen needs the scan's width (scan_x) to place the frame");
+  }
+  const SpecimenPoint point = specimen_.at(frame % scan_x, frame / scan_x);
+  return FrameElectrons(frame_key(scan, frame), settings_, geometry_, &point);
+}
+
 void Simulator::dispatch(std::uint32_t scan, std::uint32_t frame, std::uint32_t sector, void* out,
-                         std::size_t row_stride) const {
+                         std::size_t row_stride, std::uint32_t scan_x) const {
   switch (geometry_.itemsize) {
     case 1:
-      fill(noise8_.data(), scan, frame, sector, static_cast<std::uint8_t*>(out), row_stride);
+      fill(noise8_.data(), scan, frame, sector, static_cast<std::uint8_t*>(out), row_stride, scan_x);
       break;
     case 2:
-      fill(noise16_.data(), scan, frame, sector, static_cast<std::uint16_t*>(out), row_stride);
+      fill(noise16_.data(), scan, frame, sector, static_cast<std::uint16_t*>(out), row_stride, scan_x);
       break;
     default:
-      fill(noise32_.data(), scan, frame, sector, static_cast<std::uint32_t*>(out), row_stride);
+      fill(noise32_.data(), scan, frame, sector, static_cast<std::uint32_t*>(out), row_stride, scan_x);
       break;
   }
 }
 
 void Simulator::generate_sector(std::uint32_t scan, std::uint32_t frame, std::uint32_t sector, void* out,
-                                std::size_t out_bytes) const {
+                                std::size_t out_bytes, std::uint32_t scan_x) const {
   if (sector >= geometry_.n_sectors()) {
     throw SimulatorError(where(scan, frame) + ": sector " + std::to_string(sector) + " out of range; the geometry has " +
                          std::to_string(geometry_.n_sectors()) + " sectors");
@@ -155,10 +165,11 @@ void Simulator::generate_sector(std::uint32_t scan, std::uint32_t frame, std::ui
     throw SimulatorError(where(scan, frame) + ", sector " + std::to_string(sector) +
                          ": buffer not aligned to the pixel size of " + std::to_string(geometry_.itemsize) + " bytes");
   }
-  dispatch(scan, frame, sector, out, geometry_.sector_cols);
+  dispatch(scan, frame, sector, out, geometry_.sector_cols, scan_x);
 }
 
-void Simulator::generate_frame(std::uint32_t scan, std::uint32_t frame, void* out, std::size_t out_bytes) const {
+void Simulator::generate_frame(std::uint32_t scan, std::uint32_t frame, void* out, std::size_t out_bytes,
+                               std::uint32_t scan_x) const {
   const std::size_t frame_bytes = geometry_.frame_pixels() * geometry_.itemsize;
   if (out_bytes != frame_bytes) {
     throw SimulatorError(where(scan, frame) + ": buffer of " + std::to_string(out_bytes) + " bytes, expected " +
@@ -171,7 +182,7 @@ void Simulator::generate_frame(std::uint32_t scan, std::uint32_t frame, void* ou
   auto* base = static_cast<unsigned char*>(out);
   for (std::uint32_t s = 0; s < geometry_.n_sectors(); ++s) {
     const std::size_t first_pixel = std::size_t{geometry_.sector_row0(s)} * geometry_.frame_cols + geometry_.sector_col0(s);
-    dispatch(scan, frame, s, base + first_pixel * geometry_.itemsize, geometry_.frame_cols);
+    dispatch(scan, frame, s, base + first_pixel * geometry_.itemsize, geometry_.frame_cols, scan_x);
   }
 }
 
@@ -179,12 +190,12 @@ bool Simulator::dropped(std::uint32_t scan, std::uint32_t frame, std::uint32_t s
   return to_unit(derive(derive(derive(drop_root_, scan), frame), sector)) < settings_.dropped_fraction;
 }
 
-std::uint32_t Simulator::electron_count(std::uint32_t scan, std::uint32_t frame) const {
-  return FrameElectrons(frame_key(scan, frame), settings_, geometry_).count();
+std::uint32_t Simulator::electron_count(std::uint32_t scan, std::uint32_t frame, std::uint32_t scan_x) const {
+  return frame_electrons(scan, frame, scan_x).count();
 }
 
-std::vector<Electron> Simulator::electrons(std::uint32_t scan, std::uint32_t frame) const {
-  FrameElectrons source(frame_key(scan, frame), settings_, geometry_);
+std::vector<Electron> Simulator::electrons(std::uint32_t scan, std::uint32_t frame, std::uint32_t scan_x) const {
+  FrameElectrons source = frame_electrons(scan, frame, scan_x);
   std::vector<Electron> result(source.count());
   for (Electron& e : result) e = source.next();
   return result;

@@ -26,7 +26,7 @@ def sectorflow(*args: str, timeout_s: float = 300) -> subprocess.CompletedProces
 
 
 def test_demo_runs_the_whole_pipeline_and_summarises_it(make_config, tmp_path: Path) -> None:
-    _, path = make_config()
+    _, path = make_config(simulator={"specimen": "crystal"})  # as the shipped configuration
     output = tmp_path / "counted"
     result = sectorflow("demo", "--config", str(path), "--scan-shape", "12x8", "--output", str(output),
                         "--run-dir", str(tmp_path / "run"))
@@ -39,6 +39,10 @@ def test_demo_runs_the_whole_pipeline_and_summarises_it(make_config, tmp_path: P
     assert counted.scan_shape == (8, 12) and all(e is not None for e in counted.events)
     mean = float(np.mean([len(e) for e in counted.events]))
     assert f"electrons per frame: {mean:.1f} (mean)" in result.stdout
+    # The specimen's virtual images, printed and in the file.
+    assert "virtual bright field" in result.stdout and "virtual dark field" in result.stdout
+    assert "centre of mass: x from" in result.stdout
+    assert counted.images["bright_field"].shape == (8, 12) and np.isfinite(counted.images["com_x"]).all()
     png = h5.with_suffix(".png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Everything the demo started has stopped.

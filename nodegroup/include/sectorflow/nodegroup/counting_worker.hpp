@@ -50,6 +50,7 @@
 
 #include "sectorflow/counting/electron_counter.hpp"
 #include "sectorflow/nodegroup/frame_assembler.hpp"
+#include "sectorflow/nodegroup/live_feed.hpp"
 #include "sectorflow/nodegroup/nodegroup_counters.hpp"
 #include "sectorflow/nodegroup/nodegroup_settings.hpp"
 #include "sectorflow/nodegroup/scan_result.hpp"
@@ -66,6 +67,8 @@ struct WorkerHooks {
   std::function<std::shared_ptr<ThresholdSampler>(std::uint32_t scan)> sampler;
   /// Called once per scan with this thread's part (on this thread).
   std::function<void(std::uint32_t scan, ScanResult&& part)> finished;
+  /// Where each counted frame's virtual-image values and events go for the live view; null: nowhere.
+  LiveFeed* live = nullptr;
 };
 
 class CountingWorker {

@@ -25,6 +25,7 @@
 #include <zmq.hpp>
 
 #include "sectorflow/nodegroup/counting_worker.hpp"
+#include "sectorflow/nodegroup/live_feed.hpp"
 #include "sectorflow/nodegroup/nodegroup_counters.hpp"
 #include "sectorflow/nodegroup/nodegroup_settings.hpp"
 #include "sectorflow/nodegroup/receiver.hpp"
@@ -53,6 +54,12 @@ class NodeGroup {
   std::vector<ScanTracker::Progress> progress() const { return tracker_.progress(); }
   /// Scans whose data are all in, being counted by the counting threads.
   std::size_t scans_counting() const;
+  /// The frames counted since the last call, for the live view (empty unless settings().live).
+  LiveBatch take_live();
+
+  /// Frames the live feed dropped because nobody took them in time (settings().live_buffer_frames).
+  std::uint64_t live_dropped() const { return live_ ? live_->dropped() : 0; }
+
   /// Stops and joins the threads (idempotent); the sockets close with the object.
   void stop();
 
@@ -71,6 +78,7 @@ class NodeGroup {
   std::map<std::uint32_t, std::pair<std::uint32_t, ScanResult>> pending_;  // parts received, merged result
   std::deque<ScanResult> ready_;
 
+  std::unique_ptr<LiveFeed> live_;  // before the workers, which record into it
   zmq::context_t context_;  // before the sockets' owners: destroyed after them
   std::vector<std::unique_ptr<CountingWorker>> workers_;
   std::vector<std::unique_ptr<Receiver>> receivers_;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "sectorflow/protocol/geometry.hpp"
 #include "sectorflow/protocol/limits.hpp"
 #include "sectorflow/security/curve.hpp"
+#include "sectorflow/nodegroup/virtual_images.hpp"
 
 namespace sectorflow::nodegroup {
 
@@ -55,6 +57,13 @@ struct NodeGroupSettings {
   /// benchmark measures, the data path without the arithmetic.
   bool count = true;
   ThresholdSettings thresholds;
+  /// [analysis]: the virtual detectors the counted frames are imaged with (virtual_images.hpp);
+  /// unset ([analysis] virtual_images = false): no virtual images.
+  std::optional<VirtualDetectors> detectors;
+  /// [analysis] live: hand each counted frame to the live feed (NodeGroup::take_live), with
+  /// detectors set. live_buffer_frames: frames the feed holds between two takes.
+  bool live = false;
+  std::uint32_t live_buffer_frames = 0;
   /// [security]: the NodeGroup's key pair and the aggregator's public key. The PULL sockets are
   /// CURVE clients although they bind: only the aggregator's key completes a handshake with them,
   /// and the aggregator checks theirs against its nodegroup allowlist. Off: plain TCP.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sectorflow/counting/thresholds.hpp"
+#include "sectorflow/nodegroup/virtual_images.hpp"
 
 namespace sectorflow::nodegroup {
 
@@ -22,6 +23,9 @@ struct ScanResult {
   std::vector<std::uint64_t> positions;
   std::vector<std::uint32_t> events;
   std::vector<std::uint64_t> offsets{0};
+  /// The frames' virtual images, aligned with `positions` (empty when the NodeGroup makes none:
+  /// NodeGroupSettings::detectors unset).
+  VirtualImages images;
   /// Frames counted with sectors missing (zeros in their place) and the sectors each lacked.
   std::vector<std::uint64_t> incomplete_positions;
   std::vector<std::vector<std::uint32_t>> incomplete_missing_sectors;

@@ -8,6 +8,7 @@
 #include "sectorflow/protocol/geometry.hpp"
 #include "sectorflow/simulator/random.hpp"
 #include "sectorflow/simulator/settings.hpp"
+#include "sectorflow/simulator/specimen.hpp"
 
 namespace sectorflow::simulator {
 
@@ -20,10 +21,12 @@ struct Electron {
 /// The electrons of one frame, drawn on demand in their fixed order; no allocation.
 class FrameElectrons {
  public:
-  /// `key` identifies the frame (seed, scan, frame); the count is drawn at construction.
-  FrameElectrons(std::uint64_t key, const SimulatorSettings& settings, const protocol::Geometry& geometry);
+  /// `key` identifies the frame (seed, scan, frame); the count is drawn at construction. `specimen`
+  /// is what lies under the probe (nullptr: nothing, the draws are those of an empty specimen).
+  FrameElectrons(std::uint64_t key, const SimulatorSettings& settings, const protocol::Geometry& geometry,
+                 const SpecimenPoint* specimen = nullptr);
 
-  /// Electrons in this frame: Poisson with mean settings.dose_per_frame.
+  /// Electrons in this frame: Poisson with mean settings.dose_per_frame x the specimen's transmission.
   std::uint32_t count() const { return count_; }
 
   /// The next electron; call it count() times.
@@ -35,6 +38,12 @@ class FrameElectrons {
   double rows_;
   double cols_;
   double radius_;  ///< 0 when strikes are uniform over the frame
+  bool specimen_ = false;
+  double scattered_ = 0.0;
+  double centre_row_;
+  double centre_col_;
+  double ring_inner2_ = 0.0;  ///< squared radii of the dark-field ring
+  double ring_outer2_ = 0.0;
 };
 
 /// Largest footprint radius in pixels: 3 sigma of the largest allowed spread.

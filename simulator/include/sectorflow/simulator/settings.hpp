@@ -23,6 +23,9 @@ inline constexpr double kMaxElectronSpreadPx = 10.0;
 /// Largest dose_per_frame: the count of a frame's electrons must fit in 32 bits.
 inline constexpr double kMaxDosePerFrame = 1.0e9;
 
+/// What lies under the probe: nothing (every position alike) or a crystal (specimen.hpp).
+enum class SpecimenKind { kNone, kCrystal };
+
 struct SimulatorSettings {
   static constexpr double kUnset = std::numeric_limits<double>::quiet_NaN();
 
@@ -34,6 +37,11 @@ struct SimulatorSettings {
   double dark_sigma_adu = kUnset;            ///< standard deviation of the dark noise
   double bright_field_radius_px = kUnset;    ///< strikes inside this disk around the frame centre (0: anywhere)
   double dropped_fraction = kUnset;          ///< probability that a sector is lost upstream
+  SpecimenKind specimen = SpecimenKind::kNone;  ///< a crystal needs a bright-field disk (radius > 0)
+  double specimen_grain_px = kUnset;         ///< mean grain size in probe positions
+  double specimen_bright_field = kUnset;     ///< fraction of the dose the thickest part absorbs (0..1)
+  double specimen_dark_field = kUnset;       ///< largest fraction scattered into the ring (0..1)
+  double specimen_shift_px = kUnset;         ///< pattern shift by a grain, detector pixels
 
   /// Throws SimulatorError naming the first setting that is not set, negative, not finite or out
   /// of range.

@@ -1,0 +1,172 @@
+"""A NodeGroup's live publisher: its counted frames, as partial virtual images and as events, on
+two ZeroMQ ROUTER sockets a few times a second (live/SPEC.md).
+
+Counting never waits for a subscriber: the counting threads only append to the NodeGroup's live
+feed (C++, bounded, ``take_live``); this thread takes the feed at ``[analysis] live_rate_hz`` and
+sends to each subscriber without blocking. A subscriber is a DEALER that said ``subscribe``; each
+keeps at most ``[analysis] live_hwm`` messages queued, and a message its full queue refuses
+(``ZMQ_ROUTER_MANDATORY`` makes the send fail instead of dropping unseen) is lost for that
+subscriber alone and counted here, in frames: ``images_dropped`` and ``frames_dropped``, published
+in the NodeGroup's status (``live_images_dropped``, ``live_frames_dropped``, and the feed's own
+``live_feed_dropped``). A subscriber whose connection is gone is forgotten at its next send.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Any
+
+import numpy as np
+import zmq
+
+from . import wire
+
+log = logging.getLogger(__name__)
+
+
+class LivePublisher:
+    """Publishes ``group``'s live feed; binds both sockets on ``host`` (ports from the OS).
+
+    :param group: the C++ NodeGroup (made with ``live=True``).
+    :param uid: the NodeGroup's uid, in every message.
+    :param bind_host: the address to bind (``[nodegroup] host``; a wildcard binds every interface).
+    :param host: the address subscribers connect to, advertised in the endpoints.
+    :param frame_shape: (rows, cols) of the detector frame.
+    :param rate_hz: updates per second, at most.
+    :param hwm: messages queued per subscriber before sends fail (and are counted).
+    """
+
+    def __init__(self, group: Any, uid: str, bind_host: str, host: str, frame_shape: tuple[int, int],
+                 rate_hz: float, hwm: int) -> None:
+        self.group = group
+        self.uid = uid
+        self.frame_shape = frame_shape
+        self.period_s = 1.0 / rate_hz
+        self.images_dropped = 0  # frames whose image message a subscriber's full queue refused
+        self.frames_dropped = 0  # frames whose events message was refused
+        self._peers: dict[bytes, set[bytes]] = {wire.IMAGES: set(), wire.FRAMES: set()}  # subscribers' identities
+        self._context = zmq.Context.instance()
+        self._sockets: dict[bytes, zmq.Socket] = {}
+        self.endpoints: dict[str, str] = {}
+        for topic in (wire.IMAGES, wire.FRAMES):
+            socket = self._context.socket(zmq.ROUTER)
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.setsockopt(zmq.SNDHWM, hwm)
+            socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+            port = socket.bind_to_random_port(f"tcp://{bind_host}")
+            self._sockets[topic] = socket
+            self.endpoints[topic.decode()] = f"tcp://{host}:{port}"
+        self._ended: queue.SimpleQueue[tuple[int, tuple[int, int]]] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"live {uid}", daemon=True)
+        self._thread.start()
+
+    def scan_finished(self, scan: int, scan_shape: tuple[int, int]) -> None:
+        """The NodeGroup handed over ``scan``: after its last frames, subscribers are told it ended."""
+        self._ended.put((scan, scan_shape))
+
+    @property
+    def subscribers(self) -> dict[str, int]:
+        """Subscribers per stream ("images", "frames")."""
+        return {topic.decode(): len(peers) for topic, peers in self._peers.items()}
+
+    def status_fields(self) -> dict[str, Any]:
+        """What the NodeGroup's status says of the live stream: where it is and what it dropped."""
+        return {"live_images": self.endpoints["images"], "live_frames": self.endpoints["frames"],
+                "live_images_dropped": self.images_dropped, "live_frames_dropped": self.frames_dropped,
+                "live_feed_dropped": int(self.group.live_dropped),
+                "live_images_subscribers": self.subscribers["images"],
+                "live_frames_subscribers": self.subscribers["frames"]}
+
+    def close(self) -> None:
+        """Stop the thread and close the sockets (idempotent)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        for socket in self._sockets.values():
+            socket.close(0)
+        self._sockets.clear()
+
+    def _run(self) -> None:
+        # The wait bounds the update rate; a stop ends it at once.
+        self._tick()  # subscriptions already made count at once
+        while not self._stop.wait(self.period_s):
+            try:
+                self._tick()
+            except Exception:  # noqa: BLE001 - the live view must never take the NodeGroup down
+                log.exception("nodegroup %s: live update failed; the next one is tried", self.uid)
+        self._tick()  # what was counted before the stop
+
+    def _tick(self) -> None:
+        for topic, socket in self._sockets.items():
+            _take_requests(socket, self._peers[topic])
+        ended = []
+        while True:
+            try:
+                ended.append(self._ended.get_nowait())
+            except queue.Empty:
+                break
+        batch = self.group.take_live()
+        for scan in np.unique(batch["scan"]):
+            self._publish_scan(batch, int(scan))
+        for scan, scan_shape in ended:
+            self._send(wire.Batch(wire.IMAGES, self.uid, scan, scan_shape, self.frame_shape, True, _empty_images()))
+            self._send(wire.Batch(wire.FRAMES, self.uid, scan, scan_shape, self.frame_shape, True, _empty_frames()))
+
+    def _publish_scan(self, batch: dict[str, np.ndarray], scan: int) -> None:
+        rows = np.flatnonzero(batch["scan"] == scan)
+        scan_shape = (int(batch["scan_y"][rows[0]]), int(batch["scan_x"][rows[0]]))
+        offsets = batch["offsets"]
+        pieces = [batch["events"][offsets[i]:offsets[i + 1]] for i in rows]
+        events = np.concatenate(pieces) if pieces else np.zeros(0, np.uint32)
+        own_offsets = np.zeros(len(rows) + 1, dtype=np.uint64)
+        np.cumsum([len(p) for p in pieces], out=own_offsets[1:])
+        images = {name: batch[name][rows] for name in ("bright_field", "dark_field", "com_x", "com_y")}
+        images["position"] = batch["position"][rows]
+        self._send(wire.Batch(wire.IMAGES, self.uid, scan, scan_shape, self.frame_shape, False,
+                              {**images, "events": events}))
+        self._send(wire.Batch(wire.FRAMES, self.uid, scan, scan_shape, self.frame_shape, False,
+                              {"position": images["position"], "offsets": own_offsets, "events": events}))
+
+    def _send(self, batch: wire.Batch) -> None:
+        parts = wire.encode(batch)
+        socket, peers = self._sockets[batch.topic], self._peers[batch.topic]
+        for peer in list(peers):
+            try:
+                socket.send_multipart([peer, *parts], flags=zmq.DONTWAIT)
+            except zmq.Again:  # this subscriber's queue is full: lost for it alone, counted
+                if batch.topic == wire.IMAGES:
+                    self.images_dropped += batch.frames
+                else:
+                    self.frames_dropped += batch.frames
+            except zmq.ZMQError as error:
+                if error.errno != zmq.EHOSTUNREACH:
+                    raise
+                peers.discard(peer)  # its connection is gone
+                log.info("nodegroup %s: live %s subscriber left", self.uid, batch.topic.decode())
+
+
+def _take_requests(socket: zmq.Socket, peers: set[bytes]) -> None:
+    """Apply the (un)subscriptions that came since the last call: [identity, b"subscribe"] or
+    [identity, b"unsubscribe"]; anything else is ignored."""
+    while True:
+        try:
+            identity, *rest = socket.recv_multipart(zmq.DONTWAIT)
+        except zmq.Again:
+            return
+        if rest == [wire.SUBSCRIBE]:
+            peers.add(identity)
+        elif rest == [wire.UNSUBSCRIBE]:
+            peers.discard(identity)
+
+
+def _empty_images() -> dict[str, np.ndarray]:
+    return {"position": np.zeros(0, np.uint64), "bright_field": np.zeros(0, np.uint32),
+            "dark_field": np.zeros(0, np.uint32), "com_x": np.zeros(0, np.float32), "com_y": np.zeros(0, np.float32),
+            "events": np.zeros(0, np.uint32)}
+
+
+def _empty_frames() -> dict[str, np.ndarray]:
+    return {"position": np.zeros(0, np.uint64), "offsets": np.zeros(1, np.uint64), "events": np.zeros(0, np.uint32)}

@@ -1,0 +1,256 @@
+"""Receiving the live stream: ``subscribe`` (merged partial images of a scan) and ``frames`` (each
+counted frame's electron events, for an analysis of one's own). Both discover every NodeGroup's
+publisher through the kvstore (``status/nodegroup/<uid>`` fields ``live_images`` and
+``live_frames``, kvstore/SPEC.md) and connect to each as it appears.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zmq
+
+from sectorflow.configs import Config, load_config
+from sectorflow.errors import SectorflowError
+from sectorflow.kvstore import Client
+
+from . import wire
+
+log = logging.getLogger(__name__)
+
+#: Merged views yielded per second, at most.
+VIEW_RATE_HZ = 4.0
+#: How often the kvstore is looked at for publishers that appeared, seconds.
+DISCOVERY_INTERVAL_S = 1.0
+#: Longest wait for the kvstore's first snapshot.
+SYNC_TIMEOUT_S = 10.0
+
+IMAGE_NAMES = ("bright_field", "dark_field", "com_x", "com_y")
+
+
+@dataclass
+class LiveView:
+    """A scan's virtual images as counted so far, merged over its NodeGroups."""
+
+    scan: int
+    scan_shape: tuple[int, int]
+    """(rows, cols) of probe positions"""
+    images: dict[str, np.ndarray]
+    """"bright_field", "dark_field" (electrons in the detectors), "com_x", "com_y" (centre of mass minus
+    the pattern centre, pixels): float64 arrays of scan_shape, NaN where not yet counted"""
+    diffraction: np.ndarray
+    """electrons per detector pixel summed over the frames counted so far (frame shape)"""
+    positions_counted: int
+    complete: bool
+    """every position is counted, or every NodeGroup publishing said it counted all it will of the scan"""
+
+
+@dataclass
+class _ScanState:
+    view: LiveView
+    counted: np.ndarray  # bool per position
+    senders: set[str]
+    ended: set[str]
+
+
+class _Stream:
+    """One DEALER per publisher of one topic the kvstore advertises, each subscribed."""
+
+    def __init__(self, config: Config, topic: bytes) -> None:
+        self.topic = topic
+        self.field = f"live_{topic.decode()}"
+        self.client = Client.from_config(config, subtree="status/nodegroup/", name="live viewer")
+        if not self.client.wait_synced(SYNC_TIMEOUT_S):
+            self.client.close()
+            raise SectorflowError(f"no kvstore server answered at {config.kvstore.host}:{config.kvstore.port} "
+                                  f"within {SYNC_TIMEOUT_S:g} s; is the stack up ('sectorflow up')?")
+        self.context = zmq.Context.instance()
+        self.poller = zmq.Poller()
+        self.sockets: list[zmq.Socket] = []
+        self.connected: set[str] = set()
+        self.publishers: set[str] = set()  # uids
+        self._discovered_at = 0.0
+        self.discover()
+
+    def discover(self) -> None:
+        self._discovered_at = time.monotonic()
+        for (_, uid), status in self.client.statuses("nodegroup").items():
+            endpoint = status.extra.get(self.field)
+            if isinstance(endpoint, str) and endpoint not in self.connected:
+                # One DEALER per publisher: a DEALER's message goes to one of its peers, and each
+                # publisher must hear the subscription.
+                socket = self.context.socket(zmq.DEALER)
+                socket.setsockopt(zmq.LINGER, 0)
+                socket.connect(endpoint)
+                socket.send(wire.SUBSCRIBE)  # queued until connected
+                self.poller.register(socket, zmq.POLLIN)
+                self.sockets.append(socket)
+                self.connected.add(endpoint)
+                self.publishers.add(uid)
+                log.info("live: subscribed to nodegroup %s at %s", uid, endpoint)
+
+    def receive(self, timeout_ms: int) -> wire.Batch | None:
+        if time.monotonic() - self._discovered_at >= DISCOVERY_INTERVAL_S:
+            self.discover()
+        ready = self.poller.poll(timeout_ms)  # with no publisher yet, waits out timeout_ms for the next look
+        if not ready:
+            return None
+        parts = ready[0][0].recv_multipart()
+        try:
+            return wire.decode(parts)
+        except (ValueError, KeyError) as error:
+            log.warning("live: a message was refused: %s", error)
+            return None
+
+    def close(self) -> None:
+        for socket in self.sockets:
+            try:
+                socket.send(wire.UNSUBSCRIBE, zmq.DONTWAIT)
+            except zmq.ZMQError:
+                pass  # the publisher is gone or busy: it forgets us when its send fails
+            socket.close(0)
+        self.client.close()
+
+
+def _config(config: str | Path | Config) -> Config:
+    return config if isinstance(config, Config) else load_config(config)
+
+
+def _deadline(timeout_s: float | None) -> float:
+    return float("inf") if timeout_s is None else time.monotonic() + timeout_s
+
+
+def subscribe(config: str | Path | Config, *, scan: int | None = None,
+              timeout_s: float | None = None) -> Iterator[LiveView]:
+    """Yield the merged live view of a scan as its NodeGroups count it, at most VIEW_RATE_HZ times a
+    second, until the scan is complete (that view is yielded last) or ``timeout_s`` passes.
+
+    :param config: the configuration file (or a loaded Config) of the running stack.
+    :param scan: the scan to follow; None: the first scan whose frames arrive.
+    :param timeout_s: stop after this long (None: when the scan completes).
+    :raises SectorflowError: no kvstore answers.
+    """
+    stream = _Stream(_config(config), wire.IMAGES)
+    deadline = _deadline(timeout_s)
+    states: dict[int, _ScanState] = {}
+    followed = scan
+    last_yield = 0.0
+    changed = False
+    try:
+        while time.monotonic() < deadline:
+            wait_ms = int(max(0.0, min(0.1, deadline - time.monotonic())) * 1000)
+            batch = stream.receive(wait_ms)
+            if batch is not None and (followed is None or batch.scan == followed):
+                if followed is None and not batch.end:
+                    followed = batch.scan
+                if batch.scan == followed:
+                    _merge(states, batch, stream.publishers)
+                    changed = True
+            state = states.get(followed) if followed is not None else None
+            if state is None:
+                continue
+            if state.view.complete:
+                yield state.view
+                return
+            now = time.monotonic()
+            if changed and now - last_yield >= 1.0 / VIEW_RATE_HZ:
+                last_yield, changed = now, False
+                yield _copy(state.view)
+    finally:
+        stream.close()
+
+
+def _merge(states: dict[int, _ScanState], batch: wire.Batch, publishers: set[str]) -> None:
+    state = states.get(batch.scan)
+    if state is None:
+        rows, cols = batch.scan_shape
+        images = {name: np.full(batch.scan_shape, np.nan) for name in IMAGE_NAMES}
+        view = LiveView(scan=batch.scan, scan_shape=batch.scan_shape, images=images,
+                        diffraction=np.zeros(batch.frame_shape, dtype=np.int64), positions_counted=0, complete=False)
+        state = states[batch.scan] = _ScanState(view, np.zeros(rows * cols, dtype=bool), set(), set())
+    view = state.view
+    state.senders.add(batch.uid)
+    positions = batch.arrays["position"].astype(np.int64)
+    inside = positions < state.counted.size
+    positions = positions[inside]
+    for name in IMAGE_NAMES:
+        view.images[name].reshape(-1)[positions] = batch.arrays[name][inside]
+    events = batch.arrays["events"]
+    if len(events):
+        view.diffraction.reshape(-1)[:] += np.bincount(events, minlength=view.diffraction.size)[:view.diffraction.size]
+    state.counted[positions] = True
+    view.positions_counted = int(state.counted.sum())
+    if batch.end:
+        state.ended.add(batch.uid)
+    # Done when every position is in, or every NodeGroup streaming to us said it counted all it will.
+    view.complete = bool(state.counted.all()) or (publishers | state.senders) <= state.ended
+
+
+def _copy(view: LiveView) -> LiveView:
+    return LiveView(scan=view.scan, scan_shape=view.scan_shape,
+                    images={name: image.copy() for name, image in view.images.items()},
+                    diffraction=view.diffraction.copy(), positions_counted=view.positions_counted,
+                    complete=view.complete)
+
+
+@dataclass(frozen=True)
+class CountedFrame:
+    """One counted frame of the live stream."""
+
+    scan: int
+    scan_shape: tuple[int, int]
+    frame_shape: tuple[int, int]
+    position: int
+    """flat probe position, row * scan cols + col"""
+    events: np.ndarray
+    """ascending flat pixel indices (row * frame cols + col) of the frame's electrons, uint32"""
+
+    def __iter__(self) -> Iterator[Any]:
+        """``position, events = frame``: what an analysis needs of a frame."""
+        return iter((self.position, self.events))
+
+
+def frames(config: str | Path | Config, *, scan: int | None = None,
+           timeout_s: float | None = None) -> Iterator[CountedFrame]:
+    """Yield every counted frame of a scan as the NodeGroups count it, until every NodeGroup
+    publishing said it counted all it will of the scan, or ``timeout_s`` passes.
+
+    A consumer slower than the stream loses messages (never slowing the counting): the NodeGroups
+    count what it missed (``live_frames_dropped`` in their status), and so can the consumer, from
+    the positions it never saw.
+
+    :param scan: the scan to follow; None: the first whose frames arrive.
+    :raises SectorflowError: no kvstore answers.
+    """
+    stream = _Stream(_config(config), wire.FRAMES)
+    deadline = _deadline(timeout_s)
+    followed = scan
+    senders: set[str] = set()
+    ended: set[str] = set()
+    try:
+        while time.monotonic() < deadline:
+            wait_ms = int(max(0.0, min(0.1, deadline - time.monotonic())) * 1000)
+            batch = stream.receive(wait_ms)
+            if batch is None or (followed is not None and batch.scan != followed):
+                continue
+            if followed is None:
+                if batch.end:
+                    continue
+                followed = batch.scan
+            senders.add(batch.uid)
+            offsets = batch.arrays["offsets"]
+            for i, position in enumerate(batch.arrays["position"]):
+                yield CountedFrame(batch.scan, batch.scan_shape, batch.frame_shape, int(position),
+                                   batch.arrays["events"][offsets[i]:offsets[i + 1]])
+            if batch.end:
+                ended.add(batch.uid)
+                if (stream.publishers | senders) <= ended:
+                    return
+    finally:
+        stream.close()

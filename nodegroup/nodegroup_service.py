@@ -171,6 +171,7 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
         max_scan_positions=config.limits.max_scan_positions,
         max_open_scans=config.limits.max_open_scans,
     )
+    settings.rcvbuf_bytes = ng.rcvbuf_bytes
     settings.curve = data_client_curve(config, "nodegroup")
     return settings
 

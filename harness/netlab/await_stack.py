@@ -1,7 +1,10 @@
-"""Wait, from inside a namespace, until a stack is ready: ``python await_stack.py CONFIG NODEGROUPS
-TIMEOUT_S``. The test process lives outside the namespaces and cannot reach their addresses, so it
-runs this on the aggregator host; it is orchestration's own readiness check
-(``sectorflow.orchestration.readiness``). Exit 0 when ready, 1 with one line naming what is missing.
+"""Waits run from inside a namespace (the caller lives outside and cannot reach the namespaces'
+addresses), with orchestration's own checks:
+
+    python await_stack.py ready CONFIG NODEGROUPS TIMEOUT_S   every service announced, NODEGROUPS registered
+    python await_stack.py sent CONFIG SCAN SECTORS TIMEOUT_S  the producers sent SECTORS sectors of SCAN
+
+Exit 0 when the condition holds, 1 with one line naming what is missing.
 """
 
 from __future__ import annotations
@@ -12,17 +15,27 @@ from sectorflow.configs import load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.orchestration.readiness import Expected, wait_ready
+from sectorflow.protocol import SERVICE_PRODUCER
+from sectorflow.waiting import wait_until
+
+
+def sent(client: Client, scan: int) -> int:
+    """Sectors of ``scan`` the producer threads report sent so far (their statuses)."""
+    return sum(status.messages for status in client.statuses(SERVICE_PRODUCER).values() if status.scan == scan)
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
+    if len(argv) < 1 or (argv[0], len(argv)) not in (("ready", 4), ("sent", 5)):
         print(__doc__, file=sys.stderr)
         return 2
-    path, nodegroups, timeout_s = argv
-    config = load_config(path)
+    config = load_config(argv[1])
     try:
-        with Client.from_config(config, name="netlab-ready") as client:
-            wait_ready(client, Expected.of(config, int(nodegroups)), float(timeout_s), lambda: None)
+        with Client.from_config(config, name="netlab-wait") as client:
+            if argv[0] == "ready":
+                wait_ready(client, Expected.of(config, int(argv[2])), float(argv[3]), lambda: None)
+            else:
+                scan, sectors = int(argv[2]), int(argv[3])
+                wait_until(lambda: sent(client, scan) >= sectors, float(argv[4]), f"{sectors} sectors of scan {scan} sent")
     except SectorflowError as error:
         print(f"await_stack: {error}", file=sys.stderr)
         return 1

@@ -5,6 +5,8 @@ netlab tests use to see the WAN's round trip and loss from the hosts' side.
     tcp-connect ADDR PORT         prints the seconds one TCP connect took (one round trip)
     udp-sink ADDR PORT            counts datagrams; prints "bound", then the count once stdin closes
     udp-send ADDR PORT COUNT      sends COUNT numbered 200-byte datagrams
+    tcp-sink ADDR PORT            reads one connection to its end; prints "listening", then bytes/s
+    tcp-source ADDR PORT SECONDS  one TCP stream, as fast as it goes, for SECONDS
 """
 
 from __future__ import annotations
@@ -57,8 +59,29 @@ def udp_send(address: str, port: int, count: int) -> None:
             sender.sendto(number.to_bytes(8, "big").ljust(DATAGRAM_BYTES, b"\0"), (address, port))
 
 
+def tcp_sink(address: str, port: int) -> None:
+    with socket.create_server((address, port)) as server:
+        print("listening", flush=True)
+        connection, _ = server.accept()
+        with connection:
+            received, started = 0, time.perf_counter()
+            while chunk := connection.recv(1 << 20):
+                received += len(chunk)
+            elapsed = time.perf_counter() - started
+    print(f"{received / elapsed:.0f}", flush=True)
+
+
+def tcp_source(address: str, port: int, seconds: int) -> None:
+    block = bytes(1 << 20)
+    with socket.create_connection((address, port), timeout=30) as stream:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            stream.sendall(block)
+
+
 def main(argv: list[str]) -> int:
-    commands = {"tcp-listen": tcp_listen, "tcp-connect": tcp_connect, "udp-sink": udp_sink, "udp-send": udp_send}
+    commands = {"tcp-listen": tcp_listen, "tcp-connect": tcp_connect, "udp-sink": udp_sink, "udp-send": udp_send,
+                "tcp-sink": tcp_sink, "tcp-source": tcp_source}
     if len(argv) < 3 or argv[0] not in commands:
         print(__doc__, file=sys.stderr)
         return 2

@@ -88,13 +88,20 @@ class NetlabStack:
         self._start(roles[0], "nodegroups", argv, env)
         self.await_ready(len(roles) * self.config.nodegroup.groups_per_rank)
 
+    def _await(self, *args: str, timeout_s: float) -> None:
+        argv = [sys.executable, await_stack.__file__, args[0], str(self.path), *args[1:], str(timeout_s)]
+        done = subprocess.run(self.net.command("agg", argv), capture_output=True, text=True, timeout=timeout_s + 30)
+        if done.returncode != 0:
+            raise SectorflowError(f"{done.stderr.strip()[-2000:]}\n{self.logs()}")
+
     def await_ready(self, nodegroups: int) -> None:
         """Block until the kvstore shows every producer thread, aggregator thread and ``nodegroups``
         NodeGroups; SectorflowError with what is missing and the services' logs otherwise."""
-        argv = [sys.executable, await_stack.__file__, str(self.path), str(nodegroups), str(READY_S)]
-        done = subprocess.run(self.net.command("agg", argv), capture_output=True, text=True, timeout=READY_S + 30)
-        if done.returncode != 0:
-            raise SectorflowError(f"{done.stderr.strip()[-2000:]}\n{self.logs()}")
+        self._await("ready", str(nodegroups), timeout_s=READY_S)
+
+    def await_sent(self, scan: int, sectors: int) -> None:
+        """Block until the producers have sent ``sectors`` sectors of ``scan``: a fault then hits mid-scan."""
+        self._await("sent", str(scan), str(sectors), timeout_s=SCAN_S)
 
     def acquire(self, scan: int, shape: str, rate_hz: float = 0.0, *extra: str) -> subprocess.Popen[str]:
         """``sectorflow acquire --wait`` on agg, in the background; its output ends with the scan's account."""

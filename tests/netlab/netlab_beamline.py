@@ -20,3 +20,15 @@ def finish(stack: NetlabStack, process: subprocess.Popen[str]) -> Outcome:
 def accounting(stack: NetlabStack) -> Beamline:
     """The fault suite's checks of files and raw records for ``stack``'s configuration."""
     return Beamline(stack.config, stack.path, stack.supervisor.run_dir)
+
+
+def accounted(stack: NetlabStack, outcome: Outcome, scan: int, sectors: int) -> Outcome:
+    """Every sector of ``scan`` counted, spilled or missing, and the account agrees with the HDF5 file
+    and the raw files on disk (tests/faults' rules)."""
+    line = accounting(stack)
+    assert outcome.sectors == sectors, outcome.output
+    assert outcome.counted + outcome.spilled + outcome.missing == outcome.sectors, outcome.output
+    on_file = line.sectors_in_file(outcome.path) if outcome.path is not None else 0
+    assert outcome.counted == on_file, outcome.output
+    assert outcome.spilled == line.records_on_disk(scan), outcome.output
+    return outcome

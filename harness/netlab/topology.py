@@ -221,7 +221,7 @@ class Topology:
             run(["ip", "-n", namespace, "link", "set", "lo", "up"])
             # No IPv6: router solicitations would cross the WAN and muddle its packet counts.
             settings = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1", **self.sysctls}
-            run(["ip", "netns", "exec", namespace, "sysctl", "-q", "-w", *(f"{k}={v}" for k, v in settings.items())])
+            self._sysctl(namespace, settings)
         for router, subnet in ((self.wan_a, BEAMLINE_SUBNET), (self.wan_b, COMPUTE_SUBNET)):
             run(["ip", "netns", "exec", router, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
             run(["ip", "-n", router, "link", "add", "br0", "mtu", str(self.mtu), "type", "bridge"])
@@ -251,6 +251,18 @@ class Topology:
                 self._shape(router, tun)
         log.info("netlab %s: %d namespaces, WAN %.1f ms one way, loss %g", self.run_id, len(self.namespaces),
                  self.delay_ms, self.loss)
+
+    @staticmethod
+    def _sysctl(namespace: str, settings: dict[str, str]) -> None:
+        """Set ``settings`` inside ``namespace`` and read them back: some net.* keys (net.core.rmem_max,
+        wmem_max on this kernel) belong to the machine and cannot be set in a namespace."""
+        run(["ip", "netns", "exec", namespace, "sysctl", "-q", "-w", *(f"{k}={v}" for k, v in settings.items())],
+            check=False)
+        for key, value in settings.items():
+            now = run(["ip", "netns", "exec", namespace, "sysctl", "-n", key]).stdout.split()
+            if now != value.split():
+                raise NetlabError(f"{key} = {value} did not take inside namespace {namespace} (it reads "
+                                  f"{' '.join(now)}): the key is the machine's, not the namespace's, here")
 
     def _shape(self, router: str, device: str) -> None:
         # tbf: the bucket holds at least one MTU and 1 ms of the rate; the queue 1/4 s of it.

@@ -22,13 +22,15 @@ def accounting(stack: NetlabStack) -> Beamline:
     return Beamline(stack.config, stack.path, stack.supervisor.run_dir)
 
 
-def accounted(stack: NetlabStack, outcome: Outcome, scan: int, sectors: int) -> Outcome:
+def accounted(stack: NetlabStack, outcome: Outcome, scan: int, sectors: int, fault: str) -> Outcome:
     """Every sector of ``scan`` counted, spilled or missing, and the account agrees with the HDF5 file
-    and the raw files on disk (tests/faults' rules)."""
+    and the raw files on disk (tests/faults' rules); prints the fault table's row (``pytest -s``)."""
     line = accounting(stack)
     assert outcome.sectors == sectors, outcome.output
     assert outcome.counted + outcome.spilled + outcome.missing == outcome.sectors, outcome.output
     on_file = line.sectors_in_file(outcome.path) if outcome.path is not None else 0
     assert outcome.counted == on_file, outcome.output
     assert outcome.spilled == line.records_on_disk(scan), outcome.output
+    print(f"| {fault} | {outcome.sectors} | {outcome.counted} | {outcome.spilled} | {outcome.missing} | "
+          f"{outcome.outcome} | {outcome.exit_code} |")
     return outcome

@@ -41,7 +41,7 @@ def test_the_wan_down_mid_scan_then_back(processes: Processes, tmp_path: Path) -
         net.link_down()
         stack.await_sent(1, 3 * SECTORS // 4)
         net.link_up()
-        outcome = accounted(stack, finish(stack, acquire), 1, SECTORS)
+        outcome = accounted(stack, finish(stack, acquire), 1, SECTORS, "the WAN down mid-scan, then up")
         assert (outcome.exit_code == 0) == (outcome.outcome == "complete"), outcome.output
     assert net.link_counters is not None
     assert net.link_counters.a_to_b.dropped_down > 0
@@ -49,7 +49,7 @@ def test_the_wan_down_mid_scan_then_back(processes: Processes, tmp_path: Path) -
 
 def test_loss_on_the_wan_is_repaired_by_tcp_and_the_scan_is_complete(processes: Processes, tmp_path: Path) -> None:
     with beamline(processes, tmp_path, loss=0.001, seed=3) as (net, stack):
-        outcome = accounted(stack, finish(stack, stack.acquire(1, SHAPE)), 1, SECTORS)
+        outcome = accounted(stack, finish(stack, stack.acquire(1, SHAPE)), 1, SECTORS, "0.1% loss on the WAN")
         assert (outcome.outcome, outcome.exit_code, outcome.counted) == ("complete", 0, SECTORS), outcome.output
     assert net.link_counters is not None
     assert net.link_counters.a_to_b.dropped_loss > 0
@@ -60,6 +60,6 @@ def test_a_compute_node_removed_mid_scan(processes: Processes, tmp_path: Path) -
         acquire = stack.acquire(1, SHAPE, 100.0)
         stack.await_sent(1, SECTORS // 4)
         net.remove_host("compute2")  # its rank and everything else on it killed, its links gone
-        outcome = accounted(stack, finish(stack, acquire), 1, SECTORS)
+        outcome = accounted(stack, finish(stack, acquire), 1, SECTORS, "a compute node removed mid-scan")
         assert outcome.exit_code != 0 and outcome.outcome != "complete", outcome.output
         assert outcome.counted < SECTORS, outcome.output

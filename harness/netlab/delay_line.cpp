@@ -55,27 +55,30 @@ struct Options {
     double loss = 0.0;          // fraction of packets dropped, each direction
     std::uint64_t seed = 1;
     double max_run_s = 600.0;   // the program exits by itself after this
-    std::size_t ring_packets = 65536;
+    std::size_t ring_mb = 32;   // per direction: packets in flight, at most this many MiB of MTU-sized slots
     std::size_t mtu = 65535;
+
+    // At 32 MiB a 30 ms one-way delay still carries about 1 GB/s; beyond, drops are counted (ring full).
+    std::size_t ring_packets() const { return std::max<std::size_t>(1, (ring_mb << 20) / mtu); }
 };
 
-[[noreturn]] void usage(const char* why) {
-    std::fprintf(stderr,
+[[noreturn]] void usage(const char* why, int code = 2) {
+    std::fprintf(code == 0 ? stdout : stderr,
                  "delay_line: %s\n"
                  "usage: delay_line --tun-a NAME --tun-b NAME [--delay-ms MS] [--loss FRACTION] [--seed N]\n"
-                 "                  [--max-run-s S] [--ring-packets N] [--mtu BYTES]\n"
+                 "                  [--max-run-s S] [--ring-mb MIB] [--mtu BYTES]\n"
                  "Moves packets between two TUN devices after MS milliseconds each way, dropping FRACTION\n"
                  "of them (seeded). SIGUSR1 = link down, SIGUSR2 = link up, SIGTERM = drain and exit.\n"
                  "Prints one JSON line of counters at exit.\n",
                  why);
-    std::exit(2);
+    std::exit(code);
 }
 
 Options parse(int argc, char** argv) {
     Options o;
     for (int i = 1; i < argc; ++i) {
         const std::string key = argv[i];
-        if (key == "--help" || key == "-h") usage("a packet-level delay line between two TUN devices");
+        if (key == "--help" || key == "-h") usage("a packet-level delay line between two TUN devices", 0);
         if (i + 1 >= argc) usage(("missing value after " + key).c_str());
         const char* value = argv[++i];
         try {
@@ -85,7 +88,7 @@ Options parse(int argc, char** argv) {
             else if (key == "--loss") o.loss = std::stod(value);
             else if (key == "--seed") o.seed = std::stoull(value);
             else if (key == "--max-run-s") o.max_run_s = std::stod(value);
-            else if (key == "--ring-packets") o.ring_packets = std::stoull(value);
+            else if (key == "--ring-mb") o.ring_mb = std::stoull(value);
             else if (key == "--mtu") o.mtu = std::stoull(value);
             else usage(("unknown option " + key).c_str());
         } catch (const std::logic_error&) {
@@ -95,7 +98,7 @@ Options parse(int argc, char** argv) {
     if (o.tun_a.empty() || o.tun_b.empty()) usage("--tun-a and --tun-b are required");
     if (o.tun_a.size() >= IFNAMSIZ || o.tun_b.size() >= IFNAMSIZ) usage("a TUN name has at most 15 characters");
     if (o.delay_ms < 0 || o.loss < 0 || o.loss > 1) usage("--delay-ms must be >= 0 and --loss in [0, 1]");
-    if (o.max_run_s <= 0 || o.ring_packets == 0 || o.mtu < 576 || o.mtu > 65535) usage("bad --max-run-s, --ring-packets or --mtu");
+    if (o.max_run_s <= 0 || o.ring_mb == 0 || o.mtu < 576 || o.mtu > 65535) usage("bad --max-run-s, --ring-mb or --mtu");
     return o;
 }
 
@@ -138,8 +141,8 @@ public:
     Direction(const Options& options, int from, int to, std::uint64_t seed)
         : from_(from), to_(to), slot_size_(options.mtu), delay_(std::chrono::duration_cast<Clock::duration>(
                                                                std::chrono::duration<double, std::milli>(options.delay_ms))),
-          loss_(options.loss), rng_(seed), storage_(options.ring_packets * options.mtu), length_(options.ring_packets),
-          release_(options.ring_packets), scratch_(options.mtu) {}
+          loss_(options.loss), rng_(seed), storage_(options.ring_packets() * options.mtu), length_(options.ring_packets()),
+          release_(options.ring_packets()), scratch_(options.mtu) {}
 
     void run(Clock::time_point deadline) {
         bool draining = false;

@@ -92,3 +92,16 @@ def test_a_failure_inside_the_context_still_removes_everything() -> None:
 def _pids(namespace: str) -> list[int]:
     done = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True, check=True)
     return [int(word) for word in done.stdout.split()]
+
+
+def test_namespaces_left_by_a_killed_run_are_swept_by_the_next() -> None:
+    dead = subprocess.Popen(["true"])  # its PID no longer runs: a run killed before its cleanup
+    dead.wait()
+    stale = f"sfnl-{dead.pid}x0-recv1"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    try:
+        with Topology() as net:
+            assert stale not in _namespaces()
+            assert set(net.namespaces) <= set(_namespaces())  # a live run's own are kept
+    finally:
+        subprocess.run(["ip", "netns", "del", stale], capture_output=True)

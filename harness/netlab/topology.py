@@ -130,7 +130,9 @@ def _remove_namespace(namespace: str) -> None:
 def sweep_stale(prefix: str = PREFIX) -> list[str]:
     """Delete namespaces left by netlab runs whose process no longer exists; returns their names."""
     removed = []
-    for namespace in _namespaces():
+    # A run killed between deleting a namespace and its /etc/netns folder leaves the folder alone.
+    leftovers = [path.name for path in ETC_NETNS.glob(f"{prefix}*")] if ETC_NETNS.is_dir() else []
+    for namespace in sorted(set(_namespaces()) | set(leftovers)):
         if not namespace.startswith(prefix):
             continue
         owner = namespace[len(prefix):].split("x", 1)[0]

@@ -87,6 +87,7 @@ void bind_aggregator(py::module_& m) {
       .def_readwrite("base_port", &AggregatorOptions::base_port)
       .def_readwrite("producer_threads", &AggregatorOptions::producer_threads)
       .def_readwrite("hwm", &AggregatorOptions::hwm)
+      .def_readwrite("sndbuf_bytes", &AggregatorOptions::sndbuf_bytes)
       .def_readwrite("discovery_wait_ms", &AggregatorOptions::discovery_wait_ms)
       .def_readwrite("max_open_scans", &AggregatorOptions::max_open_scans)
       .def_readwrite("send_timeout_ms", &AggregatorOptions::send_timeout_ms)

@@ -40,5 +40,6 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None)
         wire=[receiver.wire for receiver in config.receivers],
         native_scan_idle_ms=max(1, round(agg.native_scan_idle_s * 1000)),
     )
+    options.sndbuf_bytes = agg.sndbuf_bytes
     options.producers_curve, options.nodegroups_curve = aggregator_curves(config)
     return options

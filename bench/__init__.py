@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "memory": "bench.memory",
     "kvstore_flood": "bench.kvstore_flood",
     "virtual_images": "bench.virtual_images",
+    "wan": "bench.wan",
     "time_to_science": "bench.time_to_science",  # last: its raw files leave the page cache busy
 }
 

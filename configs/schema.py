@@ -108,6 +108,11 @@ class AggregatorConfig:
     hwm: int = setting(
         50, "ZeroMQ high-water mark (messages) of every aggregator socket; what it queues is memory and widens the "
         "frame-order spread a NodeGroup's pool must hold", min=1)
+    sndbuf_bytes: int = setting(
+        0, "kernel send buffer (ZMQ_SNDBUF) of each socket to a NodeGroup, the WAN hop: at least the link's "
+        "bandwidth-delay product per stream for a long fat link (README, 'Long fat links'); capped by the host's "
+        "net.core.wmem_max; 0 leaves the kernel's autotuning (net.ipv4.tcp_wmem) in charge", min=0,
+        max=2_147_483_647)
     send_timeout_ms: int = setting(
         5000, "backpressure policy of the relay: a send to a NodeGroup that stays blocked this long (connected but "
         "not reading) declares it dead for that scan; its messages of the scan are then dropped and counted lost "
@@ -148,6 +153,11 @@ class NodegroupConfig:
     groups_per_rank: int = setting(1, "NodeGroups per MPI rank", min=1, max=64)
     counting_threads: int = setting(2, "counting threads per NodeGroup", min=1, max=256)
     recv_hwm: int = setting(16, "high-water mark of the NodeGroup's PULL sockets (messages held per receiver)", min=1)
+    rcvbuf_bytes: int = setting(
+        0, "kernel receive buffer (ZMQ_RCVBUF) of the NodeGroup's PULL sockets, the WAN hop's window: at least "
+        "the bandwidth-delay product per stream (README, 'Long fat links'); capped by the node's "
+        "net.core.rmem_max; 0 leaves the kernel's autotuning (net.ipv4.tcp_rmem) in charge", min=0,
+        max=2_147_483_647)
     pool_frames: int = setting(
         64, "frames a NodeGroup may hold in assembly at once, split over its counting threads (a frame holds its "
         "received sectors, not a copy: memory follows the sectors in flight, at most this many frames' worth; "

@@ -175,6 +175,7 @@ void bind_nodegroup(py::module_& m) {
            "assembles frames without counting them (no events, no thresholds): the data path alone, for "
            "benchmarks. Raises NodeGroupError naming a setting that cannot work.")
       .def_readonly("uid", &NodeGroupSettings::uid)
+      .def_readwrite("rcvbuf_bytes", &NodeGroupSettings::rcvbuf_bytes)
       .def_readonly("host", &NodeGroupSettings::host)
       .def_readonly("geometry", &NodeGroupSettings::geometry)
       .def_readonly("receivers", &NodeGroupSettings::receivers)

@@ -179,6 +179,7 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
         live=config.analysis.live and config.analysis.virtual_images,
         live_buffer_frames=config.analysis.live_buffer_frames,
     )
+    settings.rcvbuf_bytes = ng.rcvbuf_bytes
     settings.curve = data_client_curve(config, "nodegroup")
     return settings
 

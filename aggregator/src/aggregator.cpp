@@ -55,6 +55,10 @@ void check(const AggregatorOptions& o) {
     throw AggregatorError("aggregator: base_port " + std::to_string(o.base_port) + " with " +
                           std::to_string(o.producer_threads.size()) + " threads leaves the port range 1..65535");
   }
+  if (o.sndbuf_bytes < 0) {
+    throw AggregatorError("aggregator: sndbuf_bytes " + std::to_string(o.sndbuf_bytes) +
+                          " must be >= 0 ([aggregator] sndbuf_bytes)");
+  }
   if (o.hwm < 1) throw AggregatorError("aggregator: hwm " + std::to_string(o.hwm) + " must be >= 1 ([aggregator] hwm)");
   if (o.discovery_wait_ms < 1) {
     throw AggregatorError("aggregator: discovery_wait_ms must be >= 1 ([kvstore] silence_heartbeats x heartbeat_ms)");
@@ -149,6 +153,7 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
     settings.receiver = receiver;
     settings.producer_threads = impl.options.producer_threads[r];
     settings.hwm = impl.options.hwm;
+    settings.sndbuf_bytes = impl.options.sndbuf_bytes;
     settings.discovery_wait = std::chrono::milliseconds(impl.options.discovery_wait_ms);
     settings.send_timeout = std::chrono::milliseconds(impl.options.send_timeout_ms);
     settings.max_open_scans = impl.options.max_open_scans;

@@ -18,7 +18,7 @@ std::string monitor_address() {
 
 }  // namespace
 
-Downstream::Downstream(zmq::context_t& context, std::string uid, std::string endpoint, int hwm,
+Downstream::Downstream(zmq::context_t& context, std::string uid, std::string endpoint, int hwm, int sndbuf_bytes,
                        std::chrono::milliseconds grace, std::chrono::milliseconds drain,
                        const security::CurveServer& curve)
     : uid_(std::move(uid)),
@@ -28,6 +28,9 @@ Downstream::Downstream(zmq::context_t& context, std::string uid, std::string end
       monitor_(context, zmq::socket_type::pair),
       grace_end_(std::chrono::steady_clock::now() + grace) {
   socket_.set(zmq::sockopt::sndhwm, hwm);
+  // A long fat link needs a window of bandwidth x round trip; an explicit size replaces the
+  // kernel's autotuning and is capped by net.core.wmem_max (README "Deployment: long fat links").
+  if (sndbuf_bytes > 0) socket_.set(zmq::sockopt::sndbuf, sndbuf_bytes);
   socket_.set(zmq::sockopt::immediate, 1);
   socket_.set(zmq::sockopt::linger, 0);
   security::apply(socket_, curve);

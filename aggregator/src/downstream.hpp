@@ -32,7 +32,7 @@ class Downstream {
   /// `drain` bounds how long the messages still queued when the last holder lets go are delivered:
   /// a scan is over at the relay once its messages are queued, not once they have arrived.
   /// `curve` makes the socket a CURVE server (the NodeGroup's key is checked by the ZAP handler).
-  Downstream(zmq::context_t& context, std::string uid, std::string endpoint, int hwm,
+  Downstream(zmq::context_t& context, std::string uid, std::string endpoint, int hwm, int sndbuf_bytes,
              std::chrono::milliseconds grace, std::chrono::milliseconds drain,
              const security::CurveServer& curve = {});
   /// Closes with the drain linger, unless closed before.

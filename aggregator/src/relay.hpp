@@ -58,6 +58,7 @@ struct RelaySettings {
   std::uint32_t receiver = 0;
   std::uint32_t producer_threads = 1;
   int hwm = 1;
+  int sndbuf_bytes = 0;  ///< ZMQ_SNDBUF of each downstream socket; 0: the kernel's autotuning
   std::chrono::milliseconds discovery_wait{0};
   std::chrono::milliseconds send_timeout{0};  ///< a send blocked longer declares its NodeGroup dead for the scan
   std::size_t max_open_scans = 1;

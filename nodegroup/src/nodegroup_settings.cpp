@@ -40,6 +40,7 @@ void NodeGroupSettings::validate() const {
   }
   if (counting_threads == 0) throw NodeGroupError(who + "[nodegroup] counting_threads must be at least 1");
   if (recv_hwm <= 0) throw NodeGroupError(who + "[nodegroup] recv_hwm must be positive");
+  if (rcvbuf_bytes < 0) throw NodeGroupError(who + "[nodegroup] rcvbuf_bytes must be >= 0");
   if (pool_frames < counting_threads) {
     throw NodeGroupError(who + "[nodegroup] pool_frames = " + std::to_string(pool_frames) +
                          " is less than counting_threads = " + std::to_string(counting_threads) +

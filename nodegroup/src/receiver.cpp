@@ -40,6 +40,8 @@ Receiver::Receiver(zmq::context_t& context, const NodeGroupSettings& settings, s
       pull_(context, zmq::socket_type::pull) {
   pull_.set(zmq::sockopt::linger, 0);
   pull_.set(zmq::sockopt::rcvhwm, settings.recv_hwm);
+  // The receive window of the WAN hop (capped by net.core.rmem_max); 0 leaves tcp_rmem's autotuning.
+  if (settings.rcvbuf_bytes > 0) pull_.set(zmq::sockopt::rcvbuf, settings.rcvbuf_bytes);
   // A peer sending a frame larger than a sector or an info message is cut off by ZeroMQ before
   // the frame is buffered.
   pull_.set(zmq::sockopt::maxmsgsize, protocol::max_frame_bytes(settings.geometry));

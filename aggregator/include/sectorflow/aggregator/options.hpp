@@ -19,6 +19,9 @@ struct AggregatorOptions {
   std::uint16_t base_port = 0;                 ///< [aggregator] base_port: thread r binds base_port + r
   std::vector<std::uint32_t> producer_threads; ///< [[receivers]] threads, T_r of each receiver r: one relay thread each
   int hwm = 0;                                 ///< [aggregator] hwm: high-water mark of every socket (messages)
+  /// [aggregator] sndbuf_bytes: kernel send buffer (ZMQ_SNDBUF) of each socket to a NodeGroup, the
+  /// WAN hop; 0 leaves the kernel's autotuning (net.ipv4.tcp_wmem) in charge.
+  int sndbuf_bytes = 0;
   /// How long a NodeGroup of a routing list may be missing from the kvstore, or a new downstream
   /// connection may take to come up, before its messages count as lost: as long as a replica may
   /// be silent, [kvstore] silence_heartbeats x heartbeat_ms.

@@ -46,6 +46,7 @@ struct NodeGroupSettings {
   std::vector<std::uint32_t> producer_threads;
   std::uint32_t counting_threads = 0;  ///< [nodegroup] counting_threads: assembling and counting threads
   int recv_hwm = 0;                    ///< [nodegroup] recv_hwm: high-water mark of the PULL sockets (messages)
+  int rcvbuf_bytes = 0;                ///< [nodegroup] rcvbuf_bytes: ZMQ_RCVBUF of the PULL sockets; 0: kernel autotuning
   /// [nodegroup] pool_frames: frames held while assembling, split over the counting threads.
   std::uint32_t pool_frames = 0;
   /// [nodegroup] scan_timeout_s: no data this long before completion: finish with what arrived.

@@ -1,0 +1,46 @@
+"""Waits run from inside a namespace (the caller lives outside and cannot reach the namespaces'
+addresses), with orchestration's own checks:
+
+    python await_stack.py ready CONFIG NODEGROUPS TIMEOUT_S   every service announced, NODEGROUPS registered
+    python await_stack.py sent CONFIG SCAN SECTORS TIMEOUT_S  the producers sent SECTORS sectors of SCAN
+
+Exit 0 when the condition holds, 1 with one line naming what is missing.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sectorflow.configs import load_config
+from sectorflow.errors import SectorflowError
+from sectorflow.kvstore import Client
+from sectorflow.orchestration.readiness import Expected, wait_ready
+from sectorflow.protocol import SERVICE_PRODUCER
+from sectorflow.waiting import wait_until
+
+
+def sent(client: Client, scan: int) -> int:
+    """Sectors of ``scan`` the producer threads report sent so far (their statuses)."""
+    return sum(status.messages for status in client.statuses(SERVICE_PRODUCER).values() if status.scan == scan)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 1 or (argv[0], len(argv)) not in (("ready", 4), ("sent", 5)):
+        print(__doc__, file=sys.stderr)
+        return 2
+    config = load_config(argv[1])
+    try:
+        with Client.from_config(config, name="netlab-wait") as client:
+            if argv[0] == "ready":
+                wait_ready(client, Expected.of(config, int(argv[2])), float(argv[3]), lambda: None)
+            else:
+                scan, sectors = int(argv[2]), int(argv[3])
+                wait_until(lambda: sent(client, scan) >= sectors, float(argv[4]), f"{sectors} sectors of scan {scan} sent")
+    except SectorflowError as error:
+        print(f"await_stack: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

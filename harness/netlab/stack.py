@@ -1,0 +1,119 @@
+"""The beamline's services on the hosts of a netlab Topology, from one configuration file
+(configs/netlab.toml or a variant of it).
+
+kvstore and aggregator on ``agg``, producer r on ``recv<r+1>``, one NodeGroup job (``mpiexec -n 1``)
+per compute node; every process started by one Supervisor (its PID is the program's: see
+``Topology.command``), stopped by ``stop`` or when the namespaces go. The caller sits outside the
+namespaces: what needs the kvstore (readiness, ``acquire --wait``) runs on ``agg``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from sectorflow.configs import Config, load_config
+from sectorflow.errors import SectorflowError
+from sectorflow.orchestration.supervisor import ServiceSpec, Supervisor
+
+from ..toml_files import write_toml
+from . import await_stack
+from .topology import RECEIVER_ROLES, Topology
+
+REPO = Path(__file__).resolve().parents[2]
+NETLAB_CONFIG = REPO / "configs" / "netlab.toml"
+NETNS_RSH = Path(__file__).resolve().parent / "netns_rsh"
+READY_S = 120.0
+SCAN_S = 300.0
+
+
+def _deep_update(base: dict, overrides: dict) -> dict:
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _deep_update(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def netlab_config(workdir: Path, **overrides: Any) -> tuple[Config, Path]:
+    """configs/netlab.toml with its directories under ``workdir`` and ``overrides`` (tables of keys)."""
+    data = tomllib.loads(NETLAB_CONFIG.read_text())
+    data["producer"]["fallback_dir"] = str(workdir / "raw")
+    data["nodegroup"]["output_dir"] = str(workdir / "counted")
+    _deep_update(data, overrides)
+    path = write_toml(data, workdir / "netlab.toml")
+    return load_config(path), path
+
+
+class NetlabStack:
+    """The services of one configuration on the hosts of ``net``, under ``supervisor``."""
+
+    def __init__(self, net: Topology, config: Config, path: Path, supervisor: Supervisor) -> None:
+        self.net, self.config, self.path, self.supervisor = net, config, path, supervisor
+
+    def _start(self, role: str, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+        return self.supervisor.start(ServiceSpec(name, tuple(self.net.command(role, argv))), env)
+
+    def _sectorflow(self, role: str, name: str, *args: str) -> subprocess.Popen:
+        return self._start(role, name, [sys.executable, "-m", "sectorflow", *args, "--config", str(self.path)])
+
+    def start(self) -> None:
+        """kvstore and aggregator on agg, a producer on each receiver host; waits until all announced."""
+        self._sectorflow("agg", "kvstore", "kvstore")
+        self._sectorflow("agg", "aggregator", "aggregator")
+        for receiver, role in enumerate(RECEIVER_ROLES[: self.config.n_receivers]):
+            self._sectorflow(role, f"producer-{receiver}", "producer", "--receiver", str(receiver))
+        self.await_ready(0)
+
+    def start_nodegroups(self, roles: tuple[str, ...] = ("compute1", "compute2"), *extra: str) -> None:
+        """One NodeGroup job, a rank on each compute node of ``roles``, as a session's job spans its
+        nodes (``extra``: more nodegroup options); waits until every NodeGroup has registered.
+
+        mpiexec runs on the first node; its launcher reaches the others through ``netns_rsh``
+        (hydra's ssh launcher, with ``ip netns exec`` for ssh); the ranks talk TCP between the nodes.
+        """
+        mpiexec = shutil.which("mpiexec")
+        if mpiexec is None:
+            raise SectorflowError("mpiexec not found on the PATH: install MPICH (make deps) to run NodeGroups")
+        hosts = [self.net.hosts[role] for role in roles]
+        argv = [mpiexec, "-launcher", "ssh", "-launcher-exec", str(NETNS_RSH), "-hosts",
+                ",".join(host.name for host in hosts), "-ppn", "1", "-n", str(len(hosts)),
+                sys.executable, "-m", "sectorflow", "nodegroup", "--config", str(self.path), *extra]
+        env = {"NETLAB_NAMESPACES": " ".join(f"{host.name}={host.namespace}" for host in hosts)}
+        self._start(roles[0], "nodegroups", argv, env)
+        self.await_ready(len(roles) * self.config.nodegroup.groups_per_rank)
+
+    def _await(self, *args: str, timeout_s: float) -> None:
+        argv = [sys.executable, await_stack.__file__, args[0], str(self.path), *args[1:], str(timeout_s)]
+        done = subprocess.run(self.net.command("agg", argv), capture_output=True, text=True, timeout=timeout_s + 30)
+        if done.returncode != 0:
+            raise SectorflowError(f"{done.stderr.strip()[-2000:]}\n{self.logs()}")
+
+    def await_ready(self, nodegroups: int) -> None:
+        """Block until the kvstore shows every producer thread, aggregator thread and ``nodegroups``
+        NodeGroups; SectorflowError with what is missing and the services' logs otherwise."""
+        self._await("ready", str(nodegroups), timeout_s=READY_S)
+
+    def await_sent(self, scan: int, sectors: int) -> None:
+        """Block until the producers have sent ``sectors`` sectors of ``scan``: a fault then hits mid-scan."""
+        self._await("sent", str(scan), str(sectors), timeout_s=SCAN_S)
+
+    def acquire(self, scan: int, shape: str, rate_hz: float = 0.0, *extra: str) -> subprocess.Popen[str]:
+        """``sectorflow acquire --wait`` on agg, in the background; its output ends with the scan's account."""
+        argv = [sys.executable, "-m", "sectorflow", "acquire", "--config", str(self.path), "--scan-number", str(scan),
+                "--scan-shape", shape, "--rate", str(rate_hz), "--wait", "--timeout", str(SCAN_S), *extra]
+        return subprocess.Popen(self.net.command("agg", argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+
+    def logs(self, chars: int = 1500) -> str:
+        """The end of every service's log, for an error message."""
+        return "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-chars:]}"
+                         for path in sorted(self.supervisor.run_dir.glob("*.log")))
+
+    def stop(self) -> None:
+        self.supervisor.stop_all()

@@ -1,0 +1,73 @@
+"""The whole story on separate hosts, secured like the beamline (CURVE, keys from
+``sectorflow.security.keys.generate``), with a WAN of 10 ms round trip between the aggregator and
+the compute nodes: a scan with no NodeGroup falls back to raw files on the receiver hosts; the
+NodeGroups of both compute nodes join; a scan streams across the WAN into an HDF5 file equal to
+stempy's counting; the fallback scan is replayed and reduced the same way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import stempy.image
+from harness.netlab import Topology
+from harness.netlab.stack import NetlabStack, netlab_config
+from keyring import Keyring
+from netlab_beamline import finish
+from support import Processes
+
+from sectorflow.counting import read_counted_scan
+from sectorflow.protocol import find_raw_files
+from sectorflow.simulator import simulator_from_config
+
+pytestmark = pytest.mark.mpi
+
+SCAN_X, SCAN_Y = 6, 4
+SECTORS = SCAN_X * SCAN_Y * 4
+BACKGROUND, XRAY = 30.0, 1000.0
+
+
+def assert_equals_stempy(config, path: Path, scan: int) -> None:
+    counted = read_counted_scan(path)
+    assert counted.scan_shape == (SCAN_Y, SCAN_X)
+    assert len(counted.missing_positions) == 0 and len(counted.incomplete_positions) == 0
+    simulator = simulator_from_config(config)
+    dark = np.zeros((config.detector.frame_rows, config.detector.frame_cols))
+    for position in range(SCAN_X * SCAN_Y):
+        expected = stempy.image.electron_count_frame(simulator.frame(scan, position), darkreference=dark,
+                                                     background_threshold=BACKGROUND, xray_threshold=XRAY).data[0, 0]
+        np.testing.assert_array_equal(counted.events[position], expected, err_msg=f"scan {scan}, position {position}")
+
+
+def test_fallback_then_stream_across_the_wan_then_replay(processes: Processes, tmp_path: Path) -> None:
+    keys = Keyring(tmp_path / "keys")
+    config, path = netlab_config(tmp_path, counting={"background_threshold": BACKGROUND, "xray_threshold": XRAY},
+                                 security={"enabled": True, "allow_insecure": False, "key_dir": str(keys.beamline)})
+    raw = Path(config.producer.fallback_dir)
+    shape = f"{SCAN_X}x{SCAN_Y}"
+    with Topology(delay_ms=5.0) as net:
+        stack = NetlabStack(net, config, path, processes.supervisor)
+        try:
+            stack.start()
+
+            # 1. No NodeGroup anywhere: every receiver host's producers write the scan to raw files.
+            first = finish(stack, stack.acquire(1, shape))
+            assert (first.counted, first.spilled, first.missing) == (0, SECTORS, 0), first.output
+            assert len(find_raw_files(str(raw), 1)) == sum(receiver.threads for receiver in config.receivers)
+
+            # 2. A NodeGroup on each compute node joins across the WAN; the next scan streams.
+            stack.start_nodegroups()
+            second = finish(stack, stack.acquire(2, shape))
+            assert (second.outcome, second.exit_code, second.counted) == ("complete", 0, SECTORS), second.output
+            assert second.path is not None
+            assert_equals_stempy(config, second.path, 2)
+            assert find_raw_files(str(raw), 2) == []
+
+            # 3. The fallback scan replayed from the receivers' raw files is reduced like a streamed one.
+            replayed = finish(stack, stack.acquire(1, shape, 0.0, "--replay"))
+            assert (replayed.outcome, replayed.exit_code, replayed.counted) == ("complete", 0, SECTORS), replayed.output
+            assert replayed.path is not None
+            assert_equals_stempy(config, replayed.path, 1)
+        finally:
+            stack.stop()

@@ -17,8 +17,8 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 # Messages below this come from the heap (glibc's own ceiling for its moving threshold on 64-bit).
 MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
-# Free memory kept at the heap's top before it is given back: a few hundred sectors in flight.
-TRIM_THRESHOLD_BYTES = 64 * 1024 * 1024
+# Free memory kept at the heap's top before it is given back: about fifty 4D Camera sectors.
+TRIM_THRESHOLD_BYTES = 8 * 1024 * 1024
 
 
 def keep_messages_on_heap() -> bool:

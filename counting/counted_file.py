@@ -321,7 +321,7 @@ def _write_layout(partial: Path, frames: np.ndarray, positions: int, frame_shape
 
 def _write_images(partial: Path, images: Mapping[str, np.ndarray], diffraction: np.ndarray | None,
                   detectors: Mapping[str, float], scan_shape: tuple[int, int], frame_shape: tuple[int, int]) -> None:
-    with h5py.File(partial, "a") as f:
+    with _h5py().File(partial, "a") as f:
         group = f.create_group("virtual_images")
         for name in VIRTUAL_IMAGES:
             values = np.asarray(images[name], dtype=np.float32)

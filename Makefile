@@ -19,7 +19,8 @@ PYTEST_ARGS ?=
 # source for the TSan build) for `make sanitize` and `make fuzz`.
 DEB_PACKAGES := g++ cmake ninja-build pkg-config libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libtomlplusplus-dev \
                 mpich libmpich-dev slurm-wlm munge iproute2 libgtest-dev \
-                clang-14 libclang-rt-14-dev libfuzzer-14-dev llvm-14 dpkg-dev
+                clang-14 libclang-rt-14-dev libfuzzer-14-dev llvm-14 dpkg-dev \
+                chromium chromium-driver prometheus
 
 # Sanitizer and fuzz builds (README "Sanitizers and fuzzing"): clang-14, the C++ libraries and
 # tests only (no Python extension), one build directory each.

@@ -29,6 +29,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.orchestration.session_cli",
     "sectorflow.simulator.cli",
     "sectorflow.security.cli",
+    "sectorflow.dashboard.cli",
 )
 
 # What a user can meet and act on (every sectorflow error, a file the system refuses): one line.

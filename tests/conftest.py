@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import free_port_block, write_toml
+from harness import free_port, free_port_block, write_toml
 from support import LOOPBACK, Processes, deep_update
 
 from sectorflow.configs import DEFAULT_CONFIG, Config, load_config
@@ -30,6 +30,7 @@ def make_config(tmp_path: Path) -> Callable[..., tuple[Config, Path]]:
         data["aggregator"]["base_port"] = free_port_block(LOOPBACK, n_receivers)
         data["producer"]["fallback_dir"] = str(tmp_path / "raw")
         data["nodegroup"]["output_dir"] = str(tmp_path / "counted")
+        data.setdefault("dashboard", {})["port"] = free_port(LOOPBACK)
         deep_update(data, overrides)
         path = write_toml(data, tmp_path / f"config{next(counter)}.toml")
         return load_config(path), path

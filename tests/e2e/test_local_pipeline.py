@@ -53,7 +53,7 @@ def test_up_acquire_down(make_config, tmp_path: Path) -> None:
         assert up.returncode == 0, up.stderr[-3000:]
         services = load_running(run_dir)
         assert [s.name for s in services] == ["kvstore", "aggregator", "nodegroups", "producer-0", "producer-1",
-                                              "producer-2", "producer-3"]
+                                              "producer-2", "producer-3", "dashboard"]
         assert all((run_dir / f"{s.name}.log").exists() for s in services)
         for scan in (1, 2):
             acquired = sectorflow("acquire", "--config", str(path), "--scan-number", str(scan), "--scan-shape",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import signal
 import socket
 from typing import Any
 
@@ -72,6 +73,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
                                            timeout_graceful_shutdown=GRACEFUL_S))
     log.info("dashboard at %s (metrics at %smetrics), following the kvstore at %s:%d", address(config),
              address(config), config.kvstore.host, config.kvstore.port)
+    # uvicorn stops on SIGTERM/SIGINT and then raises the signal again under the handler it found:
+    # this one, so that a stop ends in exit code 0, as the other services' do.
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, lambda number, _frame: log.info("received %s: stopped", signal.Signals(number).name))
     with listener:
         server.run(sockets=[listener])
     if not server.started:

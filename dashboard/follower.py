@@ -105,8 +105,12 @@ class Follower:
         assert self._client is not None, "open() first"
         reachable = bool(self._client.synced())
         if reachable != self._was_reachable:
-            log.log(logging.INFO if reachable else logging.WARNING, "kvstore %s %s", self.address,
-                    "reachable: following its updates" if reachable else "unreachable: showing the last known state")
+            if reachable:
+                log.info("kvstore %s reachable: following its updates", self.address)
+            elif self._was_reachable is None:
+                log.info("kvstore %s: waiting for its first snapshot", self.address)
+            else:
+                log.warning("kvstore %s unreachable: showing the last known state", self.address)
             self._was_reachable = reachable
         entries = self._client.subtree("")
         if self.images.update(entries):  # reads a new scan's file once: a moment, off the event loop

@@ -46,11 +46,12 @@ def test_demo_runs_the_whole_pipeline_and_summarises_it(make_config, tmp_path: P
 
 
 def test_up_acquire_down(make_config, tmp_path: Path) -> None:
-    _, path = make_config()
+    config, path = make_config()
     run_dir = tmp_path / "run"
     up = sectorflow("up", "--config", str(path), "--run-dir", str(run_dir), "--output", str(tmp_path / "h5"))
     try:
         assert up.returncode == 0, up.stderr[-3000:]
+        assert f"dashboard: http://127.0.0.1:{config.dashboard.port}/" in up.stdout
         services = load_running(run_dir)
         assert [s.name for s in services] == ["kvstore", "aggregator", "nodegroups", "producer-0", "producer-1",
                                               "producer-2", "producer-3", "dashboard"]

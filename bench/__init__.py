@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "scaling": "bench.scaling",
     "memory": "bench.memory",
     "kvstore_flood": "bench.kvstore_flood",
+    "dashboard": "bench.dashboard",
     "time_to_science": "bench.time_to_science",  # last: its raw files leave the page cache busy
 }
 

@@ -264,6 +264,8 @@ class DashboardConfig:
         "", "a file holding the token that lets a POST submit or cancel a session or request a scan (header "
         "'Authorization: Bearer <token>'); '' for a read-only dashboard. Its writes go through a kvstore client "
         "of role operator: with [security] on, this host needs an operator key")
+    session_log_dir: str = setting("sessions", "where a session submitted from the page writes its job log (as "
+                                   "'sectorflow session submit --log-dir'), relative to the dashboard's working directory")
     recent_scans: int = setting(10, "scans listed under 'recent scans'", min=1, max=1000)
 
 

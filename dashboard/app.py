@@ -107,7 +107,7 @@ def create_app(config: Config) -> Starlette:
         return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
 
     async def metrics(_request: Request) -> Response:
-        durations.observe(follower.snapshot.entries)
+        durations.observe(follower.snapshot.recent)  # a scan older than those has been observed before
         body = await asyncio.to_thread(generate_latest, registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 

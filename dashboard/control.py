@@ -22,8 +22,6 @@ from sectorflow.kvstore import Client
 
 log = logging.getLogger(__name__)
 
-SESSION_LOG_DIR = Path("sessions")  # as 'sectorflow session submit' by default, relative to the working directory
-
 
 class Refused(SectorflowError):
     """A POST the dashboard will not carry out; ``status`` is the HTTP status to answer with."""
@@ -107,7 +105,8 @@ class Controller:
         nodes = _integer(body, "nodes", 1, 100000) if body.get("nodes") not in (None, "") else None
         time_limit = str(body["time"]) if body.get("time") not in (None, "") else None
         with self._lock:
-            request = SessionRequest.from_config(self.config, SESSION_LOG_DIR, nodes, time_limit, None)
+            log_dir = Path(self.config.dashboard.session_log_dir)
+            request = SessionRequest.from_config(self.config, log_dir, nodes, time_limit, None)
             request.log_dir.mkdir(parents=True, exist_ok=True)
             if self.config.security.enabled:
                 request = replace(request, key_dir=make_session_key_dir(self.config, request.log_dir))

@@ -37,6 +37,7 @@ class Snapshot:
 
     version: int = 0
     entries: Mapping[str, bytes] = field(default_factory=dict)
+    recent: Mapping[str, bytes] = field(default_factory=dict)  # entries without the older scans' records
     reachable: bool = False
     view: dict[str, Any] = field(default_factory=dict)
     json: str = "{}"
@@ -115,7 +116,8 @@ class Follower:
         entries = self._client.subtree("")
         if self.images.update(entries):  # reads a new scan's file once: a moment, off the event loop
             self.images_version += 1
-        view = build_view(_recent_only(entries, self.config.dashboard.recent_scans + SCAN_MARGIN), wall_clock_s(),
+        recent = _recent_only(entries, self.config.dashboard.recent_scans + SCAN_MARGIN)
+        view = build_view(recent, wall_clock_s(),
                           self._memory, reachable=reachable, address=self.address,
                           sequence=int(self._client.sequence()), recent_scans=self.config.dashboard.recent_scans)
         images = self.images.latest()
@@ -126,7 +128,7 @@ class Follower:
         }
         view.update(self._extra())
         version = self._snapshot.version + 1
-        return Snapshot(version, entries, reachable, view, json.dumps(view, separators=(",", ":")))
+        return Snapshot(version, entries, recent, reachable, view, json.dumps(view, separators=(",", ":")))
 
 
 def _recent_only(entries: Mapping[str, bytes], keep: int) -> Mapping[str, bytes]:

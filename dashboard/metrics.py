@@ -102,7 +102,8 @@ class StatusCollector(Collector):
                 if isinstance(extra.get(field_name), int):
                     family.add_metric(labels, extra[field_name])
         registered = GaugeMetricFamily("sectorflow_nodegroups_registered", "NodeGroups registered in the kvstore")
-        listing = _records.nodegroups_from({k: v for k, v in entries.items() if k.startswith(_records.NODEGROUPS_PREFIX)})
+        listing = _records.nodegroups_from(
+            {k: v for k, v in entries.items() if k.startswith(_records.NODEGROUPS_PREFIX)})
         registered.add_metric([], len(listing.records))
         reachable = GaugeMetricFamily("sectorflow_kvstore_reachable", "1 while the dashboard's kvstore replica is live")
         reachable.add_metric([], 1 if self._reachable() else 0)

@@ -57,7 +57,8 @@ def stack(make_config, tmp_path: Path) -> Iterator[Stack]:
 @pytest.fixture
 def browser() -> Iterator[Any]:
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.skip(f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}): make deps installs them")
+        pytest.skip(f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}): "
+                    "make deps installs them")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -64,7 +64,7 @@ def test_up_acquire_down(make_config, tmp_path: Path) -> None:
     finally:
         down = sectorflow("down", "--config", str(path), "--run-dir", str(run_dir))
     assert down.returncode == 0, down.stderr
-    assert down.stdout.startswith("stopped 7 services")
+    assert down.stdout.startswith("stopped 8 services")
     for service in services:
         assert not Path(f"/proc/{service.pid}").exists() or _zombie(service.pid)
 

@@ -90,7 +90,8 @@ def best_ms(action) -> float:
 def run(config: Config, options: RunOptions) -> BenchmarkResult:
     from prometheus_client import generate_latest
 
-    from sectorflow.dashboard.follower import SCAN_MARGIN, _recent_only
+    from sectorflow.dashboard.follower import SCAN_MARGIN
+    from sectorflow.dashboard.scan_groups import newest_scans
     from sectorflow.dashboard.metrics import make_registry
     from sectorflow.dashboard.view import Remembered, build_view
 
@@ -100,11 +101,11 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
         memory = Remembered()
         keep = config.dashboard.recent_scans + SCAN_MARGIN
         # What the follower does each update: drop the older scans' records, then build the state.
-        view_ms = best_ms(lambda: build_view(_recent_only(entries, keep), time.time(), memory, reachable=True,
+        view_ms = best_ms(lambda: build_view(newest_scans(entries, keep), time.time(), memory, reachable=True,
                                              address="tcp://x:1", sequence=1,
                                              recent_scans=config.dashboard.recent_scans))
         registry, durations = make_registry(lambda: entries, lambda: True)
-        recent = _recent_only(entries, keep)
+        recent = newest_scans(entries, keep)
 
         def scrape() -> bytes:
             durations.observe(recent)  # as the /metrics handler does

@@ -19,9 +19,9 @@ from typing import Any
 from sectorflow._core.protocol import wall_clock_s
 from sectorflow.configs import Config
 from sectorflow.kvstore import Client
-from sectorflow.scan_account import scans_in
 
 from .images_source import ImageSource
+from .scan_groups import newest_scans
 from .view import Remembered, build_view
 
 log = logging.getLogger(__name__)
@@ -114,9 +114,9 @@ class Follower:
                 log.warning("kvstore %s unreachable: showing the last known state", self.address)
             self._was_reachable = reachable
         entries = self._client.subtree("")
-        if self.images.update(entries):  # reads a new scan's file once: a moment, off the event loop
+        recent = newest_scans(entries, self.config.dashboard.recent_scans + SCAN_MARGIN)
+        if self.images.update(recent):  # reads a new scan's file once: a moment, off the event loop
             self.images_version += 1
-        recent = _recent_only(entries, self.config.dashboard.recent_scans + SCAN_MARGIN)
         view = build_view(recent, wall_clock_s(),
                           self._memory, reachable=reachable, address=self.address,
                           sequence=int(self._client.sequence()), recent_scans=self.config.dashboard.recent_scans)
@@ -130,20 +130,3 @@ class Follower:
         version = self._snapshot.version + 1
         return Snapshot(version, entries, recent, reachable, view, json.dumps(view, separators=(",", ":")))
 
-
-def _recent_only(entries: Mapping[str, bytes], keep: int) -> Mapping[str, bytes]:
-    """``entries`` without the records of scans older than the ``keep`` highest numbers."""
-    scans = scans_in(entries)
-    if len(scans) <= keep:
-        return entries
-    from sectorflow._core.protocol import SCANS_PREFIX, parse_scan_key
-
-    oldest = scans[-keep]
-    return {k: v for k, v in entries.items() if not k.startswith(SCANS_PREFIX) or _scan_of(k, parse_scan_key) >= oldest}
-
-
-def _scan_of(key: str, parse: Callable[[str], int]) -> int:
-    try:
-        return parse(key)
-    except Exception:  # noqa: BLE001 - a key that does not parse is shown as invalid by the view, kept here
-        return 1 << 40

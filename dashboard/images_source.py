@@ -20,7 +20,9 @@ import numpy as np
 
 from sectorflow.counting import read_counted_scan
 from sectorflow.orchestration.images import summed_diffraction, virtual_bright_field
-from sectorflow.scan_account import records_of, scans_in
+from sectorflow.scan_account import records_of
+
+from .scan_groups import group_scans
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +85,9 @@ class ImageSource:
 
 
 def _newest_file(entries: Mapping[str, bytes]) -> tuple[int, str] | None:
-    for scan in reversed(scans_in(entries)):
-        record = records_of(entries, scan).file
+    by_scan = group_scans(entries)[1]
+    for scan in sorted(by_scan, reverse=True):
+        record = records_of(by_scan[scan], scan).file
         if record is not None and record.path and Path(record.path).is_file():
             return scan, record.path
     return None

@@ -22,7 +22,9 @@ from prometheus_client.registry import Collector
 from sectorflow._core import protocol as _records
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
-from sectorflow.scan_account import records_of, scans_in
+from sectorflow.scan_account import records_of
+
+from .scan_groups import group_scans
 
 LABELS = ("service", "name", "receiver", "nodegroup")
 # Status fields published as counters: field -> (metric name without sectorflow_, help).
@@ -139,8 +141,8 @@ class ScanDurations:
         self._seen: set[tuple[int, float]] = set()
 
     def observe(self, entries: Mapping[str, bytes]) -> None:
-        for scan in scans_in(entries):
-            records = records_of(entries, scan)
+        for scan, keys in group_scans(entries)[1].items():
+            records = records_of(keys, scan)
             if records.request is None or records.file is None:
                 continue
             key = (scan, records.request.requested_s)

@@ -15,9 +15,10 @@ from typing import Any
 from sectorflow._core import protocol as _records
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
-from sectorflow.scan_account import PENDING, account, records_of, scans_in
+from sectorflow.scan_account import PENDING, account, records_of
 
 from .rates import Rates
+from .scan_groups import group_scans
 
 # A status this old (seconds) is from a service that is not moving: its rates are 0.
 STALE_S = 3.0
@@ -37,9 +38,10 @@ class Remembered:
 def build_view(entries: Mapping[str, bytes], now_s: float, memory: Remembered, *, reachable: bool,
                address: str, sequence: int, recent_scans: int) -> dict[str, Any]:
     """The page's state from ``entries`` (a replica's content) at ``now_s`` (Unix seconds)."""
-    services = _services(entries, now_s, memory.rates)
-    nodegroups = _nodegroups(entries)
-    scans = _scans(entries, {ng["uid"] for ng in nodegroups})
+    others, by_scan = group_scans(entries)
+    services = _services(others, now_s, memory.rates)
+    nodegroups = _nodegroups(others)
+    scans = _scans(others, by_scan, {ng["uid"] for ng in nodegroups})
     alerts = _alerts(services, nodegroups, scans, memory, now_s, reachable)
     current = scans[-1] if scans else None
     relay = [s for s in services if s["service"] == _records.SERVICE_AGGREGATOR]
@@ -64,8 +66,9 @@ def build_view(entries: Mapping[str, bytes], now_s: float, memory: Remembered, *
 
 def _services(entries: Mapping[str, bytes], now_s: float, rates: Rates) -> list[dict[str, Any]]:
     rows = []
+    status_prefix = _records.STATUS_PREFIX
     for key, raw in sorted(entries.items()):
-        if not key.startswith(_records.STATUS_PREFIX):
+        if not key.startswith(status_prefix):
             continue
         try:
             service, name = _records.parse_status_key(key)
@@ -104,18 +107,20 @@ def _nodegroups(entries: Mapping[str, bytes]) -> list[dict[str, Any]]:
              "status": r.status} for r in listing.records]
 
 
-def _scans(entries: Mapping[str, bytes], registered: set[str]) -> list[dict[str, Any]]:
+def _scans(entries: Mapping[str, bytes], by_scan: Mapping[int, Mapping[str, bytes]],
+           registered: set[str]) -> list[dict[str, Any]]:
     """Every scan with records, oldest request first, with its account and progress per receiver."""
     statuses = {}
+    producers = _records.status_prefix(_records.SERVICE_PRODUCER)
     for key, raw in entries.items():
-        if key.startswith(_records.status_prefix(_records.SERVICE_PRODUCER)):
+        if key.startswith(producers):
             try:
                 statuses[_records.parse_status_key(key)[1]] = _records.ServiceStatus.decode(raw)
             except _records.ProtocolError:
                 continue
     scans = []
-    for scan in scans_in(entries):
-        records = records_of(entries, scan)
+    for scan, keys in sorted(by_scan.items()):
+        records = records_of(keys, scan)
         request = records.request
         routing = set(request.routing) if request is not None else set()
         result = account(records, nodegroups_gone=bool(routing) and not routing & registered)

@@ -134,3 +134,15 @@ def test_refusals_are_summed_by_kind_and_a_bad_status_is_shown_not_skipped() -> 
     assert rows[("kvstore", "server")]["refused_kinds"] == {"unauthorised": 4}
     assert state["refused"] == 7
     assert [s["state"] for s in state["services"] if s["service"].startswith("status/aggregator")] == ["invalid"]
+
+
+def test_scan_keys_are_grouped_by_scan_in_one_pass_and_the_rest_kept_apart() -> None:
+    from sectorflow.dashboard.scan_groups import group_scans, newest_scans
+
+    entries = {scan_file_key(3): b"a", scan_request_key(3): b"b", scan_request_key(12): b"c",
+               status_key("kvstore", "server"): b"d", "scans/not-a-number/file": b"e"}
+    others, scans = group_scans(entries)
+    assert scans == {3: {scan_file_key(3): b"a", scan_request_key(3): b"b"}, 12: {scan_request_key(12): b"c"}}
+    assert others == {status_key("kvstore", "server"): b"d", "scans/not-a-number/file": b"e"}
+    assert set(newest_scans(entries, 1)) == {scan_request_key(12), status_key("kvstore", "server"),
+                                             "scans/not-a-number/file"}

@@ -120,8 +120,9 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
                  f"% core at update_ms={config.dashboard.update_ms}"],
         rows=rows,
         notes=["an update accounts the recent_scans + 10 newest scans of the replica (the follower drops the "
-               f"older scans' records first: {config.dashboard.recent_scans + 10} scans here); a scrape reads "
-               "every status and feeds the duration histogram once per new scan"],
+               f"older scans' records first: {config.dashboard.recent_scans + 10} scans here), re-decoding only "
+               "the scans whose records changed: the figures are the steady state between scans (best of "
+               f"{REPEATS}); a scrape reads every status and the scans' request and file records"],
         details={"sizes": SIZES},
     )
 

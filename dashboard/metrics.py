@@ -22,8 +22,6 @@ from prometheus_client.registry import Collector
 from sectorflow._core import protocol as _records
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
-from sectorflow.scan_account import records_of
-
 from .scan_groups import group_scans
 
 LABELS = ("service", "name", "receiver", "nodegroup")
@@ -142,14 +140,19 @@ class ScanDurations:
 
     def observe(self, entries: Mapping[str, bytes]) -> None:
         for scan, keys in group_scans(entries)[1].items():
-            records = records_of(keys, scan)
-            if records.request is None or records.file is None:
+            raw_request, raw_file = keys.get(_records.scan_request_key(scan)), keys.get(_records.scan_file_key(scan))
+            if raw_request is None or raw_file is None:
                 continue
-            key = (scan, records.request.requested_s)
+            try:
+                request = _records.ScanRequestRecord.decode(raw_request)
+                written_s = _records.ScanFileRecord.decode(raw_file).written_s
+            except _records.ProtocolError:
+                continue  # the page names records that do not decode
+            key = (scan, request.requested_s)
             if key in self._seen:
                 continue
             self._seen.add(key)
-            self.histogram.observe(max(0.0, records.file.written_s - records.request.requested_s))
+            self.histogram.observe(max(0.0, written_s - request.requested_s))
 
 
 def make_registry(entries: Callable[[], Mapping[str, bytes]], reachable: Callable[[], bool]) -> tuple[

@@ -33,6 +33,9 @@ class Remembered:
     rates: Rates = field(default_factory=lambda: Rates(STALE_S))
     nodegroups: dict[str, str] = field(default_factory=dict)  # uid -> last status seen while registered
     lost: dict[str, float] = field(default_factory=dict)      # uid -> when it was found gone without stopping
+    # scan -> (its keys, NodeGroups gone, records, account): a scan whose records did not change is not
+    # decoded and accounted again (most listed scans are over).
+    accounts: dict[int, tuple[Mapping[str, bytes], bool, Any, Any]] = field(default_factory=dict)
 
 
 def build_view(entries: Mapping[str, bytes], now_s: float, memory: Remembered, *, reachable: bool,
@@ -41,7 +44,7 @@ def build_view(entries: Mapping[str, bytes], now_s: float, memory: Remembered, *
     others, by_scan = group_scans(entries)
     services = _services(others, now_s, memory.rates)
     nodegroups = _nodegroups(others)
-    scans = _scans(others, by_scan, {ng["uid"] for ng in nodegroups})
+    scans = _scans(others, by_scan, {ng["uid"] for ng in nodegroups}, memory)
     alerts = _alerts(services, nodegroups, scans, memory, now_s, reachable)
     current = scans[-1] if scans else None
     relay = [s for s in services if s["service"] == _records.SERVICE_AGGREGATOR]
@@ -108,7 +111,7 @@ def _nodegroups(entries: Mapping[str, bytes]) -> list[dict[str, Any]]:
 
 
 def _scans(entries: Mapping[str, bytes], by_scan: Mapping[int, Mapping[str, bytes]],
-           registered: set[str]) -> list[dict[str, Any]]:
+           registered: set[str], memory: Remembered) -> list[dict[str, Any]]:
     """Every scan with records, oldest request first, with its account and progress per receiver."""
     statuses = {}
     producers = _records.status_prefix(_records.SERVICE_PRODUCER)
@@ -119,11 +122,10 @@ def _scans(entries: Mapping[str, bytes], by_scan: Mapping[int, Mapping[str, byte
             except _records.ProtocolError:
                 continue
     scans = []
+    memory.accounts = {scan: memory.accounts[scan] for scan in by_scan if scan in memory.accounts}
     for scan, keys in sorted(by_scan.items()):
-        records = records_of(keys, scan)
+        records, result = _account(scan, keys, registered, memory)
         request = records.request
-        routing = set(request.routing) if request is not None else set()
-        result = account(records, nodegroups_gone=bool(routing) and not routing & registered)
         receivers = []
         if request is not None:
             positions = request.scan_x * request.scan_y
@@ -155,6 +157,22 @@ def _scans(entries: Mapping[str, bytes], by_scan: Mapping[int, Mapping[str, byte
         })
     scans.sort(key=lambda s: (s["requested_s"], s["scan"]))
     return scans
+
+
+def _account(scan: int, keys: Mapping[str, bytes], registered: set[str], memory: Remembered) -> tuple[Any, Any]:
+    """The scan's records and account, from the last update's if neither its keys nor their NodeGroups changed."""
+    cached = memory.accounts.get(scan)
+    if cached is not None and cached[0] == keys:
+        request = cached[2].request
+        routing = set(request.routing) if request is not None else set()
+        if (bool(routing) and not routing & registered) == cached[1]:
+            return cached[2], cached[3]
+    records = records_of(keys, scan)
+    routing = set(records.request.routing) if records.request is not None else set()
+    gone = bool(routing) and not routing & registered
+    result = account(records, nodegroups_gone=gone)
+    memory.accounts[scan] = (dict(keys), gone, records, result)
+    return records, result
 
 
 def _alerts(services: list[dict[str, Any]], nodegroups: list[dict[str, Any]], scans: list[dict[str, Any]],

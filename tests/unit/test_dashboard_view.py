@@ -146,3 +146,10 @@ def test_scan_keys_are_grouped_by_scan_in_one_pass_and_the_rest_kept_apart() -> 
     assert others == {status_key("kvstore", "server"): b"d", "scans/not-a-number/file": b"e"}
     assert set(newest_scans(entries, 1)) == {scan_request_key(12), status_key("kvstore", "server"),
                                              "scans/not-a-number/file"}
+
+
+def test_a_scan_whose_records_change_is_accounted_again() -> None:
+    memory = Remembered()
+    assert view(scan_entries(), memory)["scan"]["outcome"] == "pending"
+    assert view(scan_entries(), memory)["scan"]["outcome"] == "pending"  # unchanged: from the last update
+    assert view(scan_entries(STATE_FINISHED, with_file=True), memory)["scan"]["outcome"] == "complete"

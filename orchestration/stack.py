@@ -103,17 +103,17 @@ def start_stack(config: Config, run_dir: Path, ranks: int, output_dir: Path | No
     supervisor = Supervisor(run_dir)
     try:
         services = stack_services(config, ranks, output_dir, with_nodegroups=with_nodegroups, counting=counting)
-        missing = dashboard_missing() if dashboard else []
-        if missing:
-            log.warning("no dashboard: %s not installed (pip install 'sectorflow[dashboard]')", ", ".join(missing))
-        elif dashboard:
-            services.append(dashboard_service(config))
         for spec in services:
             supervisor.start(spec)
         groups = ranks * config.nodegroup.groups_per_rank if with_nodegroups else 0
         with Client.from_config(config, name="up") as client:
             wait_ready(client, Expected.of(config, groups), ready_timeout_s, supervisor.check)
-        if DASHBOARD in supervisor.names():
+        missing = dashboard_missing() if dashboard else []
+        if missing:
+            log.warning("no dashboard: %s not installed (pip install 'sectorflow[dashboard]')", ", ".join(missing))
+        elif dashboard:
+            # Once the stack is ready: the dashboard only observes it, and nothing of the stack waits for it.
+            supervisor.start(dashboard_service(config))
             wait_serving(config, ready_timeout_s, supervisor.check)
     except BaseException:
         supervisor.stop_all()

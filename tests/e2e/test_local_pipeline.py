@@ -26,11 +26,12 @@ def sectorflow(*args: str, timeout_s: float = 300) -> subprocess.CompletedProces
 
 
 def test_demo_runs_the_whole_pipeline_and_summarises_it(make_config, tmp_path: Path) -> None:
-    _, path = make_config()
+    config, path = make_config()
     output = tmp_path / "counted"
     result = sectorflow("demo", "--config", str(path), "--scan-shape", "12x8", "--output", str(output),
                         "--run-dir", str(tmp_path / "run"))
     assert result.returncode == 0, result.stderr[-3000:]
+    assert f"watch it run: http://127.0.0.1:{config.dashboard.port}/" in result.stderr  # where to look meanwhile
     lines = result.stdout.splitlines()
     assert lines[0] == "scan 1: 12 x 8 probe positions, 96 frames, 0.06 GB raw"
     assert "frames complete: 96, incomplete: 0, missing: 0" in result.stdout

@@ -16,10 +16,12 @@ PYTEST_ARGS ?=
 # beamline files (sectorflow::configs), MPICH for mpi4py (built against it,
 # see README "Why Debian's MPICH"), Slurm + munge for the streaming-session tests; clang-14 with
 # its sanitizer runtimes, libFuzzer and llvm-symbolizer, and dpkg-source (to unpack libzmq's
-# source for the TSan build) for `make sanitize` and `make fuzz`.
+# source for the TSan build) for `make sanitize` and `make fuzz`; chromium + chromium-driver (the
+# dashboard's browser tests, through Selenium) and prometheus (its scrape test).
 DEB_PACKAGES := g++ cmake ninja-build pkg-config libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libtomlplusplus-dev \
                 mpich libmpich-dev slurm-wlm munge iproute2 libgtest-dev \
-                clang-14 libclang-rt-14-dev libfuzzer-14-dev llvm-14 dpkg-dev
+                clang-14 libclang-rt-14-dev libfuzzer-14-dev llvm-14 dpkg-dev \
+                chromium chromium-driver prometheus
 
 # Sanitizer and fuzz builds (README "Sanitizers and fuzzing"): clang-14, the C++ libraries and
 # tests only (no Python extension), one build directory each.

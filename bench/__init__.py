@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "kvstore_flood": "bench.kvstore_flood",
     "virtual_images": "bench.virtual_images",
     "wan": "bench.wan",
+    "dashboard": "bench.dashboard",
     "time_to_science": "bench.time_to_science",  # last: its raw files leave the page cache busy
 }
 

@@ -163,7 +163,7 @@ def _check_binds(config: Config, source: str) -> None:
     if config.security.enabled or config.security.allow_insecure:
         return
     binds = {"kvstore.bind_host": config.kvstore.bind_host, "aggregator.bind_host": config.aggregator.bind_host,
-             "nodegroup.host": config.nodegroup.host}
+             "nodegroup.host": config.nodegroup.host, "dashboard.bind_host": config.dashboard.bind_host}
     for key, host in binds.items():
         if not is_loopback(host):
             raise ConfigError(

@@ -302,6 +302,25 @@ class SecurityConfig:
 
 
 @dataclass(frozen=True)
+class DashboardConfig:
+    """The web dashboard and its Prometheus /metrics (``sectorflow dashboard``, started by ``sectorflow up``)."""
+
+    bind_host: str = setting("127.0.0.1", "interface the dashboard's HTTP server binds (beyond loopback only with "
+                             "[security] enabled or allow_insecure)")
+    port: int = setting(8750, "HTTP port of the page, its event stream and /metrics", **PORT)
+    with_stack: bool = setting(True, "'sectorflow up' starts the dashboard with the stack and prints its address")
+    update_ms: int = setting(500, "how often the page and /metrics are brought up to date from the kvstore replica",
+                             min=50, max=60000)
+    control_token_file: str = setting(
+        "", "a file holding the token that lets a POST submit or cancel a session or request a scan (header "
+        "'Authorization: Bearer <token>'); '' for a read-only dashboard. Its writes go through a kvstore client "
+        "of role operator: with [security] on, this host needs an operator key")
+    session_log_dir: str = setting("sessions", "where a session submitted from the page writes its job log (as "
+                                   "'sectorflow session submit --log-dir'), relative to the dashboard's working directory")
+    recent_scans: int = setting(10, "scans listed under 'recent scans'", min=1, max=1000)
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     """Logging of every service."""
 
@@ -325,6 +344,7 @@ class Config:
     slurm: SlurmConfig = setting(SlurmConfig(), "Slurm sessions")
     limits: LimitsConfig = setting(LimitsConfig(), "bounds on what peers may announce")
     security: SecurityConfig = setting(SecurityConfig(), "CURVE keys and who may connect")
+    dashboard: DashboardConfig = setting(DashboardConfig(), "web dashboard and Prometheus metrics")
     logging: LoggingConfig = setting(LoggingConfig(), "logging")
 
     @property

@@ -10,7 +10,7 @@ from sectorflow.configs import Config
 from sectorflow.simulator import parse_scan_shape
 
 from .demo import DemoOptions, run_demo
-from .stack import start_stack
+from .stack import DASHBOARD, dashboard_url, start_stack
 from .supervisor import STATE_FILE, load_running, stop_services
 
 
@@ -28,14 +28,16 @@ def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=Path, help="HDF5 output directory (default: [nodegroup] output_dir)")
     parser.add_argument("--ready-timeout", type=float, default=120.0, metavar="S",
                         help="seconds to wait for every service to announce itself (default 120)")
+    parser.add_argument("--no-dashboard", action="store_true",
+                        help="start no web dashboard (default: as [dashboard] with_stack says)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     up = subparsers.add_parser(
         "up", help="start the pipeline's services on this machine and leave them running",
-        description="Start the kvstore, the aggregator, NodeGroups under mpiexec and one producer per "
-        "receiver as background services, each logging to <run-dir>/<service>.log; wait until all "
-        "have registered; then return. Acquire scans with 'sectorflow acquire'; stop with 'sectorflow down'.",
+        description="Start the kvstore, the aggregator, NodeGroups under mpiexec, one producer per "
+        "receiver and the web dashboard ([dashboard]) as background services, each logging to "
+        "<run-dir>/<service>.log; wait until all have registered; print the dashboard's address; then return. Acquire scans with 'sectorflow acquire'; stop with 'sectorflow down'.",
     )
     add_stack_arguments(up)
     up.set_defaults(run=run_up)
@@ -67,10 +69,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_up(args: argparse.Namespace, config: Config) -> int:
     run_dir = args.run_dir or default_run_dir(config)
-    start_stack(config, run_dir, args.ranks, args.output, not args.no_nodegroups, args.ready_timeout)
+    supervisor = start_stack(config, run_dir, args.ranks, args.output, not args.no_nodegroups, args.ready_timeout,
+                             dashboard=config.dashboard.with_stack and not args.no_dashboard)
     print(f"sectorflow is up ({config.source}); logs in {run_dir}/. "
           f"Acquire with 'sectorflow acquire --config {config.source} --scan-number N --scan-shape XxY', "
           f"stop with 'sectorflow down --run-dir {run_dir}'.")
+    if DASHBOARD in supervisor.names():
+        print(f"dashboard: {dashboard_url(config)} (Prometheus metrics at {dashboard_url(config)}metrics)")
     return 0
 
 

@@ -23,7 +23,7 @@ from sectorflow.producer import publish_request
 from sectorflow.waiting import WaitTimeout, every, wait_until
 
 from .images import write_overview_png
-from .stack import start_stack
+from .stack import DASHBOARD, dashboard_url, start_stack
 from .summary import ScanSummary, summarize
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,10 @@ def run_demo(config: Config, options: DemoOptions) -> ScanSummary:
         require("matplotlib", "plot", "to draw the scan's PNG (or run the demo with --no-png)")  # before, not after, the scan
     output_dir = (options.output_dir or Path(config.nodegroup.output_dir)).resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
-    supervisor = start_stack(config, options.run_dir, options.ranks, output_dir, True, options.ready_timeout_s)
+    supervisor = start_stack(config, options.run_dir, options.ranks, output_dir, True, options.ready_timeout_s,
+                             dashboard=config.dashboard.with_stack)
+    if DASHBOARD in supervisor.names():
+        log.info("watch it run: %s", dashboard_url(config))
     try:
         with Client.from_config(config, name="demo", role="operator") as client:
             scan_number = _next_scan_number(output_dir)

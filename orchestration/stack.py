@@ -1,22 +1,36 @@
 """The local stack of a configuration: which services ``sectorflow up`` and the demo run, in order.
 
-kvstore first (everyone registers there), then the aggregator, the NodeGroups under ``mpiexec``
-and one producer daemon per receiver.
+kvstore first (everyone registers there), then the aggregator, the NodeGroups under ``mpiexec``,
+one producer daemon per receiver and, for ``up`` and the demo, the web dashboard (``[dashboard]``).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import shutil
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
+
+from collections.abc import Callable
 
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
+from sectorflow.waiting import WaitTimeout, wait_until
 
 from sectorflow.kvstore import Client
 
 from .readiness import Expected, wait_ready
 from .supervisor import ServiceSpec, Supervisor, load_running
+
+log = logging.getLogger(__name__)
+
+DASHBOARD = "dashboard"
+# The modules of the `dashboard` extra: without them `up` starts no dashboard and says why.
+DASHBOARD_MODULES = ("starlette", "uvicorn", "prometheus_client")
+DASHBOARD_POLL_S = 0.2  # how often `up` asks the starting dashboard whether it serves
 
 
 def _sectorflow(*args: str) -> tuple[str, ...]:
@@ -52,9 +66,38 @@ def stack_services(config: Config, ranks: int, output_dir: Path | None = None,
     return services
 
 
+def dashboard_missing() -> list[str]:
+    """The modules of the ``dashboard`` extra that are not installed."""
+    return [name for name in DASHBOARD_MODULES if importlib.util.find_spec(name) is None]
+
+
+def dashboard_service(config: Config) -> ServiceSpec:
+    """The web dashboard of ``config`` (``sectorflow dashboard``)."""
+    return ServiceSpec(DASHBOARD, _sectorflow(DASHBOARD, "--config", str(Path(config.source).resolve())))
+
+
+def dashboard_url(config: Config) -> str:
+    """Where the page of ``config``'s dashboard is."""
+    from sectorflow.dashboard import address
+
+    return address(config)
+
+
+def _dashboard_serving(config: Config) -> bool:
+    try:
+        with urllib.request.urlopen(dashboard_url(config) + "healthz", timeout=1.0) as answer:
+            return answer.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 def start_stack(config: Config, run_dir: Path, ranks: int, output_dir: Path | None, with_nodegroups: bool,
-                ready_timeout_s: float, counting: bool = True) -> Supervisor:
-    """Start every service of the stack and wait until it is ready; on failure stop what started."""
+                ready_timeout_s: float, counting: bool = True, dashboard: bool = False) -> Supervisor:
+    """Start every service of the stack and wait until it is ready; on failure stop what started.
+
+    With ``dashboard`` (``up`` and the demo, when ``[dashboard] with_stack``), the web dashboard too,
+    ready once its page answers; without the ``dashboard`` extra installed it is left out with a warning.
+    """
     if any(Path(f"/proc/{service.pid}").exists() for service in load_running(run_dir)):
         raise SectorflowError(f"{run_dir} already has running services: run 'sectorflow down --run-dir {run_dir}' first")
     supervisor = Supervisor(run_dir)
@@ -65,7 +108,27 @@ def start_stack(config: Config, run_dir: Path, ranks: int, output_dir: Path | No
         groups = ranks * config.nodegroup.groups_per_rank if with_nodegroups else 0
         with Client.from_config(config, name="up") as client:
             wait_ready(client, Expected.of(config, groups), ready_timeout_s, supervisor.check)
+        missing = dashboard_missing() if dashboard else []
+        if missing:
+            log.warning("no dashboard: %s not installed (pip install 'sectorflow[dashboard]')", ", ".join(missing))
+        elif dashboard:
+            # Once the stack is ready: the dashboard only observes it, and nothing of the stack waits for it.
+            supervisor.start(dashboard_service(config))
+            wait_serving(config, ready_timeout_s, supervisor.check)
     except BaseException:
         supervisor.stop_all()
         raise
     return supervisor
+
+
+def wait_serving(config: Config, timeout_s: float, check: Callable[[], None]) -> None:
+    """Block until the dashboard answers; ``check`` raises if a service died meanwhile."""
+    def serving() -> bool:
+        check()
+        return _dashboard_serving(config)
+
+    try:
+        wait_until(serving, timeout_s, "the dashboard", DASHBOARD_POLL_S)
+    except WaitTimeout:
+        raise SectorflowError(f"the dashboard did not answer at {dashboard_url(config)} within {timeout_s:.0f} s") \
+            from None

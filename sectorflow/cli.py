@@ -31,6 +31,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.simulator.cli",
     "sectorflow.live.cli",
     "sectorflow.security.cli",
+    "sectorflow.dashboard.cli",
 )
 
 # What a user can meet and act on (every sectorflow error, a file the system refuses): one line.

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import free_port_block, write_toml
+from harness import free_port, free_port_block, write_toml
 from support import LOOPBACK, Processes, deep_update
 
 from sectorflow.configs import DEFAULT_CONFIG, Config, load_config
@@ -32,6 +32,7 @@ def make_config(tmp_path: Path) -> Callable[..., tuple[Config, Path]]:
         data["nodegroup"]["output_dir"] = str(tmp_path / "counted")
         # The shipped configuration images a specimen (for the demo); tests ask for one when they want it.
         data.setdefault("simulator", {})["specimen"] = "none"
+        data.setdefault("dashboard", {})["port"] = free_port(LOOPBACK)
         deep_update(data, overrides)
         path = write_toml(data, tmp_path / f"config{next(counter)}.toml")
         return load_config(path), path

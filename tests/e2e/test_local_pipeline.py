@@ -26,11 +26,12 @@ def sectorflow(*args: str, timeout_s: float = 300) -> subprocess.CompletedProces
 
 
 def test_demo_runs_the_whole_pipeline_and_summarises_it(make_config, tmp_path: Path) -> None:
-    _, path = make_config(simulator={"specimen": "crystal"})  # as the shipped configuration
+    config, path = make_config(simulator={"specimen": "crystal"})  # as the shipped configuration
     output = tmp_path / "counted"
     result = sectorflow("demo", "--config", str(path), "--scan-shape", "12x8", "--output", str(output),
                         "--run-dir", str(tmp_path / "run"))
     assert result.returncode == 0, result.stderr[-3000:]
+    assert f"watch it run: http://127.0.0.1:{config.dashboard.port}/" in result.stderr  # where to look meanwhile
     lines = result.stdout.splitlines()
     assert lines[0] == "scan 1: 12 x 8 probe positions, 96 frames, 0.06 GB raw"
     assert "frames complete: 96, incomplete: 0, missing: 0" in result.stdout
@@ -50,14 +51,15 @@ def test_demo_runs_the_whole_pipeline_and_summarises_it(make_config, tmp_path: P
 
 
 def test_up_acquire_down(make_config, tmp_path: Path) -> None:
-    _, path = make_config()
+    config, path = make_config()
     run_dir = tmp_path / "run"
     up = sectorflow("up", "--config", str(path), "--run-dir", str(run_dir), "--output", str(tmp_path / "h5"))
     try:
         assert up.returncode == 0, up.stderr[-3000:]
+        assert f"dashboard: http://127.0.0.1:{config.dashboard.port}/" in up.stdout
         services = load_running(run_dir)
         assert [s.name for s in services] == ["kvstore", "aggregator", "nodegroups", "producer-0", "producer-1",
-                                              "producer-2", "producer-3"]
+                                              "producer-2", "producer-3", "dashboard"]
         assert all((run_dir / f"{s.name}.log").exists() for s in services)
         for scan in (1, 2):
             acquired = sectorflow("acquire", "--config", str(path), "--scan-number", str(scan), "--scan-shape",
@@ -67,7 +69,7 @@ def test_up_acquire_down(make_config, tmp_path: Path) -> None:
     finally:
         down = sectorflow("down", "--config", str(path), "--run-dir", str(run_dir))
     assert down.returncode == 0, down.stderr
-    assert down.stdout.startswith("stopped 7 services")
+    assert down.stdout.startswith("stopped 8 services")
     for service in services:
         assert not Path(f"/proc/{service.pid}").exists() or _zombie(service.pid)
 

@@ -1,0 +1,164 @@
+"""The dashboard's web application (Starlette): the page, its event stream, images, /metrics, control.
+
+| route | what |
+| --- | --- |
+| ``GET /`` | the page (``static/index.html``; every script and style ships in the package) |
+| ``GET /events`` | server-sent events: the page's state as one JSON object per update |
+| ``GET /api/state`` | the same state, once |
+| ``GET /images/<name>.png`` | an image of the latest scan (``bright_field``, ... or ``diffraction``) |
+| ``GET /metrics`` | Prometheus text format |
+| ``GET /healthz`` | ``ok`` once serving (what ``sectorflow up`` waits for) |
+| ``POST /api/scans`` | request a scan (operator token) |
+| ``POST /api/sessions``, ``POST /api/sessions/<id>/cancel`` | submit, cancel a streaming session (operator token) |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from sectorflow.configs import Config
+from sectorflow.errors import SectorflowError
+
+from .control import Controller, Refused, read_token
+from .follower import Follower
+from .metrics import make_registry
+from .png import array_png
+from .sessions import SessionWatcher
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+# An event stream sends a comment this often when nothing changed, so proxies keep it open and a
+# page learns soon when the dashboard itself went away.
+KEEPALIVE_S = 10.0
+# How long the browser waits before reconnecting a dropped event stream (the SSE "retry" field).
+RETRY_MS = 1000
+
+
+def create_app(config: Config) -> Starlette:
+    """The application for ``config``; its lifespan connects to the kvstore and follows it."""
+    controller = Controller(config, read_token(config))
+    sessions = SessionWatcher()
+    follower = Follower(config, extra=lambda: {"sessions": sessions.snapshot(), "control": controller.enabled})
+    registry, durations = make_registry(lambda: follower.snapshot.entries, lambda: follower.snapshot.reachable)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        follower.open()
+        controller.open()
+        sessions.start()
+        task = asyncio.create_task(follower.run())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            sessions.stop()
+            controller.close()
+            follower.close()
+
+    async def page(_request: Request) -> Response:
+        return FileResponse(STATIC_DIR / "index.html")
+
+    async def state(_request: Request) -> Response:
+        return Response(follower.snapshot.json, media_type="application/json")
+
+    async def events(request: Request) -> Response:
+        async def stream() -> AsyncIterator[str]:
+            yield f"retry: {RETRY_MS}\n\n"
+            version = -1
+            while not await request.is_disconnected():
+                snapshot = await follower.wait_newer(version, KEEPALIVE_S)
+                if snapshot.version == version:
+                    yield ": keepalive\n\n"
+                    continue
+                version = snapshot.version
+                yield f"id: {version}\ndata: {snapshot.json}\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    async def image(request: Request) -> Response:
+        name = request.path_params["name"]
+        view = follower.images.latest()
+        if view is None:
+            return PlainTextResponse("no scan with a counted file yet", status_code=404)
+        if name == "diffraction" and view.diffraction is not None:
+            data, log_scale = view.diffraction, True
+        elif name in view.images:
+            data, log_scale = view.images[name], False
+        else:
+            return PlainTextResponse(f"no image {name!r}; there are: diffraction, {', '.join(sorted(view.images))}",
+                                     status_code=404)
+        png = await asyncio.to_thread(array_png, data, log_scale)
+        return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
+
+    async def metrics(_request: Request) -> Response:
+        durations.observe(follower.snapshot.recent)  # a scan older than those has been observed before
+        body = await asyncio.to_thread(generate_latest, registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    async def healthz(_request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def act(request: Request, action: Any) -> Response:
+        try:
+            controller.check(request.headers.get("authorization"))
+            body = await _json_body(request)
+            message = await asyncio.to_thread(action, body)
+        except Refused as refused:
+            return JSONResponse({"ok": False, "error": str(refused)}, status_code=refused.status)
+        except SectorflowError as error:
+            return JSONResponse({"ok": False, "error": str(error)}, status_code=409)
+        await asyncio.to_thread(sessions.refresh)
+        return JSONResponse({"ok": True, "message": message})
+
+    async def post_scan(request: Request) -> Response:
+        return await act(request, controller.request_scan)
+
+    async def post_session(request: Request) -> Response:
+        return await act(request, controller.submit_session)
+
+    async def cancel_session(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        return await act(request, lambda _body: controller.cancel_session(job_id))
+
+    routes = [
+        Route("/", page),
+        Route("/events", events),
+        Route("/api/state", state),
+        Route("/images/{name}.png", image),
+        Route("/metrics", metrics),
+        Route("/healthz", healthz),
+        Route("/api/scans", post_scan, methods=["POST"]),
+        Route("/api/sessions", post_session, methods=["POST"]),
+        Route("/api/sessions/{job_id}/cancel", cancel_session, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        body = await request.json()
+    except ValueError:
+        raise Refused(400, "the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise Refused(400, "the body must be a JSON object")
+    return body

@@ -1,0 +1,100 @@
+"""``sectorflow dashboard``: serve the web dashboard and /metrics until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import signal
+import socket
+from typing import Any
+
+from sectorflow.configs import Config, ConfigError
+from sectorflow.configs.loader import is_loopback
+from sectorflow.errors import SectorflowError, require
+
+log = logging.getLogger(__name__)
+
+# From SIGTERM to closing the event streams still open (they never end by themselves).
+GRACEFUL_S = 2.0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``dashboard`` subcommand."""
+    from sectorflow.cli import add_config_argument
+
+    parser = subparsers.add_parser(
+        "dashboard", help="serve the web dashboard and Prometheus /metrics",
+        description="Follow the kvstore and serve a web page of the pipeline: every service and its state, "
+        "streaming sessions with their time left, the scan in progress with its progress per receiver, rates, "
+        "queue depths and refused messages, recent scans with outcome and file, the latest scan's images, "
+        "alerts. Live updates by server-sent events (/events); Prometheus metrics at /metrics. Read-only "
+        "unless [dashboard] control_token_file is set. Listens on [dashboard] bind_host:port (loopback by "
+        "default); exits 0 on SIGTERM or Ctrl-C, non-zero with one line if the port is taken.",
+    )
+    add_config_argument(parser)
+    parser.add_argument("--bind", metavar="HOST:PORT", default=None,
+                        help="where to listen (default: [dashboard] bind_host and port)")
+    parser.set_defaults(run=run)
+
+
+def address(config: Config) -> str:
+    """The page's URL for ``config``."""
+    host = config.dashboard.bind_host
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{config.dashboard.port}/"
+
+
+def with_bind(config: Config, bind: str | None) -> Config:
+    """``config`` with ``--bind HOST:PORT`` applied and the loopback rule checked again."""
+    if bind is None:
+        return config
+    host, sep, port_text = bind.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ConfigError(f"--bind {bind!r}: expected HOST:PORT, e.g. 127.0.0.1:8750")
+    host = host.strip("[]")
+    if not is_loopback(host) and not (config.security.enabled or config.security.allow_insecure):
+        raise ConfigError(f"--bind {bind!r} listens beyond this machine without security: set [security] enabled = "
+                          "true, or allow_insecure = true to accept that on a closed network")
+    return dataclasses.replace(config, dashboard=dataclasses.replace(config.dashboard, bind_host=host,
+                                                                     port=int(port_text)))
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    uvicorn = require("uvicorn", "dashboard", "to serve the dashboard")
+    require("starlette", "dashboard", "to serve the dashboard")
+    require("prometheus_client", "dashboard", "for the dashboard's /metrics")
+    from .app import create_app
+
+    config = with_bind(config, args.bind)
+    app = create_app(config)
+    listener = _listen(config.dashboard.bind_host, config.dashboard.port)
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
+                                           timeout_graceful_shutdown=GRACEFUL_S))
+    log.info("dashboard at %s (metrics at %smetrics), following the kvstore at %s:%d", address(config),
+             address(config), config.kvstore.host, config.kvstore.port)
+    # uvicorn stops on SIGTERM/SIGINT and then raises the signal again under the handler it found:
+    # this one, so that a stop ends in exit code 0, as the other services' do.
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, lambda number, _frame: log.info("received %s: stopped", signal.Signals(number).name))
+    with listener:
+        server.run(sockets=[listener])
+    if not server.started:
+        raise SectorflowError("the dashboard did not start (see the log above)")
+    log.info("dashboard stopped")
+    return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The bound listening socket: a taken port fails here, in one line naming the address."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as error:
+        listener.close()
+        raise SectorflowError(f"cannot listen on {host}:{port}: {error.strerror}; set [dashboard] port or --bind")\
+            from None
+    listener.listen(128)
+    return listener

@@ -1,0 +1,132 @@
+"""Follows the kvstore for the dashboard: a Clone-pattern client's replica, turned into the page's state.
+
+The kvstore client (C++ agent thread: snapshot, then ordered updates, reconnecting by itself after a
+server restart) keeps the replica; every ``update_ms`` this follower reads it, builds the page's
+state (``view.build_view``) off the event loop, and wakes every event stream waiting for a newer
+state. ``/metrics`` reads the same snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sectorflow._core.protocol import wall_clock_s
+from sectorflow.configs import Config
+from sectorflow.kvstore import Client
+
+from .images_source import ImageSource
+from .scan_groups import newest_scans
+from .view import Remembered, build_view
+
+log = logging.getLogger(__name__)
+
+# Scans whose records are looked at each update beyond those listed: the one in progress may be
+# an older number than the last listed (numbers need not grow with time).
+SCAN_MARGIN = 10
+
+
+@dataclass
+class Snapshot:
+    """One reading of the replica and the page's state built from it."""
+
+    version: int = 0
+    entries: Mapping[str, bytes] = field(default_factory=dict)
+    recent: Mapping[str, bytes] = field(default_factory=dict)  # entries without the older scans' records
+    reachable: bool = False
+    view: dict[str, Any] = field(default_factory=dict)
+    json: str = "{}"
+
+
+class Follower:
+    """The replica, read every ``update_ms``; ``wait_newer`` for the event streams."""
+
+    def __init__(self, config: Config, extra: Callable[[], dict[str, Any]] | None = None) -> None:
+        self.config = config
+        kv = config.kvstore
+        self.address = f"tcp://{kv.host}:{kv.port}"
+        self.images = ImageSource()
+        self._extra = extra or (lambda: {})
+        self._memory = Remembered()
+        self._client: Client | None = None
+        self._snapshot = Snapshot()
+        self._changed: asyncio.Condition | None = None
+        self._was_reachable: bool | None = None
+        self.images_version = 0
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    def open(self) -> None:
+        """Connects the kvstore client (as a viewer: the dashboard reads, never writes)."""
+        self._client = Client.from_config(self.config, name="dashboard", role="viewer")
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    async def run(self) -> None:
+        """Updates the state every ``update_ms`` until cancelled."""
+        self._changed = asyncio.Condition()
+        period_s = self.config.dashboard.update_ms / 1000
+        while True:
+            started = time.monotonic()
+            try:
+                await self.update()
+            except Exception:  # noqa: BLE001 - one bad update must not end the dashboard; logged with its trace
+                log.exception("dashboard update failed")
+            await asyncio.sleep(max(0.0, period_s - (time.monotonic() - started)))  # the update period
+
+    async def update(self) -> None:
+        """Reads the replica once and publishes the new state."""
+        snapshot = await asyncio.to_thread(self._read)
+        self._snapshot = snapshot
+        if self._changed is not None:
+            async with self._changed:
+                self._changed.notify_all()
+
+    async def wait_newer(self, version: int, timeout_s: float) -> Snapshot:
+        """The first state newer than ``version``, or the current one after ``timeout_s``."""
+        assert self._changed is not None, "run() has not started"
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(lambda: self._snapshot.version > version), timeout_s)
+            except asyncio.TimeoutError:
+                pass
+        return self._snapshot
+
+    def _read(self) -> Snapshot:
+        assert self._client is not None, "open() first"
+        reachable = bool(self._client.synced())
+        if reachable != self._was_reachable:
+            if reachable:
+                log.info("kvstore %s reachable: following its updates", self.address)
+            elif self._was_reachable is None:
+                log.info("kvstore %s: waiting for its first snapshot", self.address)
+            else:
+                log.warning("kvstore %s unreachable: showing the last known state", self.address)
+            self._was_reachable = reachable
+        entries = self._client.subtree("")
+        recent = newest_scans(entries, self.config.dashboard.recent_scans + SCAN_MARGIN)
+        if self.images.update(recent):  # reads a new scan's file once: a moment, off the event loop
+            self.images_version += 1
+        view = build_view(recent, wall_clock_s(),
+                          self._memory, reachable=reachable, address=self.address,
+                          sequence=int(self._client.sequence()), recent_scans=self.config.dashboard.recent_scans)
+        images = self.images.latest()
+        view["images"] = None if images is None else {
+            "scan": images.scan, "scan_shape": list(images.scan_shape), "complete": images.complete,
+            "positions_counted": images.positions_counted, "names": sorted(images.images), "path": images.path,
+            "version": self.images_version,
+        }
+        view.update(self._extra())
+        version = self._snapshot.version + 1
+        return Snapshot(version, entries, recent, reachable, view, json.dumps(view, separators=(",", ":")))
+

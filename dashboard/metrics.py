@@ -1,0 +1,163 @@
+"""Prometheus ``/metrics``: every counter and gauge the services publish in the kvstore.
+
+A custom collector (prometheus_client) reads the follower's latest replica at each scrape, so the
+numbers are the services' own, never re-counted here: each service's status (``status/<service>/<name>``)
+gives messages, bytes, refusals by kind, lost, spilled, frames complete and incomplete and queue
+depths; the kvstore server's status its own refusals; the registrations the NodeGroups. Names
+follow Prometheus conventions (``sectorflow_..._total`` counters, base units ``_bytes``,
+``_seconds``); labels say what varies: ``service``, ``name`` (the status name: ``r0t1``, ``t0``, a
+NodeGroup's uid), ``receiver`` and ``nodegroup`` where they apply, never a scan number. A producer
+thread's counters start again with each scan (Prometheus reads that as a counter reset). Scan
+durations (request to file record) are a histogram fed once per scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from sectorflow._core import protocol as _records
+from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
+from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
+from .scan_groups import group_scans
+
+LABELS = ("service", "name", "receiver", "nodegroup")
+# Status fields published as counters: field -> (metric name without sectorflow_, help).
+COUNTERS = {
+    "lost": ("lost_messages", "messages dropped because their NodeGroup was gone or declared dead (aggregator)"),
+    "spilled": ("spilled_sectors", "sectors written to raw files instead of streamed, this scan (producer)"),
+    "frames_complete": ("frames_complete", "frames counted with every sector (NodeGroup)"),
+    "frames_incomplete": ("frames_incomplete", "frames counted with sectors missing (NodeGroup)"),
+    "late_messages": ("late_messages", "sectors that came after their scan was closed (NodeGroup)"),
+    "duplicate_sectors": ("duplicate_sectors", "sectors received twice (NodeGroup)"),
+    "evicted_frames": ("evicted_frames", "frames counted early as incomplete to free the pool (NodeGroup)"),
+    "scans_timed_out": ("scans_timed_out", "scans closed by scan_timeout_s (NodeGroup)"),
+    "dead_nodegroups": ("dead_nodegroups", "NodeGroups declared dead for a scan (aggregator)"),
+    "evicted_scans": ("evicted_scans", "open scans closed to open a newer one (aggregator)"),
+    "bad_records": ("bad_records", "kvstore entries skipped because they do not decode"),
+}
+# Status fields published as gauges: field -> (metric name, help).
+GAUGES = {
+    "pool_slots_in_use": ("pool_frames", "frames held in the NodeGroup's assembly pool (its queue depth)"),
+    "pool_bytes": ("pool_bytes", "bytes of sectors held in the NodeGroup's assembly pool"),
+    "open_scans": ("open_scans", "scans open at an aggregator thread"),
+    "expected": ("scan_expected_messages", "messages the NodeGroup expects of its current scan"),
+    "received": ("scan_received_messages", "messages the NodeGroup received of its current scan"),
+    "keys": ("kvstore_keys", "keys in the kvstore server's map"),
+    "map_bytes": ("kvstore_map_bytes", "bytes of the kvstore server's map"),
+}
+# Scan durations from request to file record, seconds: a 1 x 1 scan to a large one on a busy link.
+DURATION_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
+
+
+class StatusCollector(Collector):
+    """The metrics of one replica reading, produced at each scrape."""
+
+    def __init__(self, entries: Callable[[], Mapping[str, bytes]], reachable: Callable[[], bool]) -> None:
+        self._entries = entries
+        self._reachable = reachable
+
+    def collect(self) -> Iterator[object]:
+        entries = self._entries()
+        families = {
+            "messages": CounterMetricFamily("sectorflow_messages", "messages handled: sent, relayed or received",
+                                            labels=LABELS),
+            "bytes": CounterMetricFamily("sectorflow_bytes", "bytes handled: sent, relayed or received",
+                                         labels=LABELS),
+            "refused": CounterMetricFamily("sectorflow_refused_messages", "messages refused, by kind",
+                                           labels=(*LABELS, "kind")),
+            "up": GaugeMetricFamily("sectorflow_service_up", "1 while the service's status is in the kvstore",
+                                    labels=LABELS),
+            "state": GaugeMetricFamily("sectorflow_service_state", "1 for the state the service is in",
+                                       labels=(*LABELS, "state")),
+            "scan": GaugeMetricFamily("sectorflow_service_scan", "the scan the service works on or finished last",
+                                      labels=LABELS),
+        }
+        counters = {f: CounterMetricFamily(f"sectorflow_{n}", h, labels=LABELS) for f, (n, h) in COUNTERS.items()}
+        gauges = {f: GaugeMetricFamily(f"sectorflow_{n}", h, labels=LABELS) for f, (n, h) in GAUGES.items()}
+        for key, raw in sorted(entries.items()):
+            if not key.startswith(_records.STATUS_PREFIX):
+                continue
+            try:
+                service, name = _records.parse_status_key(key)
+                status = _records.ServiceStatus.decode(raw)
+            except _records.ProtocolError:
+                continue  # the page and 'sectorflow status' name it; a metric has no place for it
+            extra = status.extra
+            labels = [service, name, _receiver(service, name, extra), name if service == "nodegroup" else ""]
+            families["messages"].add_metric(labels, status.messages)
+            families["bytes"].add_metric(labels, status.bytes)
+            families["up"].add_metric(labels, 1)
+            families["state"].add_metric([*labels, status.state], 1)
+            families["scan"].add_metric(labels, status.scan)
+            for kind, count in _refusals(service, extra).items():
+                families["refused"].add_metric([*labels, kind], count)
+            for field_name, family in counters.items():
+                if isinstance(extra.get(field_name), int):
+                    family.add_metric(labels, extra[field_name])
+            for field_name, family in gauges.items():
+                if isinstance(extra.get(field_name), int):
+                    family.add_metric(labels, extra[field_name])
+        registered = GaugeMetricFamily("sectorflow_nodegroups_registered", "NodeGroups registered in the kvstore")
+        listing = _records.nodegroups_from(
+            {k: v for k, v in entries.items() if k.startswith(_records.NODEGROUPS_PREFIX)})
+        registered.add_metric([], len(listing.records))
+        reachable = GaugeMetricFamily("sectorflow_kvstore_reachable", "1 while the dashboard's kvstore replica is live")
+        reachable.add_metric([], 1 if self._reachable() else 0)
+        yield from families.values()
+        yield from counters.values()
+        yield from gauges.values()
+        yield registered
+        yield reachable
+
+
+def _receiver(service: str, name: str, extra: Mapping[str, object]) -> str:
+    if service == _records.SERVICE_PRODUCER and "receiver" in extra:
+        return str(extra["receiver"])
+    if service == _records.SERVICE_AGGREGATOR and name.startswith("t") and name[1:].isdigit():
+        return name[1:]  # relay thread r carries receiver r
+    return ""
+
+
+def _refusals(service: str, extra: Mapping[str, object]) -> dict[str, int]:
+    if service == _records.SERVICE_KVSTORE:
+        return {kind: int(extra[kind]) for kind in KVSTORE_REFUSAL_KINDS if isinstance(extra.get(kind), int)}
+    prefix = f"{REFUSED_FIELD}_"
+    return {key[len(prefix):]: int(value) for key, value in extra.items()
+            if key.startswith(prefix) and isinstance(value, int)}
+
+
+class ScanDurations:
+    """The histogram of scan durations, fed once per scan whose file record came."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.histogram = Histogram("sectorflow_scan_duration_seconds", "from a scan's request to its file record",
+                                   buckets=DURATION_BUCKETS, registry=registry)
+        self._seen: set[tuple[int, float]] = set()
+
+    def observe(self, entries: Mapping[str, bytes]) -> None:
+        for scan, keys in group_scans(entries)[1].items():
+            raw_request, raw_file = keys.get(_records.scan_request_key(scan)), keys.get(_records.scan_file_key(scan))
+            if raw_request is None or raw_file is None:
+                continue
+            try:
+                request = _records.ScanRequestRecord.decode(raw_request)
+                written_s = _records.ScanFileRecord.decode(raw_file).written_s
+            except _records.ProtocolError:
+                continue  # the page names records that do not decode
+            key = (scan, request.requested_s)
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            self.histogram.observe(max(0.0, written_s - request.requested_s))
+
+
+def make_registry(entries: Callable[[], Mapping[str, bytes]], reachable: Callable[[], bool]) -> tuple[
+        CollectorRegistry, ScanDurations]:
+    """A registry holding the status collector and the scan-duration histogram."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StatusCollector(entries, reachable))
+    return registry, ScanDurations(registry)

@@ -1,0 +1,63 @@
+"""Arrays as PNG images for the page: a tiny encoder (zlib, no plotting library) and a colour map.
+
+The dashboard renders images server-side so that the page needs no plotting script: a float array
+(NaN where nothing was counted yet) becomes 8-bit grey or a dark-to-bright colour ramp, scaled from
+its own minimum to maximum (optionally on a log scale), NaN drawn in a neutral blue.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+
+# RGB of a position not counted yet: distinct from every value of the ramp.
+NOT_COUNTED_RGB = (40, 60, 90)
+# The ramp's anchors (black, purple, orange, pale yellow): legible on a dark page, monotonic in lightness.
+_RAMP = np.array([(0, 0, 4), (80, 18, 123), (182, 54, 121), (251, 136, 97), (252, 253, 191)], dtype=np.float64)
+
+
+def encode_png(rgb: np.ndarray) -> bytes:
+    """A PNG file of ``rgb``, an (H, W, 3) uint8 array (8-bit truecolour, no interlace)."""
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+        raise ValueError(f"expected an (H, W, 3) uint8 array, got {rgb.shape} {rgb.dtype}")
+    height, width = rgb.shape[:2]
+    # Every scanline starts with its filter type (0: none).
+    raw = np.concatenate([np.zeros((height, 1), dtype=np.uint8), rgb.reshape(height, width * 3)], axis=1)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw.tobytes(), 6))
+            + chunk(b"IEND", b""))
+
+
+def colourise(values: np.ndarray, log_scale: bool = False, scale: int = 1) -> np.ndarray:
+    """``values`` (2-D floats, NaN = not counted) as an (H*scale, W*scale, 3) uint8 image on the ramp."""
+    data = np.asarray(values, dtype=np.float64)
+    if data.ndim != 2:
+        raise ValueError(f"expected a 2-D array, got shape {data.shape}")
+    counted = np.isfinite(data)
+    if log_scale:
+        data = np.where(counted, np.log1p(np.clip(data, 0, None)), np.nan)
+    unit = np.zeros(data.shape)
+    if counted.any():
+        low, high = float(np.nanmin(data)), float(np.nanmax(data))
+        unit = np.where(counted, (data - low) / (high - low), 0.0) if high > low else np.where(counted, 0.5, 0.0)
+    position = unit * (len(_RAMP) - 1)
+    below = np.clip(np.floor(position).astype(int), 0, len(_RAMP) - 2)
+    fraction = (position - below)[..., None]
+    rgb = _RAMP[below] * (1 - fraction) + _RAMP[below + 1] * fraction
+    rgb[~counted] = NOT_COUNTED_RGB
+    image = np.round(rgb).astype(np.uint8)
+    if scale > 1:
+        image = image.repeat(scale, axis=0).repeat(scale, axis=1)
+    return image
+
+
+def array_png(values: np.ndarray, log_scale: bool = False, min_side_px: int = 256) -> bytes:
+    """``values`` as a PNG, enlarged by whole pixels to at least ``min_side_px`` on its longer side."""
+    longest = max(np.asarray(values).shape[:2]) or 1
+    return encode_png(colourise(values, log_scale, max(1, min_side_px // longest)))

@@ -1,0 +1,214 @@
+"""What the page shows, computed from a kvstore replica's content: one JSON-ready dict per update.
+
+Pure reading: the services' statuses (``status/...``), the registered NodeGroups (``nodegroups/``),
+the acquire request and the scans' records (``scans/<n>/...``, accounted by
+``sectorflow.scan_account``), plus what the dashboard remembers between updates (rates, NodeGroups
+seen) to tell a NodeGroup that left from one that was lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sectorflow._core import protocol as _records
+from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
+from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
+from sectorflow.scan_account import PENDING, account, records_of
+
+from .rates import Rates
+from .scan_groups import group_scans
+
+# A status this old (seconds) is from a service that is not moving: its rates are 0.
+STALE_S = 3.0
+# Counters of a NodeGroup that are queue depths: what waits in its frame pool.
+QUEUE_FIELDS = ("pool_slots_in_use", "pool_bytes")
+
+
+@dataclass
+class Remembered:
+    """What one update leaves for the next."""
+
+    rates: Rates = field(default_factory=lambda: Rates(STALE_S))
+    nodegroups: dict[str, str] = field(default_factory=dict)  # uid -> last status seen while registered
+    lost: dict[str, float] = field(default_factory=dict)      # uid -> when it was found gone without stopping
+    # scan -> (its keys, NodeGroups gone, records, account): a scan whose records did not change is not
+    # decoded and accounted again (most listed scans are over).
+    accounts: dict[int, tuple[Mapping[str, bytes], bool, Any, Any]] = field(default_factory=dict)
+
+
+def build_view(entries: Mapping[str, bytes], now_s: float, memory: Remembered, *, reachable: bool,
+               address: str, sequence: int, recent_scans: int) -> dict[str, Any]:
+    """The page's state from ``entries`` (a replica's content) at ``now_s`` (Unix seconds)."""
+    others, by_scan = group_scans(entries)
+    services = _services(others, now_s, memory.rates)
+    nodegroups = _nodegroups(others)
+    scans = _scans(others, by_scan, {ng["uid"] for ng in nodegroups}, memory)
+    alerts = _alerts(services, nodegroups, scans, memory, now_s, reachable)
+    current = scans[-1] if scans else None
+    relay = [s for s in services if s["service"] == _records.SERVICE_AGGREGATOR]
+    counting = [s for s in services if s["service"] == _records.SERVICE_NODEGROUP]
+    return {
+        "kvstore": {"address": address, "reachable": reachable, "sequence": sequence},
+        "now_s": now_s,
+        "services": services,
+        "nodegroups": nodegroups,
+        "rates": {
+            "bytes_per_s": sum(s["bytes_per_s"] for s in relay),
+            "messages_per_s": sum(s["messages_per_s"] for s in relay),
+            "frames_per_s": sum(s["frames_per_s"] for s in counting),
+        },
+        "queues": [{"name": s["name"], **{k: s["extra"].get(k, 0) for k in QUEUE_FIELDS}} for s in counting],
+        "refused": sum(s["refused"] for s in services),
+        "scan": current,
+        "recent": list(reversed(scans[-recent_scans:])),
+        "alerts": alerts,
+    }
+
+
+def _services(entries: Mapping[str, bytes], now_s: float, rates: Rates) -> list[dict[str, Any]]:
+    rows = []
+    status_prefix = _records.STATUS_PREFIX
+    for key, raw in sorted(entries.items()):
+        if not key.startswith(status_prefix):
+            continue
+        try:
+            service, name = _records.parse_status_key(key)
+            status = _records.ServiceStatus.decode(raw)
+        except _records.ProtocolError as error:
+            rows.append({"service": key, "name": "", "state": "invalid", "error": str(error), "scan": 0,
+                         "messages": 0, "bytes": 0, "age_s": 0.0, "refused": 0, "refused_kinds": {}, "extra": {},
+                         "bytes_per_s": 0.0, "messages_per_s": 0.0, "frames_per_s": 0.0})
+            continue
+        source = f"{service}/{name}"
+        extra = dict(status.extra)
+        frames = int(extra.get("frames_complete", 0)) + int(extra.get("frames_incomplete", 0))
+        for counter, value in (("messages", status.messages), ("bytes", status.bytes), ("frames", frames)):
+            rates.observe(source, counter, status.updated_s, value)
+        prefix = f"{REFUSED_FIELD}_"
+        kinds = {k[len(prefix):]: v for k, v in extra.items() if k.startswith(prefix) and v}
+        if service == _records.SERVICE_KVSTORE:
+            kinds = {kind: extra[kind] for kind in KVSTORE_REFUSAL_KINDS if extra.get(kind)}
+        rows.append({
+            "service": service, "name": name, "state": status.state, "scan": status.scan,
+            "messages": status.messages, "bytes": status.bytes, "age_s": max(0.0, now_s - status.updated_s),
+            "refused": int(extra.get(REFUSED_FIELD, 0)) if service != _records.SERVICE_KVSTORE else sum(kinds.values()),
+            "refused_kinds": kinds,
+            "extra": {k: v for k, v in extra.items() if not k.startswith(REFUSED_FIELD)},
+            "bytes_per_s": rates.rate(source, "bytes", now_s),
+            "messages_per_s": rates.rate(source, "messages", now_s),
+            "frames_per_s": rates.rate(source, "frames", now_s),
+        })
+    rates.forget_except({f"{row['service']}/{row['name']}" for row in rows})
+    return rows
+
+
+def _nodegroups(entries: Mapping[str, bytes]) -> list[dict[str, Any]]:
+    listing = _records.nodegroups_from({k: v for k, v in entries.items() if k.startswith(_records.NODEGROUPS_PREFIX)})
+    return [{"uid": r.uid, "host": r.host, "ports": list(r.ports), "node": r.node, "rank": r.rank,
+             "status": r.status} for r in listing.records]
+
+
+def _scans(entries: Mapping[str, bytes], by_scan: Mapping[int, Mapping[str, bytes]],
+           registered: set[str], memory: Remembered) -> list[dict[str, Any]]:
+    """Every scan with records, oldest request first, with its account and progress per receiver."""
+    statuses = {}
+    producers = _records.status_prefix(_records.SERVICE_PRODUCER)
+    for key, raw in entries.items():
+        if key.startswith(producers):
+            try:
+                statuses[_records.parse_status_key(key)[1]] = _records.ServiceStatus.decode(raw)
+            except _records.ProtocolError:
+                continue
+    scans = []
+    memory.accounts = {scan: memory.accounts[scan] for scan in by_scan if scan in memory.accounts}
+    for scan, keys in sorted(by_scan.items()):
+        records, result = _account(scan, keys, registered, memory)
+        request = records.request
+        receivers = []
+        if request is not None:
+            positions = request.scan_x * request.scan_y
+            for receiver, threads in enumerate(request.producer_threads):
+                done = 0
+                for thread in range(threads):
+                    part = records.producers.get((receiver, thread))
+                    from_record = (part.sent + part.spilled + part.lost_upstream) if part is not None else 0
+                    status = statuses.get(f"r{receiver}t{thread}")
+                    from_status = (status.messages + int(status.extra.get("spilled", 0))
+                                   if status is not None and status.scan == scan else 0)
+                    done += max(from_record, from_status)
+                receivers.append({"receiver": receiver, "done": min(done, positions), "total": positions})
+        scans.append({
+            "scan": scan,
+            "requested_s": request.requested_s if request is not None else 0.0,
+            "shape": [request.scan_x, request.scan_y] if request is not None else None,
+            "source": request.source if request is not None else "",
+            "routing": list(request.routing) if request is not None else [],
+            "outcome": result.outcome,
+            "in_progress": result.outcome == PENDING,
+            "counted": result.counted, "spilled": result.spilled, "missing": result.missing,
+            "sectors": result.sectors,
+            "path": result.path,
+            "notes": result.notes + [line.strip() for line in result.breakdown()
+                                     if result.missing and line.strip().startswith("receiver")],
+            "receivers": receivers,
+            "invalid_records": len(records.rejected),
+        })
+    scans.sort(key=lambda s: (s["requested_s"], s["scan"]))
+    return scans
+
+
+def _account(scan: int, keys: Mapping[str, bytes], registered: set[str], memory: Remembered) -> tuple[Any, Any]:
+    """The scan's records and account, from the last update's if neither its keys nor their NodeGroups changed."""
+    cached = memory.accounts.get(scan)
+    if cached is not None and cached[0] == keys:
+        request = cached[2].request
+        routing = set(request.routing) if request is not None else set()
+        if (bool(routing) and not routing & registered) == cached[1]:
+            return cached[2], cached[3]
+    records = records_of(keys, scan)
+    routing = set(records.request.routing) if records.request is not None else set()
+    gone = bool(routing) and not routing & registered
+    result = account(records, nodegroups_gone=gone)
+    memory.accounts[scan] = (dict(keys), gone, records, result)
+    return records, result
+
+
+def _alerts(services: list[dict[str, Any]], nodegroups: list[dict[str, Any]], scans: list[dict[str, Any]],
+            memory: Remembered, now_s: float, reachable: bool) -> list[dict[str, str]]:
+    alerts = []
+    if not reachable:
+        alerts.append({"level": "error", "text": "kvstore unreachable: showing the last known state; the dashboard "
+                                                 "reconnects by itself"})
+        return alerts  # a replica that is not live says nothing about who left
+    registered = {ng["uid"]: ng["status"] for ng in nodegroups}
+    for uid, last in memory.nodegroups.items():
+        if uid not in registered and last not in (_records.STATE_STOPPING, _records.STATE_STOPPED):
+            memory.lost.setdefault(uid, now_s)
+    for uid in registered:
+        memory.lost.pop(uid, None)
+    memory.nodegroups = registered
+    for uid, since in sorted(memory.lost.items()):
+        alerts.append({"level": "error", "text": f"NodeGroup {uid} lost: its registration expired without a stop "
+                                                 f"({now_s - since:.0f} s ago)"})
+    for service in services:
+        extra = service["extra"]
+        if service["service"] == _records.SERVICE_PRODUCER and (
+                service["state"] == _records.STATE_WRITING_TO_DISK
+                or (extra.get("mode") == "fallback" and service["state"] != _records.STATE_IDLE)):
+            alerts.append({"level": "warning", "text": f"producer {service['name']} is writing scan {service['scan']} "
+                                                       f"to disk (fallback) in {extra.get('fallback_dir', '?')}"})
+        if service["service"] == _records.SERVICE_AGGREGATOR and extra.get("lost_last_scan"):
+            alerts.append({"level": "warning", "text": f"aggregator {service['name']}: {extra['lost_last_scan']} "
+                                                       f"messages of scan {service['scan']} lost"})
+        if service["state"] == _records.STATE_ERROR:
+            alerts.append({"level": "error", "text": f"{service['service']} {service['name']}: error in scan "
+                                                     f"{service['scan']}: {extra.get('error', '')}".rstrip(": ")})
+        if service["state"] == "invalid":
+            alerts.append({"level": "warning", "text": f"{service['service']} does not decode: {service['error']}"})
+    if scans and not scans[-1]["in_progress"] and scans[-1]["outcome"] not in ("complete",):
+        last = scans[-1]
+        alerts.append({"level": "warning", "text": f"scan {last['scan']}: {last['outcome']} ({last['missing']} "
+                                                   f"missing, {last['spilled']} spilled)"})
+    return alerts

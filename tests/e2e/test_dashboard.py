@@ -1,0 +1,176 @@
+"""The dashboard of `sectorflow up`, driven in a real headless browser (Debian's chromium through
+chromium-driver and Selenium) and scraped by a real Prometheus (Debian's binary): during a scan the
+page shows each receiver's progress, at the end the outcome and the scan's image; it shows
+"kvstore unreachable" while the kvstore is killed and recovers when it is back; Prometheus'
+query API returns the scan's message count from /metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import free_port
+from support import LOOPBACK, REPO, Processes, stack_up, wait_until
+
+from sectorflow.configs import Config
+from sectorflow.dashboard import address
+from sectorflow.orchestration import load_running
+
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]
+
+CHROMIUM, CHROMEDRIVER, PROMETHEUS = "/usr/bin/chromium", "/usr/bin/chromedriver", "/usr/bin/prometheus"
+SMALL_DETECTOR = {"frame_rows": 64, "frame_cols": 64, "sector_rows": 16, "sector_cols": 64}
+SCAN_SHAPE, RATE_HZ = (24, 24), 60.0  # about 10 s: long enough to watch it move
+START_S, SCAN_S, PAGE_S = 60.0, 120.0, 30.0
+# Set to copy the screenshot to docs/images/dashboard.png (the README's), e.g. after changing the page.
+UPDATE_SCREENSHOT = "SECTORFLOW_UPDATE_SCREENSHOT"
+
+
+@dataclass
+class Stack:
+    config: Config
+    path: Path
+    run_dir: Path
+    url: str
+
+
+@pytest.fixture
+def stack(make_config, tmp_path: Path) -> Iterator[Stack]:
+    config, path = make_config(
+        detector=SMALL_DETECTOR, simulator={"bright_field_radius_px": 10.0},
+        counting={"background_threshold": 30.0, "xray_threshold": 1000.0}, dashboard={"update_ms": 200})
+    run_dir = tmp_path / "run"
+    with stack_up(config, path, run_dir, tmp_path / "h5", START_S):
+        yield Stack(config, path, run_dir, address(config))
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.skip(f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}): "
+                    "make deps installs them")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1400,1250"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def text(driver: Any, element_id: str) -> str:
+    return driver.execute_script(f"return document.getElementById({element_id!r}).textContent")
+
+
+def progress(driver: Any) -> list[tuple[int, int]]:
+    """(done, total) of every receiver's progress bar on the page."""
+    rows = driver.execute_script(
+        "return [...document.querySelectorAll('#scan-progress .progress')].map(r => [r.dataset.done, r.dataset.total])")
+    return [(int(done), int(total)) for done, total in rows]
+
+
+def acquire(processes: Processes, stack: Stack, scan: int) -> Any:
+    x, y = SCAN_SHAPE
+    return processes.sectorflow("acquire", "--config", str(stack.path), "--scan-number", str(scan),
+                                "--scan-shape", f"{x}x{y}", "--rate", str(RATE_HZ), "--wait", "--timeout",
+                                str(SCAN_S), name="acquire")
+
+
+def test_the_page_follows_a_scan_to_its_outcome_and_image_and_survives_a_kvstore_restart(
+        stack: Stack, browser: Any, processes: Processes, tmp_path: Path) -> None:
+    browser.get(stack.url)
+    wait_until(lambda: text(browser, "connection") == "live", PAGE_S, "the page to show the kvstore live")
+    wait_until(lambda: "producer" in text(browser, "services"), PAGE_S, "the producers in the services table")
+
+    acquiring = acquire(processes, stack, 1)
+    positions = SCAN_SHAPE[0] * SCAN_SHAPE[1]
+    seen_midway = wait_until(
+        lambda: [p for p in progress(browser) if 0 < p[0] < positions] and progress(browser), SCAN_S,
+        "a receiver's progress between 0 and the scan's positions on the page")
+    assert all(total == positions for _, total in seen_midway)
+    assert len(seen_midway) == stack.config.n_receivers
+    assert processes.supervisor.wait("acquire", SCAN_S) == 0, processes.output(acquiring)
+
+    wait_until(lambda: text(browser, "scan-outcome") == "complete", PAGE_S, "the page to show scan 1 complete")
+    assert progress(browser) == [(positions, positions)] * stack.config.n_receivers
+    assert "FOURD_0000000001_counted.h5" in text(browser, "recent")
+    loaded = ("const i = document.getElementById('image-bright_field');"
+              "return i.complete && i.naturalWidth > 0 ? i.dataset.scan : null")
+    assert wait_until(lambda: browser.execute_script(loaded), PAGE_S, "scan 1's bright-field image") == "1"
+    assert "scan 1, 576 positions" in text(browser, "images-scan")
+    screenshot = tmp_path / "dashboard.png"
+    assert browser.save_screenshot(str(screenshot))
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if os.environ.get(UPDATE_SCREENSHOT):
+        shutil.copyfile(screenshot, REPO / "docs" / "images" / "dashboard.png")
+
+    kvstore = next(service for service in load_running(stack.run_dir) if service.name == "kvstore")
+    os.kill(kvstore.pid, signal.SIGKILL)
+    wait_until(lambda: text(browser, "connection") == "kvstore unreachable", PAGE_S,
+               "the page to say the kvstore is unreachable")
+    assert "kvstore unreachable" in text(browser, "alerts")
+    processes.sectorflow("kvstore", "--config", str(stack.path), name="kvstore-again")
+    wait_until(lambda: text(browser, "connection") == "live", PAGE_S, "the page to show the restarted kvstore live")
+    wait_until(lambda: text(browser, "services").count("producer") == stack.config.n_receivers, PAGE_S,
+               "every producer back in the services table (they publish again to the new server)")
+
+
+def test_a_read_only_dashboard_refuses_to_act(stack: Stack) -> None:
+    request = urllib.request.Request(stack.url + "api/scans", data=b'{"scan_number": 9, "scan_x": 2, "scan_y": 2}',
+                                     method="POST", headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 403
+    assert "read-only" in json.loads(refused.value.read())["error"]
+
+
+def prometheus_query(port: int, query: str) -> list[dict]:
+    url = f"http://{LOOPBACK}:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return json.loads(answer.read())["data"]["result"]
+    except OSError:
+        return []  # not serving yet
+
+
+def test_prometheus_scrapes_the_scans_message_count(stack: Stack, processes: Processes, tmp_path: Path) -> None:
+    if not Path(PROMETHEUS).exists():
+        pytest.skip(f"needs Debian's prometheus ({PROMETHEUS}): make deps installs it")
+    port = free_port(LOOPBACK)
+    dashboard = f"{stack.config.dashboard.bind_host}:{stack.config.dashboard.port}"
+    config = tmp_path / "prometheus.yml"
+    config.write_text(f"global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sectorflow\n"
+                      f"    static_configs:\n      - targets: ['{dashboard}']\n")
+    processes.start(PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                    f"--web.listen-address={LOOPBACK}:{port}", name="prometheus")
+    wait_until(lambda: prometheus_query(port, 'up{job="sectorflow"} == 1'), PAGE_S, "Prometheus to scrape /metrics")
+
+    acquiring = acquire(processes, stack, 1)
+    assert processes.supervisor.wait("acquire", SCAN_S) == 0, processes.output(acquiring)
+    sectors = SCAN_SHAPE[0] * SCAN_SHAPE[1] * stack.config.n_receivers
+
+    def sent() -> float | None:
+        result = prometheus_query(port, 'sum(sectorflow_messages_total{service="producer"})')
+        return float(result[0]["value"][1]) if result else None
+
+    wait_until(lambda: sent() == sectors, PAGE_S, f"Prometheus to hold the producers' {sectors} messages")
+    relayed = prometheus_query(port, 'sum(sectorflow_messages_total{service="aggregator"})')
+    assert float(relayed[0]["value"][1]) == sectors
+    wait_until(lambda: prometheus_query(port, "sectorflow_scan_duration_seconds_count == 1"), PAGE_S,
+               "the scan's duration in the histogram")

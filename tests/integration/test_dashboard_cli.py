@@ -1,0 +1,133 @@
+"""`sectorflow dashboard` as a user runs it: its errors, its stop, and an operator's POSTs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import tomllib
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import write_toml
+from support import Processes, wait_until
+
+from sectorflow.dashboard import address
+from sectorflow.kvstore import Client
+from sectorflow.protocol import ACQUIRE_REQUEST_KEY, AcquireRequest
+
+pytest.importorskip("starlette", reason="the dashboard extra (starlette, uvicorn, prometheus-client)")
+
+RUN_S = 60.0  # deadline of a one-shot command; a failure guard only
+TOKEN = "a-token-of-at-least-16-characters"
+
+
+def sectorflow(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sectorflow", *args], capture_output=True, text=True,
+                          timeout=RUN_S, stdin=subprocess.DEVNULL)
+
+
+def one_error(result: subprocess.CompletedProcess) -> str:
+    errors = [line for line in result.stderr.splitlines() if line.startswith("sectorflow dashboard: error:")]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+    return errors[0]
+
+
+def get(url: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.read()
+    except OSError:
+        return None
+
+
+def post(url: str, body: dict[str, Any], token: str | None) -> tuple[int, dict[str, Any]]:
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+def test_help_explains_the_command() -> None:
+    result = sectorflow("dashboard", "--help")
+    assert result.returncode == 0
+    assert "--bind" in result.stdout and "/metrics" in result.stdout and "control_token_file" in result.stdout
+
+
+def test_a_taken_port_is_one_line_naming_the_address(make_config: Callable) -> None:
+    config, path = make_config()
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", config.dashboard.port))
+        holder.listen()
+        result = sectorflow("dashboard", "--config", str(path))
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{config.dashboard.port}: Address already in use" in one_error(result)
+
+
+def test_binding_beyond_loopback_without_security_is_refused(make_config: Callable) -> None:
+    _, path = make_config()
+    result = sectorflow("dashboard", "--config", str(path), "--bind", "0.0.0.0:8750")
+    assert result.returncode == 2
+    assert "listens beyond this machine without security" in one_error(result)
+    data = tomllib.loads(path.read_text())
+    data["dashboard"]["bind_host"] = "0.0.0.0"
+    result = sectorflow("dashboard", "--config", str(write_toml(data, path.with_name("everywhere.toml"))))
+    assert result.returncode == 2
+    assert "'dashboard.bind_host' = '0.0.0.0' listens beyond this machine without security" in one_error(result)
+
+
+def test_an_unreadable_token_file_is_one_line(make_config: Callable, tmp_path: Path) -> None:
+    _, path = make_config(dashboard={"control_token_file": str(tmp_path / "absent")})
+    result = sectorflow("dashboard", "--config", str(path))
+    assert result.returncode == 2
+    assert "'dashboard.control_token_file'" in one_error(result) and "No such file" in one_error(result)
+
+
+def test_without_a_kvstore_the_page_says_unreachable_and_sigterm_stops_it_cleanly(
+        make_config: Callable, processes: Processes) -> None:
+    config, path = make_config()
+    dashboard = processes.sectorflow("dashboard", "--config", str(path), name="dashboard")
+    url = address(config)
+    state = wait_until(lambda: get(url + "api/state") not in (None, b"{}") and json.loads(get(url + "api/state")),
+                       RUN_S, "the dashboard's state")
+    assert state["kvstore"]["reachable"] is False
+    assert b"<title>sectorflow</title>" in get(url)
+    assert b"sectorflow_kvstore_reachable 0.0" in get(url + "metrics")
+    dashboard.send_signal(signal.SIGTERM)
+    assert processes.supervisor.wait("dashboard", RUN_S) == 0
+    assert "Traceback" not in processes.output(dashboard)
+
+
+def test_with_the_token_an_operator_requests_a_scan_and_without_it_is_refused(
+        make_config: Callable, processes: Processes, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    config, path = make_config(dashboard={"control_token_file": str(token_file)})
+    processes.sectorflow("kvstore", "--config", str(path), name="kvstore")
+    processes.sectorflow("dashboard", "--config", str(path), name="dashboard")
+    url = address(config)
+    wait_until(lambda: get(url + "healthz") == b"ok", RUN_S, "the dashboard to serve")
+    scan = {"scan_number": 12, "scan_x": 3, "scan_y": 2, "rate_hz": 5}
+    assert post(url + "api/scans", scan, None)[0] == 401
+    code, answer = post(url + "api/scans", scan, "wrong-token-wrong-token")
+    assert code == 401 and "missing or wrong token" in answer["error"]
+    code, answer = post(url + "api/scans", {**scan, "scan_x": 0}, TOKEN)
+    assert code == 400 and answer["error"] == "scan_x = 0: expected an integer from 1 to 65535"
+    code, answer = post(url + "api/scans", scan, TOKEN)
+    assert code == 200, answer
+    assert answer["message"] == "scan 12: requested 3 x 2, no NodeGroup registered: written to raw files"
+    with Client.from_config(config, name="test") as client:
+        assert client.wait_synced(RUN_S)
+        request = wait_until(lambda: client.get(ACQUIRE_REQUEST_KEY), RUN_S, "the request in the kvstore")
+    decoded = AcquireRequest.decode(request)
+    assert (decoded.scan_number, decoded.scan_x, decoded.scan_y, decoded.rate_hz) == (12, 3, 2, 5.0)
+    assert wait_until(lambda: json.loads(get(url + "api/state")).get("control"), RUN_S, "the page's state")

@@ -1,0 +1,111 @@
+"""The dashboard's small parts: the PNG encoder, Slurm durations, the Prometheus collector."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sectorflow.dashboard.metrics import make_registry
+from sectorflow.dashboard.png import NOT_COUNTED_RGB, colourise, encode_png
+from sectorflow.dashboard.sessions import slurm_seconds
+from sectorflow.protocol import (
+    OUTCOME_COMPLETE,
+    NodeGroupRecord,
+    ScanFileRecord,
+    ScanRequestRecord,
+    ServiceStatus,
+    nodegroup_key,
+    scan_file_key,
+    scan_request_key,
+    status_key,
+)
+
+
+def test_encode_png_gives_a_file_an_image_reader_reads_back_pixel_for_pixel() -> None:
+    image_module = pytest.importorskip("matplotlib.image")
+    rgb = np.random.default_rng(1).integers(0, 256, size=(7, 5, 3), dtype=np.uint8)
+    decoded = image_module.imread(io.BytesIO(encode_png(rgb)), format="png")
+    assert decoded.shape == (7, 5, 3)
+    assert np.array_equal(np.round(decoded * 255).astype(np.uint8), rgb)
+
+
+def test_colourise_draws_uncounted_positions_apart_and_scales_up() -> None:
+    values = np.array([[0.0, 1.0], [np.nan, 2.0]])
+    rgb = colourise(values, scale=3)
+    assert rgb.shape == (6, 6, 3)
+    assert tuple(rgb[3, 0]) == NOT_COUNTED_RGB
+    assert rgb[0, 0].sum() < rgb[0, 3].sum() < rgb[3, 3].sum()  # brighter with more electrons
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("1:30", 90.0), ("01:00:05", 3605.0), ("2-00:00:00", 172800.0),
+                                               ("30", 1800.0), ("UNLIMITED", None), ("INVALID", None)])
+def test_slurm_durations(text: str, seconds: float | None) -> None:
+    assert slurm_seconds(text) == seconds
+
+
+def scrape(entries: dict[str, bytes]) -> dict[str, list]:
+    registry, durations = make_registry(lambda: entries, lambda: True)
+    durations.observe(entries)
+    samples: dict[str, list] = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return samples
+
+
+def test_metrics_carry_every_published_counter_with_service_receiver_and_nodegroup_labels() -> None:
+    entries = {
+        status_key("producer", "r2t0"): ServiceStatus(state="streaming", scan=4, messages=10, bytes=1000,
+                                                      updated_s=1.0, extra={"receiver": 2, "thread": 0,
+                                                                            "spilled": 3}).encode(),
+        status_key("nodegroup", "ng-a"): ServiceStatus(
+            state="idle", scan=4, messages=40, bytes=4000, updated_s=1.0,
+            extra={"frames_complete": 9, "frames_incomplete": 1, "pool_slots_in_use": 5, "malformed": 2,
+                   "malformed_header": 2}).encode(),
+        status_key("kvstore", "server"): ServiceStatus(state="idle", scan=0, messages=0, bytes=0, updated_s=1.0,
+                                                       extra={"unauthorised": 6, "keys": 12}).encode(),
+        nodegroup_key("ng-a"): NodeGroupRecord(uid="ng-a", host="h", ports=[1], node="n", rank=0,
+                                               status="idle").encode(),
+        scan_request_key(4): ScanRequestRecord(scan_number=4, scan_x=2, scan_y=2, source="simulator",
+                                               routing=["ng-a"], producer_threads=[1], requested_s=10.0).encode(),
+        scan_file_key(4): ScanFileRecord(outcome=OUTCOME_COMPLETE, path="/f.h5", extra_paths=[], positions=4,
+                                         frames_written=4, positions_missing=0, sectors_counted=[4], reason="",
+                                         written_s=13.0).encode(),
+    }
+    samples = scrape(entries)
+    producer = {"service": "producer", "name": "r2t0", "receiver": "2", "nodegroup": ""}
+    group = {"service": "nodegroup", "name": "ng-a", "receiver": "", "nodegroup": "ng-a"}
+    assert (producer, 10.0) in samples["sectorflow_messages_total"]
+    assert (group, 4000.0) in samples["sectorflow_bytes_total"]
+    assert (producer, 3.0) in samples["sectorflow_spilled_sectors_total"]
+    assert (group, 9.0) in samples["sectorflow_frames_complete_total"]
+    assert (group, 1.0) in samples["sectorflow_frames_incomplete_total"]
+    assert (group, 5.0) in samples["sectorflow_pool_frames"]
+    assert ({**group, "kind": "header"}, 2.0) in samples["sectorflow_refused_messages_total"]
+    assert ({"service": "kvstore", "name": "server", "receiver": "", "nodegroup": "", "kind": "unauthorised"},
+            6.0) in samples["sectorflow_refused_messages_total"]
+    assert samples["sectorflow_nodegroups_registered"] == [({}, 1.0)]
+    assert samples["sectorflow_scan_duration_seconds_count"] == [({}, 1.0)]
+    assert samples["sectorflow_scan_duration_seconds_sum"] == [({}, 3.0)]
+
+
+def test_the_shipped_grafana_dashboard_queries_only_metrics_the_dashboard_publishes() -> None:
+    import json
+    import re
+
+    from sectorflow.configs import CONFIG_DIR
+    from sectorflow.dashboard.metrics import COUNTERS, GAUGES
+
+    board = json.loads((CONFIG_DIR / "grafana" / "sectorflow.json").read_text())
+    published = {"sectorflow_messages_total", "sectorflow_bytes_total", "sectorflow_refused_messages_total",
+                 "sectorflow_nodegroups_registered", "sectorflow_kvstore_reachable",
+                 "sectorflow_scan_duration_seconds_bucket"}
+    published |= {f"sectorflow_{name}_total" for name, _ in COUNTERS.values()}
+    published |= {f"sectorflow_{name}" for name, _ in GAUGES.values()}
+    queried = {name for panel in board["panels"] for target in panel["targets"]
+               for name in re.findall(r"sectorflow_[a-z_]+", target["expr"])}
+    assert queried and queried <= published, queried - published

@@ -1,0 +1,155 @@
+"""The dashboard's state from a replica's content: progress per receiver, rates, alerts, recent scans."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sectorflow.dashboard.view import Remembered, build_view
+from sectorflow.protocol import (
+    OUTCOME_COMPLETE,
+    STATE_FINISHED,
+    STATE_IDLE,
+    STATE_STREAMING,
+    STATE_WRITING_TO_DISK,
+    NodeGroupRecord,
+    ProducerScanRecord,
+    ScanFileRecord,
+    ScanRequestRecord,
+    ServiceStatus,
+    nodegroup_key,
+    scan_file_key,
+    scan_producer_key,
+    scan_request_key,
+    status_key,
+)
+
+SCAN = 3
+GROUPS = ["ng-a", "ng-b"]
+
+
+def status(state: str, scan: int = SCAN, messages: int = 0, bytes_: int = 0, updated_s: float = 100.0,
+           **extra: Any) -> bytes:
+    return ServiceStatus(state=state, scan=scan, messages=messages, bytes=bytes_, updated_s=updated_s,
+                         extra=extra).encode()
+
+
+def registration(uid: str, state: str = STATE_IDLE) -> bytes:
+    return NodeGroupRecord(uid=uid, host="127.0.0.1", ports=[7000, 7001], node="n1", rank=0, status=state).encode()
+
+
+def scan_entries(producer_state: str = STATE_STREAMING, with_file: bool = False) -> dict[str, bytes]:
+    """A 4 x 4 scan over two receivers of one thread each: receiver 0 has sent 10, receiver 1 finished."""
+    out = {
+        scan_request_key(SCAN): ScanRequestRecord(scan_number=SCAN, scan_x=4, scan_y=4, source="simulator",
+                                                  routing=GROUPS, producer_threads=[1, 1], requested_s=90.0).encode(),
+        status_key("producer", "r0t0"): status(producer_state, messages=10, receiver=0, thread=0, mode="stream"),
+        status_key("producer", "r1t0"): status(STATE_FINISHED, messages=16, receiver=1, thread=0, mode="stream"),
+        scan_producer_key(SCAN, 1, 0): ProducerScanRecord(
+            receiver=1, thread=0, state=STATE_FINISHED, routing=GROUPS, counts={"ng-a": 8, "ng-b": 8}, owned=16,
+            lost_upstream=0, sent=16, spilled=0, spill_file="", partial=False, error="", updated_s=95.0).encode(),
+        nodegroup_key("ng-a"): registration("ng-a"),
+        nodegroup_key("ng-b"): registration("ng-b"),
+    }
+    if with_file:
+        out[scan_producer_key(SCAN, 0, 0)] = ProducerScanRecord(
+            receiver=0, thread=0, state=STATE_FINISHED, routing=GROUPS, counts={"ng-a": 8, "ng-b": 8}, owned=16,
+            lost_upstream=0, sent=16, spilled=0, spill_file="", partial=False, error="", updated_s=96.0).encode()
+        out[scan_file_key(SCAN)] = ScanFileRecord(
+            outcome=OUTCOME_COMPLETE, path="/data/FOURD_0000000003_counted.h5", extra_paths=[], positions=16,
+            frames_written=16, positions_missing=0, sectors_counted=[16, 16], reason="", written_s=97.0).encode()
+    return out
+
+
+def view(entries: dict[str, bytes], memory: Remembered | None = None, now_s: float = 100.5,
+         reachable: bool = True) -> dict[str, Any]:
+    return build_view(entries, now_s, memory or Remembered(), reachable=reachable, address="tcp://127.0.0.1:1",
+                      sequence=5, recent_scans=10)
+
+
+def test_the_scan_in_progress_shows_what_each_receiver_has_sent_of_its_sectors() -> None:
+    state = view(scan_entries())
+    scan = state["scan"]
+    assert (scan["scan"], scan["in_progress"], scan["outcome"]) == (SCAN, True, "pending")
+    assert scan["receivers"] == [{"receiver": 0, "done": 10, "total": 16}, {"receiver": 1, "done": 16, "total": 16}]
+    assert state["kvstore"] == {"address": "tcp://127.0.0.1:1", "reachable": True, "sequence": 5}
+
+
+def test_a_finished_scan_shows_its_outcome_and_file_in_the_recent_scans() -> None:
+    state = view(scan_entries(STATE_FINISHED, with_file=True))
+    recent = state["recent"][0]
+    assert (recent["scan"], recent["outcome"], recent["counted"], recent["missing"]) == (SCAN, "complete", 32, 0)
+    assert recent["path"] == "/data/FOURD_0000000003_counted.h5"
+    assert not state["alerts"]
+
+
+def test_rates_come_from_two_statuses_of_a_service() -> None:
+    memory = Remembered()
+    entries = {status_key("aggregator", "t0"): status(STATE_STREAMING, messages=100, bytes_=1_000_000, updated_s=100.0)}
+    assert view(entries, memory)["rates"]["bytes_per_s"] == 0.0  # one status: no rate yet
+    entries[status_key("aggregator", "t0")] = status(STATE_STREAMING, messages=300, bytes_=5_000_000, updated_s=102.0)
+    rates = view(entries, memory, now_s=102.5)["rates"]
+    assert (rates["bytes_per_s"], rates["messages_per_s"]) == (2_000_000.0, 100.0)
+    assert view(entries, memory, now_s=110.0)["rates"]["bytes_per_s"] == 0.0  # a stale status moves nothing
+
+
+def test_a_producer_writing_to_disk_is_an_alert() -> None:
+    entries = scan_entries(STATE_WRITING_TO_DISK)
+    entries[status_key("producer", "r0t0")] = status(STATE_WRITING_TO_DISK, messages=10, receiver=0, thread=0,
+                                                     mode="fallback", fallback_dir="/raw")
+    texts = [alert["text"] for alert in view(entries)["alerts"]]
+    assert f"producer r0t0 is writing scan {SCAN} to disk (fallback) in /raw" in texts
+
+
+def test_a_nodegroup_gone_without_stopping_is_lost_and_one_that_stopped_is_not() -> None:
+    memory = Remembered()
+    entries = scan_entries()
+    entries[nodegroup_key("ng-b")] = registration("ng-b", "stopping")
+    view(entries, memory, now_s=100.0)
+    del entries[nodegroup_key("ng-a")], entries[nodegroup_key("ng-b")]
+    alerts = view(entries, memory, now_s=104.0)["alerts"]
+    assert [a["text"] for a in alerts if "lost" in a["text"]] == [
+        "NodeGroup ng-a lost: its registration expired without a stop (0 s ago)"]
+    entries[nodegroup_key("ng-a")] = registration("ng-a")
+    assert not [a for a in view(entries, memory, now_s=105.0)["alerts"] if "lost" in a["text"]]
+
+
+def test_an_unreachable_kvstore_is_the_one_alert_and_nothing_is_declared_lost() -> None:
+    memory = Remembered()
+    view(scan_entries(), memory)
+    state = view({}, memory, reachable=False)
+    assert [a["text"] for a in state["alerts"]] == [
+        "kvstore unreachable: showing the last known state; the dashboard reconnects by itself"]
+    assert not memory.lost
+
+
+def test_refusals_are_summed_by_kind_and_a_bad_status_is_shown_not_skipped() -> None:
+    entries = {
+        status_key("nodegroup", "ng-a"): status(STATE_IDLE, malformed=3, malformed_header=2, malformed_no_info=1),
+        status_key("kvstore", "server"): status(STATE_IDLE, unauthorised=4, oversized=0),
+        status_key("aggregator", "t1"): b"\x01not msgpack",
+    }
+    state = view(entries)
+    rows = {(s["service"], s["name"]): s for s in state["services"]}
+    assert rows[("nodegroup", "ng-a")]["refused_kinds"] == {"header": 2, "no_info": 1}
+    assert rows[("kvstore", "server")]["refused_kinds"] == {"unauthorised": 4}
+    assert state["refused"] == 7
+    assert [s["state"] for s in state["services"] if s["service"].startswith("status/aggregator")] == ["invalid"]
+
+
+def test_scan_keys_are_grouped_by_scan_in_one_pass_and_the_rest_kept_apart() -> None:
+    from sectorflow.dashboard.scan_groups import group_scans, newest_scans
+
+    entries = {scan_file_key(3): b"a", scan_request_key(3): b"b", scan_request_key(12): b"c",
+               status_key("kvstore", "server"): b"d", "scans/not-a-number/file": b"e"}
+    others, scans = group_scans(entries)
+    assert scans == {3: {scan_file_key(3): b"a", scan_request_key(3): b"b"}, 12: {scan_request_key(12): b"c"}}
+    assert others == {status_key("kvstore", "server"): b"d", "scans/not-a-number/file": b"e"}
+    assert set(newest_scans(entries, 1)) == {scan_request_key(12), status_key("kvstore", "server"),
+                                             "scans/not-a-number/file"}
+
+
+def test_a_scan_whose_records_change_is_accounted_again() -> None:
+    memory = Remembered()
+    assert view(scan_entries(), memory)["scan"]["outcome"] == "pending"
+    assert view(scan_entries(), memory)["scan"]["outcome"] == "pending"  # unchanged: from the last update
+    assert view(scan_entries(STATE_FINISHED, with_file=True), memory)["scan"]["outcome"] == "complete"

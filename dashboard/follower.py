@@ -66,8 +66,11 @@ class Follower:
     def open(self) -> None:
         """Connects the kvstore client (as a viewer: the dashboard reads, never writes)."""
         self._client = Client.from_config(self.config, name="dashboard", role="viewer")
+        if self.config.analysis.live:
+            self.images.follow_live(self.config)
 
     def close(self) -> None:
+        self.images.stop()
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -124,6 +127,7 @@ class Follower:
         view["images"] = None if images is None else {
             "scan": images.scan, "scan_shape": list(images.scan_shape), "complete": images.complete,
             "positions_counted": images.positions_counted, "names": sorted(images.images), "path": images.path,
+            "live": not images.path,
             "version": self.images_version,
         }
         view.update(self._extra())

@@ -1,11 +1,11 @@
-"""Where the page's images come from: the one module to switch when live images exist.
+"""Where the page's images come from: the scan being counted, live, else the latest counted file.
 
-For now the images are those of the latest scan with a counted file (its ``scans/<n>/file``
-record), computed from the file's electron events by ``orchestration/images.py``: the virtual
-bright field and the summed diffraction pattern. The shape of what this returns is that of
-``sectorflow.live.subscribe``'s ``LiveView`` (scan, scan_shape, images with NaN where not counted
-yet, diffraction, positions_counted, complete), so that switching to live images of the scan in
-progress changes this module only.
+While a scan is counted, a thread follows the NodeGroups' live stream (``sectorflow.live.subscribe``,
+live/SPEC.md): the virtual images (bright field, dark field, centre of mass) and the summed
+diffraction pattern so far, NaN where a position is not counted yet. Once a scan's file is
+written, its images are read from the file (its /virtual_images group, written by the NodeGroups;
+for a file without one, the bright field and pattern are computed from its events by
+``orchestration/images.py``). The newer scan of the two is shown; for the same scan, the file.
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
+from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
+from sectorflow.errors import SectorflowError
+from sectorflow.live import LiveView, subscribe
 from sectorflow.orchestration.images import summed_diffraction, virtual_bright_field
 from sectorflow.scan_account import records_of
 
@@ -26,10 +29,13 @@ from .scan_groups import group_scans
 
 log = logging.getLogger(__name__)
 
+#: How long the live thread waits before following again after the stream failed (no kvstore).
+RETRY_S = 2.0
+
 
 @dataclass(frozen=True)
-class LiveView:
-    """The images of one scan, as ``sectorflow.live`` will yield them."""
+class ShownImages:
+    """The images of one scan as the page shows them."""
 
     scan: int
     scan_shape: tuple[int, int]                       # (rows, cols) of probe positions
@@ -37,49 +43,97 @@ class LiveView:
     diffraction: np.ndarray | None = None             # summed electrons per detector pixel
     positions_counted: int = 0
     complete: bool = False
-    path: str = ""                                     # the file the images were computed from
+    path: str = ""                                     # the file they come from; "" while counted live
+
+    @classmethod
+    def live(cls, view: LiveView) -> ShownImages:
+        return cls(scan=view.scan, scan_shape=tuple(view.scan_shape), images=dict(view.images),
+                   diffraction=view.diffraction, positions_counted=view.positions_counted, complete=view.complete)
 
 
 class ImageSource:
-    """The latest scan's images; computed once per file, read from any thread."""
+    """The images to show; the file's computed once per file, the live ones as they come. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._view: LiveView | None = None
+        self._file: ShownImages | None = None
+        self._live: ShownImages | None = None
+        self._live_changed = False
         self._failed: set[str] = set()  # files that could not be read: reported once, not retried
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    def latest(self) -> LiveView | None:
-        """The images computed last (None before the first scan with a file)."""
+    def follow_live(self, config: Config) -> None:
+        """Start following the NodeGroups' live stream (a thread, until stop())."""
+        self._thread = threading.Thread(target=self._follow, args=(config,), name="live-images", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def latest(self) -> ShownImages | None:
+        """The scan to show: the newer of the live and the file's (for the same scan, the file)."""
         with self._lock:
-            return self._view
+            live, shown = self._live, self._file
+        if live is not None and (shown is None or live.scan > shown.scan):
+            return live
+        return shown
 
     def update(self, entries: Mapping[str, bytes]) -> bool:
-        """Computes the images of the newest scan whose file record names a file, if not done yet.
+        """Takes the newest scan's file if not done yet, and any live update since the last call.
 
-        Blocking (reads the file): call it off the event loop. Returns True when the images changed.
+        Blocking (may read a file): call it off the event loop. Returns True when the images changed.
         """
+        with self._lock:
+            changed, self._live_changed = self._live_changed, False
+        return self._update_file(entries) or changed
+
+    def _follow(self, config: Config) -> None:
+        # subscribe() follows one scan to its end; the stream is opened again for the next. It has
+        # no stop of its own: its generator is left between two views once stop() is called.
+        while not self._stop.is_set():
+            try:
+                for view in subscribe(config):
+                    with self._lock:
+                        self._live = ShownImages.live(view)
+                        self._live_changed = True
+                    if self._stop.is_set():
+                        return
+            except Exception as error:  # the page keeps its images thread whatever one stream did
+                log.warning("live images: %s; following again in %.0f s", error, RETRY_S)
+                self._stop.wait(RETRY_S)
+
+    def _update_file(self, entries: Mapping[str, bytes]) -> bool:
         target = _newest_file(entries)
         if target is None:
             return False
         scan, path = target
         with self._lock:
-            if (self._view is not None and self._view.path == path) or path in self._failed:
+            if (self._file is not None and self._file.path == path) or path in self._failed:
                 return False
         try:
             counted = read_counted_scan(path)
-        except (OSError, ValueError, KeyError) as error:
+        except (OSError, ValueError, KeyError, SectorflowError) as error:
             log.warning("scan %d: cannot read %s for its images: %s", scan, path, error)
             with self._lock:
                 self._failed.add(path)
             return False
-        bright = virtual_bright_field(counted).astype(np.float64)
         missing = np.asarray(counted.missing_positions, dtype=np.int64)
-        bright.reshape(-1)[missing[missing < bright.size]] = np.nan
-        view = LiveView(scan=scan, scan_shape=tuple(bright.shape), images={"bright_field": bright},
-                        diffraction=summed_diffraction(counted).astype(np.float64),
-                        positions_counted=int(bright.size - len(missing)), complete=len(missing) == 0, path=path)
+        images = {name: np.asarray(image, dtype=np.float64) for name, image in counted.images.items()
+                  if name != "diffraction"}
+        diffraction = counted.images.get("diffraction")
+        if not images:  # a file written without virtual images: what its events give
+            bright = virtual_bright_field(counted).astype(np.float64)
+            bright.reshape(-1)[missing[missing < bright.size]] = np.nan
+            images = {"bright_field": bright}
+            diffraction = summed_diffraction(counted)
+        shape = next(iter(images.values())).shape
+        shown = ShownImages(scan=scan, scan_shape=(int(shape[0]), int(shape[1])), images=images,
+                            diffraction=None if diffraction is None else np.asarray(diffraction, dtype=np.float64),
+                            positions_counted=int(shape[0] * shape[1] - len(missing)), complete=len(missing) == 0,
+                            path=path)
         with self._lock:
-            self._view = view
+            self._file = shown
         log.info("scan %d: images from %s", scan, path)
         return True
 

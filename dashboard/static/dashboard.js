@@ -128,7 +128,8 @@ function renderImages(state) {
   $("images-none").hidden = Boolean(images);
   if (!images) return;
   $("images-scan").textContent = `scan ${images.scan}, ${number(images.positions_counted)} positions` +
-    (images.complete ? "" : " (incomplete)");
+    (images.live ? (images.complete ? " (counted, file to come)" : " (counting, live)")
+                 : (images.complete ? "" : " (incomplete)"));
   if (images.version === imagesVersion) return;
   imagesVersion = images.version;
   for (const name of [...images.names, "diffraction"]) {

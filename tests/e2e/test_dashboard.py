@@ -48,7 +48,8 @@ class Stack:
 def stack(make_config, tmp_path: Path) -> Iterator[Stack]:
     config, path = make_config(
         detector=SMALL_DETECTOR, simulator={"bright_field_radius_px": 10.0},
-        counting={"background_threshold": 30.0, "xray_threshold": 1000.0}, dashboard={"update_ms": 200})
+        counting={"background_threshold": 30.0, "xray_threshold": 1000.0}, dashboard={"update_ms": 200},
+        analysis={"bright_field_radius_px": 12.0, "dark_field_inner_px": 14.0, "dark_field_outer_px": 30.0})
     run_dir = tmp_path / "run"
     with stack_up(config, path, run_dir, tmp_path / "h5", START_S):
         yield Stack(config, path, run_dir, address(config))
@@ -105,6 +106,11 @@ def test_the_page_follows_a_scan_to_its_outcome_and_image_and_survives_a_kvstore
         "a receiver's progress between 0 and the scan's positions on the page")
     assert all(total == positions for _, total in seen_midway)
     assert len(seen_midway) == stack.config.n_receivers
+    # The scan in progress is drawn from the NodeGroups' live stream, before its file exists.
+    live = ("const i = document.getElementById('image-bright_field');"
+            "return document.getElementById('images-scan').textContent.includes('(counting, live)')"
+            " && i.complete && i.naturalWidth > 0 ? i.dataset.scan : null")
+    assert wait_until(lambda: browser.execute_script(live), SCAN_S, "scan 1's live bright-field image mid-scan") == "1"
     assert processes.supervisor.wait("acquire", SCAN_S) == 0, processes.output(acquiring)
 
     wait_until(lambda: text(browser, "scan-outcome") == "complete", PAGE_S, "the page to show scan 1 complete")

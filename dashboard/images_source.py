@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 #: How long the live thread waits before following again after the stream failed (no kvstore).
 RETRY_S = 2.0
+#: Longest wait for the live thread to end: its stream may be waiting for the kvstore's first
+#: snapshot (sectorflow.live's SYNC_TIMEOUT_S, 10 s).
+STOP_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -65,11 +68,17 @@ class ImageSource:
 
     def follow_live(self, config: Config) -> None:
         """Start following the NodeGroups' live stream (a thread, until stop())."""
-        self._thread = threading.Thread(target=self._follow, args=(config,), name="live-images", daemon=True)
+        self._thread = threading.Thread(target=self._follow, args=(config,), name="live-images")
         self._thread.start()
 
     def stop(self) -> None:
+        """Ends the live thread and waits for it: a thread left inside the kvstore client or ZeroMQ
+        while the interpreter exits aborts the process."""
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join(STOP_S)
+            if self._thread.is_alive():
+                log.warning("live images: the thread did not end within %.0f s", STOP_S)
 
     def latest(self) -> ShownImages | None:
         """The scan to show: the newer of the live and the file's (for the same scan, the file)."""
@@ -89,16 +98,13 @@ class ImageSource:
         return self._update_file(entries) or changed
 
     def _follow(self, config: Config) -> None:
-        # subscribe() follows one scan to its end; the stream is opened again for the next. It has
-        # no stop of its own: its generator is left between two views once stop() is called.
+        # subscribe() follows one scan to its end; the stream is opened again for the next.
         while not self._stop.is_set():
             try:
-                for view in subscribe(config):
+                for view in subscribe(config, stop=self._stop):
                     with self._lock:
                         self._live = ShownImages.live(view)
                         self._live_changed = True
-                    if self._stop.is_set():
-                        return
             except Exception as error:  # the page keeps its images thread whatever one stream did
                 log.warning("live images: %s; following again in %.0f s", error, RETRY_S)
                 self._stop.wait(RETRY_S)

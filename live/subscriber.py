@@ -7,6 +7,7 @@ publisher through the kvstore (``status/nodegroup/<uid>`` fields ``live_images``
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -126,14 +127,16 @@ def _deadline(timeout_s: float | None) -> float:
     return float("inf") if timeout_s is None else time.monotonic() + timeout_s
 
 
-def subscribe(config: str | Path | Config, *, scan: int | None = None,
-              timeout_s: float | None = None) -> Iterator[LiveView]:
+def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s: float | None = None,
+              stop: threading.Event | None = None) -> Iterator[LiveView]:
     """Yield the merged live view of a scan as its NodeGroups count it, at most VIEW_RATE_HZ times a
     second, until the scan is complete (that view is yielded last) or ``timeout_s`` passes.
 
     :param config: the configuration file (or a loaded Config) of the running stack.
     :param scan: the scan to follow; None: the first scan whose frames arrive.
     :param timeout_s: stop after this long (None: when the scan completes).
+    :param stop: once set, the subscription ends within a receive's wait (0.1 s), so that a thread
+        following the stream can be joined.
     :raises SectorflowError: no kvstore answers.
     """
     stream = _Stream(_config(config), wire.IMAGES)
@@ -143,7 +146,7 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None,
     last_yield = 0.0
     changed = False
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
             wait_ms = int(max(0.0, min(0.1, deadline - time.monotonic())) * 1000)
             batch = stream.receive(wait_ms)
             if batch is not None and (followed is None or batch.scan == followed):

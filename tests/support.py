@@ -16,9 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import stempy.image
 
+from sectorflow.counting import read_counted_scan
 from sectorflow.orchestration import ServiceSpec, Supervisor
+from sectorflow.simulator import simulator_from_config
 from sectorflow.waiting import WaitTimeout
 from sectorflow.waiting import wait_until as shared_wait_until
 
@@ -33,6 +37,22 @@ def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, interv
         return shared_wait_until(condition, timeout_s, what, interval_s)
     except WaitTimeout as timeout:
         pytest.fail(str(timeout))
+
+
+def assert_counted_as_stempy(config: Any, path: Path, scan: int, scan_xy: tuple[int, int], background: float,
+                             xray: float) -> None:
+    """The file at ``path`` holds every position of a ``scan_xy`` (x, y) scan, none missing or
+    incomplete, each with the events stempy counts in the simulated frame at these thresholds."""
+    scan_x, scan_y = scan_xy
+    counted = read_counted_scan(path)
+    assert counted.scan_shape == (scan_y, scan_x)
+    assert len(counted.missing_positions) == 0 and len(counted.incomplete_positions) == 0
+    simulator = simulator_from_config(config)
+    dark = np.zeros((config.detector.frame_rows, config.detector.frame_cols))
+    for position in range(scan_x * scan_y):
+        expected = stempy.image.electron_count_frame(simulator.frame(scan, position), darkreference=dark,
+                                                     background_threshold=background, xray_threshold=xray).data[0, 0]
+        np.testing.assert_array_equal(counted.events[position], expected, err_msg=f"scan {scan}, position {position}")
 
 
 def deep_update(base: dict, overrides: dict) -> dict:

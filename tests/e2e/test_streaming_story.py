@@ -9,16 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-import stempy.image
-from support import wait_until
+from support import assert_counted_as_stempy, wait_until
 
-from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.protocol import find_raw_files
-from sectorflow.simulator import simulator_from_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.mpi]
 
@@ -36,19 +32,6 @@ def sectorflow(env: dict[str, str], *args: str, timeout_s: float = 120) -> subpr
 def counted_file(output: Path, scan: int) -> Path | None:
     path = output / scan_file_name(scan)
     return path if path.exists() else None
-
-
-def assert_equals_stempy(config, path: Path, scan: int) -> None:
-    counted = read_counted_scan(path)
-    assert counted.scan_shape == (SCAN_Y, SCAN_X)
-    assert len(counted.missing_positions) == 0 and len(counted.incomplete_positions) == 0
-    simulator = simulator_from_config(config)
-    dark = np.zeros((config.detector.frame_rows, config.detector.frame_cols))
-    for position in range(SCAN_X * SCAN_Y):
-        frame = simulator.frame(scan, position)
-        expected = stempy.image.electron_count_frame(frame, darkreference=dark, background_threshold=BACKGROUND,
-                                                     xray_threshold=XRAY).data[0, 0]
-        np.testing.assert_array_equal(counted.events[position], expected, err_msg=f"scan {scan}, position {position}")
 
 
 def test_disk_then_stream_then_disk_then_replay(slurm, slurm_env, make_config, processes, tmp_path: Path) -> None:
@@ -82,7 +65,7 @@ def test_disk_then_stream_then_disk_then_replay(slurm, slurm_env, make_config, p
         wait_until(lambda: len(client.nodegroups()) == 2, 90, f"session {job_id}'s NodeGroups to register")
         sectorflow(env, "acquire", "--config", str(path), "--scan-number", "2", "--scan-shape", shape, "--wait")
         h5 = wait_until(lambda: counted_file(output, 2), 90, "the HDF5 file of scan 2")
-        assert_equals_stempy(config, h5, 2)
+        assert_counted_as_stempy(config, h5, 2, (SCAN_X, SCAN_Y), BACKGROUND, XRAY)
         assert find_raw_files(str(raw), 2) == []
 
         # 3. Cancel: the NodeGroups vanish and the next scan falls back to disk.
@@ -97,5 +80,5 @@ def test_disk_then_stream_then_disk_then_replay(slurm, slurm_env, make_config, p
         sectorflow(env, "acquire", "--config", str(path), "--scan-number", "1", "--scan-shape", shape, "--replay",
                    "--wait")
         h5 = wait_until(lambda: counted_file(output, 1), 90, "the HDF5 file of the replayed scan 1")
-        assert_equals_stempy(config, h5, 1)
+        assert_counted_as_stempy(config, h5, 1, (SCAN_X, SCAN_Y), BACKGROUND, XRAY)
         sectorflow(env, "session", "cancel", "--config", str(path), job.stdout.split()[3])

@@ -8,36 +8,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
-import stempy.image
 from harness.netlab import Topology
 from harness.netlab.stack import NetlabStack, netlab_config
 from keyring import Keyring
 from netlab_beamline import finish
-from support import Processes
+from support import Processes, assert_counted_as_stempy
 
-from sectorflow.counting import read_counted_scan
 from sectorflow.protocol import find_raw_files
-from sectorflow.simulator import simulator_from_config
 
 pytestmark = pytest.mark.mpi
 
 SCAN_X, SCAN_Y = 6, 4
 SECTORS = SCAN_X * SCAN_Y * 4
 BACKGROUND, XRAY = 30.0, 1000.0
-
-
-def assert_equals_stempy(config, path: Path, scan: int) -> None:
-    counted = read_counted_scan(path)
-    assert counted.scan_shape == (SCAN_Y, SCAN_X)
-    assert len(counted.missing_positions) == 0 and len(counted.incomplete_positions) == 0
-    simulator = simulator_from_config(config)
-    dark = np.zeros((config.detector.frame_rows, config.detector.frame_cols))
-    for position in range(SCAN_X * SCAN_Y):
-        expected = stempy.image.electron_count_frame(simulator.frame(scan, position), darkreference=dark,
-                                                     background_threshold=BACKGROUND, xray_threshold=XRAY).data[0, 0]
-        np.testing.assert_array_equal(counted.events[position], expected, err_msg=f"scan {scan}, position {position}")
 
 
 def test_fallback_then_stream_across_the_wan_then_replay(processes: Processes, tmp_path: Path) -> None:
@@ -61,13 +45,13 @@ def test_fallback_then_stream_across_the_wan_then_replay(processes: Processes, t
             second = finish(stack, stack.acquire(2, shape))
             assert (second.outcome, second.exit_code, second.counted) == ("complete", 0, SECTORS), second.output
             assert second.path is not None
-            assert_equals_stempy(config, second.path, 2)
+            assert_counted_as_stempy(config, second.path, 2, (SCAN_X, SCAN_Y), BACKGROUND, XRAY)
             assert find_raw_files(str(raw), 2) == []
 
             # 3. The fallback scan replayed from the receivers' raw files is reduced like a streamed one.
             replayed = finish(stack, stack.acquire(1, shape, 0.0, "--replay"))
             assert (replayed.outcome, replayed.exit_code, replayed.counted) == ("complete", 0, SECTORS), replayed.output
             assert replayed.path is not None
-            assert_equals_stempy(config, replayed.path, 1)
+            assert_counted_as_stempy(config, replayed.path, 1, (SCAN_X, SCAN_Y), BACKGROUND, XRAY)
         finally:
             stack.stop()

@@ -7,13 +7,15 @@
 namespace sectorflow::nodegroup {
 
 ThresholdSampler::ThresholdSampler(const ThresholdSettings& settings, std::shared_ptr<const counting::Calibration> calibration)
-    : settings_(settings), calibration_(std::move(calibration)), sample_(*calibration_) {
+    : settings_(settings), calibration_(std::move(calibration)) {
   if (settings_.fixed()) {
     statistics_.threshold_calculated = false;
     statistics_.background_threshold = settings_.background_threshold;
     statistics_.x_ray_threshold = settings_.xray_threshold;
     options_ = counting::CountingOptions::from(statistics_);
     decided_.store(true, std::memory_order_release);
+  } else if (calibration_) {
+    sample_.emplace(*calibration_);  // without one nothing is counted, so nothing is offered
   }
 }
 
@@ -22,11 +24,12 @@ bool ThresholdSampler::offer(const std::uint16_t* frame) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (decided()) return false;
   try {
-    sample_.add(frame);
+    if (!sample_) throw counting::CountingError("no detector calibration to read the sample with");
+    sample_->add(frame);
   } catch (const counting::CountingError& e) {
-    sample_error_ = "thresholds from " + std::to_string(sample_.frames() + 1) + " frames: " + e.what();
+    sample_error_ = "thresholds from " + std::to_string((sample_ ? sample_->frames() : 0) + 1) + " frames: " + e.what();
   }
-  if (!sample_error_.empty() || sample_.frames() >= settings_.sample_frames) decide_locked();
+  if (!sample_error_.empty() || sample_->frames() >= settings_.sample_frames) decide_locked();
   return true;
 }
 
@@ -46,20 +49,20 @@ void ThresholdSampler::decide_locked() {
   if (decided()) return;
   if (!sample_error_.empty()) {
     error_ = sample_error_;
-  } else if (sample_.frames() == 0) {
+  } else if (!sample_ || sample_->frames() == 0) {
     error_ = "no complete frame arrived to compute the thresholds from; set [counting] background_threshold "
              "and xray_threshold to count without a sample";
   } else {
     try {
-      statistics_ = sample_.statistics({settings_.background_sigma, settings_.xray_sigma});
+      statistics_ = sample_->statistics({settings_.background_sigma, settings_.xray_sigma});
       if (settings_.background_threshold > 0.0) statistics_.background_threshold = settings_.background_threshold;
       if (settings_.xray_threshold > 0.0) statistics_.x_ray_threshold = settings_.xray_threshold;
       options_ = counting::CountingOptions::from(statistics_);
     } catch (const counting::CountingError& e) {
-      error_ = "thresholds from " + std::to_string(sample_.frames()) + " frames: " + e.what();
+      error_ = "thresholds from " + std::to_string(sample_->frames()) + " frames: " + e.what();
     }
   }
-  sample_ = counting::ThresholdSample(*calibration_);  // lets its histogram go
+  sample_.reset();  // lets its histogram go
   decided_.store(true, std::memory_order_release);
 }
 

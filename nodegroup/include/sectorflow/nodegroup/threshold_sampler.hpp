@@ -49,7 +49,7 @@ class ThresholdSampler {
   ThresholdSettings settings_;
   std::shared_ptr<const counting::Calibration> calibration_;
   std::mutex mutex_;
-  counting::ThresholdSample sample_;  // under mutex_
+  std::optional<counting::ThresholdSample> sample_;  // under mutex_; none with fixed thresholds or once decided
   std::string sample_error_;           // why a frame could not be added, under mutex_
   std::uint32_t ended_ = 0;
   std::atomic<bool> decided_{false};

@@ -58,7 +58,8 @@ def stack(make_config, tmp_path: Path) -> Iterator[Stack]:
 @pytest.fixture
 def browser() -> Iterator[Any]:
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.skip(f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}): "
+        # `make test` installs them (make deps): missing, the set-up is broken, not the test inapplicable.
+        pytest.fail(f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}): "
                     "make deps installs them")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -157,7 +158,7 @@ def prometheus_query(port: int, query: str) -> list[dict]:
 
 def test_prometheus_scrapes_the_scans_message_count(stack: Stack, processes: Processes, tmp_path: Path) -> None:
     if not Path(PROMETHEUS).exists():
-        pytest.skip(f"needs Debian's prometheus ({PROMETHEUS}): make deps installs it")
+        pytest.fail(f"needs Debian's prometheus ({PROMETHEUS}): make deps installs it")
     port = free_port(LOOPBACK)
     dashboard = f"{stack.config.dashboard.bind_host}:{stack.config.dashboard.port}"
     config = tmp_path / "prometheus.yml"

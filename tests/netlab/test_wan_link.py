@@ -68,7 +68,8 @@ def test_leaving_the_topology_removes_every_namespace_and_the_delay_line(process
         assert names <= set(_namespaces())
         assert net.delay_line is not None
         line = net.delay_line.process
-        sleeper = processes.start(*net.command("compute1", [sys.executable, "-c", "import time; time.sleep(600)"]),
+        # A process that lives until it is killed (it waits for a signal), as a service would.
+        sleeper = processes.start(*net.command("compute1", [sys.executable, "-c", "import signal; signal.pause()"]),
                                   name="sleeper")
         wait_until(lambda: sleeper.pid in _pids(net.hosts["compute1"].namespace), 20, "the process in compute1")
     assert not names & set(_namespaces())

@@ -9,6 +9,10 @@ keeps at most ``[analysis] live_hwm`` messages queued, and a message its full qu
 subscriber alone and counted here, in frames: ``images_dropped`` and ``frames_dropped``, published
 in the NodeGroup's status (``live_images_dropped``, ``live_frames_dropped``, and the feed's own
 ``live_feed_dropped``). A subscriber whose connection is gone is forgotten at its next send.
+
+What a peer sends here is a request of a few bytes: anything longer is cut off by ZeroMQ
+(``MAX_REQUEST_BYTES``), anything but subscribe/unsubscribe, and a subscription beyond
+``MAX_SUBSCRIBERS`` per stream, is refused and counted (``live_refused`` in the status).
 """
 
 from __future__ import annotations
@@ -24,6 +28,13 @@ import zmq
 from . import wire
 
 log = logging.getLogger(__name__)
+
+#: Longest request a peer may send ("unsubscribe" and its frame headers fit).
+MAX_REQUEST_BYTES = 64
+#: Subscribers per stream: each may hold live_hwm messages queued here.
+MAX_SUBSCRIBERS = 32
+#: Requests handled per update, so that a flood of them cannot hold the updates back.
+REQUESTS_PER_TICK = 1000
 
 
 class LivePublisher:
@@ -46,6 +57,7 @@ class LivePublisher:
         self.period_s = 1.0 / rate_hz
         self.images_dropped = 0  # frames whose image message a subscriber's full queue refused
         self.frames_dropped = 0  # frames whose events message was refused
+        self.refused = 0  # requests refused: unknown, or a subscription beyond MAX_SUBSCRIBERS
         self._peers: dict[bytes, set[bytes]] = {wire.IMAGES: set(), wire.FRAMES: set()}  # subscribers' identities
         self._context = zmq.Context.instance()
         self._sockets: dict[bytes, zmq.Socket] = {}
@@ -55,6 +67,7 @@ class LivePublisher:
             socket.setsockopt(zmq.LINGER, 0)
             socket.setsockopt(zmq.SNDHWM, hwm)
             socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+            socket.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
             port = socket.bind_to_random_port(f"tcp://{bind_host}")
             self._sockets[topic] = socket
             self.endpoints[topic.decode()] = f"tcp://{host}:{port}"
@@ -78,7 +91,7 @@ class LivePublisher:
                 "live_images_dropped": self.images_dropped, "live_frames_dropped": self.frames_dropped,
                 "live_feed_dropped": int(self.group.live_dropped),
                 "live_images_subscribers": self.subscribers["images"],
-                "live_frames_subscribers": self.subscribers["frames"]}
+                "live_frames_subscribers": self.subscribers["frames"], "live_refused": self.refused}
 
     def close(self) -> None:
         """Stop the thread and close the sockets (idempotent)."""
@@ -91,17 +104,20 @@ class LivePublisher:
 
     def _run(self) -> None:
         # The wait bounds the update rate; a stop ends it at once.
-        self._tick()  # subscriptions already made count at once
+        self._tick_safely()  # subscriptions already made count at once
         while not self._stop.wait(self.period_s):
-            try:
-                self._tick()
-            except Exception:  # noqa: BLE001 - the live view must never take the NodeGroup down
-                log.exception("nodegroup %s: live update failed; the next one is tried", self.uid)
-        self._tick()  # what was counted before the stop
+            self._tick_safely()
+        self._tick_safely()  # what was counted before the stop
+
+    def _tick_safely(self) -> None:
+        try:
+            self._tick()
+        except Exception:  # noqa: BLE001 - the live view must never take the NodeGroup down
+            log.exception("nodegroup %s: live update failed; the next one is tried", self.uid)
 
     def _tick(self) -> None:
         for topic, socket in self._sockets.items():
-            _take_requests(socket, self._peers[topic])
+            self._take_requests(socket, self._peers[topic])
         ended = []
         while True:
             try:
@@ -142,24 +158,30 @@ class LivePublisher:
                 else:
                     self.frames_dropped += batch.frames
             except zmq.ZMQError as error:
-                if error.errno != zmq.EHOSTUNREACH:
-                    raise
-                peers.discard(peer)  # its connection is gone
-                log.info("nodegroup %s: live %s subscriber left", self.uid, batch.topic.decode())
+                # EHOSTUNREACH: its connection is gone. Any other error is this peer's alone: the
+                # others still get the batch.
+                peers.discard(peer)
+                log.info("nodegroup %s: live %s subscriber left (%s)", self.uid, batch.topic.decode(), error)
 
-
-def _take_requests(socket: zmq.Socket, peers: set[bytes]) -> None:
-    """Apply the (un)subscriptions that came since the last call: [identity, b"subscribe"] or
-    [identity, b"unsubscribe"]; anything else is ignored."""
-    while True:
-        try:
-            identity, *rest = socket.recv_multipart(zmq.DONTWAIT)
-        except zmq.Again:
-            return
-        if rest == [wire.SUBSCRIBE]:
-            peers.add(identity)
-        elif rest == [wire.UNSUBSCRIBE]:
-            peers.discard(identity)
+    def _take_requests(self, socket: zmq.Socket, peers: set[bytes]) -> None:
+        """Apply the (un)subscriptions that came since the last call: [identity, b"subscribe"] or
+        [identity, b"unsubscribe"]; anything else, and a subscriber beyond MAX_SUBSCRIBERS, is
+        refused and counted."""
+        for _ in range(REQUESTS_PER_TICK):
+            try:
+                identity, *rest = socket.recv_multipart(zmq.DONTWAIT)
+            except zmq.Again:
+                return
+            if rest == [wire.SUBSCRIBE] and (identity in peers or len(peers) < MAX_SUBSCRIBERS):
+                peers.add(identity)
+            elif rest == [wire.UNSUBSCRIBE]:
+                peers.discard(identity)
+            else:
+                self.refused += 1
+                if self.refused == 1:
+                    log.warning("nodegroup %s: live request refused (%d part(s), %s); further ones are counted",
+                                self.uid, len(rest), "a subscriber too many" if rest == [wire.SUBSCRIBE]
+                                else "not subscribe or unsubscribe")
 
 
 def _empty_images() -> dict[str, np.ndarray]:

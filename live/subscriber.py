@@ -33,6 +33,11 @@ DISCOVERY_INTERVAL_S = 1.0
 SYNC_TIMEOUT_S = 10.0
 
 IMAGE_NAMES = ("bright_field", "dark_field", "com_x", "com_y")
+#: Bounds on what a publisher can make a subscriber hold: messages queued per publisher, and the
+#: size of one (a NodeGroup's feed holds live_buffer_frames frames; 256 MiB is a million frames of
+#: about 60 events).
+RECEIVE_HWM = 100
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 
 @dataclass
@@ -77,6 +82,7 @@ class _Stream:
         self.connected: set[str] = set()
         self.publishers: set[str] = set()  # uids
         self._discovered_at = 0.0
+        self.refused = 0  # messages that did not decode (wire.decode), logged first and counted
         self.discover()
 
     def discover(self) -> None:
@@ -88,6 +94,8 @@ class _Stream:
                 # publisher must hear the subscription.
                 socket = self.context.socket(zmq.DEALER)
                 socket.setsockopt(zmq.LINGER, 0)
+                socket.setsockopt(zmq.RCVHWM, RECEIVE_HWM)
+                socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
                 socket.connect(endpoint)
                 socket.send(wire.SUBSCRIBE)  # queued until connected
                 self.poller.register(socket, zmq.POLLIN)
@@ -105,11 +113,15 @@ class _Stream:
         parts = ready[0][0].recv_multipart()
         try:
             return wire.decode(parts)
-        except (ValueError, KeyError) as error:
-            log.warning("live: a message was refused: %s", error)
+        except ValueError as error:
+            self.refused += 1
+            if self.refused == 1:
+                log.warning("live: a message was refused (further ones are counted): %s", error)
             return None
 
     def close(self) -> None:
+        if self.refused:
+            log.warning("live: %d message(s) refused on the %s stream", self.refused, self.topic.decode())
         for socket in self.sockets:
             try:
                 socket.send(wire.UNSUBSCRIBE, zmq.DONTWAIT)

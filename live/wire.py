@@ -16,6 +16,9 @@ SUBSCRIBE = b"subscribe"
 UNSUBSCRIBE = b"unsubscribe"
 #: Version of the header, refused by a reader that does not know it.
 VERSION = 1
+#: Largest side of a scan or a frame a message may name (the protocol's MAX_SCAN_SIDE): a reader
+#: allocates images of these shapes, so a message cannot make it allocate more.
+MAX_SIDE = 65535
 
 # The arrays after the header, per topic, in order, with their dtypes (little-endian).
 _ARRAYS = {
@@ -53,25 +56,51 @@ def encode(batch: Batch) -> list[bytes]:
 
 
 def decode(parts: list[bytes]) -> Batch:
-    """The batch of a multipart message.
+    """The batch of a multipart message, checked whole before anything of it is used.
 
-    :raises ValueError: a message of an unknown topic or version, or whose arrays do not fit.
+    :raises ValueError: a message of an unknown topic or version, a header that is not what
+        live/SPEC.md says, shapes beyond MAX_SIDE, arrays that do not fit each other, positions
+        outside the scan, events outside the frame, or offsets that do not cut the events in order.
     """
     if len(parts) < 2 or parts[0] not in _ARRAYS:
         raise ValueError(f"not a live message (topic {parts[0][:16]!r})" if parts else "empty message")
     topic = parts[0]
-    header = json.loads(parts[1])
-    if header.get("v") != VERSION:
-        raise ValueError(f"live message version {header.get('v')!r}, this reader knows {VERSION}")
+    try:
+        header = json.loads(parts[1])
+        version = header.get("v")
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        raise ValueError("live message header is not a JSON object") from None
+    if version != VERSION:
+        raise ValueError(f"live message version {version!r}, this reader knows {VERSION}")
     names = _ARRAYS[topic]
     if len(parts) != 2 + len(names):
         raise ValueError(f"live {topic.decode()} message of {len(parts)} parts, expected {2 + len(names)}")
-    arrays = {name: np.frombuffer(part, dtype=dtype) for (name, dtype), part in zip(names, parts[2:])}
+    try:
+        uid, scan, end = str(header["uid"]), int(header["scan"]), bool(header["end"])
+        scan_shape = _shape(header["scan_shape"])
+        frame_shape = _shape(header["frame_shape"])
+        arrays = {name: np.frombuffer(part, dtype=dtype) for (name, dtype), part in zip(names, parts[2:])}
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"live {topic.decode()} message header: {error}") from None
     frames = len(arrays["position"])
     per_frame = [n for n, _ in names if n not in ("events", "offsets")]
     if any(len(arrays[n]) != frames for n in per_frame) or (topic == FRAMES and len(arrays["offsets"]) != frames + 1):
         raise ValueError(f"live {topic.decode()} message: arrays of different lengths")
-    return Batch(topic=topic, uid=str(header["uid"]), scan=int(header["scan"]),
-                 scan_shape=(int(header["scan_shape"][0]), int(header["scan_shape"][1])),
-                 frame_shape=(int(header["frame_shape"][0]), int(header["frame_shape"][1])),
-                 end=bool(header["end"]), arrays=arrays)
+    if frames and int(arrays["position"].max()) >= scan_shape[0] * scan_shape[1]:
+        raise ValueError(f"live {topic.decode()} message: a position outside the {scan_shape} scan")
+    events = arrays["events"]
+    if len(events) and int(events.max()) >= frame_shape[0] * frame_shape[1]:
+        raise ValueError(f"live {topic.decode()} message: an event outside the {frame_shape} frame")
+    if topic == FRAMES:
+        offsets = arrays["offsets"]
+        if offsets[0] != 0 or offsets[-1] != len(events) or np.any(np.diff(offsets.astype(np.int64)) < 0):
+            raise ValueError("live frames message: offsets do not cut the events in order")
+    return Batch(topic=topic, uid=uid, scan=scan, scan_shape=scan_shape, frame_shape=frame_shape, end=end,
+                 arrays=arrays)
+
+
+def _shape(value: object) -> tuple[int, int]:
+    rows, cols = (int(v) for v in value)  # type: ignore[union-attr]
+    if not (0 < rows <= MAX_SIDE and 0 < cols <= MAX_SIDE):
+        raise ValueError(f"shape {rows} x {cols} is outside 1 to {MAX_SIDE} a side")
+    return rows, cols

@@ -87,3 +87,48 @@ def test_a_subscriber_that_leaves_is_forgotten() -> None:
     finally:
         publisher.close()
         socket.close(0)
+
+
+def test_hostile_requests_are_refused_and_counted_and_a_subscriber_is_still_served() -> None:
+    from sectorflow.live.publisher import MAX_SUBSCRIBERS
+
+    group = FakeGroup()
+    publisher = LivePublisher(group, "ng-test", "127.0.0.1", "127.0.0.1", (576, 576), rate_hz=50.0, hwm=HWM)
+    context = zmq.Context.instance()
+    sockets: list[zmq.Socket] = []
+
+    def dealer() -> zmq.Socket:
+        socket = context.socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.connect(publisher.endpoints["images"])
+        sockets.append(socket)
+        return socket
+
+    try:
+        attacker = dealer()
+        attacker.send(b"x" * 1_000_000)  # beyond the request size: ZeroMQ drops the connection
+        attacker = dealer()
+        for request in (b"subscribe please", b"", b"\xff" * 40):
+            attacker.send(request)
+        attacker.send_multipart([wire.SUBSCRIBE, b"extra"])
+        crowd = [dealer() for _ in range(MAX_SUBSCRIBERS + 3)]
+        for socket in crowd:
+            socket.send(wire.SUBSCRIBE)
+        # 4 malformed requests and 3 subscribers beyond the limit, nothing else.
+        wait_until(lambda: publisher.status_fields()["live_refused"] == 7, 10, "7 refused requests")
+        assert publisher.subscribers["images"] == MAX_SUBSCRIBERS
+        reader = crowd[0]
+        group.released.set()
+        seen: list[int] = []
+
+        def received_all() -> bool:
+            while reader.poll(0):
+                seen.extend(int(p) for p in wire.decode(reader.recv_multipart()).arrays["position"])
+            return len(seen) == BATCHES
+
+        wait_until(received_all, 60, "the first subscriber to get every batch")
+        assert publisher._thread.is_alive()
+    finally:
+        publisher.close()
+        for socket in sockets:
+            socket.close(0)

@@ -1,0 +1,60 @@
+"""The live stream's decoder refuses, with a ValueError naming the fault, every message it cannot
+use whole (live/SPEC.md): nothing a publisher sends can make a subscriber index outside its images
+or allocate beyond the shapes a scan and a frame may have."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sectorflow.live import wire
+
+
+def frames_batch(**header_changes: object) -> list[bytes]:
+    batch = wire.Batch(wire.FRAMES, "ng", 4, (2, 3), (8, 8), False,
+                       {"position": np.array([0, 5], np.uint64), "offsets": np.array([0, 2, 3], np.uint64),
+                        "events": np.array([1, 63, 7], np.uint32)})
+    parts = wire.encode(batch)
+    header = json.loads(parts[1])
+    header.update(header_changes)
+    parts[1] = json.dumps(header).encode()
+    return parts
+
+
+def test_a_good_message_reads_back() -> None:
+    batch = wire.decode(frames_batch())
+    assert (batch.scan, batch.scan_shape, batch.frame_shape, batch.frames) == (4, (2, 3), (8, 8), 2)
+    assert batch.arrays["events"].tolist() == [1, 63, 7]
+
+
+@pytest.mark.parametrize("parts, fault", [
+    ([], "empty"),
+    ([b"news", b"{}"], "not a live message"),
+    ([wire.FRAMES, b"not json", b"", b"", b""], "not a JSON object"),
+    ([wire.FRAMES, b"[1, 2]", b"", b"", b""], "not a JSON object"),
+    (frames_batch(v=2), "version 2"),
+    (frames_batch()[:4], "4 parts"),
+    (frames_batch(scan_shape=5), "header"),
+    (frames_batch(scan_shape=[1, 2, 3]), "header"),
+    (frames_batch(scan_shape=[70000, 70000]), "outside 1 to 65535"),
+    (frames_batch(frame_shape=[0, 8]), "outside 1 to 65535"),
+    (frames_batch(uid=None, scan="four"), "header"),
+    (frames_batch(scan_shape=[1, 3]), "position outside"),
+    (frames_batch(frame_shape=[4, 8]), "event outside"),
+])
+def test_a_malformed_message_is_refused_naming_its_fault(parts: list[bytes], fault: str) -> None:
+    with pytest.raises(ValueError, match=fault):
+        wire.decode(parts)
+
+
+def test_offsets_that_do_not_cut_the_events_in_order_are_refused() -> None:
+    parts = frames_batch()
+    for offsets in ([0, 3, 2], [1, 2, 3], [0, 2, 9]):
+        parts[3] = np.array(offsets, np.uint64).tobytes()
+        with pytest.raises(ValueError, match="offsets"):
+            wire.decode(parts)
+    parts[3] = np.array([0, 2], np.uint64).tobytes()
+    with pytest.raises(ValueError, match="different lengths"):
+        wire.decode(parts)

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -53,6 +54,10 @@ def create_app(config: Config) -> Starlette:
     sessions = SessionWatcher()
     follower = Follower(config, extra=lambda: {"sessions": sessions.snapshot(), "control": controller.enabled})
     registry, durations = make_registry(lambda: follower.snapshot.entries, lambda: follower.snapshot.reachable)
+    refused_requests = Counter("sectorflow_dashboard_refused_requests", "operator requests the dashboard refused, "
+                               "by HTTP status (400 bad body, 401 token, 403 read-only, 413 body too large)",
+                               ["status"], registry=registry)
+    refusals_logged: set[int] = set()
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -120,6 +125,11 @@ def create_app(config: Config) -> Starlette:
             body = await _json_body(request)
             message = await asyncio.to_thread(action, body)
         except Refused as refused:
+            refused_requests.labels(status=str(refused.status)).inc()
+            if refused.status not in refusals_logged:  # once per kind: a guesser must not flood the log
+                refusals_logged.add(refused.status)
+                log.warning("refused an operator request (%d: %s); further ones are counted in /metrics",
+                            refused.status, refused)
             return JSONResponse({"ok": False, "error": str(refused)}, status_code=refused.status)
         except SectorflowError as error:
             return JSONResponse({"ok": False, "error": str(error)}, status_code=409)
@@ -151,12 +161,21 @@ def create_app(config: Config) -> Starlette:
     return Starlette(routes=routes, lifespan=lifespan)
 
 
+#: Largest body of an operator request: a few fields of JSON.
+MAX_BODY_BYTES = 16 * 1024
+
+
 async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+    # Read with a running cap: a chunked body has no length to check first.
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise Refused(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
     if not raw:
         return {}
     try:
-        body = await request.json()
+        body = json.loads(raw)
     except ValueError:
         raise Refused(400, "the body is not JSON") from None
     if not isinstance(body, dict):

@@ -122,6 +122,11 @@ def test_with_the_token_an_operator_requests_a_scan_and_without_it_is_refused(
     assert code == 401 and "missing or wrong token" in answer["error"]
     code, answer = post(url + "api/scans", {**scan, "scan_x": 0}, TOKEN)
     assert code == 400 and answer["error"] == "scan_x = 0: expected an integer from 1 to 65535"
+    code, answer = post(url + "api/scans", {**scan, "padding": "x" * 100_000}, TOKEN)
+    assert code == 413 and "larger than 16384 bytes" in answer["error"]
+    metrics = get(url + "metrics") or b""
+    for status, count in (("401", 2), ("400", 1), ("413", 1)):
+        assert f'sectorflow_dashboard_refused_requests_total{{status="{status}"}} {count}.0'.encode() in metrics
     code, answer = post(url + "api/scans", scan, TOKEN)
     assert code == 200, answer
     assert answer["message"] == "scan 12: requested 3 x 2, no NodeGroup registered: written to raw files"

@@ -3,6 +3,6 @@
 """
 
 from .ports import free_port, free_port_block
-from .toml_files import write_toml
+from .toml_files import deep_update, write_toml
 
-__all__ = ["free_port", "free_port_block", "write_toml"]
+__all__ = ["deep_update", "free_port", "free_port_block", "write_toml"]

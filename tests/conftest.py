@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import free_port, free_port_block, write_toml
-from support import LOOPBACK, Processes, deep_update
+from harness import deep_update, free_port, free_port_block, write_toml
+from support import LOOPBACK, Processes
 
 from sectorflow.configs import DEFAULT_CONFIG, Config, load_config
 

@@ -55,15 +55,6 @@ def assert_counted_as_stempy(config: Any, path: Path, scan: int, scan_xy: tuple[
         np.testing.assert_array_equal(counted.events[position], expected, err_msg=f"scan {scan}, position {position}")
 
 
-def deep_update(base: dict, overrides: dict) -> dict:
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            deep_update(base[key], value)
-        else:
-            base[key] = value
-    return base
-
-
 class Processes:
     """Real subprocesses started by a test, each a process of one Supervisor logging to
     ``<log_dir>/<name>.log``; the ``processes`` fixture stops all of them at teardown."""

@@ -116,6 +116,9 @@ class DelayLine:
                 stream.close()
         for text in reversed(self._lines):
             if text.startswith("{"):
-                data = json.loads(text)
-                return LinkCounters(DirectionCounters(**data["a_to_b"]), DirectionCounters(**data["b_to_a"]))
+                try:
+                    data = json.loads(text)
+                    return LinkCounters(DirectionCounters(**data["a_to_b"]), DirectionCounters(**data["b_to_a"]))
+                except (ValueError, KeyError, TypeError):
+                    return None  # a line cut off by the kill: no counters, as documented
         return None

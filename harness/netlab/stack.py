@@ -20,7 +20,7 @@ from sectorflow.configs import Config, load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.orchestration.supervisor import ServiceSpec, Supervisor
 
-from ..toml_files import write_toml
+from ..toml_files import deep_update, write_toml
 from . import await_stack
 from .topology import RECEIVER_ROLES, Topology
 
@@ -31,21 +31,12 @@ READY_S = 120.0
 SCAN_S = 300.0
 
 
-def _deep_update(base: dict, overrides: dict) -> dict:
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _deep_update(base[key], value)
-        else:
-            base[key] = value
-    return base
-
-
 def netlab_config(workdir: Path, **overrides: Any) -> tuple[Config, Path]:
     """configs/netlab.toml with its directories under ``workdir`` and ``overrides`` (tables of keys)."""
     data = tomllib.loads(NETLAB_CONFIG.read_text())
     data["producer"]["fallback_dir"] = str(workdir / "raw")
     data["nodegroup"]["output_dir"] = str(workdir / "counted")
-    _deep_update(data, overrides)
+    deep_update(data, overrides)
     path = write_toml(data, workdir / "netlab.toml")
     return load_config(path), path
 

@@ -291,9 +291,11 @@ class Topology:
 
     def close(self) -> None:
         """Remove everything this topology created; safe to call twice."""
-        if self.delay_line is not None:
-            self.link_counters = self.delay_line.stop()
-            self.delay_line = None
-        for namespace in reversed(self._created):
-            _remove_namespace(namespace)
-        self._created.clear()
+        try:
+            if self.delay_line is not None:
+                self.link_counters = self.delay_line.stop()
+                self.delay_line = None
+        finally:  # whatever stopping the line did, the namespaces go
+            for namespace in reversed(self._created):
+                _remove_namespace(namespace)
+            self._created.clear()

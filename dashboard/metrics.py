@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from sectorflow._core import protocol as _records
+from sectorflow.kvstore.status_records import status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
 from .scan_groups import group_scans
@@ -78,13 +79,8 @@ class StatusCollector(Collector):
         }
         counters = {f: CounterMetricFamily(f"sectorflow_{n}", h, labels=LABELS) for f, (n, h) in COUNTERS.items()}
         gauges = {f: GaugeMetricFamily(f"sectorflow_{n}", h, labels=LABELS) for f, (n, h) in GAUGES.items()}
-        for key, raw in sorted(entries.items()):
-            if not key.startswith(_records.STATUS_PREFIX):
-                continue
-            try:
-                service, name = _records.parse_status_key(key)
-                status = _records.ServiceStatus.decode(raw)
-            except _records.ProtocolError:
+        for _, service, name, status, _ in status_entries(entries):
+            if status is None:
                 continue  # the page and 'sectorflow status' name it; a metric has no place for it
             extra = status.extra
             labels = [service, name, _receiver(service, name, extra), name if service == "nodegroup" else ""]

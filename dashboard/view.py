@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sectorflow._core import protocol as _records
+from sectorflow.kvstore.status_records import status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
 from sectorflow.scan_account import PENDING, account, records_of
@@ -69,15 +70,9 @@ def build_view(entries: Mapping[str, bytes], now_s: float, memory: Remembered, *
 
 def _services(entries: Mapping[str, bytes], now_s: float, rates: Rates) -> list[dict[str, Any]]:
     rows = []
-    status_prefix = _records.STATUS_PREFIX
-    for key, raw in sorted(entries.items()):
-        if not key.startswith(status_prefix):
-            continue
-        try:
-            service, name = _records.parse_status_key(key)
-            status = _records.ServiceStatus.decode(raw)
-        except _records.ProtocolError as error:
-            rows.append({"service": key, "name": "", "state": "invalid", "error": str(error), "scan": 0,
+    for key, service, name, status, error in status_entries(entries):
+        if status is None:
+            rows.append({"service": key, "name": "", "state": "invalid", "error": error, "scan": 0,
                          "messages": 0, "bytes": 0, "age_s": 0.0, "refused": 0, "refused_kinds": {}, "extra": {},
                          "bytes_per_s": 0.0, "messages_per_s": 0.0, "frames_per_s": 0.0})
             continue
@@ -113,14 +108,8 @@ def _nodegroups(entries: Mapping[str, bytes]) -> list[dict[str, Any]]:
 def _scans(entries: Mapping[str, bytes], by_scan: Mapping[int, Mapping[str, bytes]],
            registered: set[str], memory: Remembered) -> list[dict[str, Any]]:
     """Every scan with records, oldest request first, with its account and progress per receiver."""
-    statuses = {}
-    producers = _records.status_prefix(_records.SERVICE_PRODUCER)
-    for key, raw in entries.items():
-        if key.startswith(producers):
-            try:
-                statuses[_records.parse_status_key(key)[1]] = _records.ServiceStatus.decode(raw)
-            except _records.ProtocolError:
-                continue
+    statuses = {entry.name: entry.status for entry in status_entries(entries, _records.SERVICE_PRODUCER)
+                if entry.status is not None}
     scans = []
     memory.accounts = {scan: memory.accounts[scan] for scan in by_scan if scan in memory.accounts}
     for scan, keys in sorted(by_scan.items()):

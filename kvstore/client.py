@@ -19,6 +19,7 @@ from sectorflow._core import protocol as _records
 from sectorflow.configs import Config
 
 from .options import client_options
+from .status_records import status_entries
 
 logger = logging.getLogger(__name__)
 
@@ -95,11 +96,11 @@ class Client(_core.Client):
         """
         prefix = _records.status_prefix(service)
         out, rejected = {}, {}
-        for key, raw in self.subtree(prefix).items():
-            try:
-                out[_records.parse_status_key(key)] = _records.ServiceStatus.decode(raw)
-            except _records.ProtocolError as error:
-                rejected[key] = str(error)
+        for entry in status_entries(self.subtree(prefix), service):
+            if entry.status is None:
+                rejected[entry.key] = entry.error
+            else:
+                out[(entry.service, entry.name)] = entry.status
         self._report(prefix, rejected)
         return out
 

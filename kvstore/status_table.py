@@ -12,6 +12,8 @@ from sectorflow._core import kvstore as _core
 from sectorflow._core import protocol as _records
 from sectorflow.scan_account import account, records_of, scans_in
 
+from .status_records import status_entries
+
 SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "REFUSED", "EXTRA")
 # The extra fields in which a service counts the messages it refused: "malformed" and
 # "malformed_<kind>" (sectorflow.protocol.refusals); shown in the REFUSED column, not in EXTRA.
@@ -61,14 +63,9 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
 
 def _service_rows(entries: Mapping[str, bytes], now_s: float) -> list[tuple[str, ...]]:
     rows = []
-    for key, raw in sorted(entries.items()):
-        if not key.startswith(_records.STATUS_PREFIX):
-            continue
-        try:
-            service, name = _records.parse_status_key(key)
-            status = _records.ServiceStatus.decode(raw)
-        except _records.ProtocolError as error:
-            rows.append((key, "", INVALID, "", "", "", "", "", str(error)))
+    for key, service, name, status, error in status_entries(entries):
+        if status is None:
+            rows.append((key, "", INVALID, "", "", "", "", "", error))
             continue
         extra = " ".join(f"{k}={v}" for k, v in sorted(status.extra.items()) if not _is_refusal_field(k))
         age = f"{max(0.0, now_s - status.updated_s):.1f}s"
@@ -95,12 +92,8 @@ def _refused(extra: Mapping[str, object]) -> str:
 def _refusal_lines(entries: Mapping[str, bytes]) -> list[str]:
     """What each kvstore server refused, by kind (the counters of its status): one line per server."""
     lines = []
-    for key, raw in sorted(entries.items()):
-        if not key.startswith(_records.status_prefix(_records.SERVICE_KVSTORE)):
-            continue
-        try:
-            status = _records.ServiceStatus.decode(raw)
-        except _records.ProtocolError:
+    for key, _, _, status, _ in status_entries(entries, _records.SERVICE_KVSTORE):
+        if status is None:
             continue  # shown as invalid in the table already
         counts = [f"{kind} {status.extra[kind]}" for kind in _core.REFUSAL_KINDS if kind in status.extra]
         if counts:

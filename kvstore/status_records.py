@@ -1,0 +1,33 @@
+"""Reading the services' status records (``status/<service>/<name>``, kvstore/SPEC.md) out of a
+replica's map: one walk for every reader (the client, `sectorflow status`, the dashboard and its
+metrics), each deciding what to do with a record that does not decode."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import NamedTuple
+
+from sectorflow._core import protocol as _records
+
+
+class StatusEntry(NamedTuple):
+    """One status key: its service and name and decoded record, or why it does not decode."""
+
+    key: str
+    service: str
+    name: str
+    status: _records.ServiceStatus | None
+    error: str  # "" when the record decoded
+
+
+def status_entries(entries: Mapping[str, bytes], service: str = "") -> Iterator[StatusEntry]:
+    """Every status record of ``entries`` (of one service, or of all for ``service=""``), in key order."""
+    prefix = _records.status_prefix(service)
+    for key, raw in sorted(entries.items()):
+        if not key.startswith(prefix):
+            continue
+        try:
+            service_of, name = _records.parse_status_key(key)
+            yield StatusEntry(key, service_of, name, _records.ServiceStatus.decode(raw), "")
+        except _records.ProtocolError as error:
+            yield StatusEntry(key, "", "", None, str(error))

@@ -159,15 +159,20 @@ void Agent::loop() {
              " heartbeats while the server is alive");
     }
     if (now >= silence_deadline_) {
-      if (state_ != ClientState::kConnecting) {
+      if (state_ == ClientState::kConnecting && subscriber_) {
+        // Nothing was heard since these sockets were made: libzmq keeps retrying their connections
+        // by itself, and new sockets would only cut off a handshake under way (which a secured
+        // server counts as a refused peer). Sockets that could not be made are made again.
+        silence_deadline_ = now + silence_;
+      } else {
         log("no message from the server for " + std::to_string(options_.silence_heartbeats) +
             " heartbeats: reconnecting");
         status_.count([](ClientStats& s) { ++s.resyncs; });
+        connect();
       }
-      connect();
     }
     flush(now);
-    if (closing_ && (!one_shot_pending() || now >= closing_deadline_)) {
+    if (closing_ && ((!one_shot_pending() && !publisher_handshaking()) || now >= closing_deadline_)) {
       goodbye();
       return;
     }
@@ -226,6 +231,13 @@ void Agent::handle_commands() {
 
 void Agent::republish_own_keys() {
   for (const auto& [key, own] : own_) pending_.emplace(own.order, Pending{key, std::nullopt});
+}
+
+bool Agent::publisher_handshaking() const {
+  // Synced, so the server is there, but its collector has not subscribed through our publisher yet:
+  // that connection's handshake is still under way. Closing now would cut it off, and a secured
+  // server counts a cut-off handshake as a refused peer: a short-lived client waits for it.
+  return state_ == ClientState::kActive && publisher_ && server_subscriptions_ == 0;
 }
 
 bool Agent::one_shot_pending() const {

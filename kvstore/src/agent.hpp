@@ -64,6 +64,7 @@ class Agent {
   void flush(Clock::time_point now);
   void republish_own_keys();
   bool one_shot_pending() const;
+  bool publisher_handshaking() const;
   void goodbye();
   bool send(KvMsg msg, zmq::send_flags flags = zmq::send_flags::dontwait);
   std::optional<KvMsg> receive(zmq::socket_t& socket);

@@ -4,7 +4,10 @@ exactly as the Guide specifies them."""
 
 from __future__ import annotations
 
+import select
+import socket
 import struct
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -189,3 +192,36 @@ def test_client_refuses_what_the_server_would_refuse_or_clamp(fake_server: FakeS
         client.set("k", msgpack.packb(b"v" * 1000), ttl_s=60.0)
     finally:
         client.close()
+
+
+def test_a_client_waiting_for_its_server_keeps_its_connections_through_silence() -> None:
+    # A server that accepts TCP connections but has not answered yet (starting, or a CURVE
+    # handshake under way on a loaded host): the client must wait on the same connections. New
+    # sockets at each silence period would cut off the handshakes, and a secured server counts
+    # each cut-off handshake as a refused peer.
+    port = free_port_block(LOOPBACK, 3)  # held by plain listeners that accept and never speak
+    listeners = []
+    for offset in range(3):
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((LOOPBACK, port + offset))
+        listener.listen(16)
+        listeners.append(listener)
+    accepted: list[list[socket.socket]] = [[], [], []]
+    client = Client(options_for(port, heartbeat_ms=50))  # silence: 3 heartbeats, 150 ms
+    try:
+        # A window of twenty silence periods (the property is that nothing happens in it).
+        window_end = time.monotonic() + 20 * 0.150
+        while (left := window_end - time.monotonic()) > 0:
+            readable, _, _ = select.select(listeners, [], [], left)
+            for listener in readable:
+                accepted[listeners.index(listener)].append(listener.accept()[0])
+        assert [len(connections) for connections in accepted] == [1, 1, 1], \
+            "one connection per socket, held while the server stays silent"
+        assert client.stats().resyncs == 0
+    finally:
+        client.close()
+        for connection in (c for connections in accepted for c in connections):
+            connection.close()
+        for listener in listeners:
+            listener.close()

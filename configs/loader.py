@@ -141,7 +141,7 @@ def _check_whole(config: Config, source: str) -> None:
             f"{source}: 'kvstore.scan_record_ttl_s' = {config.kvstore.scan_record_ttl_s!r} is above "
             f"'kvstore.max_ttl_s' = {config.kvstore.max_ttl_s!r}: the server would clamp it; raise max_ttl_s"
         )
-    _check_binds(config, source)
+    check_binds(config, source)
     if config.aggregator.base_port + config.n_receivers - 1 > 65535:
         raise ConfigError(
             f"{source}: 'aggregator.base_port' = {config.aggregator.base_port}: thread ports up to "
@@ -153,19 +153,22 @@ def _check_whole(config: Config, source: str) -> None:
 _LOOPBACK = ("localhost", "::1")
 
 
-def is_loopback(host: str) -> bool:
+def _is_loopback(host: str) -> bool:
     """Whether binding ``host`` stays on this machine (127.0.0.0/8, ::1, localhost)."""
     return host in _LOOPBACK or host.startswith("127.")
 
 
-def _check_binds(config: Config, source: str) -> None:
-    """Without security, no service may listen beyond loopback unless the file says it knows."""
+def check_binds(config: Config, source: str) -> None:
+    """Without security, no service may listen beyond loopback unless the file says it knows.
+
+    ``source`` starts the error line: the file, or the command-line option that moved a bind.
+    """
     if config.security.enabled or config.security.allow_insecure:
         return
     binds = {"kvstore.bind_host": config.kvstore.bind_host, "aggregator.bind_host": config.aggregator.bind_host,
              "nodegroup.host": config.nodegroup.host, "dashboard.bind_host": config.dashboard.bind_host}
     for key, host in binds.items():
-        if not is_loopback(host):
+        if not _is_loopback(host):
             raise ConfigError(
                 f"{source}: '{key}' = {host!r} listens beyond this machine without security: anyone who reaches "
                 "it could stream, register or command. Set [security] enabled = true (with keys: 'sectorflow "

@@ -52,8 +52,11 @@ def create_app(config: Config) -> Starlette:
     """The application for ``config``; its lifespan connects to the kvstore and follows it."""
     controller = Controller(config, read_token(config))
     sessions = SessionWatcher()
-    follower = Follower(config, extra=lambda: {"sessions": sessions.snapshot(), "control": controller.enabled})
+    # The collector reads the follower's latest snapshot at each scrape; the follower, made next,
+    # feeds the scan-duration histogram at each update.
     registry, durations = make_registry(lambda: follower.snapshot.entries, lambda: follower.snapshot.reachable)
+    follower = Follower(config, extra=lambda: {"sessions": sessions.snapshot(), "control": controller.enabled},
+                        on_scans=durations.observe)
     refused_requests = Counter("sectorflow_dashboard_refused_requests", "operator requests the dashboard refused, "
                                "by HTTP status (400 bad body, 401 token, 403 read-only, 413 body too large)",
                                ["status"], registry=registry)
@@ -108,18 +111,19 @@ def create_app(config: Config) -> Starlette:
         else:
             return PlainTextResponse(f"no image {name!r}; there are: diffraction, {', '.join(sorted(view.images))}",
                                      status_code=404)
-        png = await asyncio.to_thread(array_png, data, log_scale)
+        png = view.pngs.get(name)
+        if png is None:  # two pages asking at once may both encode it: the same bytes
+            png = view.pngs[name] = await asyncio.to_thread(array_png, data, log_scale)
         return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
 
     async def metrics(_request: Request) -> Response:
-        durations.observe(follower.snapshot.recent)  # a scan older than those has been observed before
         body = await asyncio.to_thread(generate_latest, registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     async def healthz(_request: Request) -> Response:
         return PlainTextResponse("ok")
 
-    async def act(request: Request, action: Any) -> Response:
+    async def act(request: Request, action: Any, changes_sessions: bool = False) -> Response:
         try:
             controller.check(request.headers.get("authorization"))
             body = await _json_body(request)
@@ -133,18 +137,19 @@ def create_app(config: Config) -> Starlette:
             return JSONResponse({"ok": False, "error": str(refused)}, status_code=refused.status)
         except SectorflowError as error:
             return JSONResponse({"ok": False, "error": str(error)}, status_code=409)
-        await asyncio.to_thread(sessions.refresh)
+        if changes_sessions:  # the page shows the new session without waiting for the next squeue poll
+            await asyncio.to_thread(sessions.refresh)
         return JSONResponse({"ok": True, "message": message})
 
     async def post_scan(request: Request) -> Response:
         return await act(request, controller.request_scan)
 
     async def post_session(request: Request) -> Response:
-        return await act(request, controller.submit_session)
+        return await act(request, controller.submit_session, changes_sessions=True)
 
     async def cancel_session(request: Request) -> Response:
         job_id = request.path_params["job_id"]
-        return await act(request, lambda _body: controller.cancel_session(job_id))
+        return await act(request, lambda _body: controller.cancel_session(job_id), changes_sessions=True)
 
     routes = [
         Route("/", page),

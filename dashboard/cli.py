@@ -10,7 +10,7 @@ import socket
 from typing import Any
 
 from sectorflow.configs import Config, ConfigError
-from sectorflow.configs.loader import is_loopback
+from sectorflow.configs.loader import check_binds
 from sectorflow.errors import SectorflowError, require
 
 log = logging.getLogger(__name__)
@@ -52,12 +52,10 @@ def with_bind(config: Config, bind: str | None) -> Config:
     host, sep, port_text = bind.rpartition(":")
     if not sep or not host or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
         raise ConfigError(f"--bind {bind!r}: expected HOST:PORT, e.g. 127.0.0.1:8750")
-    host = host.strip("[]")
-    if not is_loopback(host) and not (config.security.enabled or config.security.allow_insecure):
-        raise ConfigError(f"--bind {bind!r} listens beyond this machine without security: set [security] enabled = "
-                          "true, or allow_insecure = true to accept that on a closed network")
-    return dataclasses.replace(config, dashboard=dataclasses.replace(config.dashboard, bind_host=host,
-                                                                     port=int(port_text)))
+    moved = dataclasses.replace(config, dashboard=dataclasses.replace(config.dashboard, bind_host=host.strip("[]"),
+                                                                      port=int(port_text)))
+    check_binds(moved, f"--bind {bind!r}")
+    return moved
 
 
 def run(args: argparse.Namespace, config: Config) -> int:

@@ -21,7 +21,7 @@ from sectorflow.configs import Config
 from sectorflow.kvstore import Client
 
 from .images_source import ImageSource
-from .scan_groups import newest_scans
+from .scan_groups import ScanGroups, group_scans
 from .view import Remembered, build_view
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class Snapshot:
 
     version: int = 0
     entries: Mapping[str, bytes] = field(default_factory=dict)
-    recent: Mapping[str, bytes] = field(default_factory=dict)  # entries without the older scans' records
+    recent: ScanGroups = field(default_factory=lambda: ScanGroups({}, {}))  # without the older scans' records
     reachable: bool = False
     view: dict[str, Any] = field(default_factory=dict)
     json: str = "{}"
@@ -46,12 +46,16 @@ class Snapshot:
 class Follower:
     """The replica, read every ``update_ms``; ``wait_newer`` for the event streams."""
 
-    def __init__(self, config: Config, extra: Callable[[], dict[str, Any]] | None = None) -> None:
+    def __init__(self, config: Config, extra: Callable[[], dict[str, Any]] | None = None,
+                 on_scans: Callable[[ScanGroups], None] | None = None) -> None:
+        """``extra()`` is merged into each state; ``on_scans`` sees each update's recent scans (on the
+        update's thread)."""
         self.config = config
         kv = config.kvstore
         self.address = f"tcp://{kv.host}:{kv.port}"
         self.images = ImageSource()
         self._extra = extra or (lambda: {})
+        self._on_scans = on_scans or (lambda _groups: None)
         self._memory = Remembered()
         self._client: Client | None = None
         self._snapshot = Snapshot()
@@ -117,7 +121,8 @@ class Follower:
                 log.warning("kvstore %s unreachable: showing the last known state", self.address)
             self._was_reachable = reachable
         entries = self._client.subtree("")
-        recent = newest_scans(entries, self.config.dashboard.recent_scans + SCAN_MARGIN)
+        recent = group_scans(entries).newest(self.config.dashboard.recent_scans + SCAN_MARGIN)
+        self._on_scans(recent)
         if self.images.update(recent):  # reads a new scan's file once: a moment, off the event loop
             self.images_version += 1
         view = build_view(recent, wall_clock_s(),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from sectorflow.live import LiveView, subscribe
 from sectorflow.orchestration.images import summed_diffraction, virtual_bright_field
 from sectorflow.scan_account import records_of
 
-from .scan_groups import group_scans
+from .scan_groups import ScanGroups
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +46,9 @@ class ShownImages:
     positions_counted: int = 0
     complete: bool = False
     path: str = ""                                     # the file they come from; "" while counted live
+    # Each image encoded as PNG once, when first asked for, then served to every page that asks
+    # (a page reloads its images at every update that changed them).
+    pngs: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def live(cls, view: LiveView) -> ShownImages:
@@ -88,14 +90,14 @@ class ImageSource:
             return live
         return shown
 
-    def update(self, entries: Mapping[str, bytes]) -> bool:
+    def update(self, groups: ScanGroups) -> bool:
         """Takes the newest scan's file if not done yet, and any live update since the last call.
 
         Blocking (may read a file): call it off the event loop. Returns True when the images changed.
         """
         with self._lock:
             changed, self._live_changed = self._live_changed, False
-        return self._update_file(entries) or changed
+        return self._update_file(groups) or changed
 
     def _follow(self, config: Config) -> None:
         # subscribe() follows one scan to its end; the stream is opened again for the next.
@@ -109,8 +111,8 @@ class ImageSource:
                 log.warning("live images: %s; following again in %.0f s", error, RETRY_S)
                 self._stop.wait(RETRY_S)
 
-    def _update_file(self, entries: Mapping[str, bytes]) -> bool:
-        target = _newest_file(entries)
+    def _update_file(self, groups: ScanGroups) -> bool:
+        target = _newest_file(groups)
         if target is None:
             return False
         scan, path = target
@@ -144,8 +146,8 @@ class ImageSource:
         return True
 
 
-def _newest_file(entries: Mapping[str, bytes]) -> tuple[int, str] | None:
-    by_scan = group_scans(entries)[1]
+def _newest_file(groups: ScanGroups) -> tuple[int, str] | None:
+    by_scan = groups.scans
     for scan in sorted(by_scan, reverse=True):
         record = records_of(by_scan[scan], scan).file
         if record is not None and record.path and Path(record.path).is_file():

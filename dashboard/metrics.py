@@ -8,7 +8,8 @@ follow Prometheus conventions (``sectorflow_..._total`` counters, base units ``_
 ``_seconds``); labels say what varies: ``service``, ``name`` (the status name: ``r0t1``, ``t0``, a
 NodeGroup's uid), ``receiver`` and ``nodegroup`` where they apply, never a scan number. A producer
 thread's counters start again with each scan (Prometheus reads that as a counter reset). Scan
-durations (request to file record) are a histogram fed once per scan.
+durations (request to file record) are a histogram fed once per scan by the follower at each update
+(not at a scrape: scans that came and left the listed ones between two scrapes would be missed).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sectorflow._core import protocol as _records
 from sectorflow.kvstore.status_records import status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
-from .scan_groups import group_scans
+from .scan_groups import ScanGroups
 
 LABELS = ("service", "name", "receiver", "nodegroup")
 # Status fields published as counters: field -> (metric name without sectorflow_, help).
@@ -52,6 +53,9 @@ GAUGES = {
 }
 # Scan durations from request to file record, seconds: a 1 x 1 scan to a large one on a busy link.
 DURATION_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
+# Scans whose duration is remembered as observed: far more than an update lists (recent_scans plus a
+# margin), so a listed scan is never observed twice, and bounded for a dashboard that runs for years.
+REMEMBERED_SCANS = 10_000
 
 
 class StatusCollector(Collector):
@@ -127,15 +131,19 @@ def _refusals(service: str, extra: Mapping[str, object]) -> dict[str, int]:
 
 
 class ScanDurations:
-    """The histogram of scan durations, fed once per scan whose file record came."""
+    """The histogram of scan durations, fed once per scan whose file record came.
+
+    ``observe`` is called with each update's listed scans; a scan is told apart from a later run of
+    the same number by its request time.
+    """
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.histogram = Histogram("sectorflow_scan_duration_seconds", "from a scan's request to its file record",
                                    buckets=DURATION_BUCKETS, registry=registry)
-        self._seen: set[tuple[int, float]] = set()
+        self._seen: dict[tuple[int, float], None] = {}  # (scan, requested_s), in the order observed
 
-    def observe(self, entries: Mapping[str, bytes]) -> None:
-        for scan, keys in group_scans(entries)[1].items():
+    def observe(self, groups: ScanGroups) -> None:
+        for scan, keys in groups.scans.items():
             raw_request, raw_file = keys.get(_records.scan_request_key(scan)), keys.get(_records.scan_file_key(scan))
             if raw_request is None or raw_file is None:
                 continue
@@ -147,7 +155,9 @@ class ScanDurations:
             key = (scan, request.requested_s)
             if key in self._seen:
                 continue
-            self._seen.add(key)
+            self._seen[key] = None
+            if len(self._seen) > REMEMBERED_SCANS:
+                del self._seen[next(iter(self._seen))]  # the first observed
             self.histogram.observe(max(0.0, written_s - request.requested_s))
 
 

@@ -1,20 +1,34 @@
 """A replica's keys split by scan in one pass: ``scans/<n:010d>/...`` grouped per scan, the rest apart.
 
 ``sectorflow.scan_account.records_of`` looks through the whole map for one scan; the dashboard
-accounts many scans every update, so it groups the map once and hands each scan only its keys.
+accounts many scans every update, so the follower groups the map once per update and every reader
+of that update (the page's state, the images, the scan-duration histogram) takes its scans from it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from sectorflow._core.protocol import SCANS_PREFIX, scan_prefix
 
 _DIGITS = len(scan_prefix(0)) - len(SCANS_PREFIX) - 1  # the zero-padded scan number
 
 
-def group_scans(entries: Mapping[str, bytes]) -> tuple[dict[str, bytes], dict[int, dict[str, bytes]]]:
-    """(the keys that are no scan's record, scan number -> that scan's keys), in one pass.
+@dataclass(frozen=True)
+class ScanGroups:
+    """The keys that are no scan's record, and scan number -> that scan's keys."""
+
+    others: dict[str, bytes]
+    scans: dict[int, dict[str, bytes]]
+
+    def newest(self, keep: int) -> ScanGroups:
+        """Without the records of the scans older than the ``keep`` highest numbers."""
+        return ScanGroups(self.others, {number: self.scans[number] for number in sorted(self.scans)[-keep:]})
+
+
+def group_scans(entries: Mapping[str, bytes]) -> ScanGroups:
+    """``entries`` grouped by scan in one pass.
 
     A ``scans/`` key whose number does not parse stays with the others, where the page shows it.
     """
@@ -27,12 +41,4 @@ def group_scans(entries: Mapping[str, bytes]) -> tuple[dict[str, bytes], dict[in
             scans.setdefault(int(digits), {})[key] = raw
         else:
             others[key] = raw
-    return others, scans
-
-
-def newest_scans(entries: Mapping[str, bytes], keep: int) -> dict[str, bytes]:
-    """``entries`` without the records of the scans older than the ``keep`` highest numbers."""
-    others, scans = group_scans(entries)
-    for number in sorted(scans)[-keep:]:
-        others.update(scans[number])
-    return others
+    return ScanGroups(others, scans)

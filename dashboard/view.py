@@ -19,7 +19,7 @@ from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
 from sectorflow.scan_account import PENDING, account, records_of
 
 from .rates import Rates
-from .scan_groups import group_scans
+from .scan_groups import ScanGroups
 
 # A status this old (seconds) is from a service that is not moving: its rates are 0.
 STALE_S = 3.0
@@ -39,10 +39,10 @@ class Remembered:
     accounts: dict[int, tuple[Mapping[str, bytes], bool, Any, Any]] = field(default_factory=dict)
 
 
-def build_view(entries: Mapping[str, bytes], now_s: float, memory: Remembered, *, reachable: bool,
+def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachable: bool,
                address: str, sequence: int, recent_scans: int) -> dict[str, Any]:
-    """The page's state from ``entries`` (a replica's content) at ``now_s`` (Unix seconds)."""
-    others, by_scan = group_scans(entries)
+    """The page's state from ``groups`` (a replica's content, grouped by scan) at ``now_s`` (Unix seconds)."""
+    others, by_scan = groups.others, groups.scans
     services = _services(others, now_s, memory.rates)
     nodegroups = _nodegroups(others)
     scans = _scans(others, by_scan, {ng["uid"] for ng in nodegroups}, memory)

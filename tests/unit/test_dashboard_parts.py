@@ -6,11 +6,12 @@ import io
 
 import numpy as np
 import pytest
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sectorflow.dashboard.metrics import make_registry
 from sectorflow.dashboard.png import NOT_COUNTED_RGB, colourise, encode_png
+from sectorflow.dashboard.scan_groups import group_scans
 from sectorflow.dashboard.sessions import slurm_seconds
 from sectorflow.protocol import (
     OUTCOME_COMPLETE,
@@ -47,14 +48,18 @@ def test_slurm_durations(text: str, seconds: float | None) -> None:
     assert slurm_seconds(text) == seconds
 
 
-def scrape(entries: dict[str, bytes]) -> dict[str, list]:
-    registry, durations = make_registry(lambda: entries, lambda: True)
-    durations.observe(entries)
+def samples_of(registry: CollectorRegistry) -> dict[str, list]:
     samples: dict[str, list] = {}
     for family in text_string_to_metric_families(generate_latest(registry).decode()):
         for sample in family.samples:
             samples.setdefault(sample.name, []).append((sample.labels, sample.value))
     return samples
+
+
+def scrape(entries: dict[str, bytes]) -> dict[str, list]:
+    registry, durations = make_registry(lambda: entries, lambda: True)
+    durations.observe(group_scans(entries))  # what the follower does at each update
+    return samples_of(registry)
 
 
 def test_metrics_carry_every_published_counter_with_service_receiver_and_nodegroup_labels() -> None:
@@ -109,3 +114,26 @@ def test_the_shipped_grafana_dashboard_queries_only_metrics_the_dashboard_publis
     queried = {name for panel in board["panels"] for target in panel["targets"]
                for name in re.findall(r"sectorflow_[a-z_]+", target["expr"])}
     assert queried and queried <= published, queried - published
+
+
+def finished_scan(scan: int, requested_s: float, written_s: float) -> dict[str, bytes]:
+    return {
+        scan_request_key(scan): ScanRequestRecord(scan_number=scan, scan_x=1, scan_y=1, source="simulator",
+                                                  routing=["ng-a"], producer_threads=[1],
+                                                  requested_s=requested_s).encode(),
+        scan_file_key(scan): ScanFileRecord(outcome=OUTCOME_COMPLETE, path="/f.h5", extra_paths=[], positions=1,
+                                            frames_written=1, positions_missing=0, sectors_counted=[1], reason="",
+                                            written_s=written_s).encode(),
+    }
+
+
+def test_scan_durations_count_each_scan_once_even_one_that_came_and_left_the_listed_scans_between_scrapes() -> None:
+    registry, durations = make_registry(lambda: {}, lambda: True)
+    replica: dict[str, bytes] = {}
+    for scan, requested_s, written_s in ((1, 10.0, 12.0), (2, 20.0, 25.0), (3, 30.0, 38.0), (3, 40.0, 41.0)):
+        replica.update(finished_scan(scan, requested_s, written_s))  # the last: scan 3 run again
+        for _update in range(2):  # the follower's updates list the newest two scans
+            durations.observe(group_scans(replica).newest(2))
+    samples = samples_of(registry)  # one scrape after all: scan 1 is not listed any more
+    assert samples["sectorflow_scan_duration_seconds_count"] == [({}, 4.0)]  # 2 s, 5 s, 8 s, 1 s
+    assert samples["sectorflow_scan_duration_seconds_sum"] == [({}, 16.0)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sectorflow.dashboard.scan_groups import group_scans
 from sectorflow.dashboard.view import Remembered, build_view
 from sectorflow.protocol import (
     OUTCOME_COMPLETE,
@@ -62,8 +63,8 @@ def scan_entries(producer_state: str = STATE_STREAMING, with_file: bool = False)
 
 def view(entries: dict[str, bytes], memory: Remembered | None = None, now_s: float = 100.5,
          reachable: bool = True) -> dict[str, Any]:
-    return build_view(entries, now_s, memory or Remembered(), reachable=reachable, address="tcp://127.0.0.1:1",
-                      sequence=5, recent_scans=10)
+    return build_view(group_scans(entries), now_s, memory or Remembered(), reachable=reachable,
+                      address="tcp://127.0.0.1:1", sequence=5, recent_scans=10)
 
 
 def test_the_scan_in_progress_shows_what_each_receiver_has_sent_of_its_sectors() -> None:
@@ -137,15 +138,13 @@ def test_refusals_are_summed_by_kind_and_a_bad_status_is_shown_not_skipped() -> 
 
 
 def test_scan_keys_are_grouped_by_scan_in_one_pass_and_the_rest_kept_apart() -> None:
-    from sectorflow.dashboard.scan_groups import group_scans, newest_scans
-
     entries = {scan_file_key(3): b"a", scan_request_key(3): b"b", scan_request_key(12): b"c",
                status_key("kvstore", "server"): b"d", "scans/not-a-number/file": b"e"}
-    others, scans = group_scans(entries)
-    assert scans == {3: {scan_file_key(3): b"a", scan_request_key(3): b"b"}, 12: {scan_request_key(12): b"c"}}
-    assert others == {status_key("kvstore", "server"): b"d", "scans/not-a-number/file": b"e"}
-    assert set(newest_scans(entries, 1)) == {scan_request_key(12), status_key("kvstore", "server"),
-                                             "scans/not-a-number/file"}
+    groups = group_scans(entries)
+    assert groups.scans == {3: {scan_file_key(3): b"a", scan_request_key(3): b"b"}, 12: {scan_request_key(12): b"c"}}
+    assert groups.others == {status_key("kvstore", "server"): b"d", "scans/not-a-number/file": b"e"}
+    newest = groups.newest(1)
+    assert newest.scans == {12: {scan_request_key(12): b"c"}} and newest.others == groups.others
 
 
 def test_a_scan_whose_records_change_is_accounted_again() -> None:

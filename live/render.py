@@ -28,16 +28,20 @@ def shade(image: np.ndarray, width: int = MAX_WIDTH) -> list[str]:
             for row, ok_row in zip(index, finite)]
 
 
+def side_by_side(left_image: np.ndarray, right_image: np.ndarray, left_title: str, right_title: str) -> list[str]:
+    """Two images shaded next to each other, each under its title."""
+    left, right = shade(left_image), shade(right_image)
+    width = len(left[0]) if left else 0
+    return [f"{left_title.ljust(width)}  {right_title}", *(f"{a.ljust(width)}  {b}" for a, b in zip(left, right))]
+
+
 def render_text(view: LiveView) -> str:
     """The view's bright-field and dark-field images side by side, and a line of numbers."""
     rows, cols = view.scan_shape
     total = rows * cols
-    left, right = shade(view.images["bright_field"]), shade(view.images["dark_field"])
-    width = len(left[0]) if left else 0
     lines = [f"scan {view.scan}: {view.positions_counted} of {total} positions counted"
              f"{' (complete)' if view.complete else ''}",
-             f"{'bright field'.ljust(width)}  dark field"]
-    lines += [f"{a.ljust(width)}  {b}" for a, b in zip(left, right)]
+             *side_by_side(view.images["bright_field"], view.images["dark_field"], "bright field", "dark field")]
     com = np.hypot(view.images["com_x"], view.images["com_y"])
     if np.isfinite(com).any():
         lines.append(f"centre of mass: mean |shift| {np.nanmean(com):.2f} px, largest {np.nanmax(com):.2f} px; "

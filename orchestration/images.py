@@ -52,15 +52,13 @@ def virtual_bright_field(scan: CountedScan, radius_px: float | None = None) -> n
 def image_text(scan: CountedScan) -> list[str]:
     """The file's bright-field and dark-field images shaded as text, and its centre of mass in
     numbers; nothing for a file without virtual images."""
-    from sectorflow.live.render import shade
+    from sectorflow.live.render import side_by_side
 
     if not scan.images:
         return []
-    left, right = shade(scan.images["bright_field"]), shade(scan.images["dark_field"])
-    width = len(left[0]) if left else 0
     com_x, com_y = scan.images["com_x"], scan.images["com_y"]
-    lines = [f"  {'virtual bright field'.ljust(width)}  virtual dark field"]
-    lines += [f"  {a.ljust(width)}  {b}" for a, b in zip(left, right)]
+    lines = [f"  {line}" for line in side_by_side(scan.images["bright_field"], scan.images["dark_field"],
+                                                  "virtual bright field", "virtual dark field")]
     if np.isfinite(com_x).any():
         lines.append(f"  centre of mass: x from {np.nanmin(com_x):+.2f} to {np.nanmax(com_x):+.2f} px, "
                      f"y from {np.nanmin(com_y):+.2f} to {np.nanmax(com_y):+.2f} px")

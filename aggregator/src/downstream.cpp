@@ -18,22 +18,21 @@ std::string monitor_address() {
 
 }  // namespace
 
-Downstream::Downstream(zmq::context_t& context, std::string uid, std::string endpoint, int hwm, int sndbuf_bytes,
-                       std::chrono::milliseconds grace, std::chrono::milliseconds drain,
-                       const security::CurveServer& curve)
+Downstream::Downstream(zmq::context_t& context, std::string uid, std::string endpoint,
+                       const DownstreamSettings& settings)
     : uid_(std::move(uid)),
       endpoint_(std::move(endpoint)),
-      drain_(drain),
+      drain_(settings.drain),
       socket_(context, zmq::socket_type::push),
       monitor_(context, zmq::socket_type::pair),
-      grace_end_(std::chrono::steady_clock::now() + grace) {
-  socket_.set(zmq::sockopt::sndhwm, hwm);
+      grace_end_(std::chrono::steady_clock::now() + settings.grace) {
+  socket_.set(zmq::sockopt::sndhwm, settings.hwm);
   // A long fat link needs a window of bandwidth x round trip; an explicit size replaces the
   // kernel's autotuning and is capped by net.core.wmem_max (README "Deployment: long fat links").
-  if (sndbuf_bytes > 0) socket_.set(zmq::sockopt::sndbuf, sndbuf_bytes);
+  if (settings.sndbuf_bytes > 0) socket_.set(zmq::sockopt::sndbuf, settings.sndbuf_bytes);
   socket_.set(zmq::sockopt::immediate, 1);
   socket_.set(zmq::sockopt::linger, 0);
-  security::apply(socket_, curve);
+  security::apply(socket_, settings.curve);
   const std::string address = monitor_address();
   if (zmq_socket_monitor(socket_.handle(), address.c_str(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0) {
     throw zmq::error_t();

@@ -26,15 +26,21 @@ enum class SendResult {
   kBlocked,      ///< connected, but its queue stayed full for the whole timeout: it does not read
 };
 
+/// How a relay thread's socket to one NodeGroup is made (named fields: several share a type).
+struct DownstreamSettings {
+  int hwm = 1;                          ///< ZMQ_SNDHWM, messages
+  int sndbuf_bytes = 0;                 ///< ZMQ_SNDBUF; 0: the kernel's autotuning
+  std::chrono::milliseconds grace{0};   ///< how long an endpoint may take to come up
+  /// Bounds how long the messages still queued when the last holder lets go are delivered: a scan
+  /// is over at the relay once its messages are queued, not once they have arrived.
+  std::chrono::milliseconds drain{0};
+  security::CurveServer curve;          ///< makes the socket a CURVE server (the ZAP handler checks the NodeGroup's key)
+};
+
 class Downstream {
  public:
   /// Connects a PUSH socket to `endpoint`. Throws zmq::error_t if the socket cannot be made.
-  /// `drain` bounds how long the messages still queued when the last holder lets go are delivered:
-  /// a scan is over at the relay once its messages are queued, not once they have arrived.
-  /// `curve` makes the socket a CURVE server (the NodeGroup's key is checked by the ZAP handler).
-  Downstream(zmq::context_t& context, std::string uid, std::string endpoint, int hwm, int sndbuf_bytes,
-             std::chrono::milliseconds grace, std::chrono::milliseconds drain,
-             const security::CurveServer& curve = {});
+  Downstream(zmq::context_t& context, std::string uid, std::string endpoint, const DownstreamSettings& settings);
   /// Closes with the drain linger, unless closed before.
   ~Downstream();
   Downstream(const Downstream&) = delete;

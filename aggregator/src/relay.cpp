@@ -433,8 +433,13 @@ std::shared_ptr<Downstream> Relay::downstream_for(const std::string& uid) {
   if (found != downstreams_.end() && found->second->open()) return found->second;
   const std::optional<std::string> endpoint = directory_.endpoint(uid, settings_.receiver);
   if (!endpoint) return nullptr;
-  auto downstream = std::make_shared<Downstream>(context_, uid, *endpoint, settings_.hwm, settings_.sndbuf_bytes, settings_.discovery_wait,
-                                                 settings_.send_timeout, settings_.downstream_curve);
+  DownstreamSettings made;
+  made.hwm = settings_.hwm;
+  made.sndbuf_bytes = settings_.sndbuf_bytes;
+  made.grace = settings_.discovery_wait;
+  made.drain = settings_.send_timeout;
+  made.curve = settings_.downstream_curve;
+  auto downstream = std::make_shared<Downstream>(context_, uid, *endpoint, made);
   downstreams_[uid] = downstream;
   return downstream;
 }

@@ -19,6 +19,7 @@ from typing import Any
 from sectorflow.configs import Config, load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.orchestration.supervisor import ServiceSpec, Supervisor
+from sectorflow.waiting import wait_until
 
 from ..toml_files import deep_update, write_toml
 from . import await_stack
@@ -79,16 +80,27 @@ class NetlabStack:
         self._start(roles[0], "nodegroups", argv, env)
         self.await_ready(len(roles) * self.config.nodegroup.groups_per_rank)
 
-    def _await(self, *args: str, timeout_s: float) -> None:
+    def _await(self, *args: str, timeout_s: float, services_live: bool = False) -> None:
+        """Runs await_stack on agg; with ``services_live``, a service that exits meanwhile ends the
+        wait at once with its log (not at the deadline)."""
         argv = [sys.executable, await_stack.__file__, args[0], str(self.path), *args[1:], str(timeout_s)]
-        done = subprocess.run(self.net.command("agg", argv), capture_output=True, text=True, timeout=timeout_s + 30)
-        if done.returncode != 0:
-            raise SectorflowError(f"{done.stderr.strip()[-2000:]}\n{self.logs()}")
+        with subprocess.Popen(self.net.command("agg", argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True) as waiter:
+            try:
+                wait_until(lambda: waiter.poll() is not None, timeout_s + 30, f"await_stack {args[0]}", 0.1,
+                           on_poll=(lambda _s: self.supervisor.check()) if services_live else None)
+            except SectorflowError:  # a service exited, or the wait itself timed out
+                waiter.kill()
+                raise
+            error = waiter.stderr.read() if waiter.stderr is not None else ""
+        if waiter.returncode != 0:
+            raise SectorflowError(f"{error.strip()[-2000:]}\n{self.logs()}")
 
     def await_ready(self, nodegroups: int) -> None:
         """Block until the kvstore shows every producer thread, aggregator thread and ``nodegroups``
-        NodeGroups; SectorflowError with what is missing and the services' logs otherwise."""
-        self._await("ready", str(nodegroups), timeout_s=READY_S)
+        NodeGroups; SectorflowError with what is missing and the services' logs otherwise, at once
+        if a service exits meanwhile."""
+        self._await("ready", str(nodegroups), timeout_s=READY_S, services_live=True)
 
     def await_sent(self, scan: int, sectors: int) -> None:
         """Block until the producers have sent ``sectors`` sectors of ``scan``: a fault then hits mid-scan."""

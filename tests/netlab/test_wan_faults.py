@@ -15,6 +15,8 @@ from harness.netlab.stack import NetlabStack, netlab_config
 from netlab_beamline import accounted, finish
 from support import Processes
 
+from sectorflow.errors import SectorflowError
+
 pytestmark = pytest.mark.mpi
 
 SHAPE, SECTORS = "16x16", 16 * 16 * 4
@@ -63,3 +65,19 @@ def test_a_compute_node_removed_mid_scan(processes: Processes, tmp_path: Path) -
         outcome = accounted(stack, finish(stack, acquire), 1, SECTORS, "a compute node removed mid-scan")
         assert outcome.exit_code != 0 and outcome.outcome != "complete", outcome.output
         assert outcome.counted < SECTORS, outcome.output
+
+
+def test_a_service_that_exits_before_the_stack_is_ready_ends_the_wait_with_its_log(processes: Processes,
+                                                                                    tmp_path: Path) -> None:
+    config, path = netlab_config(tmp_path)
+    with Topology(delay_ms=ONE_WAY_MS) as net:
+        stack = NetlabStack(net, config, path, processes.supervisor)
+        try:
+            stack.start()
+            # A NodeGroup job that cannot start: the wait names it at once rather than waiting out
+            # its deadline for a registration that will never come.
+            with pytest.raises(SectorflowError, match="nodegroups exited with code") as refused:
+                stack.start_nodegroups(("compute1",), "--no-such-option")
+            assert "--no-such-option" in str(refused.value)
+        finally:
+            stack.stop()

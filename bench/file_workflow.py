@@ -40,7 +40,7 @@ def write_sector(config: Config, scan: int, scan_x: int, scan_y: int, sector: in
     writer = RawFileWriter(directory, scan, sector, 0, geometry)
     try:
         for frame in range(scan_x * scan_y):
-            simulator.generate_sector(scan, frame, sector, buffer)
+            simulator.generate_sector(scan, frame, sector, buffer, scan_x=scan_x)  # a specimen places frames by it
             header = DataHeader(scan_number=scan, frame_number=frame, sector=sector, scan_x=scan_x,
                                 scan_y=scan_y, position_x=frame % scan_x, position_y=frame // scan_x)
             writer.write(header, buffer)

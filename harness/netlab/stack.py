@@ -18,6 +18,7 @@ from typing import Any
 
 from sectorflow.configs import Config, load_config
 from sectorflow.errors import SectorflowError
+from sectorflow.orchestration.stack import stack_services
 from sectorflow.orchestration.supervisor import ServiceSpec, Supervisor
 from sectorflow.waiting import wait_until
 
@@ -51,15 +52,13 @@ class NetlabStack:
     def _start(self, role: str, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         return self.supervisor.start(ServiceSpec(name, tuple(self.net.command(role, argv))), env)
 
-    def _sectorflow(self, role: str, name: str, *args: str) -> subprocess.Popen:
-        return self._start(role, name, [sys.executable, "-m", "sectorflow", *args, "--config", str(self.path)])
-
     def start(self) -> None:
-        """kvstore and aggregator on agg, a producer on each receiver host; waits until all announced."""
-        self._sectorflow("agg", "kvstore", "kvstore")
-        self._sectorflow("agg", "aggregator", "aggregator")
-        for receiver, role in enumerate(RECEIVER_ROLES[: self.config.n_receivers]):
-            self._sectorflow(role, f"producer-{receiver}", "producer", "--receiver", str(receiver))
+        """The services `sectorflow up` runs (orchestration's list), each on its host: kvstore and
+        aggregator on agg, producer r on recv<r+1>; waits until all announced."""
+        for spec in stack_services(self.config, 0, with_nodegroups=False):
+            role = RECEIVER_ROLES[int(spec.name.removeprefix("producer-"))] if spec.name.startswith("producer-") \
+                else "agg"
+            self._start(role, spec.name, list(spec.argv))
         self.await_ready(0)
 
     def start_nodegroups(self, roles: tuple[str, ...] = ("compute1", "compute2"), *extra: str) -> None:

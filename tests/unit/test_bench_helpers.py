@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -168,3 +169,28 @@ def test_a_scaling_variant_sets_threads_and_groups_per_rank(local_config) -> Non
 def test_growth_rows_pair_services_present_in_both_runs() -> None:
     rows = growth_rows({"aggregator": 430_080, "kvstore": 51_200, "gone": 1}, {"aggregator": 929_792, "kvstore": 51_200})
     assert rows == [("aggregator", 420.0, 908.0, pytest.approx(2.1619, abs=1e-4)), ("kvstore", 50.0, 50.0, 1.0)]
+
+
+def test_the_file_workflow_writes_a_simulated_scan_of_local_toml_as_raw_files_stempy_reads(tmp_path: Path) -> None:
+    # local.toml draws a specimen, which places each frame by the scan's width: the benchmark's
+    # simulation must pass it (time_to_science once failed at its first frame for lack of it).
+    import numpy as np
+    import stempy.io
+
+    from bench.file_workflow import write_raw_scan
+    from sectorflow.configs import load_config
+    from sectorflow.protocol import find_raw_files
+    from sectorflow.simulator import simulator_from_config
+
+    config = load_config(Path(__file__).resolve().parents[2] / "configs" / "local.toml")
+    written = write_raw_scan(config, 7, 3, 2, tmp_path)
+    geometry = config.geometry()
+    assert written == 3 * 2 * geometry.frame_rows * geometry.frame_cols * 2  # uint16 pixels
+    reader = stempy.io.reader(find_raw_files(str(tmp_path), 7), stempy.io.FileVersion.VERSION5, backend="multi-pass")
+    assert tuple(reader.scan_shape) == (2, 3)  # (rows, columns)
+    simulator = simulator_from_config(config)
+    for position in range(3 * 2):
+        blocks = reader.read_frames(position)
+        assert len(blocks) == 1
+        frame = np.asarray(blocks[0].data).reshape(geometry.frame_rows, geometry.frame_cols)
+        np.testing.assert_array_equal(frame, simulator.frame(7, position, scan_x=3))

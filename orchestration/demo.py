@@ -17,12 +17,13 @@ from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
 from sectorflow.errors import SectorflowError, require
 from sectorflow.kvstore import Client
-from sectorflow.protocol import SERVICE_NODEGROUP, SERVICE_PRODUCER
+from sectorflow.protocol import SERVICE_NODEGROUP
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.producer import publish_request
 from sectorflow.waiting import WaitTimeout, every, wait_until
 
 from .images import write_overview_png
+from .readiness import sectors_sent
 from .stack import DASHBOARD, dashboard_url, start_stack
 from .summary import ScanSummary, summarize
 
@@ -87,8 +88,7 @@ def _wait_for_file(client: Client, output_dir: Path, scan_number: int, total_sec
     path = output_dir / scan_file_name(scan_number)
 
     def progress(elapsed_s: float) -> None:
-        sent = sum(s.messages for (_, _), s in client.statuses(SERVICE_PRODUCER).items()
-                   if s.scan == scan_number)
+        sent = sectors_sent(client, scan_number)
         groups = {name: s.state for (_, name), s in client.statuses(SERVICE_NODEGROUP).items()}
         log.info("scan %d: %d of %d sectors sent (%.0f%%), NodeGroups: %s, %.0f s", scan_number, sent,
                  total_sectors, 100.0 * sent / total_sectors, ", ".join(sorted(set(groups.values()))) or "-",

@@ -50,6 +50,12 @@ def missing(client: Client, expected: Expected) -> list[str]:
     return lacking
 
 
+def sectors_sent(client: Client, scan: int) -> int:
+    """Sectors of ``scan`` the producer threads report sent so far (their statuses; spilled ones
+    not included)."""
+    return sum(status.messages for status in client.statuses(SERVICE_PRODUCER).values() if status.scan == scan)
+
+
 def wait_ready(client: Client, expected: Expected, timeout_s: float, check: Callable[[], None]) -> None:
     """Block until ``missing`` is empty; ``check`` raises if a service died meanwhile.
 

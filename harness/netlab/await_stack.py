@@ -14,14 +14,8 @@ import sys
 from sectorflow.configs import load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
-from sectorflow.orchestration.readiness import Expected, wait_ready
-from sectorflow.protocol import SERVICE_PRODUCER
+from sectorflow.orchestration.readiness import Expected, sectors_sent, wait_ready
 from sectorflow.waiting import wait_until
-
-
-def sent(client: Client, scan: int) -> int:
-    """Sectors of ``scan`` the producer threads report sent so far (their statuses)."""
-    return sum(status.messages for status in client.statuses(SERVICE_PRODUCER).values() if status.scan == scan)
 
 
 def main(argv: list[str]) -> int:
@@ -35,7 +29,7 @@ def main(argv: list[str]) -> int:
                 wait_ready(client, Expected.of(config, int(argv[2])), float(argv[3]), lambda: None)
             else:
                 scan, sectors = int(argv[2]), int(argv[3])
-                wait_until(lambda: sent(client, scan) >= sectors, float(argv[4]), f"{sectors} sectors of scan {scan} sent")
+                wait_until(lambda: sectors_sent(client, scan) >= sectors, float(argv[4]), f"{sectors} sectors of scan {scan} sent")
     except SectorflowError as error:
         print(f"await_stack: {error}", file=sys.stderr)
         return 1

@@ -22,6 +22,7 @@ from sectorflow.orchestration.stack import stack_services
 from sectorflow.orchestration.supervisor import ServiceSpec, Supervisor
 from sectorflow.waiting import wait_until
 
+from ..commands import acquire_command
 from ..toml_files import deep_update, write_toml
 from . import await_stack
 from .topology import RECEIVER_ROLES, Topology
@@ -107,8 +108,7 @@ class NetlabStack:
 
     def acquire(self, scan: int, shape: str, rate_hz: float = 0.0, *extra: str) -> subprocess.Popen[str]:
         """``sectorflow acquire --wait`` on agg, in the background; its output ends with the scan's account."""
-        argv = [sys.executable, "-m", "sectorflow", "acquire", "--config", str(self.path), "--scan-number", str(scan),
-                "--scan-shape", shape, "--rate", str(rate_hz), "--wait", "--timeout", str(SCAN_S), *extra]
+        argv = acquire_command(self.path, scan, shape, rate_hz, SCAN_S, *extra)
         return subprocess.Popen(self.net.command("agg", argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True)
 

@@ -14,17 +14,19 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import acquire_command
+
 from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client
+from sectorflow.orchestration.readiness import sectors_sent
 from sectorflow.orchestration.stack import start_stack
 from sectorflow.orchestration.supervisor import ServiceSpec, Supervisor
-from sectorflow.protocol import RAW_HEADER_BYTES, SERVICE_PRODUCER
+from sectorflow.protocol import RAW_HEADER_BYTES
 from sectorflow.waiting import wait_until
 
 RANKS = 2
@@ -71,9 +73,8 @@ class Beamline:
 
     def acquire(self, scan: int, shape: str, rate_hz: float, *extra: str) -> subprocess.Popen[str]:
         """``sectorflow acquire --wait`` in the background; ``finish`` collects it."""
-        argv = [sys.executable, "-m", "sectorflow", "acquire", "--config", str(self.config_path), "--scan-number",
-                str(scan), "--scan-shape", shape, "--rate", str(rate_hz), "--wait", "--timeout", str(SCAN_S), *extra]
-        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(acquire_command(self.config_path, scan, shape, rate_hz, SCAN_S, *extra),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     @staticmethod
     def finish(process: subprocess.Popen[str]) -> Outcome:
@@ -88,15 +89,13 @@ class Beamline:
         """Sectors the producer threads report sent for ``scan`` so far (their statuses)."""
         with Client.from_config(self.config, name="fault-test") as client:
             client.wait_synced(10.0)
-            return sum(status.messages for status in client.statuses(SERVICE_PRODUCER).values()
-                       if status.scan == scan)
+            return sectors_sent(client, scan)
 
     def wait_sent(self, client: Client, scan: int, at_least: int) -> None:
         """Waits until the producers sent ``at_least`` sectors of ``scan``: the fault then hits mid-scan."""
 
         def enough() -> bool:
-            return sum(status.messages for status in client.statuses(SERVICE_PRODUCER).values()
-                       if status.scan == scan) >= at_least
+            return sectors_sent(client, scan) >= at_least
 
         wait_until(enough, SCAN_S, f"{at_least} sectors of scan {scan} sent")
 

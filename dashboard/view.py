@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sectorflow._core import protocol as _records
-from sectorflow.kvstore.status_records import status_entries
+from sectorflow.kvstore.status_records import StatusEntry, status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
 from sectorflow.scan_account import PENDING, account, records_of
@@ -43,9 +43,12 @@ def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachabl
                address: str, sequence: int, recent_scans: int) -> dict[str, Any]:
     """The page's state from ``groups`` (a replica's content, grouped by scan) at ``now_s`` (Unix seconds)."""
     others, by_scan = groups.others, groups.scans
-    services = _services(others, now_s, memory.rates)
+    statuses = list(status_entries(others))  # decoded once for the services' rows and the scans' progress
+    services = _services(statuses, now_s, memory.rates)
     nodegroups = _nodegroups(others)
-    scans = _scans(others, by_scan, {ng["uid"] for ng in nodegroups}, memory)
+    producers = {entry.name: entry.status for entry in statuses
+                 if entry.service == _records.SERVICE_PRODUCER and entry.status is not None}
+    scans = _scans(producers, by_scan, {ng["uid"] for ng in nodegroups}, memory)
     alerts = _alerts(services, nodegroups, scans, memory, now_s, reachable)
     current = scans[-1] if scans else None
     relay = [s for s in services if s["service"] == _records.SERVICE_AGGREGATOR]
@@ -68,9 +71,9 @@ def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachabl
     }
 
 
-def _services(entries: Mapping[str, bytes], now_s: float, rates: Rates) -> list[dict[str, Any]]:
+def _services(statuses: list[StatusEntry], now_s: float, rates: Rates) -> list[dict[str, Any]]:
     rows = []
-    for key, service, name, status, error in status_entries(entries):
+    for key, service, name, status, error in statuses:
         if status is None:
             rows.append({"service": key, "name": "", "state": "invalid", "error": error, "scan": 0,
                          "messages": 0, "bytes": 0, "age_s": 0.0, "refused": 0, "refused_kinds": {}, "extra": {},
@@ -105,11 +108,10 @@ def _nodegroups(entries: Mapping[str, bytes]) -> list[dict[str, Any]]:
              "status": r.status} for r in listing.records]
 
 
-def _scans(entries: Mapping[str, bytes], by_scan: Mapping[int, Mapping[str, bytes]],
+def _scans(statuses: Mapping[str, Any], by_scan: Mapping[int, Mapping[str, bytes]],
            registered: set[str], memory: Remembered) -> list[dict[str, Any]]:
-    """Every scan with records, oldest request first, with its account and progress per receiver."""
-    statuses = {entry.name: entry.status for entry in status_entries(entries, _records.SERVICE_PRODUCER)
-                if entry.status is not None}
+    """Every scan with records, oldest request first, with its account and progress per receiver
+    (``statuses``: the producer threads' statuses by name)."""
     scans = []
     memory.accounts = {scan: memory.accounts[scan] for scan in by_scan if scan in memory.accounts}
     for scan, keys in sorted(by_scan.items()):

@@ -23,9 +23,8 @@ class StatusEntry(NamedTuple):
 def status_entries(entries: Mapping[str, bytes], service: str = "") -> Iterator[StatusEntry]:
     """Every status record of ``entries`` (of one service, or of all for ``service=""``), in key order."""
     prefix = _records.status_prefix(service)
-    for key, raw in sorted(entries.items()):
-        if not key.startswith(prefix):
-            continue
+    # Sorted after filtering: a replica holds far more scan records than statuses.
+    for key, raw in sorted((key, raw) for key, raw in entries.items() if key.startswith(prefix)):
         try:
             service_of, name = _records.parse_status_key(key)
             yield StatusEntry(key, service_of, name, _records.ServiceStatus.decode(raw), "")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import deep_update, free_port, free_port_block, write_toml
+from harness import deep_update, free_port_block, write_toml
 from support import LOOPBACK, Processes
 
 from sectorflow.configs import DEFAULT_CONFIG, Config, load_config
@@ -25,14 +25,17 @@ def make_config(tmp_path: Path) -> Callable[..., tuple[Config, Path]]:
 
     def make(**overrides: Any) -> tuple[Config, Path]:
         data = tomllib.loads(DEFAULT_CONFIG.read_text())
-        data["kvstore"].update(port=free_port_block(LOOPBACK, 3), heartbeat_ms=200, ttl_s=1.0)
+        # One block for every listening port of the configuration: ports probed one by one can come
+        # back the same (the dashboard once got the kvstore's).
         n_receivers = len(overrides.get("receivers", data["receivers"]))
-        data["aggregator"]["base_port"] = free_port_block(LOOPBACK, n_receivers)
+        first = free_port_block(LOOPBACK, 3 + n_receivers + 1)
+        data["kvstore"].update(port=first, heartbeat_ms=200, ttl_s=1.0)
+        data["aggregator"]["base_port"] = first + 3
         data["producer"]["fallback_dir"] = str(tmp_path / "raw")
         data["nodegroup"]["output_dir"] = str(tmp_path / "counted")
         # The shipped configuration images a specimen (for the demo); tests ask for one when they want it.
         data.setdefault("simulator", {})["specimen"] = "none"
-        data.setdefault("dashboard", {})["port"] = free_port(LOOPBACK)
+        data.setdefault("dashboard", {})["port"] = first + 3 + n_receivers
         deep_update(data, overrides)
         path = write_toml(data, tmp_path / f"config{next(counter)}.toml")
         return load_config(path), path

@@ -7,21 +7,37 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 CONFIG ?= configs/local.toml
-# The package installed in place, its C++ core (with the C++ tests) built in build/.
-EDITABLE := --no-build-isolation -Cbuild-dir=build -Ccmake.define.SECTORFLOW_BUILD_TESTS=ON -e
 # pytest arguments, e.g. `make test PYTEST_ARGS="-k kvstore"`
 PYTEST_ARGS ?=
 
-# Debian: libzmq + cppzmq + msgpack-cxx for the C++ core, toml++ (header-only) for its reader of
-# beamline files (sectorflow::configs), MPICH for mpi4py (built against it,
-# see README "Why Debian's MPICH"), Slurm + munge for the streaming-session tests; clang-14 with
-# its sanitizer runtimes, libFuzzer and llvm-symbolizer, and dpkg-source (to unpack libzmq's
-# source for the TSan build) for `make sanitize` and `make fuzz`; chromium + chromium-driver (the
-# dashboard's browser tests, through Selenium) and prometheus (its scrape test).
-DEB_PACKAGES := g++ cmake ninja-build pkg-config libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libtomlplusplus-dev \
-                mpich libmpich-dev slurm-wlm munge iproute2 libgtest-dev \
-                clang-14 libclang-rt-14-dev libfuzzer-14-dev llvm-14 dpkg-dev \
-                chromium chromium-driver prometheus
+# The one list of Python versions: every package pyproject.toml names (all extras, the `tools`
+# group), and all they pull in, at exact versions with hashes. `make lock` writes it again.
+LOCK := requirements.lock
+# The lock's versions without their hashes, as pip constraints (README "Deployment"): hashes in a
+# constraints file put pip in hash-checking mode, which cannot install a source directory.
+CONSTRAINTS := $(VENV)/constraints.txt
+LOCK_TO_CONSTRAINTS := sed '/^ *[\#-]/d; s/ \\$$//'
+# The lock's entries (hashes included) of the packages whose name is $(1) (`== "pip"`, `!= "mpi4py"`).
+lock_entries = awk '/^[^ \#]/ {split($$1, pin, "=="); keep = (pin[1] $(1))} keep' $(LOCK)
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# CI proves a fresh machine: no pip cache (a wheel cached by an earlier build hides a missing step).
+ifeq ($(CI),true)
+export PIP_NO_CACHE_DIR := 1
+endif
+
+# Debian, what `make demo` needs: a C++ toolchain, libzmq + cppzmq + msgpack-cxx for the C++
+# core, toml++ (header-only) for its reader of beamline files (sectorflow::configs), MPICH for the
+# NodeGroups and mpi4py (built against it, see README "Why Debian's MPICH").
+DEMO_DEB := g++ cmake ninja-build pkg-config libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libtomlplusplus-dev \
+            mpich libmpich-dev
+# What `make test` adds: GoogleTest (the C++ tests), Slurm + munge (streaming sessions), iproute2
+# (network namespaces); clang-14 with its sanitizer runtimes, libFuzzer and llvm-symbolizer, and
+# dpkg-source (to unpack libzmq's source for the TSan build) for `make sanitize` and `make fuzz`;
+# chromium + chromium-driver (the dashboard's browser tests, through Selenium) and prometheus (its
+# scrape test).
+TEST_DEB := libgtest-dev slurm-wlm munge iproute2 \
+            clang-14 libclang-rt-14-dev libfuzzer-14-dev llvm-14 dpkg-dev \
+            chromium chromium-driver prometheus
 
 # Sanitizer and fuzz builds (README "Sanitizers and fuzzing"): clang-14, the C++ libraries and
 # tests only (no Python extension), one build directory each.
@@ -32,42 +48,80 @@ BUILD_JOBS ?= 2
 CLANG_CMAKE := -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSECTORFLOW_PYTHON=OFF
 TSAN_LIBZMQ := $(CURDIR)/build-tsan/libzmq
 
-.PHONY: all deps venv build demo test test-unit bench clean sanitize asan tsan fuzz fuzz-build
+.PHONY: all deps test-deps venv core build build-tests lock demo test test-unit bench clean sanitize asan tsan fuzz fuzz-build
 
 all: build
 
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+# Installs the Debian packages of $(1) that are missing.
+define apt_install
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages: $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
 
-# The venv and everything pyproject.toml lists for the tests (the one list of Python dependencies).
-# The C++ core is built without build isolation, so the build requirements come first.
-# mpi4py is built against Debian's MPICH: the PyPI wheel wants libmpi.so.12, which MPICH lacks.
-$(VENV)/.deps-stamp: pyproject.toml | deps
+deps:
+	$(call apt_install,$(DEMO_DEB))
+
+test-deps: deps
+	$(call apt_install,$(TEST_DEB))
+
+# The venv, from the lock alone (each package checked against its hashes): pip itself at the
+# lock's version, then every package of the lock but mpi4py.
+$(VENV)/.deps-stamp: $(LOCK) | deps
+	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q $$($(PYTHON) -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires']))")
-	$(PIP) install -q --no-binary mpi4py $(EDITABLE) '.[test]'
+	$(LOCK_TO_CONSTRAINTS) $(LOCK) > $(CONSTRAINTS)
+	$(call lock_entries,== "pip") > $(VENV)/pip.txt
+	$(PIP) install -q --require-hashes --no-deps -r $(VENV)/pip.txt
+	$(call lock_entries,!= "mpi4py") > $(VENV)/wheels.txt
+	$(PIP) install -q --require-hashes --no-deps -r $(VENV)/wheels.txt
 	touch $@
 
-venv: $(VENV)/.deps-stamp
+# mpi4py from its source against Debian's MPICH (PyPI's wheel wants libmpi.so.12, which MPICH
+# lacks), in an isolated build environment of its own whose setuptools, build and Cython come at
+# the lock's versions (PIP_CONSTRAINT reaches into it), never under the editable install's
+# --no-build-isolation (which a new venv's setuptools and missing Cython cannot serve).
+$(VENV)/.mpi4py-stamp: $(VENV)/.deps-stamp
+	$(call lock_entries,== "mpi4py") > $(VENV)/mpi4py.txt
+	PIP_CONSTRAINT=$(CURDIR)/$(CONSTRAINTS) $(PIP) install -q --require-hashes --no-deps --no-binary mpi4py \
+	  -r $(VENV)/mpi4py.txt
+	touch $@
 
-build: venv
-	$(PIP) install -q $(EDITABLE) .
+venv: $(VENV)/.deps-stamp $(VENV)/.mpi4py-stamp
+
+# The C++ core and the package, in place, in build/ (TESTS=ON adds the C++ tests).
+TESTS ?= OFF
+core: $(VENV)/.deps-stamp
+	$(PIP) install -q --no-deps --no-build-isolation -Cbuild-dir=build -Ccmake.define.SECTORFLOW_BUILD_TESTS=$(TESTS) -e .
+
+# mpi4py compiles on one core while the C++ core builds (a fresh `make demo` in 6 minutes, not 8);
+# `pip check` then fails if the lock lacks something pyproject.toml asks for.
+build: $(VENV)/.deps-stamp
+	$(MAKE) -j2 core $(VENV)/.mpi4py-stamp
+	$(PIP) check
+
+build-tests: $(VENV)/.deps-stamp test-deps
+	$(MAKE) -j2 core $(VENV)/.mpi4py-stamp TESTS=ON
+	$(PIP) check
+
+# Writes the lock again from pyproject.toml's ranges: newest versions for CPython 3.11 on x86-64
+# Linux. Review the diff and run `make test` before committing it.
+lock: venv
+	$(VENV)/bin/uv pip compile -q pyproject.toml --all-extras --group tools --generate-hashes \
+	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" -o $(LOCK)
 
 demo: build
 	$(VENV)/bin/sectorflow demo --config $(CONFIG)
 
-test: build
+test: build-tests
 	ctest --test-dir build --output-on-failure
 	$(PY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) sanitize
 	$(MAKE) fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 
-test-unit: build
+test-unit: build-tests
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 bench: build
@@ -76,13 +130,13 @@ bench: build
 # The C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer, then ThreadSanitizer.
 sanitize: asan tsan
 
-asan: deps
+asan: test-deps
 	cmake -S . -B build-asan $(CLANG_CMAKE) -DSECTORFLOW_BUILD_TESTS=ON -DSECTORFLOW_SANITIZE=address,undefined
 	cmake --build build-asan -j $(BUILD_JOBS)
 	ctest --test-dir build-asan --output-on-failure
 
 # Against a libzmq whose atomics TSan sees (tests/sanitizers/libzmq_for_tsan.sh says why).
-tsan: deps
+tsan: test-deps
 	BUILD_JOBS=$(BUILD_JOBS) tests/sanitizers/libzmq_for_tsan.sh $(TSAN_LIBZMQ)
 	cmake -S . -B build-tsan $(CLANG_CMAKE) -DSECTORFLOW_BUILD_TESTS=ON -DSECTORFLOW_SANITIZE=thread \
 	  -DZeroMQ_DIR=$(TSAN_LIBZMQ)/lib/cmake/ZeroMQ
@@ -90,7 +144,7 @@ tsan: deps
 	ctest --test-dir build-tsan --output-on-failure
 
 # The libFuzzer targets of tests/fuzz, under ASan + UBSan, each run for FUZZ_SECONDS.
-fuzz-build: deps
+fuzz-build: test-deps
 	cmake -S . -B build-fuzz $(CLANG_CMAKE) -DSECTORFLOW_FUZZ=ON -DSECTORFLOW_SANITIZE=address,undefined
 	cmake --build build-fuzz -j $(BUILD_JOBS) --target fuzz_targets
 

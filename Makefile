@@ -68,13 +68,16 @@ test-deps: deps
 	$(call apt_install,$(TEST_DEB))
 
 # The venv, from the lock alone (each package checked against its hashes): pip itself at the
-# lock's version, then every package of the lock but mpi4py.
-$(VENV)/.deps-stamp: $(LOCK) | deps
+# lock's version first, then every package of the lock but mpi4py.
+$(VENV)/.pip-stamp: $(LOCK)
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(LOCK_TO_CONSTRAINTS) $(LOCK) > $(CONSTRAINTS)
 	$(call lock_entries,== "pip") > $(VENV)/pip.txt
 	$(PIP) install -q --require-hashes --no-deps -r $(VENV)/pip.txt
+	touch $@
+
+$(VENV)/.deps-stamp: $(VENV)/.pip-stamp
 	$(call lock_entries,!= "mpi4py") > $(VENV)/wheels.txt
 	$(PIP) install -q --require-hashes --no-deps -r $(VENV)/wheels.txt
 	touch $@
@@ -83,7 +86,7 @@ $(VENV)/.deps-stamp: $(LOCK) | deps
 # lacks), in an isolated build environment of its own whose setuptools, build and Cython come at
 # the lock's versions (PIP_CONSTRAINT reaches into it), never under the editable install's
 # --no-build-isolation (which a new venv's setuptools and missing Cython cannot serve).
-$(VENV)/.mpi4py-stamp: $(VENV)/.deps-stamp
+$(VENV)/.mpi4py-stamp: $(VENV)/.pip-stamp | deps
 	$(call lock_entries,== "mpi4py") > $(VENV)/mpi4py.txt
 	PIP_CONSTRAINT=$(CURDIR)/$(CONSTRAINTS) $(PIP) install -q --require-hashes --no-deps --no-binary mpi4py \
 	  -r $(VENV)/mpi4py.txt
@@ -93,16 +96,17 @@ venv: $(VENV)/.deps-stamp $(VENV)/.mpi4py-stamp
 
 # The C++ core and the package, in place, in build/ (TESTS=ON adds the C++ tests).
 TESTS ?= OFF
-core: $(VENV)/.deps-stamp
+core: $(VENV)/.deps-stamp | deps
 	$(PIP) install -q --no-deps --no-build-isolation -Cbuild-dir=build -Ccmake.define.SECTORFLOW_BUILD_TESTS=$(TESTS) -e .
 
-# mpi4py compiles on one core while the C++ core builds (a fresh `make demo` in 6 minutes, not 8);
-# `pip check` then fails if the lock lacks something pyproject.toml asks for.
-build: $(VENV)/.deps-stamp
+# Two jobs at once: the Debian packages install while pip fetches the wheels, and mpi4py compiles
+# on one core while the C++ core builds (a fresh `make demo` in 6 minutes rather than 8). `pip
+# check` then fails if the lock lacks something pyproject.toml asks for.
+build:
 	$(MAKE) -j2 core $(VENV)/.mpi4py-stamp
 	$(PIP) check
 
-build-tests: $(VENV)/.deps-stamp test-deps
+build-tests: test-deps
 	$(MAKE) -j2 core $(VENV)/.mpi4py-stamp TESTS=ON
 	$(PIP) check
 

@@ -131,6 +131,11 @@ def _check_whole(config: Config, source: str) -> None:
             f"{most_threads} threads of a receiver: thread t's next frame is {most_threads} past its last, so it "
             f"must be at least {most_threads}"
         )
+    if config.nodegroup.mpiexec_port_min > config.nodegroup.mpiexec_port_max:
+        raise ConfigError(
+            f"{source}: 'nodegroup.mpiexec_port_min' = {config.nodegroup.mpiexec_port_min} is above "
+            f"'nodegroup.mpiexec_port_max' = {config.nodegroup.mpiexec_port_max}: the range is empty"
+        )
     if config.kvstore.ttl_s > config.kvstore.max_ttl_s:
         raise ConfigError(
             f"{source}: 'kvstore.ttl_s' = {config.kvstore.ttl_s!r} is above 'kvstore.max_ttl_s' = "

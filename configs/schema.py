@@ -177,6 +177,19 @@ class NodegroupConfig:
         2.0, "time-to-live of a NodeGroup's registration, refreshed by its rank's service loop, not by the kvstore "
         "client's thread: a rank that dies or hangs loses its registrations after this, and the job's other ranks, "
         "which watch them, deregister theirs at once and the job exits non-zero", min=0.3, max=60.0)
+    mpiexec_port_min: int = setting(
+        21000, "lowest TCP port mpiexec (MPICH's hydra) listens on for its proxies (MPIEXEC_PORT_RANGE, set by "
+        "'sectorflow up' and the session script): keep the range out of the kernel's ephemeral ports "
+        "(net.ipv4.ip_local_port_range), where NodeGroups bind their data sockets: an aggregator still reconnecting "
+        "to a NodeGroup that is gone would otherwise reach the next job's mpiexec on that port and end the job "
+        "('cannot find proxy with ID 255')", **PORT)
+    mpiexec_port_max: int = setting(21999, "highest TCP port of mpiexec's range (one port per running job on a "
+                                    "host)", **PORT)
+
+    @property
+    def mpiexec_port_range(self) -> str:
+        """MPIEXEC_PORT_RANGE for hydra: ``min:max``."""
+        return f"{self.mpiexec_port_min}:{self.mpiexec_port_max}"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ import jinja2
 from sectorflow.configs import CONFIG_DIR, Config, SlurmConfig
 from sectorflow.errors import SectorflowError
 
+from .stack import mpiexec_environment
+
 JOB_NAME = "sectorflow-session"
 _WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}(:\d{2})?$")
 
@@ -27,6 +29,8 @@ class SessionRequest:
     output_dir: Path | None = None
     # The session's private key directory ([security] on): named in the script, never its keys.
     key_dir: Path | None = None
+    # What mpiexec needs in its environment (stack.mpiexec_environment), exported before it starts.
+    mpiexec_environment: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_config(cls, config: Config, log_dir: Path, nodes: int | None = None, time: str | None = None,
@@ -41,7 +45,7 @@ class SessionRequest:
         if not _WALLTIME.match(slurm.time):
             raise SectorflowError(f"walltime {slurm.time!r}: expected HH:MM, HH:MM:SS or D-HH:MM:SS")
         return cls(slurm, Path(config.source).resolve(), log_dir.resolve(),
-                   output_dir.resolve() if output_dir else None)
+                   output_dir.resolve() if output_dir else None, mpiexec_environment=mpiexec_environment(config))
 
 
 def render_script(request: SessionRequest) -> str:
@@ -67,6 +71,7 @@ def render_script(request: SessionRequest) -> str:
             account=slurm.account, qos=slurm.qos, constraint=slurm.constraint, partition=slurm.partition,
             launcher=slurm.launcher, environment=slurm.environment, log_dir=str(request.log_dir),
             config=str(request.config_path), command=shlex.join(command),
+            mpiexec_environment=dict(request.mpiexec_environment),
         )
     except jinja2.TemplateError as error:
         raise SectorflowError(f"Slurm template {template_path}: {error}") from None

@@ -22,6 +22,7 @@ from sectorflow.waiting import WaitTimeout, wait_until
 
 from sectorflow.kvstore import Client
 
+from .port_owners import ports_held
 from .readiness import Expected, wait_ready
 from .supervisor import ServiceSpec, Supervisor, load_running
 
@@ -35,6 +36,12 @@ DASHBOARD_POLL_S = 0.2  # how often `up` asks the starting dashboard whether it 
 
 def _sectorflow(*args: str) -> tuple[str, ...]:
     return (sys.executable, "-m", "sectorflow", *args)
+
+
+def mpiexec_environment(config: Config) -> tuple[tuple[str, str], ...]:
+    """What mpiexec of ``config``'s NodeGroups needs in its environment: the port range of hydra's
+    control socket (``[nodegroup] mpiexec_port_min``, why there)."""
+    return (("MPIEXEC_PORT_RANGE", config.nodegroup.mpiexec_port_range),)
 
 
 def stack_services(config: Config, ranks: int, output_dir: Path | None = None,
@@ -59,7 +66,8 @@ def stack_services(config: Config, ranks: int, output_dir: Path | None = None,
             nodegroup += ["--output", str(output_dir.resolve())]
         if not counting:
             nodegroup.append("--no-counting")
-        services.append(ServiceSpec("nodegroups", (mpiexec, "-n", str(ranks), *_sectorflow(*nodegroup))))
+        services.append(ServiceSpec("nodegroups", (mpiexec, "-n", str(ranks), *_sectorflow(*nodegroup)),
+                                    mpiexec_environment(config)))
     for receiver in range(config.n_receivers):
         services.append(ServiceSpec(f"producer-{receiver}",
                                     _sectorflow("producer", "--config", path, "--receiver", str(receiver))))
@@ -100,6 +108,11 @@ def start_stack(config: Config, run_dir: Path, ranks: int, output_dir: Path | No
     """
     if any(Path(f"/proc/{service.pid}").exists() for service in load_running(run_dir)):
         raise SectorflowError(f"{run_dir} already has running services: run 'sectorflow down --run-dir {run_dir}' first")
+    held = ports_held(config, dashboard and not dashboard_missing())
+    if held:
+        raise SectorflowError(f"not starting: {held[0]}" + (f" (and {len(held) - 1} more ports)" if len(held) > 1 else "")
+                              + ": another stack runs on these ports; stop it ('sectorflow down --run-dir DIR' of that "
+                              "stack) or give this one other ports in its configuration")
     supervisor = Supervisor(run_dir)
     try:
         services = stack_services(config, ranks, output_dir, with_nodegroups=with_nodegroups, counting=counting)
@@ -115,6 +128,8 @@ def start_stack(config: Config, run_dir: Path, ranks: int, output_dir: Path | No
             # Once the stack is ready: the dashboard only observes it, and nothing of the stack waits for it.
             supervisor.start(dashboard_service(config))
             wait_serving(config, ready_timeout_s, supervisor.check)
+        # Ready, and every service still running: one that died at start is a failed start, whatever answered.
+        supervisor.check()
     except BaseException:
         supervisor.stop_all()
         raise

@@ -32,10 +32,12 @@ READ_SLICE_S = 0.1  # longest single wait for a process's output; the caller's d
 
 @dataclass(frozen=True)
 class ServiceSpec:
-    """One process to run: its name (also its log file's name) and its command line."""
+    """One process to run: its name (also its log file's name), its command line and what it adds to
+    the environment it inherits."""
 
     name: str
     argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class Supervisor:
         self.run_dir = run_dir
         self.stop_timeout_s = stop_timeout_s
         self._processes: dict[str, subprocess.Popen[bytes]] = {}  # every process started, stopped ones too
+        self._specs: dict[str, ServiceSpec] = {}  # what each was started from
         self._running: list[RunningService] = []  # started and not yet stopped, oldest first
         self._pending: dict[str, bytes] = {}  # stdout read but not yet a whole line
 
@@ -72,7 +75,7 @@ class Supervisor:
               capture_stdout: bool = False) -> subprocess.Popen[bytes]:
         """Start ``spec`` with stdout and stderr in ``<run_dir>/<name>.log``; returns its process.
 
-        ``env`` is added to this process's environment. With ``capture_stdout``, stdout comes back
+        ``spec.env``, then ``env``, are added to this process's environment. With ``capture_stdout``, stdout comes back
         through a pipe instead, read with ``read_line``. Raises ValueError if ``spec.name`` was
         started before by this supervisor (it names the log file).
         """
@@ -85,13 +88,19 @@ class Supervisor:
             process = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL,
                                        stdout=subprocess.PIPE if capture_stdout else handle,
                                        stderr=handle if capture_stdout else subprocess.STDOUT,
-                                       bufsize=0, start_new_session=True, env={**os.environ, **(env or {})})
+                                       bufsize=0, start_new_session=True,
+                                       env={**os.environ, **dict(spec.env), **(env or {})})
         self._processes[spec.name] = process
+        self._specs[spec.name] = spec
         self._pending[spec.name] = b""
         self._running.append(RunningService(spec.name, process.pid, argv, str(log_path)))
         self._save()
         log.info("started %s (pid %d), log %s", spec.name, process.pid, log_path)
         return process
+
+    def spec(self, name: str) -> ServiceSpec:
+        """What the process started as ``name`` was started from."""
+        return self._specs[name]
 
     def process(self, name: str) -> subprocess.Popen[bytes]:
         """The process started as ``name``."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from sectorflow.configs import Config, load_config
 from sectorflow.errors import SectorflowError
-from sectorflow.orchestration.stack import stack_services
+from sectorflow.orchestration.stack import mpiexec_environment, stack_services
 from sectorflow.orchestration.supervisor import ServiceSpec, Supervisor
 from sectorflow.waiting import wait_until
 
@@ -76,7 +76,8 @@ class NetlabStack:
         argv = [mpiexec, "-launcher", "ssh", "-launcher-exec", str(NETNS_RSH), "-hosts",
                 ",".join(host.name for host in hosts), "-ppn", "1", "-n", str(len(hosts)),
                 sys.executable, "-m", "sectorflow", "nodegroup", "--config", str(self.path), *extra]
-        env = {"NETLAB_NAMESPACES": " ".join(f"{host.name}={host.namespace}" for host in hosts)}
+        env = {"NETLAB_NAMESPACES": " ".join(f"{host.name}={host.namespace}" for host in hosts),
+               **dict(mpiexec_environment(self.config))}
         self._start(roles[0], "nodegroups", argv, env)
         self.await_ready(len(roles) * self.config.nodegroup.groups_per_rank)
 

@@ -61,6 +61,17 @@ def test_up_acquire_down(make_config, tmp_path: Path) -> None:
         assert [s.name for s in services] == ["kvstore", "aggregator", "nodegroups", "producer-0", "producer-1",
                                               "producer-2", "producer-3", "dashboard"]
         assert all((run_dir / f"{s.name}.log").exists() for s in services)
+        # A second stack on the same ports starts nothing and names what holds them.
+        second = sectorflow("up", "--config", str(path), "--run-dir", str(tmp_path / "second"))
+        assert second.returncode == 1
+        kvstore = next(s for s in services if s.name == "kvstore")
+        assert second.stderr.strip().splitlines() == [
+            f"sectorflow up: error: not starting: port {config.kvstore.port} (kvstore, [kvstore] port) on 127.0.0.1 "
+            f"is held by pid {kvstore.pid} ({' '.join(kvstore.argv)}) (and {3 + config.n_receivers} more ports): "
+            "another stack runs on these ports; stop it ('sectorflow down --run-dir DIR' of that stack) or give this "
+            "one other ports in its configuration"]
+        assert not load_running(tmp_path / "second")
+        # The first stack's scans are whole (acquire --wait exits 0 only then).
         for scan in (1, 2):
             acquired = sectorflow("acquire", "--config", str(path), "--scan-number", str(scan), "--scan-shape",
                                   "4x4", "--wait", "--timeout", "120")

@@ -14,7 +14,7 @@ import os
 import re
 import signal
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client
 from sectorflow.orchestration.readiness import sectors_sent
 from sectorflow.orchestration.stack import start_stack
-from sectorflow.orchestration.supervisor import ServiceSpec, Supervisor
+from sectorflow.orchestration.supervisor import Supervisor
 from sectorflow.protocol import RAW_HEADER_BYTES
 from sectorflow.waiting import wait_until
 
@@ -109,12 +109,12 @@ class Beamline:
     def restart(self, name: str, kill: bool = True) -> None:
         """Ends the service ``name`` (SIGKILL, or a clean stop) and starts it again as ``<name>-again``."""
         assert self.supervisor is not None
-        argv = tuple(self.supervisor.process(name).args)
+        spec = self.supervisor.spec(name)
         if kill:
             self.kill(self.supervisor.process(name).pid)
         else:
             self.supervisor.stop(name)
-        self.supervisor.start(ServiceSpec(f"{name}-again", argv))
+        self.supervisor.start(replace(spec, name=f"{name}-again"))
 
     def checksums(self) -> dict[str, str]:
         """SHA-256 of every file in the output and raw directories: what no later fault may change."""

@@ -20,8 +20,9 @@ import zmq
 from kvstore_support import KvServer
 from support import Processes, wait_until
 
-from sectorflow.configs import Config
+from sectorflow.configs import Config, load_config
 from sectorflow.kvstore import Client
+from sectorflow.orchestration.stack import mpiexec_environment
 from sectorflow.protocol import NodeGroupRecord
 from sectorflow.protocol import DataHeader, InfoMessage, encode_header, encode_info
 from sectorflow.simulator import simulator_from_config
@@ -58,10 +59,11 @@ def stack(make_config: Callable, processes: Processes) -> Iterator[Callable[...,
 
 def start_job(processes: Processes, config_path: Path, output: Path, *, ranks: int = 2, groups: int = 1,
               name: str = "nodegroups", extra: Iterable[str] = ()) -> subprocess.Popen:
-    """``mpiexec -n RANKS sectorflow nodegroup`` in its own process group."""
+    """``mpiexec -n RANKS sectorflow nodegroup`` in its own process group, as ``sectorflow up`` starts it."""
     return processes.start(
         MPIEXEC, "-n", str(ranks), sys.executable, "-m", "sectorflow", "nodegroup", "--config", str(config_path),
         "--groups-per-rank", str(groups), "--threads", "2", "--output", str(output), *extra, name=name,
+        env=dict(mpiexec_environment(load_config(config_path))),
     )
 
 

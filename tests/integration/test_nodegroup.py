@@ -231,6 +231,34 @@ def test_dead_upstream_and_killed_job_leave_the_other_job_finishing_by_timeout(s
     assert not scan8.metadata["scan"]["timed_out"]
 
 
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (its socket inodes matched in /proc/net/tcp*)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd)
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def test_mpiexec_listens_only_in_its_configured_port_range(stack, processes, tmp_path) -> None:
+    # A ZeroMQ peer reconnecting to a NodeGroup that is gone (its data port was ephemeral) ended a job
+    # whose mpiexec had taken that port: hydra read the ZMTP greeting as "proxy with ID 255" and exited
+    # 255. Its control port now comes from [nodegroup] mpiexec_port_min..max, out of the ephemeral range.
+    config, path, standin = stack(**merged(SMALL, nodegroup={"mpiexec_port_min": 23100, "mpiexec_port_max": 23199}))
+    job = start_job(processes, path, tmp_path / "out", ranks=1)
+    (record,) = standin.wait_nodegroups(1, job, processes)
+    ports = listening_ports(job.pid)
+    assert ports and all(23100 <= port <= 23199 for port in ports), ports
+    assert not ports & set(record.ports)
+
+
 def test_real_geometry_with_thresholds_from_the_scan(stack, processes, tmp_path) -> None:
     config, path, standin = stack(
         nodegroup={"scan_timeout_s": 5.0, "pool_frames": 16},

@@ -34,7 +34,10 @@ def test_options_override_nodes_and_time_and_empty_settings_are_omitted() -> Non
     assert result.returncode == 0, result.stderr
     assert "#SBATCH --nodes=3" in result.stdout and "#SBATCH --time=01:30" in result.stdout
     assert "--account" not in result.stdout and "--qos" not in result.stdout
-    assert 'exec mpiexec -n "$SLURM_NTASKS" ' in result.stdout
+    lines = result.stdout.splitlines()
+    launch = next(n for n, line in enumerate(lines) if line.startswith('exec mpiexec -n "$SLURM_NTASKS" '))
+    # hydra's control port outside the ephemeral range, where a NodeGroup gone leaves reconnecting peers
+    assert lines[launch - 1] == "export MPIEXEC_PORT_RANGE=21000:21999"
 
 
 def test_output_directory_is_passed_to_the_nodegroups(tmp_path: Path) -> None:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from sectorflow.configs import Config
-from sectorflow.errors import require
+from sectorflow.errors import UsageError, require
 
-from .render import render_text
-from .subscriber import subscribe
+from .file_view import view_of_file
+from .render import draw, render_text, title_of, write_png
+from .subscriber import LiveView, subscribe
 
 
 def register(subparsers: Any) -> None:
@@ -19,49 +23,56 @@ def register(subparsers: Any) -> None:
 
     view = subparsers.add_parser(
         "view",
-        help="watch a running scan's bright-field, dark-field and centre-of-mass images",
+        help="watch a running scan's bright-field, dark-field and centre-of-mass images, or show a counted file's",
         description="Subscribe to the live stream of every NodeGroup (found through the kvstore) and show a "
         "scan's virtual images as they are counted: as text in the terminal (default), or in a matplotlib "
-        "window (--window). Ends when the scan is complete or after --timeout; exits 0 if the scan completed, "
-        "1 if the timeout came first, and with one line if no kvstore answers. The detectors are the "
-        "[analysis] table's.",
+        "window (--window); --png OUT saves the last view as a PNG. Ends when the scan is complete or after "
+        "--timeout; exits 0 if the scan completed, 1 if the timeout came first, and with one line if no kvstore "
+        "answers. With FILE, shows a finished scan's counted HDF5 file the same way instead (its "
+        "/virtual_images). The detectors are the [analysis] table's.",
     )
     add_config_argument(view)
+    view.add_argument("file", nargs="?", type=Path, default=None, metavar="FILE",
+                      help="a counted scan's HDF5 file to show instead of the live stream")
     view.add_argument("--scan", type=int, default=None, metavar="N",
                       help="the scan to watch (default: the first whose frames arrive)")
     view.add_argument("--timeout", type=float, default=None, metavar="S",
                       help="stop after S seconds (default: when the scan completes)")
-    view.add_argument("--window", action="store_true", help="draw in a matplotlib window instead of the terminal")
+    view.add_argument("--window", action="store_true", help="draw in a matplotlib window instead of the terminal "
+                      "(needs a display)")
+    view.add_argument("--png", type=Path, default=None, metavar="OUT", help="save the (last) view as a PNG at OUT")
     view.set_defaults(run=run_view)
 
 
+def _views(args: argparse.Namespace, config: Config) -> Iterator[LiveView]:
+    if args.file is not None:
+        yield view_of_file(args.file)
+    else:
+        yield from subscribe(config, scan=args.scan, timeout_s=args.timeout)
+
+
 def run_view(args: argparse.Namespace, config: Config) -> int:
-    views = subscribe(config, scan=args.scan, timeout_s=args.timeout)
+    if args.window and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        raise UsageError("--window needs a display and neither DISPLAY nor WAYLAND_DISPLAY is set: "
+                         "save the images with --png OUT, or leave out --window for text")
     last = None
     if args.window:
-        plt = require("matplotlib.pyplot", "plot", "to draw the live view in a window")
-        import numpy as np
-
-        figure, axes = plt.subplots(1, 5, figsize=(18, 4), constrained_layout=True)
+        plt = require("matplotlib.pyplot", "plot", "to draw the view in a window")
+        figure = plt.figure(figsize=(18, 4), constrained_layout=True)
         plt.ion()
-        for last in views:
-            for ax, name in zip(axes, ("bright_field", "dark_field", "com_x", "com_y")):
-                ax.clear()
-                ax.imshow(last.images[name], cmap="gray" if name.endswith("field") else "RdBu")
-                ax.set_title(name.replace("_", " "))
-            axes[4].clear()
-            axes[4].imshow(np.log1p(last.diffraction), cmap="magma")
-            axes[4].set_title("summed diffraction, log(1 + electrons)")
-            figure.suptitle(f"scan {last.scan}: {last.positions_counted} positions counted")
+        for last in _views(args, config):
+            draw(figure, last, title_of(last))
             plt.pause(0.01)  # lets the window draw
         plt.ioff()
         if last is not None:
             plt.show()
     else:
-        clear = sys.stdout.isatty()
-        for last in views:
+        clear = sys.stdout.isatty() and args.file is None
+        for last in _views(args, config):
             print(("\x1b[2J\x1b[H" if clear else "") + render_text(last) + ("" if clear else "\n"), flush=True)
     if last is None:
         print("no live frames arrived (is a scan running? 'sectorflow acquire')", file=sys.stderr)
         return 1
+    if args.png is not None:
+        print(f"picture: {write_png(last, args.png)}")
     return 0 if last.complete else 1

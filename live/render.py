@@ -1,6 +1,10 @@
-"""A live view as text, for a terminal: each image shaded with characters, downsampled to fit."""
+"""A live view for a person: as text for a terminal (each image shaded with characters, downsampled
+to fit), or as a figure of five panels with colour bars (a window, a PNG)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,3 +51,44 @@ def render_text(view: LiveView) -> str:
         lines.append(f"centre of mass: mean |shift| {np.nanmean(com):.2f} px, largest {np.nanmax(com):.2f} px; "
                      f"{int(view.diffraction.sum())} electrons in the summed pattern")
     return "\n".join(lines)
+
+
+#: The figure's image panels: the view's image, its title, its colour map (the summed pattern is last).
+PANELS = (("bright_field", "virtual bright field (electrons)", "gray"),
+          ("dark_field", "virtual annular dark field (electrons)", "gray"),
+          ("com_x", "centre of mass x (px)", "RdBu_r"), ("com_y", "centre of mass y (px)", "RdBu_r"))
+
+
+def draw(figure: Any, view: LiveView, title: str) -> None:
+    """Draw ``view`` on matplotlib's ``figure`` (cleared first): the four images and the summed
+    diffraction pattern (log scale), each with its colour bar."""
+    figure.clear()
+    axes = figure.subplots(1, len(PANELS) + 1)
+    for ax, (name, label, cmap) in zip(axes, PANELS):
+        figure.colorbar(ax.imshow(view.images[name], cmap=cmap), ax=ax, shrink=0.8)
+        ax.set_title(label)
+        ax.set_xlabel("scan x")
+    pattern = axes[-1].imshow(np.log1p(view.diffraction.astype(np.float64)), cmap="magma")
+    axes[-1].set_title("summed diffraction, log(1 + electrons)")
+    figure.colorbar(pattern, ax=axes[-1], shrink=0.8)
+    figure.suptitle(title)
+
+
+def title_of(view: LiveView) -> str:
+    rows, cols = view.scan_shape
+    return (f"scan {view.scan}: {view.positions_counted} of {rows * cols} positions counted"
+            f"{' (complete)' if view.complete else ''}")
+
+
+def write_png(view: LiveView, path: Path, title: str | None = None) -> Path:
+    """Save the figure of ``view`` as a PNG at ``path`` (matplotlib, the ``plot`` extra)."""
+    from sectorflow.errors import require
+
+    require("matplotlib", "plot", "to draw the PNG").use("Agg")
+    plt = require("matplotlib.pyplot", "plot", "to draw the PNG")
+    figure = plt.figure(figsize=(22, 4.6), constrained_layout=True)
+    draw(figure, view, title or title_of(view))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
+    return path

@@ -61,7 +61,7 @@ import numpy as np
 from sectorflow._core.nodegroup import NodeGroup, NodeGroupSettings, ThresholdSettings, VirtualDetectors
 from sectorflow.configs import Config
 from sectorflow.counting import make_calibration
-from sectorflow.errors import SectorflowError
+from sectorflow.errors import SectorflowError, UsageError
 from sectorflow.kvstore import Client
 from sectorflow.live.publisher import LivePublisher
 from sectorflow.protocol import (
@@ -130,11 +130,11 @@ def options_from(config: Config, groups_per_rank: int | None = None, threads: in
     groups = ng.groups_per_rank if groups_per_rank is None else groups_per_rank
     counting = ng.counting_threads if threads is None else threads
     if groups < 1:
-        raise SectorflowError(f"--groups-per-rank {groups}: need at least 1 NodeGroup per rank")
+        raise UsageError(f"--groups-per-rank {groups}: need at least 1 NodeGroup per rank")
     if counting < 1:
-        raise SectorflowError(f"--threads {counting}: need at least 1 counting thread per NodeGroup")
+        raise UsageError(f"--threads {counting}: need at least 1 counting thread per NodeGroup")
     if duration_s < 0:
-        raise SectorflowError(f"--duration {duration_s:g}: must be positive (or 0 for until stopped)")
+        raise UsageError(f"--duration {duration_s:g}: must be positive (or 0 for until stopped)")
     return ServiceOptions(groups, counting, Path(output if output is not None else ng.output_dir), duration_s,
                           Path(ng.second_output_dir) if ng.second_output_dir else None, count)
 

@@ -5,8 +5,6 @@ without them the virtual bright field and summed pattern computed from the elect
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
 import numpy as np
 
 from sectorflow.counting import CountedScan
@@ -72,7 +70,10 @@ def write_overview_png(scan: CountedScan, path: Path, title: str) -> Path:
     require("matplotlib", "plot", "to draw the scan's PNG").use("Agg")
     plt = require("matplotlib.pyplot", "plot", "to draw the scan's PNG")
     if scan.images:
-        return _write_images_png(plt, scan, path, title)
+        from sectorflow.live.file_view import view_of_scan
+        from sectorflow.live.render import write_png
+
+        return write_png(view_of_scan(scan), path, title)
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 5), constrained_layout=True)
     image = left.imshow(virtual_bright_field(scan), cmap="gray")
@@ -88,25 +89,5 @@ def write_overview_png(scan: CountedScan, path: Path, title: str) -> Path:
     figure.suptitle(title)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=90)
-    plt.close(figure)
-    return path
-
-
-def _write_images_png(plt: Any, scan: CountedScan, path: Path, title: str) -> Path:
-    figure, axes = plt.subplots(1, 5, figsize=(22, 4.6), constrained_layout=True)
-    panels = (("bright_field", "virtual bright field (electrons)", "gray"),
-              ("dark_field", "virtual annular dark field (electrons)", "gray"),
-              ("com_x", "centre of mass x (px)", "RdBu_r"), ("com_y", "centre of mass y (px)", "RdBu_r"))
-    for ax, (name, label, cmap) in zip(axes, panels):
-        image = ax.imshow(scan.images[name], cmap=cmap)
-        ax.set_title(label)
-        ax.set_xlabel("scan x")
-        figure.colorbar(image, ax=ax, shrink=0.8)
-    pattern = axes[-1].imshow(np.log1p(scan.images["diffraction"].astype(np.float64)), cmap="magma")
-    axes[-1].set_title("summed diffraction, log(1 + electrons)")
-    figure.colorbar(pattern, ax=axes[-1], shrink=0.8)
-    figure.suptitle(title)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=80)
     plt.close(figure)
     return path

@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 
 from sectorflow.configs import CONFIG_DIR, Config, SlurmConfig
-from sectorflow.errors import SectorflowError
+from sectorflow.errors import SectorflowError, UsageError
 
 from .stack import mpiexec_environment
 
@@ -38,7 +38,7 @@ class SessionRequest:
         slurm = config.slurm
         if nodes is not None:
             if nodes < 1:
-                raise SectorflowError(f"--nodes {nodes}: a session needs at least one node")
+                raise UsageError(f"--nodes {nodes}: a session needs at least one node")
             slurm = replace(slurm, nodes=nodes)
         if time is not None:
             slurm = replace(slurm, time=time)

@@ -24,7 +24,7 @@ from typing import Any
 
 from sectorflow.cli import add_config_argument
 from sectorflow.configs import Config
-from sectorflow.errors import SectorflowError
+from sectorflow.errors import SectorflowError, UsageError
 from sectorflow.kvstore import Client
 from sectorflow.protocol import (
     ACQUIRE_REQUEST_KEY,
@@ -68,7 +68,7 @@ def register(subparsers: Any) -> None:
         "for the scan's outcome and print where every sector ended: counted in the file, spilled to a raw file on "
         "its receiver, or missing (with where it was last seen). Exit codes with --wait: 0 every sector counted "
         "(or, with no NodeGroup, every sector written to disk); 3 none missing but some spilled to raw files "
-        "(acquire --replay completes the file); 1 sectors missing, no file, or --timeout passed; 2 usage error.",
+        "(acquire --replay completes the file); 1 sectors missing, no file, or --timeout passed; 2 a bad argument or configuration.",
     )
     add_config_argument(parser)
     parser.add_argument("--scan-number", required=True, metavar="N", help="scan number, 0 to 4294967295")
@@ -90,7 +90,7 @@ def _number(text: str, option: str, low: float, high: float, kind: type) -> Any:
     except ValueError:
         value = None
     if value is None or not low <= value <= high:
-        raise SectorflowError(f"{option} {text!r}: expected a number from {low} to {high}")
+        raise UsageError(f"{option} {text!r}: expected a number from {low} to {high}")
     return value
 
 

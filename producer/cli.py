@@ -8,7 +8,7 @@ from typing import Any
 
 from sectorflow.cli import add_config_argument
 from sectorflow.configs import Config
-from sectorflow.errors import SectorflowError
+from sectorflow.errors import UsageError
 from sectorflow.service import stop_on_signals
 
 from .daemon import ProducerDaemon
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     try:
         receiver = int(args.receiver)
     except ValueError:
-        raise SectorflowError(f"--receiver {args.receiver!r}: expected an integer from 0") from None
+        raise UsageError(f"--receiver {args.receiver!r}: expected an integer from 0") from None
     daemon = ProducerDaemon(config, receiver)
     with stop_on_signals(logging.getLogger(__name__), on_stop=daemon.stop):
         return daemon.run()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from sectorflow import __version__
 from sectorflow.configs import ConfigError, load_config
-from sectorflow.errors import SectorflowError
+from sectorflow.errors import SectorflowError, UsageError
 from sectorflow.heap import keep_messages_on_heap
 from sectorflow.logs import configure_logging
 
@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args, config) or 0)
     except EXPECTED_ERRORS as error:
         print(f"sectorflow {args.command}: error: {error}", file=sys.stderr)
-        return 2 if isinstance(error, ConfigError) else 1
+        return 2 if isinstance(error, (ConfigError, UsageError)) else 1
     except KeyboardInterrupt:
         logging.getLogger(__name__).info("interrupted")
         return 130

@@ -19,6 +19,10 @@ class SectorflowValueError(SectorflowError, ValueError):
     """A value that cannot be used (a configuration, a message, a file): still a ``ValueError``."""
 
 
+class UsageError(SectorflowValueError):
+    """A command-line argument that cannot be used: entry points exit 2 for it, as argparse does."""
+
+
 def require(module: str, extra: str, purpose: str) -> ModuleType:
     """Import an optional dependency, or raise SectorflowError saying which extra installs it.
 

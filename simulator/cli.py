@@ -7,7 +7,7 @@ from typing import Any
 
 from sectorflow.cli import add_config_argument
 from sectorflow.configs import Config
-from sectorflow.errors import SectorflowError
+from sectorflow.errors import UsageError
 
 from .from_config import pacer_from_config, simulator_from_config
 from .scan import parse_scan_shape, simulate_scan
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     try:
         scan_number = int(args.scan_number)
     except ValueError:
-        raise SectorflowError(f"--scan-number {args.scan_number!r}: expected an integer from 0 to 4294967295") from None
+        raise UsageError(f"--scan-number {args.scan_number!r}: expected an integer from 0 to 4294967295") from None
     pacer = pacer_from_config(config) if config.simulator.rate_hz > 0 else None
     summary = simulate_scan(
         simulator_from_config(config), scan_number, scan_x, scan_y, out_dir=args.out, pacer=pacer,

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from sectorflow._core.simulator import Pacer, Simulator
-from sectorflow.errors import SectorflowError
+from sectorflow.errors import SectorflowError, UsageError
 from sectorflow.protocol import DataHeader, RawFileWriter
 
 log = logging.getLogger(__name__)
@@ -66,10 +66,10 @@ def parse_scan_shape(text: str) -> tuple[int, int]:
     """
     match = _SCAN_SHAPE.fullmatch(text.strip())
     if not match:
-        raise SectorflowError(f"scan shape {text!r}: expected XxY with two positive integers, e.g. 128x128")
+        raise UsageError(f"scan shape {text!r}: expected XxY with two positive integers, e.g. 128x128")
     x, y = int(match[1]), int(match[2])
     if not (1 <= x <= MAX_SCAN_SIDE and 1 <= y <= MAX_SCAN_SIDE):
-        raise SectorflowError(f"scan shape {text!r}: both sides must be from 1 to {MAX_SCAN_SIDE}, e.g. 128x128")
+        raise UsageError(f"scan shape {text!r}: both sides must be from 1 to {MAX_SCAN_SIDE}, e.g. 128x128")
     return x, y
 
 

@@ -46,6 +46,12 @@ def test_demo_runs_the_whole_pipeline_and_summarises_it(make_config, tmp_path: P
     assert counted.images["bright_field"].shape == (8, 12) and np.isfinite(counted.images["com_x"]).all()
     png = h5.with_suffix(".png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The finished scan's file, shown as the live view shows a running scan, and saved as a picture.
+    viewed = sectorflow("view", str(h5), "--png", str(tmp_path / "view.png"), "--config", str(path))
+    assert viewed.returncode == 0, viewed.stderr
+    assert viewed.stdout.startswith("scan 1: 96 of 96 positions counted (complete)\n")
+    assert "bright field" in viewed.stdout and f"picture: {tmp_path / 'view.png'}" in viewed.stdout
+    assert (tmp_path / "view.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Everything the demo started has stopped.
     assert not [s for s in load_running(tmp_path / "run") if Path(f"/proc/{s.pid}").exists()]
 

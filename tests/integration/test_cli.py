@@ -78,3 +78,11 @@ def test_a_demo_without_matplotlib_says_which_extra_before_it_starts_anything(tm
                              "with --no-png) but cannot be imported (No module named 'matplotlib'); install it with: "
                              "pip install 'sectorflow[plot]'\n")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_window_without_a_display_is_a_one_line_usage_error(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if key not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    result = sectorflow("view", "--window", "--timeout", "600", env=env)
+    assert result.returncode == 2  # at once: no kvstore asked, no 600 s wait
+    assert result.stderr == ("sectorflow view: error: --window needs a display and neither DISPLAY nor WAYLAND_DISPLAY "
+                             "is set: save the images with --png OUT, or leave out --window for text\n")

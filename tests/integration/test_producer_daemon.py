@@ -114,7 +114,7 @@ def test_acquire_refuses_a_bad_scan_shape_and_replay_without_nodegroups(make_con
     server = start_kvstore(make_config, processes, detector=SMALL_DETECTOR, receivers=small_receivers(1))
     for shape in ("0x4", "4x", "4x-1"):
         result = acquire(server.path, "--scan-number", "1", "--scan-shape", shape)
-        assert result.returncode == 1
+        assert result.returncode == 2  # a usage error, as acquire --help says
         assert result.stderr.startswith(f"sectorflow acquire: error: scan shape '{shape}'"), result.stderr
     result = acquire(server.path, "--scan-number", "1", "--scan-shape", "2x2", "--replay")
     assert result.returncode == 1 and "--replay needs a registered NodeGroup" in result.stderr

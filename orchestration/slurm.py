@@ -26,12 +26,28 @@ class SessionJob:
     nodes: str
 
 
+# Slurm's clients retry a configuration or controller they cannot reach for a minute: a user waits less.
+COMMAND_TIMEOUT_S = 30.0
+# What Slurm's client commands say when no cluster is configured or its controller does not answer.
+NO_CLUSTER = ("Could not establish a configuration source", "Unable to contact slurm controller")
+
+
 def _run(args: list[str], what: str, stdin: str | None = None) -> str:
     if shutil.which(args[0]) is None:
         raise SectorflowError(f"{args[0]} not found: {what} needs the Slurm client commands on the PATH")
-    result = subprocess.run(args, input=stdin, capture_output=True, text=True)
+    try:
+        result = subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise SectorflowError(f"{what} failed: {args[0]} did not answer within {COMMAND_TIMEOUT_S:.0f} s (a Slurm "
+                              "controller that does not answer, or a SLURM_CONF it keeps retrying to read)") from None
     if result.returncode != 0:
-        raise SectorflowError(f"{what} failed: {' '.join(args)}: {result.stderr.strip() or result.stdout.strip()}")
+        # Slurm's commands explain in several lines; the last says what stopped them.
+        said = (result.stderr.strip() or result.stdout.strip()).splitlines()
+        reason = said[-1] if said else f"exit code {result.returncode}"
+        if any(sign in reason for sign in NO_CLUSTER):
+            raise SectorflowError(f"{what} failed: no Slurm cluster answers from this host ({reason}): run it where "
+                                  f"{args[0]} works, or point SLURM_CONF at the cluster's slurm.conf")
+        raise SectorflowError(f"{what} failed: {' '.join(args)}: {reason}")
     return result.stdout
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,14 @@ def test_cancel_of_an_unknown_job_is_a_clear_error(slurm, slurm_env, make_config
     result = sectorflow(slurm_env, "session", "cancel", "--config", str(path), "99999")
     assert result.returncode == 1
     assert "job 99999 is not a running or pending session" in result.stderr
+
+
+def test_without_a_slurm_cluster_list_and_cancel_say_so_in_one_line(make_config) -> None:
+    # Slurm's clients installed (make test installs them) but no cluster configured for this host.
+    _, path = make_config()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM")}
+    for args in (("list",), ("cancel", "12")):
+        result = sectorflow(env, "session", *args, "--config", str(path))
+        assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+        assert "no Slurm cluster answers from this host (squeue: " in result.stderr
+        assert result.stderr.endswith("point SLURM_CONF at the cluster's slurm.conf\n")

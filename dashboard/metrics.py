@@ -6,10 +6,14 @@ gives messages, bytes, refusals by kind, lost, spilled, frames complete and inco
 depths; the kvstore server's status its own refusals; the registrations the NodeGroups. Names
 follow Prometheus conventions (``sectorflow_..._total`` counters, base units ``_bytes``,
 ``_seconds``); labels say what varies: ``service``, ``name`` (the status name: ``r0t1``, ``t0``, a
-NodeGroup's uid), ``receiver`` and ``nodegroup`` where they apply, never a scan number. A producer
-thread's counters start again with each scan (Prometheus reads that as a counter reset). Scan
-durations (request to file record) are a histogram fed once per scan by the follower at each update
-(not at a scrape: scans that came and left the listed ones between two scrapes would be missed).
+NodeGroup's uid), ``receiver`` and ``nodegroup`` where they apply (a label that does not apply is
+left out, never empty), never a scan number. Counters only grow: a producer thread's ``messages``,
+``bytes`` and ``spilled`` are its current scan's, so its counters come from the ``*_total`` fields of
+its status (every scan since it started) and the current scan's numbers are gauges
+(``sectorflow_producer_scan_*``). A service's state is a state set: one series per state of the
+services' state machine, 1 for the one it is in. Scan durations (request to file record) are a
+histogram fed once per scan by the follower at each update (not at a scrape: scans that came and left
+the listed ones between two scrapes would be missed).
 """
 
 from __future__ import annotations
@@ -17,20 +21,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from sectorflow._core import protocol as _records
 from sectorflow.kvstore.status_records import status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
+from sectorflow.protocol import SERVICE_STATES
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
 from .scan_groups import ScanGroups
 
-LABELS = ("service", "name", "receiver", "nodegroup")
 # Status fields published as counters: field -> (metric name without sectorflow_, help).
 COUNTERS = {
     "lost": ("lost_messages", "messages dropped because their NodeGroup was gone or declared dead (aggregator)"),
-    "spilled": ("spilled_sectors", "sectors written to raw files instead of streamed, this scan (producer)"),
+    "spilled_total": ("spilled_sectors", "sectors written to raw files instead of streamed (producer)"),
     "frames_complete": ("frames_complete", "frames counted with every sector (NodeGroup)"),
     "frames_incomplete": ("frames_incomplete", "frames counted with sectors missing (NodeGroup)"),
     "late_messages": ("late_messages", "sectors that came after their scan was closed (NodeGroup)"),
@@ -51,6 +55,12 @@ GAUGES = {
     "keys": ("kvstore_keys", "keys in the kvstore server's map"),
     "map_bytes": ("kvstore_map_bytes", "bytes of the kvstore server's map"),
 }
+# A producer thread's numbers of its current scan, as gauges: status attribute or extra field -> (name, help).
+PRODUCER_SCAN_GAUGES = {
+    "messages": ("producer_scan_messages", "messages the producer thread sent of its current or last scan"),
+    "bytes": ("producer_scan_bytes", "bytes the producer thread sent of its current or last scan"),
+    "spilled": ("producer_scan_spilled_sectors", "sectors of its current or last scan written to raw files"),
+}
 # Scan durations from request to file record, seconds: a 1 x 1 scan to a large one on a busy link.
 DURATION_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
 # Scans whose duration is remembered as observed: far more than an update lists (recent_scans plus a
@@ -67,40 +77,41 @@ class StatusCollector(Collector):
 
     def collect(self) -> Iterator[object]:
         entries = self._entries()
-        families = {
-            "messages": CounterMetricFamily("sectorflow_messages", "messages handled: sent, relayed or received",
-                                            labels=LABELS),
-            "bytes": CounterMetricFamily("sectorflow_bytes", "bytes handled: sent, relayed or received",
-                                         labels=LABELS),
-            "refused": CounterMetricFamily("sectorflow_refused_messages", "messages refused, by kind",
-                                           labels=(*LABELS, "kind")),
-            "up": GaugeMetricFamily("sectorflow_service_up", "1 while the service's status is in the kvstore",
-                                    labels=LABELS),
-            "state": GaugeMetricFamily("sectorflow_service_state", "1 for the state the service is in",
-                                       labels=(*LABELS, "state")),
-            "scan": GaugeMetricFamily("sectorflow_service_scan", "the scan the service works on or finished last",
-                                      labels=LABELS),
+        families: dict[str, Metric] = {
+            "messages": CounterMetricFamily("sectorflow_messages", "messages handled: sent, relayed or received"),
+            "bytes": CounterMetricFamily("sectorflow_bytes", "bytes handled: sent, relayed or received"),
+            "refused": CounterMetricFamily("sectorflow_refused_messages", "messages refused, by kind"),
+            "up": GaugeMetricFamily("sectorflow_service_up", "1 while the service's status is in the kvstore"),
+            "state": GaugeMetricFamily("sectorflow_service_state", "the service's state: one series per state, 1 for "
+                                       "the one it is in"),
+            "scan": GaugeMetricFamily("sectorflow_service_scan", "the scan the service works on or finished last"),
         }
-        counters = {f: CounterMetricFamily(f"sectorflow_{n}", h, labels=LABELS) for f, (n, h) in COUNTERS.items()}
-        gauges = {f: GaugeMetricFamily(f"sectorflow_{n}", h, labels=LABELS) for f, (n, h) in GAUGES.items()}
+        counters = {f: CounterMetricFamily(f"sectorflow_{n}", h) for f, (n, h) in COUNTERS.items()}
+        gauges = {f: GaugeMetricFamily(f"sectorflow_{n}", h) for f, (n, h) in GAUGES.items()}
+        scan_gauges = {f: GaugeMetricFamily(f"sectorflow_{n}", h) for f, (n, h) in PRODUCER_SCAN_GAUGES.items()}
         for _, service, name, status, _ in status_entries(entries):
             if status is None:
                 continue  # the page and 'sectorflow status' name it; a metric has no place for it
             extra = status.extra
-            labels = [service, name, _receiver(service, name, extra), name if service == "nodegroup" else ""]
-            families["messages"].add_metric(labels, status.messages)
-            families["bytes"].add_metric(labels, status.bytes)
-            families["up"].add_metric(labels, 1)
-            families["state"].add_metric([*labels, status.state], 1)
-            families["scan"].add_metric(labels, status.scan)
+            labels = _labels(service, name, extra)
+            if service == _records.SERVICE_PRODUCER:
+                # Its messages and bytes are this scan's: the counters take every scan's.
+                _add(families["messages"], labels, extra.get("messages_total"))
+                _add(families["bytes"], labels, extra.get("bytes_total"))
+                for field_name, family in scan_gauges.items():
+                    _add(family, labels, getattr(status, field_name, None) if field_name in ("messages", "bytes")
+                         else extra.get(field_name, 0))
+            else:
+                _add(families["messages"], labels, status.messages)
+                _add(families["bytes"], labels, status.bytes)
+            _add(families["up"], labels, 1)
+            for state in SERVICE_STATES:
+                _add(families["state"], {**labels, "state": state}, 1 if state == status.state else 0)
+            _add(families["scan"], labels, status.scan)
             for kind, count in _refusals(service, extra).items():
-                families["refused"].add_metric([*labels, kind], count)
-            for field_name, family in counters.items():
-                if isinstance(extra.get(field_name), int):
-                    family.add_metric(labels, extra[field_name])
-            for field_name, family in gauges.items():
-                if isinstance(extra.get(field_name), int):
-                    family.add_metric(labels, extra[field_name])
+                _add(families["refused"], {**labels, "kind": kind}, count)
+            for field_name, family in (*counters.items(), *gauges.items()):
+                _add(family, labels, extra.get(field_name))
         registered = GaugeMetricFamily("sectorflow_nodegroups_registered", "NodeGroups registered in the kvstore")
         listing = _records.nodegroups_from(
             {k: v for k, v in entries.items() if k.startswith(_records.NODEGROUPS_PREFIX)})
@@ -110,8 +121,28 @@ class StatusCollector(Collector):
         yield from families.values()
         yield from counters.values()
         yield from gauges.values()
+        yield from scan_gauges.values()
         yield registered
         yield reachable
+
+
+def _add(family: Metric, labels: Mapping[str, str], value: object) -> None:
+    """One sample of ``family`` (a counter's named ``_total``), if ``value`` is a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    suffix = "_total" if family.type == "counter" else ""
+    family.add_sample(family.name + suffix, dict(labels), float(value))
+
+
+def _labels(service: str, name: str, extra: Mapping[str, object]) -> dict[str, str]:
+    """service and name, and receiver or nodegroup where they apply: never an empty value."""
+    labels = {"service": service, "name": name}
+    receiver = _receiver(service, name, extra)
+    if receiver:
+        labels["receiver"] = receiver
+    if service == "nodegroup":
+        labels["nodegroup"] = name
+    return labels
 
 
 def _receiver(service: str, name: str, extra: Mapping[str, object]) -> str:

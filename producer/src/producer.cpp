@@ -82,6 +82,16 @@ struct Producer::Impl {
   std::uint64_t spilled = 0;    ///< records handed to the writer; once it is closed, records in the file
   std::string spill_file;
   bool partial = false;
+  // What the thread sent and spilled in its earlier scans: with this scan's, the status's *_total
+  // fields, which only grow (Prometheus counters), while messages, bytes and spilled are this scan's.
+  struct Totals {
+    std::uint64_t messages = 0, bytes = 0, spilled = 0;
+    void add(std::uint64_t scan_messages, std::uint64_t scan_bytes, std::uint64_t scan_spilled) {
+      messages += scan_messages;
+      bytes += scan_bytes;
+      spilled += scan_spilled;
+    }
+  } earlier;
   bool spilling = false;        ///< streaming gave up for the rest of the scan (send timeout)
   protocol::ProducerScanRecord record;
 
@@ -160,6 +170,9 @@ void Producer::publish(protocol::ServiceState state, const std::string& error) {
   status.bytes = bytes_;
   status.extra["receiver"] = std::int64_t{options_.receiver};
   status.extra["thread"] = std::int64_t{options_.thread_id};
+  status.extra["messages_total"] = static_cast<std::int64_t>(impl_->earlier.messages + messages_);
+  status.extra["bytes_total"] = static_cast<std::int64_t>(impl_->earlier.bytes + bytes_);
+  status.extra["spilled_total"] = static_cast<std::int64_t>(impl_->earlier.spilled + impl_->spilled);
   if (state != protocol::ServiceState::kIdle || scan_ != 0) {
     status.extra["mode"] = std::string(to_string(impl_->decision.mode));
     status.extra["nodegroups"] = static_cast<std::int64_t>(impl_->decision.routing.size());
@@ -372,6 +385,7 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
   impl_->writer = std::move(writer);
   impl_->in_scan = true;
   impl_->started = std::chrono::steady_clock::now();
+  impl_->earlier.add(messages_, bytes_, impl_->spilled);
   impl_->sent = 0;
   impl_->spilled = 0;
   impl_->spill_file = decision.file;
@@ -582,6 +596,7 @@ void Producer::report_error(std::uint32_t scan_number, const std::string& error,
                         ": a scan is running; its own errors are reported");
   }
   scan_ = scan_number;
+  impl_->earlier.add(messages_, bytes_, impl_->spilled);
   messages_ = 0;
   bytes_ = 0;
   impl_->decision = ScanDecision{};

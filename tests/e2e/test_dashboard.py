@@ -87,11 +87,37 @@ def progress(driver: Any) -> list[tuple[int, int]]:
     return [(int(done), int(total)) for done, total in rows]
 
 
-def acquire(processes: Processes, stack: Stack, scan: int) -> Any:
+def acquire(processes: Processes, stack: Stack, scan: int, rate_hz: float = RATE_HZ) -> Any:
     x, y = SCAN_SHAPE
     return processes.sectorflow("acquire", "--config", str(stack.path), "--scan-number", str(scan),
-                                "--scan-shape", f"{x}x{y}", "--rate", str(RATE_HZ), "--wait", "--timeout",
-                                str(SCAN_S), name="acquire")
+                                "--scan-shape", f"{x}x{y}", "--rate", str(rate_hz), "--wait", "--timeout",
+                                str(SCAN_S), name=f"acquire-{scan}")
+
+
+def assert_follows_prometheus_rules(exposition: str, scans: int) -> None:
+    """What Prometheus' naming and instrumentation rules ask of /metrics, checked on every family:
+    counters named ``_total``, no empty label value, every state set whole with one state at 1, and
+    the scan-duration histogram counting each finished scan once."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from sectorflow.protocol import SERVICE_STATES
+
+    families = list(text_string_to_metric_families(exposition))
+    assert families
+    states: dict[tuple[str, str], dict[str, float]] = {}
+    for family in families:
+        assert family.name.startswith("sectorflow_"), family.name
+        for sample in family.samples:
+            assert all(value != "" for value in sample.labels.values()), sample
+            if family.type == "counter":
+                assert sample.name in (f"{family.name}_total", f"{family.name}_created"), sample
+            if family.name == "sectorflow_service_state":
+                states.setdefault((sample.labels["service"], sample.labels["name"]), {})[sample.labels["state"]] = \
+                    sample.value
+    assert states and all(sorted(s) == sorted(SERVICE_STATES) and sorted(s.values()).count(1.0) == 1
+                          and sum(s.values()) == 1.0 for s in states.values()), states
+    durations = next(f for f in families if f.name == "sectorflow_scan_duration_seconds")
+    assert [s.value for s in durations.samples if s.name.endswith("_count")] == [float(scans)]
 
 
 def test_the_page_follows_a_scan_to_its_outcome_and_image_and_survives_a_kvstore_restart(
@@ -112,7 +138,7 @@ def test_the_page_follows_a_scan_to_its_outcome_and_image_and_survives_a_kvstore
             "return document.getElementById('images-scan').textContent.includes('(counting, live)')"
             " && i.complete && i.naturalWidth > 0 ? i.dataset.scan : null")
     assert wait_until(lambda: browser.execute_script(live), SCAN_S, "scan 1's live bright-field image mid-scan") == "1"
-    assert processes.supervisor.wait("acquire", SCAN_S) == 0, processes.output(acquiring)
+    assert processes.supervisor.wait("acquire-1", SCAN_S) == 0, processes.output(acquiring)
 
     wait_until(lambda: text(browser, "scan-outcome") == "complete", PAGE_S, "the page to show scan 1 complete")
     assert progress(browser) == [(positions, positions)] * stack.config.n_receivers
@@ -169,7 +195,7 @@ def test_prometheus_scrapes_the_scans_message_count(stack: Stack, processes: Pro
     wait_until(lambda: prometheus_query(port, 'up{job="sectorflow"} == 1'), PAGE_S, "Prometheus to scrape /metrics")
 
     acquiring = acquire(processes, stack, 1)
-    assert processes.supervisor.wait("acquire", SCAN_S) == 0, processes.output(acquiring)
+    assert processes.supervisor.wait("acquire-1", SCAN_S) == 0, processes.output(acquiring)
     sectors = SCAN_SHAPE[0] * SCAN_SHAPE[1] * stack.config.n_receivers
 
     def sent() -> float | None:
@@ -181,3 +207,13 @@ def test_prometheus_scrapes_the_scans_message_count(stack: Stack, processes: Pro
     assert float(relayed[0]["value"][1]) == sectors
     wait_until(lambda: prometheus_query(port, "sectorflow_scan_duration_seconds_count == 1"), PAGE_S,
                "the scan's duration in the histogram")
+
+    # A second scan: the producers' counters go on growing (their status numbers start again), and
+    # every family of /metrics still follows Prometheus' rules.
+    acquiring = acquire(processes, stack, 2, rate_hz=0.0)
+    assert processes.supervisor.wait("acquire-2", SCAN_S) == 0, processes.output(acquiring)
+    wait_until(lambda: sent() == 2 * sectors, PAGE_S, f"Prometheus to hold the producers' {2 * sectors} messages")
+    wait_until(lambda: prometheus_query(port, "sectorflow_scan_duration_seconds_count == 2"), PAGE_S,
+               "the second scan's duration in the histogram")
+    with urllib.request.urlopen(stack.url + "metrics", timeout=10) as answer:
+        assert_follows_prometheus_rules(answer.read().decode(), scans=2)

@@ -15,6 +15,7 @@ from sectorflow.dashboard.scan_groups import group_scans
 from sectorflow.dashboard.sessions import slurm_seconds
 from sectorflow.protocol import (
     OUTCOME_COMPLETE,
+    SERVICE_STATES,
     NodeGroupRecord,
     ScanFileRecord,
     ScanRequestRecord,
@@ -64,9 +65,10 @@ def scrape(entries: dict[str, bytes]) -> dict[str, list]:
 
 def test_metrics_carry_every_published_counter_with_service_receiver_and_nodegroup_labels() -> None:
     entries = {
-        status_key("producer", "r2t0"): ServiceStatus(state="streaming", scan=4, messages=10, bytes=1000,
-                                                      updated_s=1.0, extra={"receiver": 2, "thread": 0,
-                                                                            "spilled": 3}).encode(),
+        status_key("producer", "r2t0"): ServiceStatus(
+            state="streaming", scan=4, messages=10, bytes=1000, updated_s=1.0,
+            extra={"receiver": 2, "thread": 0, "spilled": 3, "messages_total": 25, "bytes_total": 2500,
+                   "spilled_total": 7}).encode(),
         status_key("nodegroup", "ng-a"): ServiceStatus(
             state="idle", scan=4, messages=40, bytes=4000, updated_s=1.0,
             extra={"frames_complete": 9, "frames_incomplete": 1, "pool_slots_in_use": 5, "malformed": 2,
@@ -82,17 +84,25 @@ def test_metrics_carry_every_published_counter_with_service_receiver_and_nodegro
                                          written_s=13.0).encode(),
     }
     samples = scrape(entries)
-    producer = {"service": "producer", "name": "r2t0", "receiver": "2", "nodegroup": ""}
-    group = {"service": "nodegroup", "name": "ng-a", "receiver": "", "nodegroup": "ng-a"}
-    assert (producer, 10.0) in samples["sectorflow_messages_total"]
+    producer = {"service": "producer", "name": "r2t0", "receiver": "2"}
+    group = {"service": "nodegroup", "name": "ng-a", "nodegroup": "ng-a"}
+    # A producer thread's counters take every scan it sent; its current scan's numbers are gauges.
+    assert (producer, 25.0) in samples["sectorflow_messages_total"]
+    assert (producer, 2500.0) in samples["sectorflow_bytes_total"]
+    assert (producer, 7.0) in samples["sectorflow_spilled_sectors_total"]
+    assert samples["sectorflow_producer_scan_messages"] == [(producer, 10.0)]
+    assert samples["sectorflow_producer_scan_spilled_sectors"] == [(producer, 3.0)]
     assert (group, 4000.0) in samples["sectorflow_bytes_total"]
-    assert (producer, 3.0) in samples["sectorflow_spilled_sectors_total"]
     assert (group, 9.0) in samples["sectorflow_frames_complete_total"]
     assert (group, 1.0) in samples["sectorflow_frames_incomplete_total"]
     assert (group, 5.0) in samples["sectorflow_pool_frames"]
     assert ({**group, "kind": "header"}, 2.0) in samples["sectorflow_refused_messages_total"]
-    assert ({"service": "kvstore", "name": "server", "receiver": "", "nodegroup": "", "kind": "unauthorised"},
+    assert ({"service": "kvstore", "name": "server", "kind": "unauthorised"},
             6.0) in samples["sectorflow_refused_messages_total"]
+    # A state set: one series per state, 1 for the one the service is in.
+    states = {labels["state"]: value for labels, value in samples["sectorflow_service_state"]
+              if labels["name"] == "r2t0"}
+    assert states == {state: float(state == "streaming") for state in SERVICE_STATES}
     assert samples["sectorflow_nodegroups_registered"] == [({}, 1.0)]
     assert samples["sectorflow_scan_duration_seconds_count"] == [({}, 1.0)]
     assert samples["sectorflow_scan_duration_seconds_sum"] == [({}, 3.0)]

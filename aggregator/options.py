@@ -9,6 +9,7 @@ from sectorflow.configs import Config
 from sectorflow.kvstore import client_options
 from sectorflow.protocol import NODEGROUPS_PREFIX
 from sectorflow.security.options import aggregator_curves
+from sectorflow.socket_buffers import warn_if_capped
 
 
 def aggregator_options(config: Config, log: Callable[[str], None] | None = None) -> AggregatorOptions:
@@ -41,5 +42,6 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None)
         native_scan_idle_ms=max(1, round(agg.native_scan_idle_s * 1000)),
     )
     options.sndbuf_bytes = agg.sndbuf_bytes
+    warn_if_capped("[aggregator] sndbuf_bytes", agg.sndbuf_bytes, "wmem_max")
     options.producers_curve, options.nodegroups_curve = aggregator_curves(config)
     return options

@@ -83,6 +83,7 @@ from sectorflow.protocol import (
 )
 from sectorflow.security.options import data_client_curve
 from sectorflow.service import ServiceState
+from sectorflow.socket_buffers import warn_if_capped
 from sectorflow.waiting import WaitTimeout, wait_until
 
 from .gather import GroupResult, ScanGatherer
@@ -180,6 +181,7 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
         live_buffer_frames=config.analysis.live_buffer_frames,
     )
     settings.rcvbuf_bytes = ng.rcvbuf_bytes
+    warn_if_capped("[nodegroup] rcvbuf_bytes", ng.rcvbuf_bytes, "rmem_max")
     settings.curve = data_client_curve(config, "nodegroup")
     return settings
 

@@ -28,6 +28,7 @@ from sectorflow.errors import SectorflowError, UsageError
 from sectorflow.kvstore import Client
 from sectorflow.protocol import (
     ACQUIRE_REQUEST_KEY,
+    SCANS_PREFIX,
     SERVICE_PRODUCER,
     SOURCE_REPLAY,
     SOURCE_SIMULATOR,
@@ -238,6 +239,12 @@ def publish_request(client: Client, config: Config, scan: int, scan_x: int, scan
         kv = config.kvstore
         raise SectorflowError(f"kvstore at {kv.host}:{kv.port} did not answer within {SYNC_TIMEOUT_S:.0f} s; "
                               "is 'sectorflow kvstore' running?")
+    if not replay:
+        earlier = earlier_run(client, scan)
+        if earlier is not None:
+            raise SectorflowError(f"scan {scan} was acquired before ({earlier}): a scan number is used once; the next "
+                                  f"unused is {next_unused_scan(client)}, and --replay streams scan {scan}'s raw "
+                                  "files again")
     routing = [record.uid for record in client.nodegroups()]
     source = SOURCE_REPLAY if replay else SOURCE_SIMULATOR
     if replay and not routing:
@@ -255,6 +262,26 @@ def publish_request(client: Client, config: Config, scan: int, scan_x: int, scan
     kv = config.kvstore
     silence_s = kv.heartbeat_ms * kv.silence_heartbeats / 1000
     return PublishedRequest(request, record, published_s, ttl_s, kv.ttl_s + 2 * silence_s + GONE_GRACE_S)
+
+
+def earlier_run(client: Client, scan: int) -> str | None:
+    """What became of an earlier acquisition of ``scan`` if the kvstore holds one (its request or
+    a producer's part), else None. The producers ignore a request for a scan they acquired already,
+    so a second one would never end."""
+    records = records_of(client.subtree(scan_prefix(scan)), scan)
+    if records.request is None and not records.producers:
+        return None
+    if records.file is None:
+        return "no file yet: it is running, or its NodeGroups never wrote one"
+    where = f": {records.file.path}" if records.file.path else ""
+    return f"outcome {records.file.outcome}{where}"
+
+
+def next_unused_scan(client: Client) -> int:
+    """One above the highest scan number the kvstore holds records of."""
+    numbers = [int(key.split("/")[1]) for key in client.subtree(SCANS_PREFIX)
+               if key.count("/") >= 2 and key.split("/")[1].isdigit()]
+    return max(numbers, default=0) + 1
 
 
 class Absences:

@@ -96,11 +96,17 @@ def test_daemons_acquire_to_disk_then_stream_then_replay(make_config, processes,
         assert {(h[2], h[3]): digest(payload) for _, h, payload in upstream.data} == on_disk
         assert len(upstream.data) == 48
 
-        # A request for a scan already acquired from the same source is ignored, and --timeout says so.
-        result = acquire(path, "--scan-number", "2", "--scan-shape", "4x3", "--wait", "--timeout", "1")
-        assert result.returncode == 1
-        assert "scan 2: pending: 0 counted + 0 spilled + 48 not yet accounted = 48 sectors" in result.stdout
-        assert "scan 2: not over after 1 s; not taken by r0t0, r0t1, r1t0" in result.stderr
+        # A scan number already used is refused at once (the producers would ignore the request), --wait
+        # or not, with what became of it; nothing is requested.
+        for wait in ((), ("--wait",)):
+            result = acquire(path, "--scan-number", "2", "--scan-shape", "4x3", *wait)
+            assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+            assert result.stderr.splitlines()[-1] == (
+                "sectorflow acquire: error: scan 2 was acquired before (no file yet: it is running, or its NodeGroups "
+                "never wrote one): a scan number is used once; the next unused is 3, and --replay streams scan 2's "
+                "raw files again")
+        assert client.get("acquire/request") is not None and AcquireRequest.decode(
+            client.get("acquire/request")).source == "replay", "the replay of scan 1 is the last request"
     for daemon in daemons:
         assert processes.stop(daemon) == 0
         assert "Traceback" not in processes.output(daemon)

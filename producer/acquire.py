@@ -69,7 +69,8 @@ def register(subparsers: Any) -> None:
         "for the scan's outcome and print where every sector ended: counted in the file, spilled to a raw file on "
         "its receiver, or missing (with where it was last seen). Exit codes with --wait: 0 every sector counted "
         "(or, with no NodeGroup, every sector written to disk); 3 none missing but some spilled to raw files "
-        "(acquire --replay completes the file); 1 sectors missing, no file, or --timeout passed; 2 a bad argument or configuration.",
+        "(acquire --replay completes the file); 1 sectors missing, no file, or --timeout passed; 2 a bad argument or configuration; "
+        "130 Ctrl-C, which stops the waiting, not the scan. A scan number is used once: one used before is refused.",
     )
     add_config_argument(parser)
     parser.add_argument("--scan-number", required=True, metavar="N", help="scan number, 0 to 4294967295")
@@ -124,7 +125,13 @@ def run(args: argparse.Namespace, config: Config) -> int:
                       "when they are idle, unless the kvstore restarts first: use --wait to see it through",
                       file=sys.stderr, flush=True)
             return 0
-        result = wait_for_account(client, published, timeout)
+        try:
+            result = wait_for_account(client, published, timeout)
+        except KeyboardInterrupt:
+            # The request is the producers' now: stopping this command stops nobody's work.
+            print(f"scan {scan}: no longer waited for; it goes on (the producers and NodeGroups do not stop): "
+                  "'sectorflow status' shows it", file=sys.stderr, flush=True)
+            return 130
     print(result.line())
     if result.outcome != COMPLETE or result.missing or result.spilled:
         print("\n".join(result.breakdown()))

@@ -4,6 +4,7 @@ between) streams, a replay streams the first one's files; SIGTERM stops cleanly.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -114,6 +115,19 @@ def test_daemons_acquire_to_disk_then_stream_then_replay(make_config, processes,
     # Scan 1 was first acquired with no NodeGroup registered: written to disk.
     assert "state idle -> writing-to-disk (scan 1" in log and "state writing-to-disk -> idle" in log
     assert "state idle -> streaming (scan 2" in log and "state stopping -> stopped" in log
+
+
+def test_ctrl_c_in_acquire_wait_says_the_scan_goes_on(make_config, processes) -> None:
+    server = start_kvstore(make_config, processes, detector=SMALL_DETECTOR, receivers=small_receivers(1))
+    waiting = processes.sectorflow("acquire", "--config", str(server.path), "--scan-number", "4", "--scan-shape",
+                                   "2x2", "--wait", name="acquire")
+    wait_until(lambda: "scan 4: requested 2 x 2" in processes.output(waiting), START_S, "the request published")
+    waiting.send_signal(signal.SIGINT)  # what Ctrl-C sends
+    wait_until(lambda: waiting.poll() is not None, START_S, "acquire to end")
+    assert waiting.returncode == 130
+    assert processes.output(waiting).splitlines()[-1] == (
+        "scan 4: no longer waited for; it goes on (the producers and NodeGroups do not stop): 'sectorflow status' "
+        "shows it")
 
 
 def test_acquire_refuses_a_bad_scan_shape_and_replay_without_nodegroups(make_config, processes) -> None:

@@ -243,6 +243,14 @@ void bind_raw_files(py::module_& m) {
         py::arg("directory"), py::arg("scan_number"),
         "Paths of the scan's raw files in `directory`, sorted by sector then thread. Raises RawFileError "
         "if the directory cannot be listed.");
+  m.def("find_replay_files",
+        [](const std::filesystem::path& directory, std::uint32_t scan_number) {
+          return find_replay_files(directory.string(), scan_number);
+        },
+        py::arg("directory"), py::arg("scan_number"),
+        "What a replay reads of the scan: its whole raw files and its .partial ones (whose whole records "
+        "count as spilled), sorted by sector, thread, then name. Raises RawFileError if the directory "
+        "cannot be listed.");
 
   py::class_<RawFileWriter>(m, "RawFileWriter",
                             "Appends records to a new raw file data_scan..._module{sector}_{thread_id}.data, which "
@@ -319,6 +327,8 @@ void bind_raw_files(py::module_& m) {
       .def_property_readonly("name", &RawFileReader::name)
       .def_property_readonly("offset", &RawFileReader::offset, "Byte offset of the next record.")
       .def_property_readonly("records", &RawFileReader::records, "Records read so far.")
+      .def_property_readonly("partial", &RawFileReader::partial,
+                             "A .partial file: read up to its last whole record.")
       .def("close", &RawFileReader::close)
       .def("__enter__", [](RawFileReader& reader) -> RawFileReader& { return reader; },
            py::return_value_policy::reference)

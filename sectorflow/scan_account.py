@@ -296,7 +296,15 @@ def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord, 
                 account.explain(lost, f"dropped at the aggregator: NodeGroup {uid} {why}")
         unrelayed = sent - forwarded - sum(relay.lost.values())
         if unrelayed > 0:
-            account.explain(unrelayed, "sent but not relayed (in flight when the aggregator stopped)")
+            # The record says what one relay process forwarded in one run of the scan number: a
+            # complete one that relayed fewer than were sent is another run's (a stray native message,
+            # a repeat), never a stop; only an unfinished one may be a process that stopped mid-scan.
+            account.explain(unrelayed,
+                            f"sent, but aggregator thread {account.receiver}'s record is of another run of the scan "
+                            "number (a stray or repeated stream), which completed with fewer"
+                            if relay.complete else
+                            f"sent but not relayed (not in aggregator thread {account.receiver}'s record: in flight "
+                            "when it stopped or restarted, or the scan closed unfinished there)")
         received = 0
         for uid, count in sorted(relay.forwarded.items()):
             part = records.nodegroups.get(uid)

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <limits>
 #include <optional>
 
 #include "sectorflow/producer/errors.hpp"
@@ -26,8 +28,10 @@ ReplaySource::ReplaySource(const std::string& directory, std::uint32_t scan_numb
                            std::uint32_t thread_id, const protocol::Geometry& geometry)
     : geometry_(geometry), threads_(threads), thread_id_(thread_id) {
   thread_share(0, threads, thread_id);  // validates the share
-  for (const std::string& path : protocol::find_raw_files(directory, scan_number)) {
-    const auto name = protocol::parse_raw_file_name(path);
+  // A .partial file's whole records are sectors its thread counted spilled: they are replayed too.
+  for (const std::string& path : protocol::find_replay_files(directory, scan_number)) {
+    bool partial = false;
+    const auto name = protocol::parse_replay_file_name(path, partial);
     if (name && name->sector == sector) files_.push_back(path);
   }
   if (files_.empty()) {
@@ -44,10 +48,19 @@ ReplaySource::ReplaySource(const std::string& directory, std::uint32_t scan_numb
   for (const std::string& path : files_) {
     std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
     if (!file) throw protocol::RawFileError(path + ": cannot open: " + std::strerror(errno));
-    const protocol::RawFileName name = *protocol::parse_raw_file_name(path);
+    bool partial = false;
+    const protocol::RawFileName name = *protocol::parse_replay_file_name(path, partial);
+    // Only a .partial file may end in a piece of a record (its writer was cut short): not a sector.
+    std::uint64_t whole = std::numeric_limits<std::uint64_t>::max();
+    if (partial) {
+      std::error_code size_error;
+      const std::uint64_t bytes = std::filesystem::file_size(path, size_error);
+      if (size_error) throw protocol::RawFileError(path + ": cannot read its size: " + size_error.message());
+      whole = bytes / record_bytes;
+    }
     bool own = false;
     unsigned char raw[protocol::kRawHeaderBytes];
-    for (std::uint64_t record = 0;; ++record) {
+    for (std::uint64_t record = 0; record < whole; ++record) {
       if (std::fseek(file.get(), static_cast<long>(record * record_bytes), SEEK_SET) != 0) break;
       const std::size_t got = std::fread(raw, 1, sizeof raw, file.get());
       if (got == 0) break;

@@ -94,6 +94,45 @@ std::vector<std::string> find_raw_files(const std::string& directory, std::uint3
   return paths;
 }
 
+std::optional<RawFileName> parse_replay_file_name(const std::string& path, bool& partial) {
+  partial = false;
+  std::string file = std::filesystem::path(path).filename().string();
+  const std::string suffix = kRawPartialSuffix;
+  if (file.size() > suffix.size() && file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    file.resize(file.size() - suffix.size());
+    // <name>.<k>.partial: a later incomplete attempt numbered beside an earlier one.
+    const std::size_t dot = file.rfind('.');
+    if (dot != std::string::npos && dot + 1 < file.size() &&
+        file.find_first_not_of("0123456789", dot + 1) == std::string::npos) {
+      file.resize(dot);
+    }
+    partial = true;
+  }
+  return parse_raw_file_name(file);
+}
+
+std::vector<std::string> find_replay_files(const std::string& directory, std::uint32_t scan_number) {
+  std::vector<std::pair<RawFileName, std::string>> found;
+  std::error_code error;
+  std::filesystem::directory_iterator it(directory, error);
+  for (; !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    bool partial = false;
+    const std::optional<RawFileName> name = parse_replay_file_name(it->path().string(), partial);
+    if (name && name->scan_number == scan_number) found.emplace_back(*name, it->path().string());
+  }
+  if (error) {
+    throw RawFileError(directory + ": cannot list raw files of scan " + std::to_string(scan_number) + ": " +
+                       error.message() + " (files are named " + kPattern + ", or that + .partial)");
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first.sector, a.first.thread_id, a.second) < std::tie(b.first.sector, b.first.thread_id, b.second);
+  });
+  std::vector<std::string> paths;
+  paths.reserve(found.size());
+  for (auto& [name, path] : found) paths.push_back(std::move(path));
+  return paths;
+}
+
 void encode_raw_header(const DataHeader& header, unsigned char* out) {
   for (std::uint32_t value : {header.scan_x, header.scan_y, header.position_x, header.position_y}) {
     if (value > kRawMaxScanSide) {

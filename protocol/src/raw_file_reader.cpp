@@ -15,9 +15,10 @@ std::string errno_text(int error) { return std::string(std::strerror(error)) + "
 
 RawFileReader::RawFileReader(const std::string& path, const Geometry& geometry) : path_(path), geometry_(geometry) {
   geometry_.validate();
-  const std::optional<RawFileName> name = parse_raw_file_name(path);
+  const std::optional<RawFileName> name = parse_replay_file_name(path, partial_);
   if (!name) {
-    throw RawFileError(path + ": not a raw file name; expected data_scan{scan:010d}_module{sector}_{thread}.data");
+    throw RawFileError(path + ": not a raw file name; expected data_scan{scan:010d}_module{sector}_{thread}.data"
+                              " (or that + .partial)");
   }
   name_ = *name;
   file_.reset(std::fopen(path.c_str(), "rb"));
@@ -45,6 +46,8 @@ bool RawFileReader::next(DataHeader& header, void* payload, std::size_t payload_
                        std::to_string(geometry_.sector_bytes()));
   }
   const std::size_t record_bytes = kRawHeaderBytes + payload_bytes;
+  // A .partial file's last piece of a record was cut short by its writer: no sector, not an error.
+  if (partial_ && offset_ + record_bytes > file_bytes_) return false;
   auto truncated = [&](std::size_t got) {
     return RawFileError(record() + ": truncated record, " + std::to_string(got) + " of " +
                         std::to_string(record_bytes) + " bytes (16-byte header + " + std::to_string(payload_bytes) +

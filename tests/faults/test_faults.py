@@ -19,12 +19,13 @@ from pathlib import Path
 import msgpack
 import pytest
 import zmq
-from beamline import Beamline, Outcome
+from beamline import RANKS, Beamline, Outcome
 
 from sectorflow.kvstore import Client
 from sectorflow.nodegroup import scan_file_name
+from sectorflow.orchestration.stack import stack_services
 from sectorflow.orchestration.supervisor import ServiceSpec
-from sectorflow.protocol import ACQUIRE_REQUEST_KEY, AcquireRequest
+from sectorflow.protocol import ACQUIRE_REQUEST_KEY, AcquireRequest, find_replay_files
 from sectorflow.waiting import wait_until
 
 pytestmark = pytest.mark.mpi
@@ -187,6 +188,18 @@ def test_disk_full_during_a_fallback_write(beamline, tmp_path: Path) -> None:
         assert result.missing > 0 and result.spilled > 0, result.output
         names = [p.name for p in raw.iterdir()]
         assert any(name.endswith(".partial") for name in names), names
+        # What was counted spilled is replayable: the whole records of the .partial files stream too.
+        assert any(path.endswith(".partial") for path in find_replay_files(str(raw), 2)), names
+        assert line.supervisor is not None
+        nodegroups = next(spec for spec in stack_services(line.config, RANKS, line.output_dir, with_nodegroups=True)
+                          if spec.name == "nodegroups")
+        line.supervisor.start(nodegroups)
+        with Client.from_config(line.config, name="fault-test") as client:
+            wait_until(lambda: len(client.nodegroups()) == RANKS, 60, "the NodeGroups of a job started later")
+        replay = checked(line, Beamline.finish(line.acquire(2, SHAPE, 0.0, "--replay")), 2,
+                         "replay of a full disk's raw files (.partial included)", replay=True)
+        assert replay.counted == result.spilled, replay.output
+        assert replay.missing == SECTORS - result.spilled and replay.exit_code == 1, replay.output
         line.stop()
     finally:
         subprocess.run(["umount", "-l", str(raw)], check=False)

@@ -38,6 +38,7 @@ from sectorflow.protocol import (
     RelayScanRecord,
     ServiceStatus,
     find_raw_files,
+    find_replay_files,
     raw_file_name,
     scan_producer_key,
     scan_relay_key,
@@ -281,7 +282,15 @@ def test_a_stopped_fallback_scan_leaves_a_partial_file(make_config, processes) -
     assert (stopped.spilled, stopped.spill_file, stopped.partial) == (2, str(partial), True)
     assert "stopped" in stopped.error
     assert os.listdir(partial.parent) == [partial.name]
-    assert not find_raw_files(config.producer.fallback_dir, scan), "replay never takes a partial file"
+    assert not find_raw_files(config.producer.fallback_dir, scan), "stempy's pattern never takes a partial file"
+    # Its whole records are the sectors counted spilled: a replay reads exactly those.
+    assert find_replay_files(config.producer.fallback_dir, scan) == [str(partial)]
+    # A write cut short leaves a piece of a record after the whole ones: no sector, not an error.
+    with partial.open("ab") as file:
+        file.write(b"x" * 5)
+    with RawFileReader(str(partial), config.geometry()) as reader:
+        assert reader.partial
+        assert [(h.position_x, h.position_y) for h, _ in reader] == [(0, 0), (1, 0)]
 
 
 def test_a_daemon_marks_partial_the_raw_files_a_killed_one_left(make_config, processes) -> None:

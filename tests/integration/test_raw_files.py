@@ -23,6 +23,7 @@ from sectorflow.protocol import (
     RawFileReader,
     RawFileWriter,
     find_raw_files,
+    find_replay_files,
     parse_raw_file_name,
     raw_file_name,
 )
@@ -123,6 +124,20 @@ def test_file_names_follow_the_pattern_and_find_sorts_by_sector_then_thread(tmp_
     ]
     with pytest.raises(RawFileError, match=f"{tmp_path / 'missing'}: cannot list raw files of scan 7"):
         find_raw_files(tmp_path / "missing", 7)
+
+
+def test_replay_finds_the_partial_files_too_and_never_a_file_being_written(tmp_path: Path) -> None:
+    for name in ("data_scan0000000007_module2_0.data", "data_scan0000000007_module2_0.data.partial",
+                 "data_scan0000000007_module2_0.data.1.partial", "data_scan0000000007_module2_1.data.writing",
+                 "data_scan0000000007_module1_1.data.partial", "data_scan0000000007_module1_1.data.x.partial",
+                 "data_scan0000000008_module0_0.data.partial"):
+        (tmp_path / name).touch()
+    assert [Path(p).name for p in find_replay_files(tmp_path, 7)] == [
+        "data_scan0000000007_module1_1.data.partial", "data_scan0000000007_module2_0.data",
+        "data_scan0000000007_module2_0.data.1.partial", "data_scan0000000007_module2_0.data.partial",
+    ]
+    # stempy's pattern (and every reader of whole files) still sees the whole file only.
+    assert [Path(p).name for p in find_raw_files(tmp_path, 7)] == ["data_scan0000000007_module2_0.data"]
 
 
 def test_truncated_file_names_the_file_record_and_byte_offset(tmp_path: Path) -> None:

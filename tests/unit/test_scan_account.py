@@ -155,8 +155,21 @@ def test_sent_but_not_relayed_is_the_aggregators_restart_and_never_claims_more_t
                            groups=[nodegroup("ng-a", [8, 8]), nodegroup("ng-b", [7, 8])],
                            scan_file=file([15, 16], OUTCOME_INCOMPLETE))
     result = account(records_of(records, SCAN))
-    assert result.receivers[0].reasons == ["1 sent but not relayed (in flight when the aggregator stopped)"]
+    assert result.receivers[0].reasons == ["1 sent but not relayed (not in aggregator thread 0's record: in flight "
+                                           "when it stopped or restarted, or the scan closed unfinished there)"]
     assert result.missing == 1
+
+
+def test_a_complete_relay_record_of_fewer_than_were_sent_is_another_run_never_a_stop() -> None:
+    # A stray native message of the scan number opened a run at relay thread 0 that completed with
+    # one message; its record stands where the real run's would be. The aggregator never stopped.
+    records = whole_stream(relays=[relay(0, forwarded={"ng-a": 1, "ng-b": 0}, complete=True), relay(1)],
+                           groups=[nodegroup("ng-a", [8, 8]), nodegroup("ng-b", [7, 8])],
+                           scan_file=file([15, 16], OUTCOME_INCOMPLETE))
+    result = account(records_of(records, SCAN))
+    reasons = " ".join(result.receivers[0].reasons)
+    assert "stopped" not in reasons, reasons
+    assert "aggregator thread 0's record is of another run of the scan number" in reasons, reasons
 
 
 def test_a_scan_is_pending_until_its_producers_end_and_its_file_comes() -> None:

@@ -15,7 +15,7 @@ namespace sectorflow::producer {
 
 /// Thread t of T replays the records of sector `sector` of scan `scan_number` in `directory`
 /// whose probe position p (scan_pos.y * scan_x + scan_pos.x) has p % T == t, whatever thread wrote
-/// them. A record's frame number may carry the detector's counter offset: every record of the
+/// them, from its whole files and the whole records of its .partial ones (find_replay_files). A record's frame number may carry the detector's counter offset: every record of the
 /// sector must have the same first_frame() = frame number - position, which the replayed scan's
 /// ScanRequest takes, so that the frames go out under the numbers the files carry. At construction
 /// it reads the 16-byte record headers only (one seek per record) to learn its positions; read()

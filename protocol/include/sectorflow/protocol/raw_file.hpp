@@ -58,6 +58,16 @@ std::optional<RawFileName> parse_raw_file_name(const std::string& path);
 /// then thread. Throws RawFileError if the directory cannot be listed.
 std::vector<std::string> find_raw_files(const std::string& directory, std::uint32_t scan_number);
 
+/// What a replay reads of a scan: its whole raw files (find_raw_files) and the incomplete ones a
+/// writer left as <name>.partial or <name>.<k>.partial, whose whole records are sectors the
+/// producer counted spilled (SPEC.md, "Raw fallback files"). Sorted by sector, thread, then name.
+/// Throws RawFileError if the directory cannot be listed.
+std::vector<std::string> find_replay_files(const std::string& directory, std::uint32_t scan_number);
+
+/// Parses a raw file's name, or a .partial one's (the name it would have had when whole); sets
+/// `partial` accordingly. nullopt unless it follows one of the patterns.
+std::optional<RawFileName> parse_replay_file_name(const std::string& path, bool& partial);
+
 /// Encodes the 16-byte record header of `header` (its sector and thread_id are not stored).
 /// Throws RawFileError if the scan shape or position does not fit the format's uint16 fields.
 void encode_raw_header(const DataHeader& header, unsigned char* out);
@@ -70,7 +80,8 @@ DataHeader decode_raw_header(const unsigned char* in, const RawFileName& name);
 /// a successful close(). A file that could not be completed (a write or close failed, or it was
 /// abandoned: the writer was stopped, its thread failed, or it was destroyed while open) is renamed
 /// to final name + kRawPartialSuffix instead. Neither name matches the raw-file pattern, so
-/// find_raw_files, replay and stempy's file patterns never take an incomplete file for a whole one.
+/// find_raw_files and stempy's file patterns never take an incomplete file for a whole one; replay
+/// (find_replay_files) takes a .partial file's whole records, which its writer counted spilled.
 /// The final name is never overwritten, nor an earlier .partial.
 class RawFileWriter {
  public:
@@ -147,8 +158,10 @@ class RawFileWriter {
 /// Reads the records of one raw file in order, validating each.
 class RawFileReader {
  public:
-  /// Opens `path`, whose name must follow the raw-file pattern (it gives sector and thread).
-  /// Throws RawFileError naming the path otherwise, or if it cannot be opened.
+  /// Opens `path`, whose name must follow the raw-file pattern (it gives sector and thread), or
+  /// its .partial pattern: a .partial file ends at its last whole record (a write cut short by a
+  /// full disk leaves a piece of one, which is no sector). Throws RawFileError naming the path
+  /// otherwise, or if it cannot be opened.
   RawFileReader(const std::string& path, const Geometry& geometry);
 
   /// Reads the next record: its header into `header` and its pixels into `payload`, which must be
@@ -165,6 +178,8 @@ class RawFileReader {
   std::uint64_t offset() const { return offset_; }
   /// Records read so far.
   std::uint64_t records() const { return records_; }
+  /// The file is a .partial one: read up to its last whole record.
+  bool partial() const { return partial_; }
   void close() { file_.reset(); }
 
  private:
@@ -184,6 +199,7 @@ class RawFileReader {
   std::uint64_t records_ = 0;
   std::uint32_t scan_x_ = 0;
   std::uint32_t scan_y_ = 0;
+  bool partial_ = false;
 };
 
 }  // namespace sectorflow::protocol

@@ -20,6 +20,7 @@ import zmq
 from sectorflow.configs import Config, load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
+from sectorflow.security.options import live_client_curve
 
 from . import wire
 
@@ -55,6 +56,8 @@ class LiveView:
     positions_counted: int
     complete: bool
     """every position is counted, or every NodeGroup publishing said it counted all it will of the scan"""
+    refused: int = 0
+    """live messages this reader refused so far (not decoding whole, or shapes beyond its bounds)"""
 
 
 @dataclass
@@ -69,7 +72,12 @@ class _Stream:
     """One DEALER per publisher of one topic the kvstore advertises, each subscribed."""
 
     def __init__(self, config: Config, topic: bytes) -> None:
+        self.config = config
         self.topic = topic
+        # What a publisher may make this reader allocate: images of at most max_scan_positions and
+        # patterns of the configured detector's size, whatever a header announces.
+        self.max_positions = config.limits.max_scan_positions
+        self.max_frame_pixels = config.detector.frame_rows * config.detector.frame_cols
         self.field = f"live_{topic.decode()}"
         self.client = Client.from_config(config, subtree="status/nodegroup/", name="live viewer")
         if not self.client.wait_synced(SYNC_TIMEOUT_S):
@@ -80,6 +88,7 @@ class _Stream:
         self.poller = zmq.Poller()
         self.sockets: list[zmq.Socket] = []
         self.connected: set[str] = set()
+        self.unkeyed = 0  # publishers advertised without the key [security] needs, skipped (logged once)
         self.publishers: set[str] = set()  # uids
         self._discovered_at = 0.0
         self.refused = 0  # messages that did not decode (wire.decode), logged first and counted
@@ -87,13 +96,34 @@ class _Stream:
 
     def discover(self) -> None:
         self._discovered_at = time.monotonic()
+        for socket in self.sockets:
+            # Renewed every look: a publisher that dropped us (we read too slowly) or was full takes
+            # us back; one that holds us ignores it.
+            try:
+                socket.send(wire.SUBSCRIBE, zmq.DONTWAIT)
+            except zmq.Again:
+                pass
         for (_, uid), status in self.client.statuses("nodegroup").items():
             endpoint = status.extra.get(self.field)
             if isinstance(endpoint, str) and endpoint not in self.connected:
+                curve = None
+                if self.config.security.enabled:
+                    server_key = status.extra.get("live_key")
+                    if not isinstance(server_key, str) or not server_key:
+                        self.unkeyed += 1
+                        if self.unkeyed == 1:
+                            log.warning("live: nodegroup %s advertises no live_key; with [security] on it is "
+                                        "not subscribed to", uid)
+                        continue
+                    curve = live_client_curve(self.config, server_key)
                 # One DEALER per publisher: a DEALER's message goes to one of its peers, and each
                 # publisher must hear the subscription.
                 socket = self.context.socket(zmq.DEALER)
                 socket.setsockopt(zmq.LINGER, 0)
+                if curve is not None:
+                    socket.curve_serverkey = curve.server_key.encode()
+                    socket.curve_publickey = curve.public_key.encode()
+                    socket.curve_secretkey = curve.secret_key.encode()
                 socket.setsockopt(zmq.RCVHWM, RECEIVE_HWM)
                 socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
                 socket.connect(endpoint)
@@ -110,14 +140,20 @@ class _Stream:
         ready = self.poller.poll(timeout_ms)  # with no publisher yet, waits out timeout_ms for the next look
         if not ready:
             return None
-        parts = ready[0][0].recv_multipart()
+        socket = ready[0][0]
+        parts = socket.recv_multipart()
         try:
-            return wire.decode(parts)
+            batch = wire.decode(parts, self.max_positions, self.max_frame_pixels)
         except ValueError as error:
             self.refused += 1
             if self.refused == 1:
                 log.warning("live: a message was refused (further ones are counted): %s", error)
             return None
+        try:
+            socket.send(wire.ack(batch.seq), zmq.DONTWAIT)  # what holds our slot at the publisher
+        except zmq.Again:
+            pass
+        return batch
 
     def close(self) -> None:
         if self.refused:
@@ -170,6 +206,7 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
             state = states.get(followed) if followed is not None else None
             if state is None:
                 continue
+            state.view.refused = stream.refused
             if state.view.complete:
                 yield state.view
                 return
@@ -211,7 +248,7 @@ def _copy(view: LiveView) -> LiveView:
     return LiveView(scan=view.scan, scan_shape=view.scan_shape,
                     images={name: image.copy() for name, image in view.images.items()},
                     diffraction=view.diffraction.copy(), positions_counted=view.positions_counted,
-                    complete=view.complete)
+                    complete=view.complete, refused=view.refused)
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,10 @@ def create_app(config: Config) -> Starlette:
         if not guard_reads or (request.client is not None and is_loopback(request.client.host)):
             return True
         given = token_of(request)
-        return given is not None and any(hmac.compare_digest(given.encode(), t.encode()) for t in read_tokens)
+        return given is not None and valid(given)
+
+    def valid(given: str) -> bool:
+        return any(hmac.compare_digest(given.encode(), t.encode()) for t in read_tokens)
 
     def reader(handler: Any) -> Any:
         async def guarded(request: Request) -> Response:
@@ -101,7 +104,7 @@ def create_app(config: Config) -> Starlette:
                                          "/?token=<token> ([dashboard] view_token_file)", status_code=401)
             response = await handler(request)
             given = request.query_params.get("token")
-            if given is not None and guard_reads:  # a browser keeps it for the event stream and images
+            if given is not None and guard_reads and valid(given):  # a browser keeps it for the event stream
                 response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict",
                                     secure=request.url.scheme == "https")
             return response

@@ -20,6 +20,7 @@ import zmq
 from sectorflow.configs import Config, load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
+from sectorflow.security import is_z85_key
 from sectorflow.security.options import live_client_curve
 
 from . import wire
@@ -88,7 +89,7 @@ class _Stream:
         self.poller = zmq.Poller()
         self.sockets: list[zmq.Socket] = []
         self.connected: set[str] = set()
-        self.unkeyed = 0  # publishers advertised without the key [security] needs, skipped (logged once)
+        self.skipped: set[str] = set()  # uids of publishers not subscribed to (no usable key or endpoint)
         self.publishers: set[str] = set()  # uids
         self._discovered_at = 0.0
         self.refused = 0  # messages that did not decode (wire.decode), logged first and counted
@@ -109,11 +110,8 @@ class _Stream:
                 curve = None
                 if self.config.security.enabled:
                     server_key = status.extra.get("live_key")
-                    if not isinstance(server_key, str) or not server_key:
-                        self.unkeyed += 1
-                        if self.unkeyed == 1:
-                            log.warning("live: nodegroup %s advertises no live_key; with [security] on it is "
-                                        "not subscribed to", uid)
+                    if not isinstance(server_key, str) or not is_z85_key(server_key):
+                        self._skip(uid, endpoint, "advertises no live_key (a CURVE public key) while [security] is on")
                         continue
                     curve = live_client_curve(self.config, server_key)
                 # One DEALER per publisher: a DEALER's message goes to one of its peers, and each
@@ -126,13 +124,26 @@ class _Stream:
                     socket.curve_secretkey = curve.secret_key.encode()
                 socket.setsockopt(zmq.RCVHWM, RECEIVE_HWM)
                 socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-                socket.connect(endpoint)
+                try:
+                    socket.connect(endpoint)
+                except zmq.ZMQError as error:
+                    socket.close(0)
+                    self._skip(uid, endpoint, f"advertises an endpoint ZeroMQ cannot connect to ({error})")
+                    continue
                 socket.send(wire.SUBSCRIBE)  # queued until connected
                 self.poller.register(socket, zmq.POLLIN)
                 self.sockets.append(socket)
                 self.connected.add(endpoint)
                 self.publishers.add(uid)
                 log.info("live: subscribed to nodegroup %s at %s", uid, endpoint)
+
+    def _skip(self, uid: str, endpoint: str, why: str) -> None:
+        """A publisher not subscribed to: counted with the refused messages, logged once, not looked at again."""
+        self.connected.add(endpoint)
+        self.refused += 1
+        if uid not in self.skipped:
+            self.skipped.add(uid)
+            log.warning("live: nodegroup %s %s: not subscribed to", uid, why)
 
     def receive(self, timeout_ms: int) -> wire.Batch | None:
         if time.monotonic() - self._discovered_at >= DISCOVERY_INTERVAL_S:
@@ -157,7 +168,8 @@ class _Stream:
 
     def close(self) -> None:
         if self.refused:
-            log.warning("live: %d message(s) refused on the %s stream", self.refused, self.topic.decode())
+            log.warning("live: %d refused on the %s stream (messages, and publishers not subscribed to)", self.refused,
+                        self.topic.decode())
         for socket in self.sockets:
             try:
                 socket.send(wire.UNSUBSCRIBE, zmq.DONTWAIT)

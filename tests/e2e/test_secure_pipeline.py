@@ -97,6 +97,19 @@ def test_the_live_stream_of_a_secured_stack_serves_the_viewer_key_and_no_keyless
                        "the viewer alone subscribed to every NodeGroup")
             wait_until(lambda: sum(live("live_handshakes_refused")) >= 40 * len(endpoints), 60,
                        "every keyless handshake refused and counted")
+            # And on the dashboard's /metrics (read from loopback: no token needed).
+            import re
+            import urllib.request
+
+            from sectorflow.dashboard import address
+
+            def metric_total() -> int:
+                with urllib.request.urlopen(address(config) + "metrics", timeout=10) as answer:
+                    text = answer.read().decode()
+                return sum(int(float(v)) for v in re.findall(
+                    r'sectorflow_refused_messages_total\{[^}]*kind="live_handshakes_refused"[^}]*\} (\S+)', text))
+
+            wait_until(lambda: metric_total() >= 40 * len(endpoints), 60, "the refusals in /metrics")
             acquired = sectorflow("acquire", "--config", str(path), "--scan-number", "2", "--scan-shape", "6x4",
                                   "--wait", "--timeout", "120")
             assert acquired.returncode == 0, acquired.stdout + acquired.stderr

@@ -18,7 +18,7 @@ and only the viewer and operator keys pass the handshake (a ZAP handler on this 
 context); failed handshakes are counted (``live_handshakes_refused``).
 
 What a peer sends here is a request of a few bytes: anything longer is cut off by ZeroMQ
-(``MAX_REQUEST_BYTES``), anything but subscribe/unsubscribe, and a subscription beyond
+(``MAX_REQUEST_BYTES``), anything but subscribe/unsubscribe/ack, and a subscription beyond
 ``MAX_SUBSCRIBERS`` per stream, is refused and counted (``live_refused`` in the status).
 """
 

@@ -92,7 +92,8 @@ class _Stream:
         self.skipped: set[str] = set()  # uids of publishers not subscribed to (no usable key or endpoint)
         self.publishers: set[str] = set()  # uids
         self._discovered_at = 0.0
-        self.refused = 0  # messages that did not decode (wire.decode), logged first and counted
+        self.refused = 0  # messages that did not decode (wire.decode) and publishers skipped, counted
+        self._message_refusal_logged = False  # the first refused message is logged, the rest counted
         self.discover()
 
     def discover(self) -> None:
@@ -157,7 +158,8 @@ class _Stream:
             batch = wire.decode(parts, self.max_positions, self.max_frame_pixels)
         except ValueError as error:
             self.refused += 1
-            if self.refused == 1:
+            if not self._message_refusal_logged:
+                self._message_refusal_logged = True
                 log.warning("live: a message was refused (further ones are counted): %s", error)
             return None
         try:

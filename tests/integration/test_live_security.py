@@ -164,6 +164,8 @@ def test_a_hostile_publishers_huge_scan_shape_is_refused_and_counted_by_view(
     port = evil.bind_to_random_port("tcp://127.0.0.1")
     advertiser = advertise(config, "evil", {"live_images": f"tcp://127.0.0.1:{port}",
                                             "live_frames": f"tcp://127.0.0.1:{port}"})
+    # And one whose endpoint is no endpoint: skipped, counted, never a crash.
+    garbage = advertise(config, "garbage", {"live_images": "not an endpoint", "live_frames": "tcp://"})
     view = subprocess.Popen([sys.executable, "-m", "sectorflow", "view", "--config", str(path), "--timeout", "8"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -183,7 +185,8 @@ def test_a_hostile_publishers_huge_scan_shape_is_refused_and_counted_by_view(
             view.communicate()
         context.destroy(linger=0)
         advertiser.close()
+        garbage.close()
     assert view.returncode == 1, err
     assert "Traceback" not in err and "MemoryError" not in err, err
     assert "beyond the 4194304 of [limits] max_scan_positions" in err
-    assert "3 message(s) refused" in err
+    assert "live: 4 refused on the images stream" in err  # 3 messages and the garbage publisher

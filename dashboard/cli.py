@@ -30,7 +30,9 @@ def register(subparsers: Any) -> None:
         "queue depths and refused messages, recent scans with outcome and file, the latest scan's images, "
         "alerts. Live updates by server-sent events (/events); Prometheus metrics at /metrics. Read-only "
         "unless [dashboard] control_token_file is set. Listens on [dashboard] bind_host:port (loopback by "
-        "default); exits 0 on SIGTERM or Ctrl-C, non-zero with one line if the port is taken.",
+        "default); with [security] on, reads need a loopback client or the token of [dashboard] view_token_file, "
+        "and a bind beyond loopback needs ssl_certfile and ssl_keyfile (HTTPS). Exits 0 on SIGTERM or Ctrl-C, "
+        "non-zero with one line if the port is taken or the configuration is refused.",
     )
     add_config_argument(parser)
     parser.add_argument("--bind", metavar="HOST:PORT", default=None,

@@ -6,6 +6,7 @@ publisher through the kvstore (``status/nodegroup/<uid>`` fields ``live_images``
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -131,7 +132,8 @@ class _Stream:
                     socket.close(0)
                     self._skip(uid, endpoint, f"advertises an endpoint ZeroMQ cannot connect to ({error})")
                     continue
-                socket.send(wire.SUBSCRIBE)  # queued until connected
+                with contextlib.suppress(zmq.Again):  # queued until connected; else renewed at the next look
+                    socket.send(wire.SUBSCRIBE, zmq.DONTWAIT)
                 self.poller.register(socket, zmq.POLLIN)
                 self.sockets.append(socket)
                 self.connected.add(endpoint)

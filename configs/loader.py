@@ -158,7 +158,7 @@ def _check_whole(config: Config, source: str) -> None:
 _LOOPBACK = ("localhost", "::1")
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     """Whether binding ``host`` stays on this machine (127.0.0.0/8, ::1, localhost)."""
     return host in _LOOPBACK or host.startswith("127.")
 
@@ -173,7 +173,7 @@ def check_binds(config: Config, source: str) -> None:
     binds = {"kvstore.bind_host": config.kvstore.bind_host, "aggregator.bind_host": config.aggregator.bind_host,
              "nodegroup.host": config.nodegroup.host, "dashboard.bind_host": config.dashboard.bind_host}
     for key, host in binds.items():
-        if not _is_loopback(host):
+        if not is_loopback(host):
             raise ConfigError(
                 f"{source}: '{key}' = {host!r} listens beyond this machine without security: anyone who reaches "
                 "it could stream, register or command. Set [security] enabled = true (with keys: 'sectorflow "

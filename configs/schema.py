@@ -259,6 +259,10 @@ class AnalysisConfig:
     live_hwm: int = setting(
         16, "live messages queued per subscriber before more are dropped (and counted); a slow subscriber never "
         "slows counting", min=1)
+    live_stall_s: float = setting(
+        10.0, "a live subscriber that acknowledges no message newer than one sent this long ago is dropped, its "
+        "slot (32 per stream) freed and counted (live_subscribers_dropped): a crowd that never reads cannot keep "
+        "a viewer out. It may subscribe again", min=0.1, max=3600.0)
     live_buffer_frames: int = setting(
         100000, "counted frames a NodeGroup holds for the live view between two updates; beyond, frames are left "
         "out of the live view (counted: live_dropped), never out of the file", min=1)
@@ -328,6 +332,17 @@ class DashboardConfig:
         "", "a file holding the token that lets a POST submit or cancel a session or request a scan (header "
         "'Authorization: Bearer <token>'); '' for a read-only dashboard. Its writes go through a kvstore client "
         "of role operator: with [security] on, this host needs an operator key")
+    view_token_file: str = setting(
+        "", "with [security] on, a file holding the token a client beyond loopback must show to read the page, "
+        "/api/state, /events and /metrics ('Authorization: Bearer <token>', or once '/?token=<token>' in a "
+        "browser, kept in a cookie); the control token also reads. '' : reads from loopback only")
+    ssl_certfile: str = setting(
+        "", "PEM certificate (chain) for HTTPS (uvicorn's ssl_certfile); with [security] on, a bind_host beyond "
+        "loopback refuses to start without it")
+    ssl_keyfile: str = setting("", "PEM private key of ssl_certfile")
+    idle_timeout_s: int = setting(
+        5, "a connection that sends no whole request this long after opening, or none this long after its last "
+        "response, is closed (uvicorn's timeout_keep_alive; event streams stay open)", min=1, max=3600)
     session_log_dir: str = setting("sessions", "where a session submitted from the page writes its job log (as "
                                    "'sectorflow session submit --log-dir'), relative to the dashboard's working directory")
     recent_scans: int = setting(10, "scans listed under 'recent scans'", min=1, max=1000)

@@ -10,14 +10,21 @@
 | ``GET /healthz`` | ``ok`` once serving (what ``sectorflow up`` waits for) |
 | ``POST /api/scans`` | request a scan (operator token) |
 | ``POST /api/sessions``, ``POST /api/sessions/<id>/cancel`` | submit, cancel a streaming session (operator token) |
+
+With ``[security]`` on, every read but ``/healthz`` is for a loopback client or one that shows the
+viewer's token (``[dashboard] view_token_file``; the control token also does): as
+``Authorization: Bearer <token>``, or the cookie that ``GET /?token=<token>`` sets (a page's event
+stream cannot send a header). Anything else is answered 401 and counted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import logging
+import math
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +37,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from sectorflow.configs import Config
+from sectorflow.configs.loader import is_loopback
 from sectorflow.errors import SectorflowError
 
 from .control import Controller, Refused, read_token
@@ -46,11 +54,16 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 KEEPALIVE_S = 10.0
 # How long the browser waits before reconnecting a dropped event stream (the SSE "retry" field).
 RETRY_MS = 1000
+#: The cookie that carries the viewer's token for a browser (set by ``GET /?token=...``).
+TOKEN_COOKIE = "sectorflow_token"
 
 
 def create_app(config: Config) -> Starlette:
     """The application for ``config``; its lifespan connects to the kvstore and follows it."""
     controller = Controller(config, read_token(config))
+    # Who may read with [security] on: these tokens, or a client on this host.
+    read_tokens = [t for t in (read_token(config, "view_token_file"), read_token(config)) if t is not None]
+    guard_reads = config.security.enabled
     sessions = SessionWatcher()
     # The collector reads the follower's latest snapshot at each scrape; the follower, made next,
     # feeds the scan-duration histogram at each update.
@@ -60,7 +73,43 @@ def create_app(config: Config) -> Starlette:
     refused_requests = Counter("sectorflow_dashboard_refused_requests", "operator requests the dashboard refused, "
                                "by HTTP status (400 bad body, 401 token, 403 read-only, 413 body too large)",
                                ["status"], registry=registry)
+    refused_reads = Counter("sectorflow_dashboard_refused_reads", "reads refused for want of the viewer's token "
+                            "([security] on, a client not on loopback)", registry=registry)
     refusals_logged: set[int] = set()
+
+    def token_of(request: Request) -> str | None:
+        scheme, _, given = (request.headers.get("authorization") or "").partition(" ")
+        if scheme.lower() == "bearer" and given:
+            return given.strip()
+        return request.cookies.get(TOKEN_COOKIE) or request.query_params.get("token")
+
+    def may_read(request: Request) -> bool:
+        if not guard_reads or (request.client is not None and is_loopback(request.client.host)):
+            return True
+        given = token_of(request)
+        return given is not None and valid(given)
+
+    def valid(given: str) -> bool:
+        return any(hmac.compare_digest(given.encode(), t.encode()) for t in read_tokens)
+
+    def reader(handler: Any) -> Any:
+        async def guarded(request: Request) -> Response:
+            if not may_read(request):
+                refused_reads.inc()
+                if 0 not in refusals_logged:
+                    refusals_logged.add(0)
+                    log.warning("refused a read from %s without the viewer's token; further ones are counted in "
+                                "/metrics", request.client.host if request.client else "?")
+                return PlainTextResponse("the viewer's token is needed: 'Authorization: Bearer <token>' or "
+                                         "/?token=<token> ([dashboard] view_token_file)", status_code=401)
+            response = await handler(request)
+            given = request.query_params.get("token")
+            if given is not None and guard_reads and valid(given):  # a browser keeps it for the event stream
+                response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict",
+                                    secure=request.url.scheme == "https")
+            return response
+
+        return guarded
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -152,16 +201,16 @@ def create_app(config: Config) -> Starlette:
         return await act(request, lambda _body: controller.cancel_session(job_id), changes_sessions=True)
 
     routes = [
-        Route("/", page),
-        Route("/events", events),
-        Route("/api/state", state),
-        Route("/images/{name}.png", image),
-        Route("/metrics", metrics),
+        Route("/", reader(page)),
+        Route("/events", reader(events)),
+        Route("/api/state", reader(state)),
+        Route("/images/{name}.png", reader(image)),
+        Route("/metrics", reader(metrics)),
         Route("/healthz", healthz),
         Route("/api/scans", post_scan, methods=["POST"]),
         Route("/api/sessions", post_session, methods=["POST"]),
         Route("/api/sessions/{job_id}/cancel", cancel_session, methods=["POST"]),
-        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),  # the page's code: nothing to hide
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 
@@ -180,9 +229,20 @@ async def _json_body(request: Request) -> dict[str, Any]:
     if not raw:
         return {}
     try:
-        body = json.loads(raw)
-    except ValueError:
-        raise Refused(400, "the body is not JSON") from None
+        body = json.loads(raw, parse_constant=_no_constant, parse_float=_finite_float)
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's stack
+        raise Refused(400, "the body is not JSON of finite numbers and a few levels") from None
     if not isinstance(body, dict):
         raise Refused(400, "the body must be a JSON object")
     return body
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number a request may carry")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):  # 1e400
+        raise ValueError(f"{text[:20]} is beyond a float")
+    return number

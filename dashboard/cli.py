@@ -10,7 +10,7 @@ import socket
 from typing import Any
 
 from sectorflow.configs import Config, ConfigError
-from sectorflow.configs.loader import check_binds
+from sectorflow.configs.loader import check_binds, is_loopback
 from sectorflow.errors import SectorflowError, require
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,9 @@ def register(subparsers: Any) -> None:
         "queue depths and refused messages, recent scans with outcome and file, the latest scan's images, "
         "alerts. Live updates by server-sent events (/events); Prometheus metrics at /metrics. Read-only "
         "unless [dashboard] control_token_file is set. Listens on [dashboard] bind_host:port (loopback by "
-        "default); exits 0 on SIGTERM or Ctrl-C, non-zero with one line if the port is taken.",
+        "default); with [security] on, reads need a loopback client or the token of [dashboard] view_token_file, "
+        "and a bind beyond loopback needs ssl_certfile and ssl_keyfile (HTTPS). Exits 0 on SIGTERM or Ctrl-C, "
+        "non-zero with one line if the port is taken or the configuration is refused.",
     )
     add_config_argument(parser)
     parser.add_argument("--bind", metavar="HOST:PORT", default=None,
@@ -42,7 +44,42 @@ def address(config: Config) -> str:
     """The page's URL for ``config``."""
     host = config.dashboard.bind_host
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{config.dashboard.port}/"
+    scheme = "https" if config.dashboard.ssl_certfile else "http"
+    return f"{scheme}://{shown}:{config.dashboard.port}/"
+
+
+def check_tls(config: Config) -> None:
+    """With [security] on, a dashboard beyond loopback speaks only TLS: refuse to start without a
+    certificate rather than serve the viewer's token and the beamline's state in the clear."""
+    d = config.dashboard
+    if bool(d.ssl_certfile) != bool(d.ssl_keyfile):
+        raise ConfigError(f"{config.source}: set both 'dashboard.ssl_certfile' and 'dashboard.ssl_keyfile', or neither")
+    if config.security.enabled and not is_loopback(d.bind_host) and not d.ssl_certfile:
+        raise ConfigError(f"{config.source}: 'dashboard.bind_host' = {d.bind_host!r} listens beyond this machine "
+                          "with [security] on but no TLS certificate: set [dashboard] ssl_certfile and ssl_keyfile "
+                          "(PEM), or bind 127.0.0.1")
+
+
+def _protocol(idle_timeout_s: int) -> type:
+    """uvicorn's own h11 protocol, but a connection that has not sent a whole request within
+    ``idle_timeout_s`` of opening is closed (uvicorn's keep-alive timeout covers only the wait
+    between requests, so a connection that never sends would be held forever)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class IdleClosingH11(H11Protocol):
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._first_request_timer = self.loop.call_later(idle_timeout_s, self._close_if_no_request)
+
+        def _close_if_no_request(self) -> None:
+            if self.cycle is None and not self.transport.is_closing():
+                self.timeout_keep_alive_handler()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._first_request_timer.cancel()
+            super().connection_lost(exc)
+
+    return IdleClosingH11
 
 
 def with_bind(config: Config, bind: str | None) -> Config:
@@ -65,10 +102,14 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from .app import create_app
 
     config = with_bind(config, args.bind)
+    check_tls(config)
     app = create_app(config)
     listener = _listen(config.dashboard.bind_host, config.dashboard.port)
+    d = config.dashboard
+    tls = {"ssl_certfile": d.ssl_certfile, "ssl_keyfile": d.ssl_keyfile} if d.ssl_certfile else {}
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
-                                           timeout_graceful_shutdown=GRACEFUL_S))
+                                           timeout_graceful_shutdown=GRACEFUL_S, http=_protocol(d.idle_timeout_s),
+                                           timeout_keep_alive=d.idle_timeout_s, **tls))
     log.info("dashboard at %s (metrics at %smetrics), following the kvstore at %s:%d", address(config),
              address(config), config.kvstore.host, config.kvstore.port)
     # uvicorn stops on SIGTERM/SIGINT and then raises the signal again under the handler it found:

@@ -31,19 +31,20 @@ class Refused(SectorflowError):
         self.status = status
 
 
-def read_token(config: Config) -> str | None:
-    """The control token, or None for a read-only dashboard. Raises ConfigError for an unusable file."""
-    name = config.dashboard.control_token_file
+def read_token(config: Config, key: str = "control_token_file") -> str | None:
+    """The token of the file ``[dashboard] key`` names (the control token, or with
+    ``view_token_file`` the viewer's), None if it names none. Raises ConfigError for an unusable file."""
+    name = getattr(config.dashboard, key)
     if not name:
         return None
     path = Path(name)
     try:
         token = path.read_text().strip()
     except OSError as error:
-        raise ConfigError(f"{config.source}: 'dashboard.control_token_file' = {name!r}: cannot read it: "
+        raise ConfigError(f"{config.source}: 'dashboard.{key}' = {name!r}: cannot read it: "
                           f"{error.strerror}") from None
     if len(token) < 16:
-        raise ConfigError(f"{config.source}: 'dashboard.control_token_file' = {name!r}: the token must be at least "
+        raise ConfigError(f"{config.source}: 'dashboard.{key}' = {name!r}: the token must be at least "
                           "16 characters (e.g. 'python3 -c \"import secrets; print(secrets.token_urlsafe())\"')")
     return token
 
@@ -127,7 +128,7 @@ def _integer(body: dict[str, Any], key: str, low: int, high: int) -> int:
     value = body.get(key)
     try:
         number = int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
         number = None
     if number is None or isinstance(value, bool) or not low <= number <= high:
         raise Refused(400, f"{key} = {value!r}: expected an integer from {low} to {high}")
@@ -138,7 +139,7 @@ def _number(body: dict[str, Any], key: str, default: float) -> float:
     value = body.get(key, default)
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise Refused(400, f"{key} = {value!r}: expected a number of frames per second >= 0") from None
     if not number >= 0 or number == float("inf"):
         raise Refused(400, f"{key} = {value!r}: expected a number of frames per second >= 0")

@@ -157,8 +157,14 @@ def _refusals(service: str, extra: Mapping[str, object]) -> dict[str, int]:
     if service == _records.SERVICE_KVSTORE:
         return {kind: int(extra[kind]) for kind in KVSTORE_REFUSAL_KINDS if isinstance(extra.get(kind), int)}
     prefix = f"{REFUSED_FIELD}_"
-    return {key[len(prefix):]: int(value) for key, value in extra.items()
-            if key.startswith(prefix) and isinstance(value, int)}
+    kinds = {key[len(prefix):]: int(value) for key, value in extra.items()
+             if key.startswith(prefix) and isinstance(value, int)}
+    # A NodeGroup's live stream: requests refused, failed handshakes, subscribers dropped for not reading.
+    kinds.update({key: int(extra[key]) for key in LIVE_REFUSALS if isinstance(extra.get(key), int)})
+    return kinds
+
+
+LIVE_REFUSALS = ("live_refused", "live_handshakes_refused", "live_subscribers_dropped")
 
 
 class ScanDurations:

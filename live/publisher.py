@@ -10,8 +10,15 @@ subscriber alone and counted here, in frames: ``images_dropped`` and ``frames_dr
 in the NodeGroup's status (``live_images_dropped``, ``live_frames_dropped``, and the feed's own
 ``live_feed_dropped``). A subscriber whose connection is gone is forgotten at its next send.
 
+A slot is held by reading: every message carries a sequence number and a subscriber acknowledges
+what it read (``ack <seq>``). One that has left a message unacknowledged for ``stall_s`` without
+acknowledging any newer one is dropped (its slot freed, counted: ``live_subscribers_dropped``); it may
+subscribe again. With ``[security]`` on both sockets are CURVE servers holding the NodeGroup's key,
+and only the viewer and operator keys pass the handshake (a ZAP handler on this publisher's own
+context); failed handshakes are counted (``live_handshakes_refused``).
+
 What a peer sends here is a request of a few bytes: anything longer is cut off by ZeroMQ
-(``MAX_REQUEST_BYTES``), anything but subscribe/unsubscribe, and a subscription beyond
+(``MAX_REQUEST_BYTES``), anything but subscribe/unsubscribe/ack, and a subscription beyond
 ``MAX_SUBSCRIBERS`` per stream, is refused and counted (``live_refused`` in the status).
 """
 
@@ -20,10 +27,13 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import zmq
+from zmq.auth.thread import ThreadAuthenticator
 
 from . import wire
 
@@ -31,10 +41,36 @@ log = logging.getLogger(__name__)
 
 #: Longest request a peer may send ("unsubscribe" and its frame headers fit).
 MAX_REQUEST_BYTES = 64
+#: The same under CURVE: ZeroMQ applies the limit to the handshake's commands too, and INITIATE
+#: (vouch and metadata) is about 300 bytes; 256 fails every handshake (measured), 512 passes.
+MAX_CURVE_REQUEST_BYTES = 512
 #: Subscribers per stream: each may hold live_hwm messages queued here.
 MAX_SUBSCRIBERS = 32
 #: Requests handled per update, so that a flood of them cannot hold the updates back.
 REQUESTS_PER_TICK = 1000
+#: ZAP domain of the live sockets (the allowlist the authenticator checks).
+DOMAIN = "live"
+_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+
+
+@dataclass
+class _Peer:
+    """What a subscriber has been sent and has acknowledged."""
+
+    last_sent: int = -1  # sequence number of the newest message sent to it
+    acked: int = -1  # the newest it acknowledged
+    pending_since: float | None = None  # since when it has owed an acknowledgement, None: owes none
+
+
+class _Allowlist:
+    """The ZAP callback: a CURVE key is admitted if the allowlist names it (key -> "<role>/<name>")."""
+
+    def __init__(self, peers: dict[str, str]) -> None:
+        self.peers = {key.encode(): identity for key, identity in peers.items()}
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return domain == DOMAIN and key in self.peers
 
 
 class LivePublisher:
@@ -47,10 +83,13 @@ class LivePublisher:
     :param frame_shape: (rows, cols) of the detector frame.
     :param rate_hz: updates per second, at most.
     :param hwm: messages queued per subscriber before sends fail (and are counted).
+    :param stall_s: a subscriber that acknowledges nothing newer for this long is dropped.
+    :param curve: the NodeGroup's ``CurveServer`` for the live domain (security.options.live_curve);
+        None or off: plain TCP.
     """
 
     def __init__(self, group: Any, uid: str, bind_host: str, host: str, frame_shape: tuple[int, int],
-                 rate_hz: float, hwm: int) -> None:
+                 rate_hz: float, hwm: int, stall_s: float = 10.0, curve: Any = None) -> None:
         self.group = group
         self.uid = uid
         self.frame_shape = frame_shape
@@ -58,16 +97,36 @@ class LivePublisher:
         self.images_dropped = 0  # frames whose image message a subscriber's full queue refused
         self.frames_dropped = 0  # frames whose events message was refused
         self.refused = 0  # requests refused: unknown, or a subscription beyond MAX_SUBSCRIBERS
-        self._peers: dict[bytes, set[bytes]] = {wire.IMAGES: set(), wire.FRAMES: set()}  # subscribers' identities
-        self._context = zmq.Context.instance()
+        self.stall_s = stall_s
+        self.subscribers_dropped = 0  # subscribers dropped for not reading (their slots freed)
+        self.handshakes_refused = 0  # CURVE handshakes that failed: no key, or a key not admitted
+        self._peers: dict[bytes, dict[bytes, _Peer]] = {wire.IMAGES: {}, wire.FRAMES: {}}  # by identity
+        self._seq = {wire.IMAGES: 0, wire.FRAMES: 0}
+        # A context of its own: its ZAP handler answers for these sockets alone.
+        self._context = zmq.Context()
+        self._auth: ThreadAuthenticator | None = None
+        self.server_key = ""
+        secured = curve is not None and curve.enabled
+        if secured:
+            self._auth = ThreadAuthenticator(self._context)
+            self._auth.start()
+            self._auth.configure_curve_callback(DOMAIN, _Allowlist(dict(curve.peers)))
+            self.server_key = curve.public_key
         self._sockets: dict[bytes, zmq.Socket] = {}
+        self._monitors: list[zmq.Socket] = []
         self.endpoints: dict[str, str] = {}
         for topic in (wire.IMAGES, wire.FRAMES):
             socket = self._context.socket(zmq.ROUTER)
             socket.setsockopt(zmq.LINGER, 0)
             socket.setsockopt(zmq.SNDHWM, hwm)
             socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
-            socket.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
+            socket.setsockopt(zmq.MAXMSGSIZE, MAX_CURVE_REQUEST_BYTES if secured else MAX_REQUEST_BYTES)
+            if secured:
+                socket.curve_server = True
+                socket.curve_publickey = curve.public_key.encode()
+                socket.curve_secretkey = curve.secret_key.encode()
+                socket.zap_domain = DOMAIN.encode()
+                self._monitors.append(socket.get_monitor_socket(_HANDSHAKE_FAILED))
             port = socket.bind_to_random_port(f"tcp://{bind_host}")
             self._sockets[topic] = socket
             self.endpoints[topic.decode()] = f"tcp://{host}:{port}"
@@ -86,8 +145,11 @@ class LivePublisher:
         return {topic.decode(): len(peers) for topic, peers in self._peers.items()}
 
     def status_fields(self) -> dict[str, Any]:
-        """What the NodeGroup's status says of the live stream: where it is and what it dropped."""
+        """What the NodeGroup's status says of the live stream: where it is (and the key it proves,
+        with security on) and what it dropped and refused."""
         return {"live_images": self.endpoints["images"], "live_frames": self.endpoints["frames"],
+                "live_key": self.server_key, "live_subscribers_dropped": self.subscribers_dropped,
+                "live_handshakes_refused": self.handshakes_refused,
                 "live_images_dropped": self.images_dropped, "live_frames_dropped": self.frames_dropped,
                 "live_feed_dropped": int(self.group.live_dropped),
                 "live_images_subscribers": self.subscribers["images"],
@@ -98,9 +160,16 @@ class LivePublisher:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+        for monitor in self._monitors:
+            monitor.close(0)
+        self._monitors.clear()
         for socket in self._sockets.values():
             socket.close(0)
         self._sockets.clear()
+        if self._auth is not None:
+            self._auth.stop()
+            self._auth = None
+        self._context.destroy(linger=0)
 
     def _run(self) -> None:
         # The wait bounds the update rate; a stop ends it at once.
@@ -116,8 +185,11 @@ class LivePublisher:
             log.exception("nodegroup %s: live update failed; the next one is tried", self.uid)
 
     def _tick(self) -> None:
+        self._count_refused_handshakes()
+        now = time.monotonic()
         for topic, socket in self._sockets.items():
-            self._take_requests(socket, self._peers[topic])
+            self._take_requests(socket, self._peers[topic], now)
+            self._drop_stalled(topic, now)
         ended = []
         while True:
             try:
@@ -147,11 +219,17 @@ class LivePublisher:
                               {"position": images["position"], "offsets": own_offsets, "events": events}))
 
     def _send(self, batch: wire.Batch) -> None:
-        parts = wire.encode(batch)
+        seq = self._seq[batch.topic]
+        self._seq[batch.topic] = seq + 1
+        parts = wire.encode(batch, seq)
         socket, peers = self._sockets[batch.topic], self._peers[batch.topic]
-        for peer in list(peers):
+        now = time.monotonic()
+        for peer, state in list(peers.items()):
             try:
                 socket.send_multipart([peer, *parts], flags=zmq.DONTWAIT)
+                state.last_sent = seq
+                if state.pending_since is None:
+                    state.pending_since = now
             except zmq.Again:  # this subscriber's queue is full: lost for it alone, counted
                 if batch.topic == wire.IMAGES:
                     self.images_dropped += batch.frames
@@ -160,22 +238,49 @@ class LivePublisher:
             except zmq.ZMQError as error:
                 # EHOSTUNREACH: its connection is gone. Any other error is this peer's alone: the
                 # others still get the batch.
-                peers.discard(peer)
+                peers.pop(peer, None)
                 log.info("nodegroup %s: live %s subscriber left (%s)", self.uid, batch.topic.decode(), error)
 
-    def _take_requests(self, socket: zmq.Socket, peers: set[bytes]) -> None:
-        """Apply the (un)subscriptions that came since the last call: [identity, b"subscribe"] or
-        [identity, b"unsubscribe"]; anything else, and a subscriber beyond MAX_SUBSCRIBERS, is
-        refused and counted."""
+    def _count_refused_handshakes(self) -> None:
+        for monitor in self._monitors:
+            while monitor.poll(0):
+                monitor.recv_multipart()  # an event of _HANDSHAKE_FAILED, the only ones monitored
+                self.handshakes_refused += 1
+                if self.handshakes_refused == 1:
+                    log.warning("nodegroup %s: a live subscriber failed the CURVE handshake (no key, or one "
+                                "not admitted); further ones are counted", self.uid)
+
+    def _drop_stalled(self, topic: bytes, now: float) -> None:
+        """Free the slots of subscribers that have not read for stall_s: a crowd that never reads
+        must not keep the viewer out."""
+        peers = self._peers[topic]
+        for identity, state in list(peers.items()):
+            if state.pending_since is not None and now - state.pending_since > self.stall_s:
+                del peers[identity]
+                self.subscribers_dropped += 1
+                if self.subscribers_dropped == 1:
+                    log.warning("nodegroup %s: a live %s subscriber read nothing for %g s and was dropped; further "
+                                "ones are counted", self.uid, topic.decode(), self.stall_s)
+
+    def _take_requests(self, socket: zmq.Socket, peers: dict[bytes, _Peer], now: float) -> None:
+        """Apply the requests that came since the last call: [identity, b"subscribe"],
+        [identity, b"unsubscribe"] or [identity, b"ack <seq>"]; anything else, and a subscriber
+        beyond MAX_SUBSCRIBERS, is refused and counted."""
         for _ in range(REQUESTS_PER_TICK):
             try:
                 identity, *rest = socket.recv_multipart(zmq.DONTWAIT)
             except zmq.Again:
                 return
+            acked = wire.parse_ack(rest[0]) if len(rest) == 1 else None
             if rest == [wire.SUBSCRIBE] and (identity in peers or len(peers) < MAX_SUBSCRIBERS):
-                peers.add(identity)
+                peers.setdefault(identity, _Peer())  # a renewal changes nothing: only reading holds a slot
             elif rest == [wire.UNSUBSCRIBE]:
-                peers.discard(identity)
+                peers.pop(identity, None)
+            elif acked is not None:
+                state = peers.get(identity)
+                if state is not None and acked > state.acked:  # an ack of a dropped subscriber is moot
+                    state.acked = min(acked, state.last_sent)
+                    state.pending_since = None if state.acked >= state.last_sent else now
             else:
                 self.refused += 1
                 if self.refused == 1:

@@ -44,7 +44,8 @@ def render_text(view: LiveView) -> str:
     rows, cols = view.scan_shape
     total = rows * cols
     lines = [f"scan {view.scan}: {view.positions_counted} of {total} positions counted"
-             f"{' (complete)' if view.complete else ''}",
+             f"{' (complete)' if view.complete else ''}"
+             f"{f'; {view.refused} live message(s) refused' if view.refused else ''}",
              *side_by_side(view.images["bright_field"], view.images["dark_field"], "bright field", "dark field")]
     com = np.hypot(view.images["com_x"], view.images["com_y"])
     if np.isfinite(com).any():

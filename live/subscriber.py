@@ -6,6 +6,7 @@ publisher through the kvstore (``status/nodegroup/<uid>`` fields ``live_images``
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -20,6 +21,8 @@ import zmq
 from sectorflow.configs import Config, load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
+from sectorflow.security import is_z85_key
+from sectorflow.security.options import live_client_curve
 
 from . import wire
 
@@ -55,6 +58,8 @@ class LiveView:
     positions_counted: int
     complete: bool
     """every position is counted, or every NodeGroup publishing said it counted all it will of the scan"""
+    refused: int = 0
+    """live messages this reader refused so far (not decoding whole, or shapes beyond its bounds)"""
 
 
 @dataclass
@@ -69,7 +74,12 @@ class _Stream:
     """One DEALER per publisher of one topic the kvstore advertises, each subscribed."""
 
     def __init__(self, config: Config, topic: bytes) -> None:
+        self.config = config
         self.topic = topic
+        # What a publisher may make this reader allocate: images of at most max_scan_positions and
+        # patterns of the configured detector's size, whatever a header announces.
+        self.max_positions = config.limits.max_scan_positions
+        self.max_frame_pixels = config.detector.frame_rows * config.detector.frame_cols
         self.field = f"live_{topic.decode()}"
         self.client = Client.from_config(config, subtree="status/nodegroup/", name="live viewer")
         if not self.client.wait_synced(SYNC_TIMEOUT_S):
@@ -80,29 +90,63 @@ class _Stream:
         self.poller = zmq.Poller()
         self.sockets: list[zmq.Socket] = []
         self.connected: set[str] = set()
+        self.skipped: set[str] = set()  # uids of publishers not subscribed to (no usable key or endpoint)
         self.publishers: set[str] = set()  # uids
         self._discovered_at = 0.0
-        self.refused = 0  # messages that did not decode (wire.decode), logged first and counted
+        self.refused = 0  # messages that did not decode (wire.decode) and publishers skipped, counted
+        self._message_refusal_logged = False  # the first refused message is logged, the rest counted
         self.discover()
 
     def discover(self) -> None:
         self._discovered_at = time.monotonic()
+        for socket in self.sockets:
+            # Renewed every look: a publisher that dropped us (we read too slowly) or was full takes
+            # us back; one that holds us ignores it.
+            try:
+                socket.send(wire.SUBSCRIBE, zmq.DONTWAIT)
+            except zmq.Again:
+                pass
         for (_, uid), status in self.client.statuses("nodegroup").items():
             endpoint = status.extra.get(self.field)
             if isinstance(endpoint, str) and endpoint not in self.connected:
+                curve = None
+                if self.config.security.enabled:
+                    server_key = status.extra.get("live_key")
+                    if not isinstance(server_key, str) or not is_z85_key(server_key):
+                        self._skip(uid, endpoint, "advertises no live_key (a CURVE public key) while [security] is on")
+                        continue
+                    curve = live_client_curve(self.config, server_key)
                 # One DEALER per publisher: a DEALER's message goes to one of its peers, and each
                 # publisher must hear the subscription.
                 socket = self.context.socket(zmq.DEALER)
                 socket.setsockopt(zmq.LINGER, 0)
+                if curve is not None:
+                    socket.curve_serverkey = curve.server_key.encode()
+                    socket.curve_publickey = curve.public_key.encode()
+                    socket.curve_secretkey = curve.secret_key.encode()
                 socket.setsockopt(zmq.RCVHWM, RECEIVE_HWM)
                 socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-                socket.connect(endpoint)
-                socket.send(wire.SUBSCRIBE)  # queued until connected
+                try:
+                    socket.connect(endpoint)
+                except zmq.ZMQError as error:
+                    socket.close(0)
+                    self._skip(uid, endpoint, f"advertises an endpoint ZeroMQ cannot connect to ({error})")
+                    continue
+                with contextlib.suppress(zmq.Again):  # queued until connected; else renewed at the next look
+                    socket.send(wire.SUBSCRIBE, zmq.DONTWAIT)
                 self.poller.register(socket, zmq.POLLIN)
                 self.sockets.append(socket)
                 self.connected.add(endpoint)
                 self.publishers.add(uid)
                 log.info("live: subscribed to nodegroup %s at %s", uid, endpoint)
+
+    def _skip(self, uid: str, endpoint: str, why: str) -> None:
+        """A publisher not subscribed to: counted with the refused messages, logged once, not looked at again."""
+        self.connected.add(endpoint)
+        self.refused += 1
+        if uid not in self.skipped:
+            self.skipped.add(uid)
+            log.warning("live: nodegroup %s %s: not subscribed to", uid, why)
 
     def receive(self, timeout_ms: int) -> wire.Batch | None:
         if time.monotonic() - self._discovered_at >= DISCOVERY_INTERVAL_S:
@@ -110,18 +154,26 @@ class _Stream:
         ready = self.poller.poll(timeout_ms)  # with no publisher yet, waits out timeout_ms for the next look
         if not ready:
             return None
-        parts = ready[0][0].recv_multipart()
+        socket = ready[0][0]
+        parts = socket.recv_multipart()
         try:
-            return wire.decode(parts)
+            batch = wire.decode(parts, self.max_positions, self.max_frame_pixels)
         except ValueError as error:
             self.refused += 1
-            if self.refused == 1:
+            if not self._message_refusal_logged:
+                self._message_refusal_logged = True
                 log.warning("live: a message was refused (further ones are counted): %s", error)
             return None
+        try:
+            socket.send(wire.ack(batch.seq), zmq.DONTWAIT)  # what holds our slot at the publisher
+        except zmq.Again:
+            pass
+        return batch
 
     def close(self) -> None:
         if self.refused:
-            log.warning("live: %d message(s) refused on the %s stream", self.refused, self.topic.decode())
+            log.warning("live: %d refused on the %s stream (messages, and publishers not subscribed to)", self.refused,
+                        self.topic.decode())
         for socket in self.sockets:
             try:
                 socket.send(wire.UNSUBSCRIBE, zmq.DONTWAIT)
@@ -170,6 +222,7 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
             state = states.get(followed) if followed is not None else None
             if state is None:
                 continue
+            state.view.refused = stream.refused
             if state.view.complete:
                 yield state.view
                 return
@@ -211,7 +264,7 @@ def _copy(view: LiveView) -> LiveView:
     return LiveView(scan=view.scan, scan_shape=view.scan_shape,
                     images={name: image.copy() for name, image in view.images.items()},
                     diffraction=view.diffraction.copy(), positions_counted=view.positions_counted,
-                    complete=view.complete)
+                    complete=view.complete, refused=view.refused)
 
 
 @dataclass(frozen=True)

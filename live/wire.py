@@ -14,6 +14,8 @@ FRAMES = b"frames"
 #: What a subscriber sends to a publisher's socket to start and to stop receiving.
 SUBSCRIBE = b"subscribe"
 UNSUBSCRIBE = b"unsubscribe"
+#: What a subscriber sends after reading message ``seq``: ``ack <seq>`` (decimal).
+ACK = b"ack "
 #: Version of the header, refused by a reader that does not know it.
 VERSION = 1
 #: Largest side of a scan or a frame a message may name (the protocol's MAX_SCAN_SIDE): a reader
@@ -39,28 +41,46 @@ class Batch:
     frame_shape: tuple[int, int]
     end: bool  # the NodeGroup has counted every frame of the scan it will count
     arrays: dict[str, np.ndarray]
+    seq: int = 0  # the publisher's number of this message on its socket, acknowledged by the reader
 
     @property
     def frames(self) -> int:
         return len(self.arrays["position"])
 
 
-def encode(batch: Batch) -> list[bytes]:
-    """The multipart message of ``batch``."""
+def ack(seq: int) -> bytes:
+    """The request acknowledging message ``seq`` and every one before it."""
+    return ACK + str(seq).encode()
+
+
+def parse_ack(request: bytes) -> int | None:
+    """The sequence number of an ``ack`` request, None if ``request`` is not one."""
+    digits = request[len(ACK):]
+    if not request.startswith(ACK) or not digits.isdigit() or len(digits) > 20:
+        return None
+    return int(digits)
+
+
+def encode(batch: Batch, seq: int = 0) -> list[bytes]:
+    """The multipart message of ``batch``, numbered ``seq``."""
     header = {"v": VERSION, "uid": batch.uid, "scan": batch.scan, "scan_shape": list(batch.scan_shape),
-              "frame_shape": list(batch.frame_shape), "end": batch.end}
+              "frame_shape": list(batch.frame_shape), "end": batch.end, "seq": seq}
     parts = [batch.topic, json.dumps(header).encode()]
     for name, dtype in _ARRAYS[batch.topic]:
         parts.append(np.ascontiguousarray(batch.arrays[name], dtype=dtype).tobytes())
     return parts
 
 
-def decode(parts: list[bytes]) -> Batch:
+def decode(parts: list[bytes], max_positions: int | None = None, max_frame_pixels: int | None = None) -> Batch:
     """The batch of a multipart message, checked whole before anything of it is used.
 
+    :param max_positions: the most scan positions (rows x cols) a reader will hold an image of
+        (``[limits] max_scan_positions``); None: MAX_SIDE a side.
+    :param max_frame_pixels: the most pixels of a frame (the configured detector's); None: MAX_SIDE a side.
     :raises ValueError: a message of an unknown topic or version, a header that is not what
-        live/SPEC.md says, shapes beyond MAX_SIDE, arrays that do not fit each other, positions
-        outside the scan, events outside the frame, or offsets that do not cut the events in order.
+        live/SPEC.md says, shapes beyond MAX_SIDE or whose product is beyond the maxima, arrays that
+        do not fit each other, positions outside the scan, events outside the frame, or offsets that
+        do not cut the events in order.
     """
     if len(parts) < 2 or parts[0] not in _ARRAYS:
         raise ValueError(f"not a live message (topic {parts[0][:16]!r})" if parts else "empty message")
@@ -76,12 +96,19 @@ def decode(parts: list[bytes]) -> Batch:
     if len(parts) != 2 + len(names):
         raise ValueError(f"live {topic.decode()} message of {len(parts)} parts, expected {2 + len(names)}")
     try:
-        uid, scan, end = str(header["uid"]), int(header["scan"]), bool(header["end"])
+        uid, scan, end, seq = str(header["uid"]), int(header["scan"]), bool(header["end"]), int(header.get("seq", 0))
         scan_shape = _shape(header["scan_shape"])
         frame_shape = _shape(header["frame_shape"])
         arrays = {name: np.frombuffer(part, dtype=dtype) for (name, dtype), part in zip(names, parts[2:])}
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"live {topic.decode()} message header: {error}") from None
+    positions, pixels = scan_shape[0] * scan_shape[1], frame_shape[0] * frame_shape[1]
+    if max_positions is not None and positions > max_positions:
+        raise ValueError(f"live {topic.decode()} message: scan of {scan_shape[0]} x {scan_shape[1]} positions, "
+                         f"beyond the {max_positions} of [limits] max_scan_positions")
+    if max_frame_pixels is not None and pixels > max_frame_pixels:
+        raise ValueError(f"live {topic.decode()} message: frame of {frame_shape[0]} x {frame_shape[1]} pixels, "
+                         f"beyond the {max_frame_pixels} of the configured detector")
     frames = len(arrays["position"])
     per_frame = [n for n, _ in names if n not in ("events", "offsets")]
     if any(len(arrays[n]) != frames for n in per_frame) or (topic == FRAMES and len(arrays["offsets"]) != frames + 1):
@@ -96,7 +123,7 @@ def decode(parts: list[bytes]) -> Batch:
         if offsets[0] != 0 or offsets[-1] != len(events) or np.any(np.diff(offsets.astype(np.int64)) < 0):
             raise ValueError("live frames message: offsets do not cut the events in order")
     return Batch(topic=topic, uid=uid, scan=scan, scan_shape=scan_shape, frame_shape=frame_shape, end=end,
-                 arrays=arrays)
+                 arrays=arrays, seq=seq)
 
 
 def _shape(value: object) -> tuple[int, int]:

@@ -81,7 +81,7 @@ from sectorflow.protocol import (
     scan_nodegroup_key,
     status_key,
 )
-from sectorflow.security.options import data_client_curve
+from sectorflow.security.options import data_client_curve, live_curve
 from sectorflow.service import ServiceState
 from sectorflow.socket_buffers import warn_if_capped
 from sectorflow.waiting import WaitTimeout, wait_until
@@ -235,7 +235,8 @@ class LocalGroup:
         self.group = NodeGroup(settings_from(config, uid, counting_threads, count))
         a, d = config.analysis, config.detector
         self.live = LivePublisher(self.group, uid, config.nodegroup.host, self.host, (d.frame_rows, d.frame_cols),
-                                  a.live_rate_hz, a.live_hwm) if self.group.settings.live else None
+                                  a.live_rate_hz, a.live_hwm, a.live_stall_s,
+                                  live_curve(config)) if self.group.settings.live else None
         self.scan = 0
         self.last_file = ""
         self._published = 0.0

@@ -21,6 +21,9 @@ logger = logging.getLogger(__name__)
 DOMAIN_KVSTORE = "kvstore"
 DOMAIN_PRODUCERS = "producers"
 DOMAIN_NODEGROUPS = "nodegroups"
+DOMAIN_LIVE = "live"
+# Who may watch a NodeGroup's live stream: the roles that read (the dashboard reads as a viewer).
+LIVE_ROLES = ("viewer", "operator")
 # Every role that connects to the kvstore (the server's own key is role "kvstore").
 CLIENT_ROLES = ("producer", "aggregator", "nodegroup", "operator", "viewer")
 # A role whose secret may stand in when a host has none of the role asked for: a host that may
@@ -86,6 +89,30 @@ def data_client_curve(config: Config, role: str, key_dir: str | Path | None = No
     curve = CurveClient()
     if config.security.enabled and not (role == "producer" and config.security.plain_receivers):
         _fill_client(curve, key_directory(config, key_dir), role, "aggregator")
+    return curve
+
+
+def live_curve(config: Config, key_dir: str | Path | None = None) -> CurveServer:
+    """A NodeGroup's live sockets: its own nodegroup pair, the viewers' and operators' public keys."""
+    curve = CurveServer()
+    if config.security.enabled:
+        _fill_server(curve, key_directory(config, key_dir), "nodegroup", DOMAIN_LIVE, LIVE_ROLES)
+    return curve
+
+
+def live_client_curve(config: Config, server_key: str, role: str = "viewer") -> CurveClient:
+    """A live subscriber: this host's viewer pair (or its operator's), the NodeGroup's advertised key.
+
+    Raises:
+        SecurityError: no viewer or operator secret here, or a server key that is not Z85.
+    """
+    curve = CurveClient()
+    if not config.security.enabled:
+        return curve
+    keys = key_directory(config)
+    own = keys.own(own_role(keys, role))
+    curve.public_key, curve.secret_key = own.public_key, own.secret_key
+    curve.server_key = server_key
     return curve
 
 

@@ -2,7 +2,8 @@
 
 The batch script names the directory, never a key: Slurm keeps scripts where others may read
 them. The directory (mode 0700, made by ``mkdtemp``) holds a copy of the submitter's nodegroup
-pair and the kvstore's and the aggregator's public certificates, laid out as a key directory.
+pair, the kvstore's and the aggregator's public certificates, and the viewers' and operators'
+(the allowlist of the live stream), laid out as a key directory.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def make_session_key_dir(config: Config, parent: Path) -> Path:
     target = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
     try:
         for role, suffixes in (("nodegroup", (SECRET_SUFFIX, PUBLIC_SUFFIX)), ("kvstore", (PUBLIC_SUFFIX,)),
-                               ("aggregator", (PUBLIC_SUFFIX,))):
+                               ("aggregator", (PUBLIC_SUFFIX,)), ("viewer", (PUBLIC_SUFFIX,)),
+                               ("operator", (PUBLIC_SUFFIX,))):
             folder = target / role
             folder.mkdir(mode=0o700)
             for suffix in suffixes:

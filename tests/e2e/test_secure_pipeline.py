@@ -4,6 +4,7 @@ made. Every party holds its role's key from tests/keyring.py; nothing is refused
 
 from __future__ import annotations
 
+import contextlib
 import stat
 import subprocess
 import sys
@@ -61,6 +62,72 @@ def test_up_acquire_down_with_every_socket_secured(make_config, tmp_path: Path) 
         text = log.read_text(errors="replace")
         for role in ("kvstore", "aggregator", "producer", "nodegroup", "operator", "viewer"):
             assert keyring.pair(role)[1] not in text, f"a {role} secret in {log.name}"
+
+
+def test_the_live_stream_of_a_secured_stack_serves_the_viewer_key_and_no_keyless_crowd(make_config,
+                                                                                       tmp_path: Path) -> None:
+    import zmq
+
+    keyring = Keyring(tmp_path / "keys")
+    config, path = make_config(security={"enabled": True, "key_dir": str(keyring.beamline)})
+    run_dir = tmp_path / "run"
+    up = sectorflow("up", "--config", str(path), "--run-dir", str(run_dir), "--output", str(tmp_path / "h5"))
+    context = zmq.Context()
+    view = None
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        with Client.from_config(config, name="test") as client:
+            assert client.wait_synced(30)
+
+            def live(field: str) -> list:
+                return [s.extra.get(field) for s in client.statuses("nodegroup").values()]
+
+            endpoints = wait_until(lambda: all(live("live_images")) and live("live_images"), 60, "the live endpoints")
+            assert all(key == keyring.public("nodegroup") for key in live("live_key"))
+            crowd = []
+            for endpoint in endpoints:
+                for _ in range(40):  # more keyless subscribers than a stream has slots
+                    socket = context.socket(zmq.DEALER)
+                    socket.linger = 0
+                    socket.connect(endpoint)
+                    # A keyless peer may have no connection to queue on (its handshakes fail): never block.
+                    with contextlib.suppress(zmq.Again):
+                        socket.send(b"subscribe", zmq.DONTWAIT)
+                    crowd.append(socket)
+            view = subprocess.Popen([sys.executable, "-m", "sectorflow", "view", "--config", str(path), "--scan", "2",
+                                     "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            # Two subscribers per NodeGroup, both with the viewer key: the dashboard `up` started and the view.
+            wait_until(lambda: live("live_images_subscribers") == [2] * len(endpoints), 60,
+                       "the dashboard and the view, and no one else, subscribed to every NodeGroup")
+            wait_until(lambda: sum(live("live_handshakes_refused")) >= 40 * len(endpoints), 60,
+                       "every keyless handshake refused and counted")
+            # And on the dashboard's /metrics (read from loopback: no token needed).
+            import re
+            import urllib.request
+
+            from sectorflow.dashboard import address
+
+            def metric_total() -> int:
+                with urllib.request.urlopen(address(config) + "metrics", timeout=10) as answer:
+                    text = answer.read().decode()
+                return sum(int(float(v)) for v in re.findall(
+                    r'sectorflow_refused_messages_total\{[^}]*kind="live_handshakes_refused"[^}]*\} (\S+)', text))
+
+            wait_until(lambda: metric_total() >= 40 * len(endpoints), 60, "the refusals in /metrics")
+            acquired = sectorflow("acquire", "--config", str(path), "--scan-number", "2", "--scan-shape", "6x4",
+                                  "--wait", "--timeout", "120")
+            assert acquired.returncode == 0, acquired.stdout + acquired.stderr
+            out, err = view.communicate(timeout=130)
+            assert view.returncode == 0, err[-2000:]
+            assert "scan 2: 24 of 24 positions counted (complete)" in out, out[-1000:]
+            assert not any(socket.poll(0) for socket in crowd)
+    finally:
+        if view is not None and view.poll() is None:
+            view.kill()
+            view.communicate()
+        context.destroy(linger=0)
+        down = sectorflow("down", "--config", str(path), "--run-dir", str(run_dir))
+    assert down.returncode == 0, down.stderr
 
 
 @pytest.mark.slurm

@@ -136,3 +136,93 @@ def test_with_the_token_an_operator_requests_a_scan_and_without_it_is_refused(
     decoded = AcquireRequest.decode(request)
     assert (decoded.scan_number, decoded.scan_x, decoded.scan_y, decoded.rate_hz) == (12, 3, 2, 5.0)
     assert wait_until(lambda: json.loads(get(url + "api/state")).get("control"), RUN_S, "the page's state")
+
+
+def post_raw(url: str, body: bytes, token: str) -> tuple[int, str]:
+    request = urllib.request.Request(url, data=body, method="POST", headers={
+        "Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+# What the issue sent, and wrong types of every field: each is a 400, never a 500.
+MALFORMED = [
+    ("api/scans", b'{"scan_number": Infinity, "scan_x": 3, "scan_y": 2}'),
+    ("api/scans", b'{"scan_number": -Infinity, "scan_x": 3, "scan_y": 2}'),
+    ("api/scans", b'{"scan_number": NaN, "scan_x": 3, "scan_y": 2}'),
+    ("api/scans", b'{"scan_number": 1e400, "scan_x": 3, "scan_y": 2}'),
+    ("api/scans", b'{"scan_number": 7, "scan_x": 3, "scan_y": 2, "rate_hz": 1e400}'),
+    ("api/scans", b"[" * 16000),
+    ("api/scans", b'{"a":' * 2500 + b"1" + b"}" * 2500),
+    ("api/scans", b'{"scan_number": "seven", "scan_x": 3, "scan_y": 2}'),
+    ("api/scans", b'{"scan_number": [7], "scan_x": 3, "scan_y": 2}'),
+    ("api/scans", b'{"scan_number": 7, "scan_x": {}, "scan_y": 2}'),
+    ("api/scans", b'{"scan_number": 7, "scan_x": true, "scan_y": 2}'),
+    ("api/scans", b'{"scan_number": 7, "scan_x": 3, "scan_y": 2, "rate_hz": [1]}'),
+    ("api/scans", b'{"scan_number": 7, "scan_x": 3, "scan_y": 2, "rate_hz": "fast"}'),
+    ("api/scans", b'"a string"'),
+    ("api/scans", b"\xff\xfe{}"),
+    ("api/sessions", b'{"nodes": Infinity}'),
+    ("api/sessions", b'{"nodes": 1e400}'),
+    ("api/sessions", b'{"nodes": {"a": 1}}'),
+]
+
+
+def test_every_malformed_body_of_an_authorised_post_is_400_never_500(
+        make_config: Callable, processes: Processes, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    config, path = make_config(dashboard={"control_token_file": str(token_file)})
+    processes.sectorflow("kvstore", "--config", str(path), name="kvstore")
+    dashboard = processes.sectorflow("dashboard", "--config", str(path), name="dashboard")
+    url = address(config)
+    wait_until(lambda: get(url + "healthz") == b"ok", RUN_S, "the dashboard to serve")
+    answers = {(route, body[:40]): post_raw(url + route, body, TOKEN) for route, body in MALFORMED}
+    assert {key: code for key, (code, _) in answers.items() if code != 400} == {}
+    metrics = get(url + "metrics") or b""
+    assert f'sectorflow_dashboard_refused_requests_total{{status="400"}} {len(MALFORMED)}.0'.encode() in metrics
+    assert get(url + "healthz") == b"ok"
+    assert "Traceback" not in processes.output(dashboard)
+
+
+def test_a_connection_that_sends_nothing_is_closed_after_the_idle_timeout(
+        make_config: Callable, processes: Processes) -> None:
+    config, path = make_config(dashboard={"idle_timeout_s": 1})
+    processes.sectorflow("kvstore", "--config", str(path), name="kvstore")
+    processes.sectorflow("dashboard", "--config", str(path), name="dashboard")
+    url = address(config)
+    wait_until(lambda: get(url + "healthz") == b"ok", RUN_S, "the dashboard to serve")
+    idle = socket.create_connection(("127.0.0.1", config.dashboard.port))
+    partial = socket.create_connection(("127.0.0.1", config.dashboard.port))
+    kept = socket.create_connection(("127.0.0.1", config.dashboard.port))
+    try:
+        partial.sendall(b"GET /api/state HTTP/1.1\r\nHost: x\r\n")  # never the blank line
+        kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        for connection in (idle, partial, kept):
+            connection.settimeout(RUN_S)  # a guard: the server closes it long before
+        assert idle.recv(1024) == b""  # closed by the server, without a word
+        assert partial.recv(1024) == b""
+        answer = b""
+        while chunk := kept.recv(65536):  # the answer, then the close once the keep-alive ran out
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok")
+    finally:
+        for connection in (idle, partial, kept):
+            connection.close()
+
+
+def test_with_security_on_a_bind_beyond_loopback_without_a_certificate_is_one_line(
+        make_config: Callable, tmp_path: Path) -> None:
+    from keyring import Keyring
+
+    keyring = Keyring(tmp_path / "keys")
+    _, path = make_config(security={"enabled": True, "key_dir": str(keyring.beamline)},
+                          dashboard={"bind_host": "0.0.0.0"})
+    result = sectorflow("dashboard", "--config", str(path))
+    assert result.returncode == 2
+    assert "listens beyond this machine with [security] on but no TLS certificate" in one_error(result)
+    result = sectorflow("dashboard", "--config", str(path), "--bind", "0.0.0.0:8750")
+    assert "no TLS certificate" in one_error(result)

@@ -58,6 +58,7 @@ def test_a_subscriber_that_never_reads_loses_only_its_own_updates_and_they_are_c
         def received_all() -> bool:
             while reader.poll(0):
                 batch = wire.decode(reader.recv_multipart())
+                reader.send(wire.ack(batch.seq))  # reading holds the slot
                 seen.extend(int(p) for p in batch.arrays["position"])
                 assert len(batch.arrays["events"]) == EVENTS
             return len(seen) == BATCHES
@@ -130,7 +131,9 @@ def test_hostile_requests_are_refused_and_counted_and_a_subscriber_is_still_serv
 
         def received_all() -> bool:
             while reader.poll(0):
-                seen.extend(int(p) for p in wire.decode(reader.recv_multipart()).arrays["position"])
+                batch = wire.decode(reader.recv_multipart())
+                reader.send(wire.ack(batch.seq))
+                seen.extend(int(p) for p in batch.arrays["position"])
             return len(seen) == BATCHES
 
         wait_until(received_all, 60, "the first subscriber to get every batch")

@@ -58,3 +58,19 @@ def test_offsets_that_do_not_cut_the_events_in_order_are_refused() -> None:
     parts[3] = np.array([0, 2], np.uint64).tobytes()
     with pytest.raises(ValueError, match="different lengths"):
         wire.decode(parts)
+
+
+def test_shapes_whose_product_is_beyond_the_readers_bounds_are_refused_before_allocating() -> None:
+    # Each side is allowed; the product is what a reader would allocate (16000 x 16000 x 4 images).
+    with pytest.raises(ValueError, match="16000 x 16000 positions, beyond the 4194304"):
+        wire.decode(frames_batch(scan_shape=[16000, 16000]), max_positions=2048 * 2048, max_frame_pixels=64)
+    with pytest.raises(ValueError, match="frame of 9 x 8 pixels, beyond the 64"):
+        wire.decode(frames_batch(frame_shape=[9, 8]), max_positions=6, max_frame_pixels=64)
+    assert wire.decode(frames_batch(), max_positions=6, max_frame_pixels=64).scan_shape == (2, 3)
+
+
+def test_acknowledgements_read_back_and_nothing_else_is_one() -> None:
+    assert wire.parse_ack(wire.ack(0)) == 0 and wire.parse_ack(wire.ack(2**63)) == 2**63
+    for request in (b"ack", b"ack ", b"ack -1", b"ack 1e3", b"ack 12x", b"ACK 1", b"ack " + b"9" * 21, b"subscribe"):
+        assert wire.parse_ack(request) is None, request
+    assert wire.decode(wire.encode(wire.decode(frames_batch()), seq=41)).seq == 41

@@ -147,7 +147,9 @@ def test_a_session_gets_its_keys_in_a_private_directory_the_script_only_names(tm
     session_dir = make_session_key_dir(config, tmp_path / "sessions")
     assert stat.S_IMODE(session_dir.stat().st_mode) == 0o700
     copied = sorted(str(p.relative_to(session_dir)) for p in session_dir.rglob("*") if p.is_file())
-    assert copied == ["aggregator/a.key", "kvstore/s.key", "nodegroup/session.key", "nodegroup/session.key_secret"]
+    # The operators' and viewers' public keys: the allowlist of the NodeGroups' live stream.
+    assert copied == ["aggregator/a.key", "kvstore/s.key", "nodegroup/session.key", "nodegroup/session.key_secret",
+                      "operator/o.key"]
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in session_dir.rglob("*") if p.is_file())
     script = render_script(SessionRequest(config.slurm, Path("/c.toml"), tmp_path, key_dir=session_dir))
     assert f"--key-dir {session_dir}" in script

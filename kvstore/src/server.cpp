@@ -16,6 +16,7 @@
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
 #include "sectorflow/protocol/records.hpp"
+#include "sectorflow/protocol/scan_records.hpp"
 #include "sectorflow/kvstore/wakeup.hpp"
 #include "sectorflow/security/zap_handler.hpp"
 #include "snapshots.hpp"
@@ -244,7 +245,9 @@ struct Server::Impl {
     const auto held_entry = map.find(msg.key);
     if (options.curve.enabled()) {
       const std::string& holder = held_entry != map.end() ? held_entry->second.writer : std::string();
-      if (const std::string why = detail::write_refusal(identity, msg.key, holder); !why.empty()) {
+      std::string why = detail::write_refusal(identity, msg.key, holder);
+      if (why.empty()) why = file_record_refusal(identity, msg.key);
+      if (!why.empty()) {
         refuse(&ServerStats::unauthorised, "unauthorised",
                "update from " + address + ": kvmsg '" + msg.key + "' refused: " + why);
         return;
@@ -301,6 +304,44 @@ struct Server::Impl {
       ++s.updates;
       s.bytes += body_bytes;
     });
+  }
+
+  // Why `identity` may not write `key` when it is a scan's file record: only the NodeGroup job the
+  // scan's routing named writes it (kvstore/SPEC.md, "Security"). A job is known by the identity that
+  // holds its NodeGroups' registrations; a scan with no request record or no routing list (producers
+  // route over every registration) takes the file of any job that holds a registration.
+  std::string file_record_refusal(const std::string& identity, const std::string& key) const {
+    std::uint32_t scan = 0;
+    try {
+      scan = protocol::parse_scan_key(key);
+    } catch (const std::exception&) {
+      return {};
+    }
+    if (key != protocol::scan_file_key(scan)) return {};
+    std::vector<std::string> routing;
+    if (const auto request = map.find(protocol::scan_request_key(scan)); request != map.end()) {
+      try {
+        routing = protocol::ScanRequestRecord::decode(request->second.msg->body).routing;
+      } catch (const std::exception&) {
+        return "the scan's request record does not decode, so no job can be named its writer";
+      }
+    }
+    const auto holds = [this, &identity](const std::string& registration) {
+      const auto found = map.find(registration);
+      return found != map.end() && found->second.writer == identity;
+    };
+    if (routing.empty()) {
+      const std::string prefix(protocol::kNodegroupsPrefix);
+      for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+           ++it) {
+        if (it->second.writer == identity) return {};
+      }
+      return "the writer holds no NodeGroup registration";
+    }
+    for (const std::string& uid : routing) {
+      if (holds(std::string(protocol::kNodegroupsPrefix) + uid)) return {};
+    }
+    return "the scan's routing names no NodeGroup " + identity + " holds (only the job it was routed to writes its file)";
   }
 
   void handle_deletion(KvMsg& msg) {

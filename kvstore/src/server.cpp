@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <vector>
 #include <zmq.hpp>
 
@@ -42,6 +43,19 @@ struct Entry {
   detail::MapUsage::Held held;  // who is charged for it; the server's own status is charged to nobody
   std::string writer;           // the authenticated identity that wrote it last ("" without CURVE)
 };
+
+// The account scan records are charged to: no writer can take their room from the others.
+const std::string kScanRoom = "scan records";
+
+// The scan of a scan record's key, or nothing for any other key.
+std::optional<std::uint32_t> scan_of(const std::string& key) {
+  if (key.compare(0, protocol::kScansPrefix.size(), protocol::kScansPrefix) != 0) return std::nullopt;
+  try {
+    return protocol::parse_scan_key(key);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
 
 // Bytes a key takes in the map for the limits: key, properties and body.
 std::size_t footprint(const KvMsg& msg) {
@@ -84,6 +98,8 @@ void check_options(const ServerOptions& o) {
   positive(o.max_map_bytes, "max_map_bytes");
   positive(o.max_keys_per_address, "max_keys_per_address");
   positive(o.max_map_bytes_per_address, "max_map_bytes_per_address");
+  positive(o.max_scan_record_keys, "max_scan_record_keys");
+  positive(o.max_scan_record_bytes, "max_scan_record_bytes");
   if (o.max_value_bytes < kMaxKeyBytes || o.max_value_bytes > (std::size_t{1} << 30)) {
     throw KvstoreError("kvstore server: max_value_bytes " + std::to_string(o.max_value_bytes) + " out of range; " +
                        "expected " + std::to_string(kMaxKeyBytes) + " to 2^30 ([kvstore] max_value_bytes)");
@@ -111,6 +127,8 @@ struct Server::Impl {
       : options(std::move(opts)),
         usage({options.max_keys, options.max_map_bytes, options.max_keys_per_address,
                options.max_map_bytes_per_address}),
+        scan_usage({options.max_scan_record_keys, options.max_scan_record_bytes, options.max_scan_record_keys,
+                    options.max_scan_record_bytes}),
         replies(snapshot, kMaxWaitingSnapshots, std::chrono::milliseconds(options.heartbeat_ms) * kStalledHeartbeats,
                 [this](const std::string& why) { refuse(&ServerStats::snapshots_dropped, "snapshots_dropped", why); }) {}
 
@@ -129,7 +147,12 @@ struct Server::Impl {
   std::multimap<Clock::time_point, std::string> expiries;  // entries whose key was set again are skipped
   std::int64_t sequence = 0;
   std::string own_status_key = protocol::status_key(protocol::kServiceKvstore, options.status_name);
-  detail::MapUsage usage;
+  detail::MapUsage usage;       // every key but scan records, charged to its writer
+  detail::MapUsage scan_usage;  // scan records, in a room of their own charged to kScanRoom
+  // The scans that hold records, by the sequence of their first record: the oldest goes first when
+  // the room is full.
+  std::map<std::uint32_t, std::int64_t> scan_born;
+  std::set<std::pair<std::int64_t, std::uint32_t>> scans_by_age;
   detail::SnapshotReplies replies;
   std::vector<zmq::message_t> parts;  // the frames of the message being handled
 
@@ -156,7 +179,7 @@ struct Server::Impl {
     change(stats);
     stats.sequence = sequence;
     stats.keys = map.size();
-    stats.map_bytes = usage.bytes();
+    stats.map_bytes = usage.bytes() + scan_usage.bytes();
   }
 
   // Counts one refusal of `kind` in `counter`, keeping the text of the first of its kind.
@@ -276,13 +299,23 @@ struct Server::Impl {
       ttl_s = options.max_ttl_s;
       msg.set_ttl_s(ttl_s);
     }
-    const detail::MapUsage::Held held{address, footprint(msg)};
+    // With CURVE a writer is its identity: the services of one host share an address, not a key.
+    const std::optional<std::uint32_t> scan = scan_of(msg.key);
+    const std::string account = scan ? kScanRoom : (identity.empty() ? address : identity);
+    detail::MapUsage& room = scan ? scan_usage : usage;
+    const detail::MapUsage::Held held{account, footprint(msg)};
     const auto existing = map.find(msg.key);
     const detail::MapUsage::Held* old = existing != map.end() ? &existing->second.held : nullptr;
-    const detail::MapUsage::Verdict verdict = usage.check(address, held.bytes, old);
+    detail::MapUsage::Verdict verdict = room.check(account, held.bytes, old);
+    while (scan && verdict != detail::MapUsage::Verdict::kAccepted && evict_oldest_scan_but(*scan)) {
+      verdict = room.check(account, held.bytes, old);
+    }
     if (verdict != detail::MapUsage::Verdict::kAccepted) {
-      const std::string why = "update from " + address + ": kvmsg '" + msg.key + "' refused: " + usage.why(verdict, address);
-      if (verdict == detail::MapUsage::Verdict::kOverQuota) {
+      const std::string why = "update from " + address + ": kvmsg '" + msg.key + "' refused: kvstore full: " +
+                              (scan ? "scan " + std::to_string(*scan) + "'s records alone fill their room (" +
+                                          "[kvstore] max_scan_record_keys, max_scan_record_bytes)"
+                                    : room.why(verdict, account));
+      if (verdict == detail::MapUsage::Verdict::kOverQuota && !scan) {
         refuse(&ServerStats::refused_quota, "refused_quota", why);
       } else {
         refuse(&ServerStats::refused_full, "refused_full", why);
@@ -297,7 +330,8 @@ struct Server::Impl {
       expires = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_s));
       expiries.emplace(*expires, msg.key);
     }
-    usage.charge(held, old);
+    room.charge(held, old);
+    if (scan && scan_born.emplace(*scan, sequence).second) scans_by_age.emplace(sequence, *scan);
     std::string key = msg.key;  // not map[msg.key] = ...move(msg): the right side is evaluated first
     map[std::move(key)] = Entry{std::make_shared<const KvMsg>(std::move(msg)), expires, held, identity};
     count([body_bytes](ServerStats& s) {
@@ -344,10 +378,44 @@ struct Server::Impl {
     return "the scan's routing names no NodeGroup " + identity + " holds (only the job it was routed to writes its file)";
   }
 
+  // Erases a key from the map and from its room; a scan whose last record goes is forgotten.
+  void drop(std::map<std::string, Entry>::iterator entry) {
+    const std::optional<std::uint32_t> scan = scan_of(entry->first);
+    (scan ? scan_usage : usage).release(entry->second.held);
+    map.erase(entry);
+    if (!scan) return;
+    const std::string prefix = protocol::scan_prefix(*scan);
+    const auto next = map.lower_bound(prefix);
+    if (next != map.end() && next->first.compare(0, prefix.size(), prefix) == 0) return;
+    if (const auto born = scan_born.find(*scan); born != scan_born.end()) {
+      scans_by_age.erase({born->second, *scan});
+      scan_born.erase(born);
+    }
+  }
+
+  // Erases every record of the scan first written longest ago, other than `keep`, publishing each
+  // deletion; false when no other scan holds records.
+  bool evict_oldest_scan_but(std::uint32_t keep) {
+    auto victim = scans_by_age.begin();
+    if (victim != scans_by_age.end() && victim->second == keep) ++victim;
+    if (victim == scans_by_age.end()) return false;
+    const std::uint32_t scan = victim->second;
+    const std::string prefix = protocol::scan_prefix(scan);
+    for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+         it = map.lower_bound(prefix)) {
+      KvMsg deletion;
+      deletion.key = it->first;
+      deletion.uuid = it->second.msg->uuid;
+      publish(deletion);
+      drop(it);
+    }
+    count([](ServerStats& s) { ++s.scans_evicted; });
+    return true;
+  }
+
   void handle_deletion(KvMsg& msg) {
     if (const auto found = map.find(msg.key); found != map.end()) {
-      usage.release(found->second.held);
-      map.erase(found);
+      drop(found);
       publish(msg);
     }
     count([](ServerStats& s) { ++s.updates; });
@@ -362,8 +430,7 @@ struct Server::Impl {
       deletion.key = entry->first;
       deletion.uuid = entry->second.msg->uuid;
       publish(deletion);
-      usage.release(entry->second.held);
-      map.erase(entry);
+      drop(entry);
       ++expired;
     }
     if (expired != 0) count([expired](ServerStats& s) { s.expired += expired; });
@@ -394,7 +461,9 @@ struct Server::Impl {
     status.extra["snapshots"] = static_cast<std::int64_t>(now.snapshots);
     status.extra["expired"] = static_cast<std::int64_t>(now.expired);
     status.extra["keys"] = static_cast<std::int64_t>(map.size());
-    status.extra["map_bytes"] = static_cast<std::int64_t>(usage.bytes());
+    status.extra["map_bytes"] = static_cast<std::int64_t>(usage.bytes() + scan_usage.bytes());
+    status.extra["scan_record_keys"] = static_cast<std::int64_t>(scan_usage.keys());
+    status.extra["scans_evicted"] = static_cast<std::int64_t>(now.scans_evicted);
     for (const char* kind : kRefusalKinds) status.extra[kind] = static_cast<std::int64_t>(now.refusals(kind));
     if (published_status == status) return;
     published_status = status;

@@ -44,8 +44,18 @@ struct Entry {
   std::string writer;           // the authenticated identity that wrote it last ("" without CURVE)
 };
 
-// The account scan records are charged to: no writer can take their room from the others.
-const std::string kScanRoom = "scan records";
+// The account the stack's own records are charged to: no writer can take their room from the others.
+const std::string kStackRoom = "the stack's records";
+
+// Whether `key` is one of the stack's own records (a registration, a status, a request, a scan's
+// record), which live in the stack's room rather than on their writer's account.
+bool in_stack_room(const std::string& key) {
+  for (const std::string_view prefix : {protocol::kNodegroupsPrefix, protocol::kStatusPrefix, protocol::kAcquirePrefix,
+                                        protocol::kScansPrefix}) {
+    if (key.compare(0, prefix.size(), prefix) == 0) return true;
+  }
+  return false;
+}
 
 // The scan of a scan record's key, or nothing for any other key.
 std::optional<std::uint32_t> scan_of(const std::string& key) {
@@ -98,8 +108,8 @@ void check_options(const ServerOptions& o) {
   positive(o.max_map_bytes, "max_map_bytes");
   positive(o.max_keys_per_address, "max_keys_per_address");
   positive(o.max_map_bytes_per_address, "max_map_bytes_per_address");
-  positive(o.max_scan_record_keys, "max_scan_record_keys");
-  positive(o.max_scan_record_bytes, "max_scan_record_bytes");
+  positive(o.max_stack_keys, "max_stack_keys");
+  positive(o.max_stack_bytes, "max_stack_bytes");
   if (o.max_value_bytes < kMaxKeyBytes || o.max_value_bytes > (std::size_t{1} << 30)) {
     throw KvstoreError("kvstore server: max_value_bytes " + std::to_string(o.max_value_bytes) + " out of range; " +
                        "expected " + std::to_string(kMaxKeyBytes) + " to 2^30 ([kvstore] max_value_bytes)");
@@ -127,8 +137,8 @@ struct Server::Impl {
       : options(std::move(opts)),
         usage({options.max_keys, options.max_map_bytes, options.max_keys_per_address,
                options.max_map_bytes_per_address}),
-        scan_usage({options.max_scan_record_keys, options.max_scan_record_bytes, options.max_scan_record_keys,
-                    options.max_scan_record_bytes}),
+        stack_usage({options.max_stack_keys, options.max_stack_bytes, options.max_stack_keys,
+                    options.max_stack_bytes}),
         replies(snapshot, kMaxWaitingSnapshots, std::chrono::milliseconds(options.heartbeat_ms) * kStalledHeartbeats,
                 [this](const std::string& why) { refuse(&ServerStats::snapshots_dropped, "snapshots_dropped", why); }) {}
 
@@ -148,7 +158,7 @@ struct Server::Impl {
   std::int64_t sequence = 0;
   std::string own_status_key = protocol::status_key(protocol::kServiceKvstore, options.status_name);
   detail::MapUsage usage;       // every key but scan records, charged to its writer
-  detail::MapUsage scan_usage;  // scan records, in a room of their own charged to kScanRoom
+  detail::MapUsage stack_usage;  // the stack's own records, in a room of their own charged to kStackRoom
   // The scans that hold records, by the sequence of their first record: the oldest goes first when
   // the room is full.
   std::map<std::uint32_t, std::int64_t> scan_born;
@@ -179,7 +189,7 @@ struct Server::Impl {
     change(stats);
     stats.sequence = sequence;
     stats.keys = map.size();
-    stats.map_bytes = usage.bytes() + scan_usage.bytes();
+    stats.map_bytes = usage.bytes() + stack_usage.bytes();
   }
 
   // Counts one refusal of `kind` in `counter`, keeping the text of the first of its kind.
@@ -301,21 +311,22 @@ struct Server::Impl {
     }
     // With CURVE a writer is its identity: the services of one host share an address, not a key.
     const std::optional<std::uint32_t> scan = scan_of(msg.key);
-    const std::string account = scan ? kScanRoom : (identity.empty() ? address : identity);
-    detail::MapUsage& room = scan ? scan_usage : usage;
+    const bool stack = in_stack_room(msg.key);
+    const std::string account = stack ? kStackRoom : (identity.empty() ? address : identity);
+    detail::MapUsage& room = stack ? stack_usage : usage;
     const detail::MapUsage::Held held{account, footprint(msg)};
     const auto existing = map.find(msg.key);
     const detail::MapUsage::Held* old = existing != map.end() ? &existing->second.held : nullptr;
     detail::MapUsage::Verdict verdict = room.check(account, held.bytes, old);
-    while (scan && verdict != detail::MapUsage::Verdict::kAccepted && evict_oldest_scan_but(*scan)) {
+    while (stack && verdict != detail::MapUsage::Verdict::kAccepted && evict_oldest_scan_but(scan)) {
       verdict = room.check(account, held.bytes, old);
     }
     if (verdict != detail::MapUsage::Verdict::kAccepted) {
       const std::string why = "update from " + address + ": kvmsg '" + msg.key + "' refused: kvstore full: " +
-                              (scan ? "scan " + std::to_string(*scan) + "'s records alone fill their room (" +
-                                          "[kvstore] max_scan_record_keys, max_scan_record_bytes)"
-                                    : room.why(verdict, account));
-      if (verdict == detail::MapUsage::Verdict::kOverQuota && !scan) {
+                              (stack ? std::string("the stack's records fill their room with no older scan left "
+                                                   "to erase ([kvstore] max_stack_keys, max_stack_bytes)")
+                                     : room.why(verdict, account));
+      if (verdict == detail::MapUsage::Verdict::kOverQuota && !stack) {
         refuse(&ServerStats::refused_quota, "refused_quota", why);
       } else {
         refuse(&ServerStats::refused_full, "refused_full", why);
@@ -381,7 +392,7 @@ struct Server::Impl {
   // Erases a key from the map and from its room; a scan whose last record goes is forgotten.
   void drop(std::map<std::string, Entry>::iterator entry) {
     const std::optional<std::uint32_t> scan = scan_of(entry->first);
-    (scan ? scan_usage : usage).release(entry->second.held);
+    (in_stack_room(entry->first) ? stack_usage : usage).release(entry->second.held);
     map.erase(entry);
     if (!scan) return;
     const std::string prefix = protocol::scan_prefix(*scan);
@@ -395,9 +406,9 @@ struct Server::Impl {
 
   // Erases every record of the scan first written longest ago, other than `keep`, publishing each
   // deletion; false when no other scan holds records.
-  bool evict_oldest_scan_but(std::uint32_t keep) {
+  bool evict_oldest_scan_but(std::optional<std::uint32_t> keep) {
     auto victim = scans_by_age.begin();
-    if (victim != scans_by_age.end() && victim->second == keep) ++victim;
+    if (victim != scans_by_age.end() && keep && victim->second == *keep) ++victim;
     if (victim == scans_by_age.end()) return false;
     const std::uint32_t scan = victim->second;
     const std::string prefix = protocol::scan_prefix(scan);
@@ -461,8 +472,8 @@ struct Server::Impl {
     status.extra["snapshots"] = static_cast<std::int64_t>(now.snapshots);
     status.extra["expired"] = static_cast<std::int64_t>(now.expired);
     status.extra["keys"] = static_cast<std::int64_t>(map.size());
-    status.extra["map_bytes"] = static_cast<std::int64_t>(usage.bytes() + scan_usage.bytes());
-    status.extra["scan_record_keys"] = static_cast<std::int64_t>(scan_usage.keys());
+    status.extra["map_bytes"] = static_cast<std::int64_t>(usage.bytes() + stack_usage.bytes());
+    status.extra["stack_keys"] = static_cast<std::int64_t>(stack_usage.keys());
     status.extra["scans_evicted"] = static_cast<std::int64_t>(now.scans_evicted);
     for (const char* kind : kRefusalKinds) status.extra[kind] = static_cast<std::int64_t>(now.refusals(kind));
     if (published_status == status) return;

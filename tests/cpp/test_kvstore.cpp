@@ -282,7 +282,7 @@ TEST(ServerBounds, ScanRecordsHaveTheirOwnRoomAndTheOldestScanGoesFirst) {
   kv::ServerOptions options = default_server_options();
   options.max_keys = 3;
   options.max_keys_per_address = 3;
-  options.max_scan_record_keys = 4;
+  options.max_stack_keys = 4;
   RunningServer running(options);
   kv::Server& server = running.server();
   kv::Client watcher(running.client(std::string(sp::kScansPrefix)));
@@ -316,7 +316,7 @@ TEST(ServerBounds, ScanRecordsHaveTheirOwnRoomAndTheOldestScanGoesFirst) {
   const auto scan3 = watcher.subtree(sp::scan_prefix(3));
   EXPECT_EQ(scan3.size(), 4u);
   EXPECT_EQ(scan3.count(sp::scan_prefix(3) + "nodegroup/ng-1"), 0u);
-  EXPECT_NE(server.stats().first_refusals.at("refused_full").find("kvstore full: scan 3's records alone fill"),
+  EXPECT_NE(server.stats().first_refusals.at("refused_full").find("kvstore full: the stack"),
             std::string::npos);
 }
 

@@ -330,6 +330,7 @@ struct Server::Impl {
         refuse(&ServerStats::refused_quota, "refused_quota", why);
       } else {
         refuse(&ServerStats::refused_full, "refused_full", why);
+        if (stack) count([](ServerStats& s) { ++s.refused_stack; });
       }
       return;
     }
@@ -475,6 +476,7 @@ struct Server::Impl {
     status.extra["map_bytes"] = static_cast<std::int64_t>(usage.bytes() + stack_usage.bytes());
     status.extra["stack_keys"] = static_cast<std::int64_t>(stack_usage.keys());
     status.extra["scans_evicted"] = static_cast<std::int64_t>(now.scans_evicted);
+    status.extra["refused_stack"] = static_cast<std::int64_t>(now.refused_stack);
     for (const char* kind : kRefusalKinds) status.extra[kind] = static_cast<std::int64_t>(now.refusals(kind));
     if (published_status == status) return;
     published_status = status;

@@ -98,6 +98,7 @@ struct ServerStats {
   std::uint64_t bytes = 0;      ///< body bytes of the accepted KVSETs
   std::uint64_t snapshots = 0;  ///< ICANHAZ? requests answered whole
   std::uint64_t expired = 0;    ///< keys deleted because their ttl ran out
+  std::uint64_t refused_stack = 0;  ///< of refused_full: the stack's own records (its room full, no scan left to erase)
   std::uint64_t scans_evicted = 0;  ///< scans whose records were erased to make room for a newer scan's
   std::uint64_t malformed = 0;  ///< rejected messages on the snapshot and collector ports
   std::string last_malformed;   ///< why the last one was rejected

@@ -335,6 +335,7 @@ struct Server::Impl {
       return;
     }
     const std::size_t body_bytes = msg.body.size();
+    if (existing != map.end()) forget_expiry(existing);
     publish(msg);
     std::optional<Clock::time_point> expires;
     if (ttl_s > 0.0) {
@@ -390,8 +391,22 @@ struct Server::Impl {
     return "the scan's routing names no NodeGroup " + identity + " holds (only the job it was routed to writes its file)";
   }
 
+  // Takes a key's pending expiry out of the index. The index would otherwise keep erased and
+  // rewritten scan records until their ttl (a day): memory that grew with every scan.
+  void forget_expiry(std::map<std::string, Entry>::const_iterator entry) {
+    if (!entry->second.expires) return;
+    const auto [first, last] = expiries.equal_range(*entry->second.expires);
+    for (auto it = first; it != last; ++it) {
+      if (it->second == entry->first) {
+        expiries.erase(it);
+        return;
+      }
+    }
+  }
+
   // Erases a key from the map and from its room; a scan whose last record goes is forgotten.
   void drop(std::map<std::string, Entry>::iterator entry) {
+    forget_expiry(entry);
     const std::optional<std::uint32_t> scan = scan_of(entry->first);
     (in_stack_room(entry->first) ? stack_usage : usage).release(entry->second.held);
     map.erase(entry);

@@ -90,6 +90,14 @@ class KvstoreConfig:
     max_map_bytes_per_address: int = setting(
         64 << 20, "bytes of the keys last written from one network address; a write beyond is refused "
         "(refused_quota)", min=1024, max=64 << 30)
+    max_stack_keys: int = setting(
+        120_000, "keys of the stack's own records (nodegroups/, status/, acquire/ and the scan records scans/<n>/...) "
+        "the server holds, in a room of their own that no other key takes and no address or identity quota limits "
+        "(other keys are charged to their writer: its identity with [security] on, else its address); when it is full "
+        "the oldest scan's records are erased to make room (scans_evicted), never the scan being written. A 16 x 16 "
+        "scan leaves about 12 keys", min=16, max=10_000_000)
+    max_stack_bytes: int = setting(
+        128 << 20, "bytes of the stack's own records the server holds (max_stack_keys)", min=64 << 10, max=64 << 30)
     max_ttl_s: float = setting(
         86400.0, "longest ttl the server grants: a longer one is clamped and counted (ttl_clamped), and a client "
         "refuses to ask for one; at least ttl_s", min=1.0, max=1e9)

@@ -149,7 +149,8 @@ void bind_server(py::module_& m) {
   py::class_<ServerOptions>(m, "ServerOptions", "Where the server binds, its heartbeat and its bounds (server.hpp).")
       .def(py::init([](std::string bind_host, std::uint16_t port, std::uint32_t heartbeat_ms, std::string status_name,
                        std::size_t max_value_bytes, std::size_t max_keys, std::size_t max_map_bytes,
-                       std::size_t max_keys_per_address, std::size_t max_map_bytes_per_address, double max_ttl_s) {
+                       std::size_t max_keys_per_address, std::size_t max_map_bytes_per_address, double max_ttl_s,
+                       std::size_t max_stack_keys, std::size_t max_stack_bytes) {
              ServerOptions options;
              options.bind_host = std::move(bind_host);
              options.port = port;
@@ -161,12 +162,15 @@ void bind_server(py::module_& m) {
              options.max_keys_per_address = max_keys_per_address;
              options.max_map_bytes_per_address = max_map_bytes_per_address;
              options.max_ttl_s = max_ttl_s;
+             options.max_stack_keys = max_stack_keys;
+             options.max_stack_bytes = max_stack_bytes;
              return options;
            }),
            py::kw_only(), py::arg("bind_host"), py::arg("port"), py::arg("heartbeat_ms"),
            py::arg("status_name") = defaults.status_name, py::arg("max_value_bytes"), py::arg("max_keys"),
            py::arg("max_map_bytes"), py::arg("max_keys_per_address"), py::arg("max_map_bytes_per_address"),
-           py::arg("max_ttl_s"), "Every value but status_name from [kvstore] (server_options).")
+           py::arg("max_ttl_s"), py::arg("max_stack_keys") = defaults.max_stack_keys,
+           py::arg("max_stack_bytes") = defaults.max_stack_bytes, "Every value but status_name from [kvstore] (server_options).")
       .def_readwrite("bind_host", &ServerOptions::bind_host)
       .def_readwrite("port", &ServerOptions::port)
       .def_readwrite("heartbeat_ms", &ServerOptions::heartbeat_ms)
@@ -176,6 +180,8 @@ void bind_server(py::module_& m) {
       .def_readwrite("max_map_bytes", &ServerOptions::max_map_bytes)
       .def_readwrite("max_keys_per_address", &ServerOptions::max_keys_per_address)
       .def_readwrite("max_map_bytes_per_address", &ServerOptions::max_map_bytes_per_address)
+      .def_readwrite("max_stack_keys", &ServerOptions::max_stack_keys)
+      .def_readwrite("max_stack_bytes", &ServerOptions::max_stack_bytes)
       .def_readwrite("max_ttl_s", &ServerOptions::max_ttl_s)
       .def_readwrite("curve", &ServerOptions::curve, "[security]: CurveServer (off by default).");
 

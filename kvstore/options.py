@@ -21,6 +21,8 @@ def server_options(config: Config) -> ServerOptions:
         max_map_bytes=kv.max_map_bytes,
         max_keys_per_address=kv.max_keys_per_address,
         max_map_bytes_per_address=kv.max_map_bytes_per_address,
+        max_stack_keys=kv.max_stack_keys,
+        max_stack_bytes=kv.max_stack_bytes,
         max_ttl_s=kv.max_ttl_s,
     )
     options.curve = kvstore_server_curve(config)

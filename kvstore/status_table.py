@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from sectorflow._core import kvstore as _core
 from sectorflow._core import protocol as _records
-from sectorflow.scan_account import account, records_of, scans_in
+from sectorflow.scan_account import account, kvstore_full, records_of, scans_in
 
 from .status_records import status_entries
 
@@ -124,9 +124,10 @@ def _scan_rows(entries: Mapping[str, bytes], registered: set[str]) -> list[tuple
     for scan in scans_in(entries)[-RECENT_SCANS:]:
         records = records_of(entries, scan)
         routing = set(records.request.routing) if records.request is not None else set()
-        result = account(records, nodegroups_gone=bool(routing) and not routing & registered)
+        result = account(records, nodegroups_gone=bool(routing) and not routing & registered,
+                         full=kvstore_full(entries.get(_records.status_key("kvstore", "server"))))
         shape = f"{records.request.scan_x} x {records.request.scan_y}" if records.request is not None else "?"
-        outcome = result.outcome + (f" ({len(records.rejected)} records invalid)" if records.rejected else "")
+        outcome = ("kvstore full" if result.kvstore_full else result.outcome) + (f" ({len(records.rejected)} records invalid)" if records.rejected else "")
         rows.append((str(scan), shape, outcome, f"{result.counted:,}", f"{result.spilled:,}", f"{result.missing:,}",
                      result.path or "-"))
     return rows

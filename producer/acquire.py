@@ -38,9 +38,10 @@ from sectorflow.protocol import (
     ScanRequestRecord,
     scan_prefix,
     scan_request_key,
+    status_key,
     wall_clock_s,
 )
-from sectorflow.scan_account import COMPLETE, PENDING, ScanAccount, ScanRecords, account, records_of
+from sectorflow.scan_account import COMPLETE, PENDING, ScanAccount, ScanRecords, account, kvstore_full, records_of
 from sectorflow.simulator import parse_scan_shape
 from sectorflow.waiting import WaitTimeout, every, wait_until
 
@@ -331,7 +332,8 @@ def wait_for_account(client: Client, published: PublishedRequest, timeout_s: flo
         gone = nodegroups_absent.lasting({"nodegroups"} if routing and not routing & registered else set())
         dead = producers_absent.lasting({f"r{r}t{t}" for r, t in threads if f"r{r}t{t}" not in alive})
         result = account(records, nodegroups_gone=bool(gone),
-                         producers_gone={(r, t) for r, t in threads if f"r{r}t{t}" in dead})
+                         producers_gone={(r, t) for r, t in threads if f"r{r}t{t}" in dead},
+                         full=kvstore_full(client.get(status_key("kvstore", "server"))))
         return result.outcome != PENDING
 
     def progress(_elapsed_s: float) -> None:

@@ -128,6 +128,7 @@ class ScanAccount:
     extra_paths: list[str] = field(default_factory=list)
     spill_files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the file and the NodeGroups said
+    kvstore_full: str = ""  # what the kvstore refused for capacity, when a pending account may owe it to that
 
     @property
     def sectors(self) -> int:
@@ -152,7 +153,8 @@ class ScanAccount:
     def line(self) -> str:
         """One line: outcome, counted + spilled + missing = sectors, and the file."""
         rest = "not yet accounted" if self.outcome == PENDING else "missing"
-        text = (f"scan {self.scan}: {self.outcome}: {self.counted} counted + {self.spilled} spilled + "
+        outcome = f"kvstore full: {self.kvstore_full}" if self.outcome == PENDING and self.kvstore_full else self.outcome
+        text = (f"scan {self.scan}: {outcome}: {self.counted} counted + {self.spilled} spilled + "
                 f"{self.missing} {rest} = {self.sectors} sectors")
         return text + (f"; file {self.path}" if self.path else "")
 
@@ -184,8 +186,23 @@ def producers_final(records: ScanRecords, producers_gone: Set[tuple[int, int]] =
     return True
 
 
+def kvstore_full(server_status: bytes | None) -> str:
+    """What the kvstore server refused of the stack's own records for capacity (its status,
+    ``status/kvstore/server``), or "" if nothing: a scan whose records were refused stays pending."""
+    if server_status is None:
+        return ""
+    try:
+        refused = int(_records.ServiceStatus.decode(server_status).extra.get("refused_stack", 0))
+    except _records.ProtocolError:
+        return ""
+    if refused <= 0:
+        return ""
+    return (f"{refused} of the stack's records refused, its room holds no older scan to erase "
+            "([kvstore] max_stack_keys, max_stack_bytes)")
+
+
 def account(records: ScanRecords, nodegroups_gone: bool = False,
-            producers_gone: Set[tuple[int, int]] = frozenset()) -> ScanAccount:
+            producers_gone: Set[tuple[int, int]] = frozenset(), full: str = "") -> ScanAccount:
     """The account of a scan from its records.
 
     Args:
@@ -194,11 +211,13 @@ def account(records: ScanRecords, nodegroups_gone: bool = False,
             file will come: a streamed scan whose producers are done and has no file record failed.
         producers_gone: (receiver, thread) of producer threads whose daemon is gone (no status in the
             kvstore): their part ends where their record stopped.
+        full: ``kvstore_full(...)`` of the kvstore server's status: a pending account says it.
     """
     request = records.request
     if request is None:
         return ScanAccount(records.scan, PENDING, [], notes=["no request record (the scan was not asked for by "
-                                                              "'sectorflow acquire', or its records expired)"])
+                                                              "'sectorflow acquire', or its records expired)"],
+                           kvstore_full=full)
     positions = request.scan_x * request.scan_y
     receivers = [ReceiverAccount(r, positions) for r in range(len(request.producer_threads))]
     result = ScanAccount(records.scan, PENDING, receivers)
@@ -231,6 +250,7 @@ def account(records: ScanRecords, nodegroups_gone: bool = False,
         done = producers_done and (file is not None or nodegroups_gone)
     if not done:
         result.outcome = PENDING
+        result.kvstore_full = full
     elif file is None and not fallback:
         result.outcome = FAILED
         result.notes.append("no file: no NodeGroup was registered when the native stream began" if

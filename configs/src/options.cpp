@@ -97,6 +97,8 @@ kvstore::ServerOptions server_options(const Beamline& beamline) {
   options.max_map_bytes = whole<std::size_t>(beamline, "kvstore.max_map_bytes");
   options.max_keys_per_address = whole<std::size_t>(beamline, "kvstore.max_keys_per_address");
   options.max_map_bytes_per_address = whole<std::size_t>(beamline, "kvstore.max_map_bytes_per_address");
+  options.max_stack_keys = whole<std::size_t>(beamline, "kvstore.max_stack_keys");
+  options.max_stack_bytes = whole<std::size_t>(beamline, "kvstore.max_stack_bytes");
   options.max_ttl_s = beamline.number("kvstore.max_ttl_s");
   return options;
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <vector>
 #include <zmq.hpp>
 
@@ -16,6 +17,7 @@
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
 #include "sectorflow/protocol/records.hpp"
+#include "sectorflow/protocol/scan_records.hpp"
 #include "sectorflow/kvstore/wakeup.hpp"
 #include "sectorflow/security/zap_handler.hpp"
 #include "snapshots.hpp"
@@ -41,6 +43,29 @@ struct Entry {
   detail::MapUsage::Held held;  // who is charged for it; the server's own status is charged to nobody
   std::string writer;           // the authenticated identity that wrote it last ("" without CURVE)
 };
+
+// The account the stack's own records are charged to: no writer can take their room from the others.
+const std::string kStackRoom = "the stack's records";
+
+// Whether `key` is one of the stack's own records (a registration, a status, a request, a scan's
+// record), which live in the stack's room rather than on their writer's account.
+bool in_stack_room(const std::string& key) {
+  for (const std::string_view prefix : {protocol::kNodegroupsPrefix, protocol::kStatusPrefix, protocol::kAcquirePrefix,
+                                        protocol::kScansPrefix}) {
+    if (key.compare(0, prefix.size(), prefix) == 0) return true;
+  }
+  return false;
+}
+
+// The scan of a scan record's key, or nothing for any other key.
+std::optional<std::uint32_t> scan_of(const std::string& key) {
+  if (key.compare(0, protocol::kScansPrefix.size(), protocol::kScansPrefix) != 0) return std::nullopt;
+  try {
+    return protocol::parse_scan_key(key);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
 
 // Bytes a key takes in the map for the limits: key, properties and body.
 std::size_t footprint(const KvMsg& msg) {
@@ -83,6 +108,8 @@ void check_options(const ServerOptions& o) {
   positive(o.max_map_bytes, "max_map_bytes");
   positive(o.max_keys_per_address, "max_keys_per_address");
   positive(o.max_map_bytes_per_address, "max_map_bytes_per_address");
+  positive(o.max_stack_keys, "max_stack_keys");
+  positive(o.max_stack_bytes, "max_stack_bytes");
   if (o.max_value_bytes < kMaxKeyBytes || o.max_value_bytes > (std::size_t{1} << 30)) {
     throw KvstoreError("kvstore server: max_value_bytes " + std::to_string(o.max_value_bytes) + " out of range; " +
                        "expected " + std::to_string(kMaxKeyBytes) + " to 2^30 ([kvstore] max_value_bytes)");
@@ -110,6 +137,8 @@ struct Server::Impl {
       : options(std::move(opts)),
         usage({options.max_keys, options.max_map_bytes, options.max_keys_per_address,
                options.max_map_bytes_per_address}),
+        stack_usage({options.max_stack_keys, options.max_stack_bytes, options.max_stack_keys,
+                    options.max_stack_bytes}),
         replies(snapshot, kMaxWaitingSnapshots, std::chrono::milliseconds(options.heartbeat_ms) * kStalledHeartbeats,
                 [this](const std::string& why) { refuse(&ServerStats::snapshots_dropped, "snapshots_dropped", why); }) {}
 
@@ -128,7 +157,12 @@ struct Server::Impl {
   std::multimap<Clock::time_point, std::string> expiries;  // entries whose key was set again are skipped
   std::int64_t sequence = 0;
   std::string own_status_key = protocol::status_key(protocol::kServiceKvstore, options.status_name);
-  detail::MapUsage usage;
+  detail::MapUsage usage;       // every key but scan records, charged to its writer
+  detail::MapUsage stack_usage;  // the stack's own records, in a room of their own charged to kStackRoom
+  // The scans that hold records, by the sequence of their first record: the oldest goes first when
+  // the room is full.
+  std::map<std::uint32_t, std::int64_t> scan_born;
+  std::set<std::pair<std::int64_t, std::uint32_t>> scans_by_age;
   detail::SnapshotReplies replies;
   std::vector<zmq::message_t> parts;  // the frames of the message being handled
 
@@ -155,7 +189,7 @@ struct Server::Impl {
     change(stats);
     stats.sequence = sequence;
     stats.keys = map.size();
-    stats.map_bytes = usage.bytes();
+    stats.map_bytes = usage.bytes() + stack_usage.bytes();
   }
 
   // Counts one refusal of `kind` in `counter`, keeping the text of the first of its kind.
@@ -244,7 +278,9 @@ struct Server::Impl {
     const auto held_entry = map.find(msg.key);
     if (options.curve.enabled()) {
       const std::string& holder = held_entry != map.end() ? held_entry->second.writer : std::string();
-      if (const std::string why = detail::write_refusal(identity, msg.key, holder); !why.empty()) {
+      std::string why = detail::write_refusal(identity, msg.key, holder);
+      if (why.empty()) why = file_record_refusal(identity, msg.key);
+      if (!why.empty()) {
         refuse(&ServerStats::unauthorised, "unauthorised",
                "update from " + address + ": kvmsg '" + msg.key + "' refused: " + why);
         return;
@@ -273,20 +309,33 @@ struct Server::Impl {
       ttl_s = options.max_ttl_s;
       msg.set_ttl_s(ttl_s);
     }
-    const detail::MapUsage::Held held{address, footprint(msg)};
+    // With CURVE a writer is its identity: the services of one host share an address, not a key.
+    const std::optional<std::uint32_t> scan = scan_of(msg.key);
+    const bool stack = in_stack_room(msg.key);
+    const std::string account = stack ? kStackRoom : (identity.empty() ? address : identity);
+    detail::MapUsage& room = stack ? stack_usage : usage;
+    const detail::MapUsage::Held held{account, footprint(msg)};
     const auto existing = map.find(msg.key);
     const detail::MapUsage::Held* old = existing != map.end() ? &existing->second.held : nullptr;
-    const detail::MapUsage::Verdict verdict = usage.check(address, held.bytes, old);
+    detail::MapUsage::Verdict verdict = room.check(account, held.bytes, old);
+    while (stack && verdict != detail::MapUsage::Verdict::kAccepted && evict_oldest_scan_but(scan)) {
+      verdict = room.check(account, held.bytes, old);
+    }
     if (verdict != detail::MapUsage::Verdict::kAccepted) {
-      const std::string why = "update from " + address + ": kvmsg '" + msg.key + "' refused: " + usage.why(verdict, address);
-      if (verdict == detail::MapUsage::Verdict::kOverQuota) {
+      const std::string why = "update from " + address + ": kvmsg '" + msg.key + "' refused: kvstore full: " +
+                              (stack ? std::string("the stack's records fill their room with no older scan left "
+                                                   "to erase ([kvstore] max_stack_keys, max_stack_bytes)")
+                                     : room.why(verdict, account));
+      if (verdict == detail::MapUsage::Verdict::kOverQuota && !stack) {
         refuse(&ServerStats::refused_quota, "refused_quota", why);
       } else {
         refuse(&ServerStats::refused_full, "refused_full", why);
+        if (stack) count([](ServerStats& s) { ++s.refused_stack; });
       }
       return;
     }
     const std::size_t body_bytes = msg.body.size();
+    if (existing != map.end()) forget_expiry(existing);
     publish(msg);
     std::optional<Clock::time_point> expires;
     if (ttl_s > 0.0) {
@@ -294,7 +343,8 @@ struct Server::Impl {
       expires = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_s));
       expiries.emplace(*expires, msg.key);
     }
-    usage.charge(held, old);
+    room.charge(held, old);
+    if (scan && scan_born.emplace(*scan, sequence).second) scans_by_age.emplace(sequence, *scan);
     std::string key = msg.key;  // not map[msg.key] = ...move(msg): the right side is evaluated first
     map[std::move(key)] = Entry{std::make_shared<const KvMsg>(std::move(msg)), expires, held, identity};
     count([body_bytes](ServerStats& s) {
@@ -303,10 +353,96 @@ struct Server::Impl {
     });
   }
 
+  // Why `identity` may not write `key` when it is a scan's file record: only the NodeGroup job the
+  // scan's routing named writes it (kvstore/SPEC.md, "Security"). A job is known by the identity that
+  // holds its NodeGroups' registrations; a scan with no request record or no routing list (producers
+  // route over every registration) takes the file of any job that holds a registration.
+  std::string file_record_refusal(const std::string& identity, const std::string& key) const {
+    std::uint32_t scan = 0;
+    try {
+      scan = protocol::parse_scan_key(key);
+    } catch (const std::exception&) {
+      return {};
+    }
+    if (key != protocol::scan_file_key(scan)) return {};
+    std::vector<std::string> routing;
+    if (const auto request = map.find(protocol::scan_request_key(scan)); request != map.end()) {
+      try {
+        routing = protocol::ScanRequestRecord::decode(request->second.msg->body).routing;
+      } catch (const std::exception&) {
+        return "the scan's request record does not decode, so no job can be named its writer";
+      }
+    }
+    const auto holds = [this, &identity](const std::string& registration) {
+      const auto found = map.find(registration);
+      return found != map.end() && found->second.writer == identity;
+    };
+    if (routing.empty()) {
+      const std::string prefix(protocol::kNodegroupsPrefix);
+      for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+           ++it) {
+        if (it->second.writer == identity) return {};
+      }
+      return "the writer holds no NodeGroup registration";
+    }
+    for (const std::string& uid : routing) {
+      if (holds(std::string(protocol::kNodegroupsPrefix) + uid)) return {};
+    }
+    return "the scan's routing names no NodeGroup " + identity + " holds (only the job it was routed to writes its file)";
+  }
+
+  // Takes a key's pending expiry out of the index. The index would otherwise keep erased and
+  // rewritten scan records until their ttl (a day): memory that grew with every scan.
+  void forget_expiry(std::map<std::string, Entry>::const_iterator entry) {
+    if (!entry->second.expires) return;
+    const auto [first, last] = expiries.equal_range(*entry->second.expires);
+    for (auto it = first; it != last; ++it) {
+      if (it->second == entry->first) {
+        expiries.erase(it);
+        return;
+      }
+    }
+  }
+
+  // Erases a key from the map and from its room; a scan whose last record goes is forgotten.
+  void drop(std::map<std::string, Entry>::iterator entry) {
+    forget_expiry(entry);
+    const std::optional<std::uint32_t> scan = scan_of(entry->first);
+    (in_stack_room(entry->first) ? stack_usage : usage).release(entry->second.held);
+    map.erase(entry);
+    if (!scan) return;
+    const std::string prefix = protocol::scan_prefix(*scan);
+    const auto next = map.lower_bound(prefix);
+    if (next != map.end() && next->first.compare(0, prefix.size(), prefix) == 0) return;
+    if (const auto born = scan_born.find(*scan); born != scan_born.end()) {
+      scans_by_age.erase({born->second, *scan});
+      scan_born.erase(born);
+    }
+  }
+
+  // Erases every record of the scan first written longest ago, other than `keep`, publishing each
+  // deletion; false when no other scan holds records.
+  bool evict_oldest_scan_but(std::optional<std::uint32_t> keep) {
+    auto victim = scans_by_age.begin();
+    if (victim != scans_by_age.end() && keep && victim->second == *keep) ++victim;
+    if (victim == scans_by_age.end()) return false;
+    const std::uint32_t scan = victim->second;
+    const std::string prefix = protocol::scan_prefix(scan);
+    for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+         it = map.lower_bound(prefix)) {
+      KvMsg deletion;
+      deletion.key = it->first;
+      deletion.uuid = it->second.msg->uuid;
+      publish(deletion);
+      drop(it);
+    }
+    count([](ServerStats& s) { ++s.scans_evicted; });
+    return true;
+  }
+
   void handle_deletion(KvMsg& msg) {
     if (const auto found = map.find(msg.key); found != map.end()) {
-      usage.release(found->second.held);
-      map.erase(found);
+      drop(found);
       publish(msg);
     }
     count([](ServerStats& s) { ++s.updates; });
@@ -321,8 +457,7 @@ struct Server::Impl {
       deletion.key = entry->first;
       deletion.uuid = entry->second.msg->uuid;
       publish(deletion);
-      usage.release(entry->second.held);
-      map.erase(entry);
+      drop(entry);
       ++expired;
     }
     if (expired != 0) count([expired](ServerStats& s) { s.expired += expired; });
@@ -353,7 +488,10 @@ struct Server::Impl {
     status.extra["snapshots"] = static_cast<std::int64_t>(now.snapshots);
     status.extra["expired"] = static_cast<std::int64_t>(now.expired);
     status.extra["keys"] = static_cast<std::int64_t>(map.size());
-    status.extra["map_bytes"] = static_cast<std::int64_t>(usage.bytes());
+    status.extra["map_bytes"] = static_cast<std::int64_t>(usage.bytes() + stack_usage.bytes());
+    status.extra["stack_keys"] = static_cast<std::int64_t>(stack_usage.keys());
+    status.extra["scans_evicted"] = static_cast<std::int64_t>(now.scans_evicted);
+    status.extra["refused_stack"] = static_cast<std::int64_t>(now.refused_stack);
     for (const char* kind : kRefusalKinds) status.extra[kind] = static_cast<std::int64_t>(now.refusals(kind));
     if (published_status == status) return;
     published_status = status;

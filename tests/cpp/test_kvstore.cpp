@@ -24,6 +24,7 @@
 #include "sectorflow/kvstore/kvmsg.hpp"
 #include "sectorflow/kvstore/server.hpp"
 #include "sectorflow/protocol/records.hpp"
+#include "sectorflow/protocol/scan_records.hpp"
 
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -269,9 +270,54 @@ TEST(ServerBounds, RefusalsAreCountedByKindWithTheFirstReason) {
             "update from 127.0.0.1: kvmsg 'big': value of 1503 bytes, at most 1024 ([kvstore] max_value_bytes)");
   EXPECT_EQ(stats.first_refusals.at("ttl_clamped"),
             "update from 127.0.0.1: kvmsg 'long': ttl 1e10 s clamped to 60.000000 s ([kvstore] max_ttl_s)");
-  EXPECT_NE(stats.first_refusals.at("refused_full").find("kvmsg 'k2' refused: the map holds 3 keys"),
+  EXPECT_NE(stats.first_refusals.at("refused_full").find("kvmsg 'k2' refused: kvstore full: the map holds 3 keys"),
             std::string::npos);
   EXPECT_NE(stats.last_malformed.find("this key belongs to the server"), std::string::npos);
+}
+
+// Issue 30: a flood of other keys filled the map and the stack's scan records were refused. Scan
+// records have a room of their own; when it is full the oldest scan goes, never the one being
+// written, and only a scan that alone fills the room is refused.
+TEST(ServerBounds, ScanRecordsHaveTheirOwnRoomAndTheOldestScanGoesFirst) {
+  kv::ServerOptions options = default_server_options();
+  options.max_keys = 3;
+  options.max_keys_per_address = 3;
+  options.max_stack_keys = 4;
+  RunningServer running(options);
+  kv::Server& server = running.server();
+  kv::Client watcher(running.client(std::string(sp::kScansPrefix)));
+  ASSERT_TRUE(watcher.wait_synced(10s));
+  RawWriter writer(server.options().port);
+  ASSERT_TRUE(wait_for([&] {
+    writer.kvset("flood/0", "\x01");
+    return server.stats().updates >= 1;
+  }));
+  for (int i = 1; i < 6; ++i) writer.kvset("flood/" + std::to_string(i), "\x01");  // 3 taken, 3 refused
+  writer.kvset(sp::scan_request_key(1), "\x01");
+  writer.kvset(sp::scan_file_key(1), "\x01");
+  writer.kvset(sp::scan_request_key(2), "\x01");
+  writer.kvset(sp::scan_file_key(2), "\x01");
+  writer.kvset(sp::scan_request_key(3), "\x01");  // the room holds 4: scan 1, the oldest, goes
+  ASSERT_TRUE(wait_for([&] { return watcher.get(sp::scan_request_key(3)).has_value(); }));
+  EXPECT_EQ(server.stats().scans_evicted, 1u);
+  EXPECT_EQ(server.stats().refused_full + server.stats().refused_quota, 3u);
+  EXPECT_EQ(watcher.subtree(sp::scan_prefix(1)).size(), 0u);
+  EXPECT_EQ(watcher.subtree(sp::scan_prefix(2)).size(), 2u);
+
+  // Scan 3 grows: scan 2 goes, then scan 3 alone fills the room and its fifth key is refused.
+  for (const char* part : {"file", "producer/r0t0", "aggregator/t0"}) {
+    writer.kvset(sp::scan_prefix(3) + part, "\x01");
+  }
+  writer.kvset(sp::scan_prefix(3) + "nodegroup/ng-1", "\x01");
+  writer.kvset("probe", "\x01");  // refused too (the map is full), but counted after the rest
+  ASSERT_TRUE(wait_for([&] { return server.stats().refused_full + server.stats().refused_quota == 5; }));
+  EXPECT_EQ(server.stats().scans_evicted, 2u);
+  EXPECT_EQ(watcher.subtree(sp::scan_prefix(2)).size(), 0u);
+  const auto scan3 = watcher.subtree(sp::scan_prefix(3));
+  EXPECT_EQ(scan3.size(), 4u);
+  EXPECT_EQ(scan3.count(sp::scan_prefix(3) + "nodegroup/ng-1"), 0u);
+  EXPECT_NE(server.stats().first_refusals.at("refused_full").find("kvstore full: the stack"),
+            std::string::npos);
 }
 
 TEST(ServerBounds, OptionsOutOfRangeAreRefusedNamingTheOption) {

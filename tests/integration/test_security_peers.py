@@ -26,6 +26,7 @@ from sectorflow.protocol import (
     DataHeader,
     InfoMessage,
     NodeGroupRecord,
+    ScanRequestRecord,
     ServiceStatus,
     encode_header,
     encode_info,
@@ -302,3 +303,39 @@ def test_the_aggregator_sends_no_sector_to_a_listener_without_a_nodegroup_key(
         wait_until(lambda: mallory[0] in processes.output(aggregator), SYNC_S, "the refusal in the log")
         # The relay queues only for an authenticated connection (ZMQ_IMMEDIATE): nothing ever left.
         assert rogue.poll(0) == 0
+
+
+def test_a_scans_file_record_is_written_only_by_the_job_its_routing_named(secured, keyring: Keyring,
+                                                                          processes: Processes, clients) -> None:
+    """Issue 30: an admitted NodeGroup key of another job rewrote any scan's file record, and status
+    then showed a complete scan as failed."""
+    ng2_dir = keyring.stranger("ng2", "nodegroup", admitted=True)
+    config, path = secured()
+    start_kvstore(config, path, processes)
+    viewer = clients(config, "viewer")
+    job = clients(config, "nodegroup")
+    other_job = clients(config, "nodegroup", ng2_dir)
+    operator = clients(config, "operator")
+    request = ScanRequestRecord(scan_number=1, scan_x=4, scan_y=4, source="simulator", routing=["ng-1"],
+                                producer_threads=[1], requested_s=1.0)
+    write_then_mark(job, [("nodegroups/ng-1", packed(1))], f"{SCAN}/nodegroup/ng-1")
+    write_then_mark(other_job, [], "nodegroups/ng-2")
+    operator.set_once(f"{SCAN}/request", request.encode())
+    wait_until(lambda: viewer.get(f"{SCAN}/request") == request.encode() and viewer.get("nodegroups/ng-2") is not None,
+               SYNC_S, "the request and both jobs' registrations")
+
+    write_then_mark(job, [(f"{SCAN}/file", packed("whole"))], "status/nodegroup/ng-1")
+    wait_until(lambda: viewer.get("status/nodegroup/ng-1") is not None, SYNC_S, "the routed job's writes")
+    assert msgpack.unpackb(viewer.get(f"{SCAN}/file")) == "whole"
+    # The other job, admitted and registered, may neither rewrite nor delete the file record.
+    write_then_mark(other_job, [(f"{SCAN}/file", packed("failed")), (f"{SCAN}/file", None)], "status/nodegroup/ng-2")
+    wait_until(lambda: viewer.get("status/nodegroup/ng-2") is not None, SYNC_S, "the other job's writes")
+    assert msgpack.unpackb(viewer.get(f"{SCAN}/file")) == "whole"
+    wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 2, SYNC_S, "2 unauthorised writes counted")
+    # A replay routed over the other job's NodeGroup hands the file record to that job.
+    replay = ScanRequestRecord(scan_number=1, scan_x=4, scan_y=4, source="replay", routing=["ng-2"],
+                               producer_threads=[1], requested_s=2.0)
+    operator.set_once(f"{SCAN}/request", replay.encode())
+    wait_until(lambda: viewer.get(f"{SCAN}/request") == replay.encode(), SYNC_S, "the replay's request")
+    other_job.set_once(f"{SCAN}/file", packed("merged"))
+    wait_until(lambda: viewer.get(f"{SCAN}/file") == packed("merged"), SYNC_S, "the replaying job's file record")

@@ -15,6 +15,7 @@ from sectorflow.protocol import (
     STATE_FINISHED,
     STATE_STREAMING,
     NodeGroupScanRecord,
+    ServiceStatus,
     ProducerScanRecord,
     RelayScanRecord,
     ScanFileRecord,
@@ -32,6 +33,7 @@ from sectorflow.scan_account import (
     PENDING,
     SPILLED,
     account,
+    kvstore_full,
     records_of,
     scans_in,
 )
@@ -177,6 +179,21 @@ def test_a_scan_is_pending_until_its_producers_end_and_its_file_comes() -> None:
                               SCAN)).outcome == PENDING
     assert account(records_of(whole_stream(scan_file=None), SCAN)).outcome == PENDING
     assert account(records_of({}, SCAN)).outcome == PENDING
+
+
+def test_a_pending_scan_whose_records_the_kvstore_refused_says_kvstore_full_not_pending() -> None:
+    server = ServiceStatus(state="idle", scan=0, messages=0, bytes=0, updated_s=0.0,
+                           extra={"refused_full": 9, "refused_stack": 3})
+    full = kvstore_full(server.encode())
+    assert full.startswith("3 of the stack's records refused")
+    result = account(records_of(whole_stream(scan_file=None), SCAN), full=full)
+    assert result.outcome == PENDING and result.exit_code == 1
+    assert result.line().startswith(f"scan {SCAN}: kvstore full: 3 of the stack's records refused")
+    assert "pending" not in result.line()
+    # A flood refused outside the stack's room leaves the account as it was; so does a finished scan.
+    quiet = ServiceStatus(state="idle", scan=0, messages=0, bytes=0, updated_s=0.0, extra={"refused_full": 9})
+    assert kvstore_full(quiet.encode()) == "" and kvstore_full(None) == ""
+    assert account(records_of(whole_stream(), SCAN), full=full).line().startswith(f"scan {SCAN}: complete")
 
 
 def test_no_file_and_the_nodegroups_gone_is_failed() -> None:

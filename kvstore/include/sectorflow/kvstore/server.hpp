@@ -22,7 +22,12 @@
 //     address that last wrote it ("Peer-Address" of the message, so every service of a host shares
 //     one account): at most max_keys_per_address keys and max_map_bytes_per_address bytes each
 //     (refused_quota). Refreshing or shrinking a key one already holds is never refused; deleting
-//     never is.
+//     never is. With CURVE each key is charged to the writer's identity (its ZAP User-Id), not its
+//     address. The stack's own records (nodegroups/, status/, acquire/, scans/) are charged to a
+//     room of their own, max_stack_keys and max_stack_bytes, that no other key takes: when it is
+//     full the oldest scan's records (first written longest ago) are erased to make room (counted
+//     scans_evicted), never the scan being written; only what still does not fit is refused
+//     (refused_full).
 //   - ttl: clamped to max_ttl_s (counted ttl_clamped); the KVPUB carries the clamped ttl.
 //   - snapshots: the ROUTER queues at most kSnapshotHwm messages per peer and is mandatory (a full
 //     pipe is seen). A reply that does not fit waits, as the list of the messages it still has to
@@ -71,6 +76,8 @@ struct ServerOptions {
   std::size_t max_map_bytes = 0;             ///< max_map_bytes: clients' key + properties + body bytes in the map
   std::size_t max_keys_per_address = 0;      ///< max_keys_per_address: keys last written from one network address
   std::size_t max_map_bytes_per_address = 0; ///< max_map_bytes_per_address: their bytes
+  std::size_t max_stack_keys = 120000;  ///< max_stack_keys: the stack's own keys, apart from the rest
+  std::size_t max_stack_bytes = std::size_t{128} << 20;  ///< max_stack_bytes: their bytes
   double max_ttl_s = 0.0;                    ///< max_ttl_s: longer ttls are clamped to this
   /// [security]: the server's key pair and the allowlist of every role (domain "kvstore"); off:
   /// plain TCP and no authorisation. On: a ZAP handler refuses unknown keys at the handshake, and
@@ -91,6 +98,8 @@ struct ServerStats {
   std::uint64_t bytes = 0;      ///< body bytes of the accepted KVSETs
   std::uint64_t snapshots = 0;  ///< ICANHAZ? requests answered whole
   std::uint64_t expired = 0;    ///< keys deleted because their ttl ran out
+  std::uint64_t refused_stack = 0;  ///< of refused_full: the stack's own records (its room full, no scan left to erase)
+  std::uint64_t scans_evicted = 0;  ///< scans whose records were erased to make room for a newer scan's
   std::uint64_t malformed = 0;  ///< rejected messages on the snapshot and collector ports
   std::string last_malformed;   ///< why the last one was rejected
   std::uint64_t oversized = 0;          ///< KVSETs whose body passed max_value_bytes

@@ -424,7 +424,13 @@ void Relay::refresh_stale_records() {
     if (scan.recovered() && scan.record_stale()) write_record(scan, false);
   });
   for (auto& [number, scan] : lingering_) {
-    if (scan.record_stale()) write_record(scan, true);
+    if (!scan.record_stale()) continue;
+    // Stragglers of a dead NodeGroup changed a closed scan's loss: its summary is reissued so the
+    // status's lost_last_scan, like the record, says what the scan lost in the end.
+    ScanSummary summary = scan.summary(settings_.receiver, true);
+    summary.note = "messages for a dead NodeGroup that came after the scan closed, counted lost";
+    report_(std::move(summary));
+    write_record(scan, true);
   }
 }
 

@@ -113,7 +113,8 @@ class Relay {
   /// Writes the relay record of `scan`; a failure is counted (Refusal::kError), never thrown.
   void write_record(ScanState& scan, bool closed);
   /// Rewrites the records that moved since they were written (the thread is idle): rebuilt scans,
-  /// and closed scans whose dead NodeGroups' stragglers were counted lost since.
+  /// and closed scans whose dead NodeGroups' stragglers were counted lost since (their summaries
+  /// are reissued with the final loss).
   void refresh_stale_records();
   /// Remembers a scan closed here, so that its stragglers are counted lost and never rebuild it;
   /// a scan with a dead NodeGroup is kept whole for a while, so they are counted in its record.

@@ -17,7 +17,7 @@ LOCK := requirements.lock
 # constraints file put pip in hash-checking mode, which cannot install a source directory.
 CONSTRAINTS := $(VENV)/constraints.txt
 LOCK_TO_CONSTRAINTS := sed '/^ *[\#-]/d; s/ \\$$//'
-# The lock's entries (hashes included) of the packages whose name is $(1) (`== "pip"`, `!= "mpi4py"`).
+# The lock's entries (hashes included) of the packages whose name is $(1) (e.g. `== "pip"`).
 lock_entries = awk '/^[^ \#]/ {split($$1, pin, "=="); keep = (pin[1] $(1))} keep' $(LOCK)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # CI proves a fresh machine: no pip cache (a wheel cached by an earlier build hides a missing step).
@@ -27,7 +27,7 @@ endif
 
 # Debian, what `make demo` needs: a C++ toolchain, libzmq + cppzmq + msgpack-cxx for the C++
 # core, toml++ (header-only) for its reader of beamline files (sectorflow::configs), MPICH for the
-# NodeGroups and mpi4py (built against it, see README "Why Debian's MPICH").
+# NodeGroups' mpi4py (README "Why Debian's MPICH").
 DEMO_DEB := g++ cmake ninja-build pkg-config libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libtomlplusplus-dev \
             mpich libmpich-dev
 # What `make test` adds: GoogleTest (the C++ tests), Slurm + munge (streaming sessions), iproute2
@@ -68,7 +68,7 @@ test-deps: deps
 	$(call apt_install,$(TEST_DEB))
 
 # The venv, from the lock alone (each package checked against its hashes): pip itself at the
-# lock's version first, then every package of the lock but mpi4py.
+# lock's version first, then every package of the lock.
 $(VENV)/.pip-stamp: $(LOCK)
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
@@ -78,36 +78,34 @@ $(VENV)/.pip-stamp: $(LOCK)
 	touch $@
 
 $(VENV)/.deps-stamp: $(VENV)/.pip-stamp
-	$(call lock_entries,!= "mpi4py") > $(VENV)/wheels.txt
-	$(PIP) install -q --require-hashes --no-deps -r $(VENV)/wheels.txt
+	$(PIP) install -q --require-hashes --no-deps -r $(LOCK)
 	touch $@
 
-# mpi4py from its source against Debian's MPICH (PyPI's wheel wants libmpi.so.12, which MPICH
-# lacks), in an isolated build environment of its own whose setuptools, build and Cython come at
-# the lock's versions (PIP_CONSTRAINT reaches into it), never under the editable install's
-# --no-build-isolation (which a new venv's setuptools and missing Cython cannot serve).
-$(VENV)/.mpi4py-stamp: $(VENV)/.pip-stamp | deps
-	$(call lock_entries,== "mpi4py") > $(VENV)/mpi4py.txt
-	PIP_CONSTRAINT=$(CURDIR)/$(CONSTRAINTS) $(PIP) install -q --require-hashes --no-deps --no-binary mpi4py \
-	  -r $(VENV)/mpi4py.txt
-	touch $@
+# PyPI's mpi4py wheel loads the MPI library it finds as <venv>/lib/libmpi.so.12 (where PyPI's own
+# MPICH wheel would put it); Debian's MPICH has the same ABI under the name libmpich.so.12. This
+# library of no code of its own, named libmpi.so.12 and linked to libmpich.so.12, makes the wheel
+# run on Debian's MPICH: no three-minute build of mpi4py from source in every new venv (README
+# "Why Debian's MPICH").
+MPI_SHIM := $(VENV)/lib/libmpi.so.12
+link_mpi_shim = cc -shared -o $(1) -Wl,-soname,libmpi.so.12 -Wl,--no-as-needed -x c /dev/null -lmpich
+$(MPI_SHIM): $(VENV)/.pip-stamp | deps
+	$(call link_mpi_shim,$@)
 
-venv: $(VENV)/.deps-stamp $(VENV)/.mpi4py-stamp
+venv: $(VENV)/.deps-stamp $(MPI_SHIM)
 
 # The C++ core and the package, in place, in build/ (TESTS=ON adds the C++ tests).
 TESTS ?= OFF
 core: $(VENV)/.deps-stamp | deps
 	$(PIP) install -q --no-deps --no-build-isolation -Cbuild-dir=build -Ccmake.define.SECTORFLOW_BUILD_TESTS=$(TESTS) -e .
 
-# Two jobs at once: the Debian packages install while pip fetches the wheels, and mpi4py compiles
-# on one core while the C++ core builds (a fresh `make demo` in 6 minutes rather than 8). `pip
-# check` then fails if the lock lacks something pyproject.toml asks for.
+# Two jobs at once: the Debian packages install while pip fetches the wheels. `pip check` then
+# fails if the lock lacks something pyproject.toml asks for.
 build:
-	$(MAKE) -j2 core $(VENV)/.mpi4py-stamp
+	$(MAKE) -j2 core $(MPI_SHIM)
 	$(PIP) check
 
 build-tests: test-deps
-	$(MAKE) -j2 core $(VENV)/.mpi4py-stamp TESTS=ON
+	$(MAKE) -j2 core $(MPI_SHIM) TESTS=ON
 	$(PIP) check
 
 # Writes the lock again from pyproject.toml's ranges: newest versions for CPython 3.11 on x86-64

@@ -43,8 +43,9 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
 def import_mpi() -> ModuleType:
     """``mpi4py.MPI``, or SectorflowError saying how to get an mpi4py that loads this machine's MPI.
 
-    PyPI's mpi4py wheel looks for ``libmpi.so.12``, which Debian's MPICH does not ship: its import
-    fails with an ImportError naming the library (README, "Why Debian's MPICH").
+    PyPI's mpi4py wheel looks for ``libmpi.so.12``, which Debian's MPICH ships as
+    ``libmpich.so.12``: without the Makefile's link its import fails with an ImportError naming the
+    library (README, "Why Debian's MPICH").
     """
     try:
         return importlib.import_module("mpi4py.MPI")
@@ -57,8 +58,9 @@ def import_mpi() -> ModuleType:
         ) from None
     except (ImportError, RuntimeError) as error:
         raise SectorflowError(
-            f"mpi4py cannot load an MPI library ({error}); NodeGroups need mpi4py built against this machine's "
-            "MPI: pip install --no-binary mpi4py --force-reinstall mpi4py (with mpicc on the PATH)"
+            f"mpi4py cannot load an MPI library ({error}); in a checkout `make venv` links Debian's MPICH for "
+            "PyPI's wheel, elsewhere build mpi4py against this machine's MPI: pip install --no-binary mpi4py "
+            "--force-reinstall mpi4py (with mpicc on the PATH)"
         ) from None
 
 

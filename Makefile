@@ -48,7 +48,7 @@ BUILD_JOBS ?= 2
 CLANG_CMAKE := -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSECTORFLOW_PYTHON=OFF
 TSAN_LIBZMQ := $(CURDIR)/build-tsan/libzmq
 
-.PHONY: all deps test-deps venv core build build-tests lock demo test test-unit bench clean sanitize asan tsan fuzz fuzz-build
+.PHONY: all deps test-deps venv core build build-tests lock image demo test test-unit bench clean sanitize asan tsan fuzz fuzz-build
 
 all: build
 
@@ -114,6 +114,36 @@ lock: venv
 	$(VENV)/bin/uv pip compile -q pyproject.toml --all-extras --group tools --generate-hashes \
 	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" -o $(LOCK)
 
+# The OCI image (README "Running from the image"): a base of Debian packages only, made by
+# mmdebstrap and imported into podman (no registry is reachable), tagged by its package list; on
+# it, sectorflow's wheel built here (in build/, beside the editable install's objects) and the
+# lock's versions of its Python packages.
+IMAGE ?= localhost/sectorflow:latest
+IMAGE_RELEASE := bookworm
+IMAGE_DEB := python3 python3-venv libzmq5 mpich ca-certificates
+IMAGE_BASE := localhost/sectorflow-base:$(IMAGE_RELEASE)-$(shell echo $(IMAGE_DEB) | sha256sum | cut -c1-12)
+IMAGE_TOOLS_DEB := podman runc uidmap mmdebstrap
+IMAGE_BUILD := build-image
+# podman with the runtime and limits this machine needs (the script says why).
+PODMAN := image/podman
+
+image: $(VENV)/.deps-stamp | deps
+	$(call apt_install,$(IMAGE_TOOLS_DEB))
+	rm -rf $(IMAGE_BUILD)/context && mkdir -p $(IMAGE_BUILD)/context
+	$(PIP) wheel -q --no-deps --no-build-isolation -Cbuild-dir=build -w $(IMAGE_BUILD)/context .
+	$(PIP) install -q --dry-run --ignore-installed --report $(IMAGE_BUILD)/report.json -c $(CONSTRAINTS) \
+	  "$$(ls $(IMAGE_BUILD)/context/sectorflow-*.whl)[nodegroup,dashboard]"
+	$(PY) image/lock_subset.py $(IMAGE_BUILD)/report.json $(LOCK) > $(IMAGE_BUILD)/context/requirements.txt
+	$(PIP) download -q --require-hashes --no-deps --only-binary :all: -d $(IMAGE_BUILD)/context/wheels \
+	  -r $(IMAGE_BUILD)/context/requirements.txt
+	$(call link_mpi_shim,$(IMAGE_BUILD)/context/libmpi.so.12)
+	$(PODMAN) image exists $(IMAGE_BASE) || { \
+	  mmdebstrap --quiet --variant=minbase --include="$(IMAGE_DEB)" $(IMAGE_RELEASE) $(IMAGE_BUILD)/base.tar && \
+	  $(PODMAN) import -q $(IMAGE_BUILD)/base.tar $(IMAGE_BASE) && rm $(IMAGE_BUILD)/base.tar; }
+	$(PODMAN) build -q --network none --build-arg BASE=$(IMAGE_BASE) -t $(IMAGE) \
+	  -f image/Containerfile $(IMAGE_BUILD)/context
+	@$(PODMAN) image inspect --format 'built $(IMAGE): {{.Size}} bytes' $(IMAGE)
+
 demo: build
 	$(VENV)/bin/sectorflow demo --config $(CONFIG)
 
@@ -154,4 +184,4 @@ fuzz: fuzz-build
 	tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz $(VENV)
+	rm -rf build build-asan build-tsan build-fuzz build-image $(VENV)

@@ -1,6 +1,6 @@
 """What arrives for a scan number outside the scan's real run, sent the way issue 30 sent it, on a
 running stack (`sectorflow up`): a stray native header before the scan (at once, and after
-`native_scan_idle_s`), one beside it, and a valid header of a scan nobody announced sent straight
+`native_scan_idle_s`), one beside it and one after it, and a valid header of a scan nobody announced sent straight
 to a NodeGroup. The real scan comes out whole every time, and the stray is counted in a status."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.protocol import DataHeader, ServiceStatus, encode_header, scan_prefix, status_key
-from sectorflow.scan_account import records_of
+from sectorflow.scan_account import account, records_of
 
 pytestmark = pytest.mark.mpi
 
@@ -104,7 +104,7 @@ def test_a_stray_native_header_before_a_scan_opens_nothing_and_the_scan_comes_ou
     assert (t0["native_scans"], t0["malformed"], t0["malformed_no_info"], t0["lost"]) == (1, 1, 1, 0), t0
 
 
-def test_a_stray_native_header_beside_a_scan_is_refused_and_the_scan_comes_out_whole(stack: Stack) -> None:
+def test_a_stray_native_header_beside_or_after_a_scan_is_refused_and_the_scan_comes_out_whole(stack: Stack) -> None:
     acquired = stack.acquire(8, rate_hz=50)
     wait_until(lambda: stack.status("aggregator", "t0").get("open_scans") == 1 or acquired.poll() is not None,
                WAIT_S, "scan 8 to open at relay thread 0")
@@ -113,6 +113,16 @@ def test_a_stray_native_header_beside_a_scan_is_refused_and_the_scan_comes_out_w
                "relay thread 0 to refuse the stray")
     stack.assert_whole(8, acquired)
     assert stack.status("aggregator", "t0")["malformed"] == 1
+
+    # And after it: refused the same way, before it can open a run whose record would replace the
+    # real run's; the scan's account stays whole.
+    relay_record = stack.client.get(f"{scan_prefix(8)}aggregator/t0")
+    stack.stray(8)
+    wait_until(lambda: stack.status("aggregator", "t0").get("malformed_scan") == 2, WAIT_S,
+               "relay thread 0 to refuse the stray after the scan")
+    assert stack.client.get(f"{scan_prefix(8)}aggregator/t0") == relay_record
+    assert account(records_of(stack.client.subtree(scan_prefix(8)), 8)).line().startswith(f"scan 8: {WHOLE}")
+    assert stack.status("aggregator", "t0")["native_scans"] == 1
 
 
 def test_data_of_a_scan_nobody_announced_makes_no_file_and_is_counted(stack: Stack) -> None:

@@ -1,7 +1,8 @@
 """What arrives for a scan number outside the scan's real run, sent the way issue 30 sent it, on a
 running stack (`sectorflow up`): a stray native header before the scan (at once, and after
-`native_scan_idle_s`), one beside it and one after it, and a valid header of a scan nobody announced sent straight
-to a NodeGroup. The real scan comes out whole every time, and the stray is counted in a status."""
+`native_scan_idle_s`), one beside it and one after it, and a valid header of a scan nobody
+announced sent straight to a NodeGroup. The real scan comes out whole every time, and the stray is
+counted in a status."""
 
 from __future__ import annotations
 

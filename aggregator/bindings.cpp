@@ -94,6 +94,8 @@ void bind_aggregator(py::module_& m) {
       .def_readwrite("scan_record_ttl_s", &AggregatorOptions::scan_record_ttl_s)
       .def_readwrite("wire", &AggregatorOptions::wire)
       .def_readwrite("native_scan_idle_ms", &AggregatorOptions::native_scan_idle_ms)
+      .def_readwrite("native_scans_requested", &AggregatorOptions::native_scans_requested,
+                     "[aggregator] native_scans_requested: native data of a scan with no request record is refused.")
       .def_readwrite("producers_curve", &AggregatorOptions::producers_curve, "[security]: CurveServer of the PULL sockets.")
       .def_readwrite("nodegroups_curve", &AggregatorOptions::nodegroups_curve,
                      "[security]: CurveServer of the sockets to the NodeGroups.");

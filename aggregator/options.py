@@ -41,6 +41,7 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None)
         wire=[receiver.wire for receiver in config.receivers],
         native_scan_idle_ms=max(1, round(agg.native_scan_idle_s * 1000)),
     )
+    options.native_scans_requested = agg.native_scans_requested
     options.sndbuf_bytes = agg.sndbuf_bytes
     warn_if_capped("[aggregator] sndbuf_bytes", agg.sndbuf_bytes, "wmem_max")
     options.producers_curve, options.nodegroups_curve = aggregator_curves(config)

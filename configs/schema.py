@@ -131,6 +131,12 @@ class AggregatorConfig:
         "relay thread when every thread sent what its headers announced, or after this long without a message "
         "of it; the NodeGroups then get the count of what was forwarded. A scan number seen again after that "
         "begins a new run (a replay)", min=0.1, max=86400.0)
+    native_scans_requested: bool = setting(
+        True, "every scan of a native receiver is requested by 'sectorflow acquire' (sectorflow's producer daemons "
+        "drive it): native data of a scan with no request record (scans/<n>/request) is a stray (a stray message, "
+        "a receiver restarted with an old scan), refused (no_info) and counted, and never opens a run. false: the "
+        "receivers' own software starts scans unannounced, and a scan's first message opens it (the aggregator "
+        "fixes its routing and writes its request record), so a stray message also opens a run")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ NodeGroup (:class:`LocalGroup`):
   high-water mark, what it refused (``malformed`` and
   ``malformed_<kind>``, the kinds of ``sectorflow.protocol.REFUSAL_KINDS``), late_messages,
   duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, repeated_infos (expected
-  counts sent again, e.g. by a restarted aggregator: taken once), and on rank 0 last_file;
+  counts sent again, e.g. by a restarted aggregator: taken once), unannounced_scans and
+  unannounced_messages (data of scans nobody announced: refused, below), and on rank 0 last_file;
   with ``[analysis] live`` also the live stream's endpoints, subscribers and drops (``live_*``,
   live/SPEC.md), published soon after a subscriber comes or goes,
 - runs the NodeGroup's live publisher (``sectorflow.live.publisher``) and tells it when a scan
@@ -27,7 +28,10 @@ NodeGroup (:class:`LocalGroup`):
 - logs the first refused message of each kind once, and with each scan's summary line the
   messages refused since the previous scan,
 - hands every finished scan to rank 0 (MPI point-to-point, never a collective per scan, so ranks
-  whose NodeGroups are not in a scan's routing list never wait for it).
+  whose NodeGroups are not in a scan's routing list never wait for it), if someone announced it:
+  a scan with no request record (``scans/<n>/request``: written by ``sectorflow acquire``, or by the
+  aggregator when a native receiver's stream begins a scan) and no producer scan record within one
+  kvstore silence period of its end is refused, counted in the status and logged, and makes no record and no file.
 
 Rank 0 writes ``FOURD_<scan:010d>_counted.h5`` (gather.py) and ``scans/<n>/file`` (a
 ``ScanFileRecord``: the outcome, the files, the sectors counted per receiver) for every scan, written
@@ -79,6 +83,8 @@ from sectorflow.protocol import (
     refusal_fields,
     scan_file_key,
     scan_nodegroup_key,
+    scan_prefix,
+    scan_request_key,
     status_key,
 )
 from sectorflow.security.options import data_client_curve, live_curve
@@ -245,6 +251,14 @@ class LocalGroup:
         self._logged_kinds: set[str] = set()
         self._refused_before = 0  # refusals counted up to the previous scan's summary
         self._registered_at: float | None = None  # when the registration was last written; None: not registered
+        # Parts of scans whose request record the replica does not show yet, with the deadline after
+        # which they are refused: a native scan's record is written as its data is forwarded, and the
+        # replica may be a moment behind a tiny scan's whole stream.
+        self._unconfirmed: dict[int, tuple[Any, float]] = {}
+        kv = config.kvstore
+        self._confirm_s = kv.heartbeat_ms * kv.silence_heartbeats / 1000
+        self.unannounced_scans = 0
+        self.unannounced_messages = 0
         # Every transition updates the registration and publishes the status (its ports are bound).
         self.state = ServiceState(log, publish=self._published_state, name=f"nodegroup {uid}")
         self.transition(STATE_IDLE)
@@ -308,6 +322,8 @@ class LocalGroup:
             "received": int(progress[0].received) if progress else 0,
             "expected": int(progress[0].expected) if progress else 0,
             "rank": self.rank,
+            "unannounced_scans": self.unannounced_scans,
+            "unannounced_messages": self.unannounced_messages,
             **{key: int(counters[key]) for key in PUBLISHED_COUNTERS},
             **refusal_fields(counters["malformed"]),
         }
@@ -326,6 +342,11 @@ class LocalGroup:
         """Wait up to ``timeout_s`` for a finished scan; update the state and status meanwhile."""
         result = self.group.wait_scan(timeout_s)
         self._log_new_refusals()
+        if result is not None and not self._announced(result.scan_number):
+            self._unconfirmed[result.scan_number] = (result, time.monotonic() + self._confirm_s)
+            result = None
+        if result is None and self._unconfirmed:
+            result = self._confirmed()
         if result is not None:
             self.scan = result.scan_number
             part = self.finished(result)
@@ -352,6 +373,54 @@ class LocalGroup:
         if busy and time.monotonic() - self._published >= STATUS_INTERVAL_S:
             self.publish()
         return None
+
+    def remaining(self) -> list[GroupResult]:
+        """Once stopped: the parts finished and not yet handed over, each with its record written;
+        those of scans nobody announced are refused now (counted), without waiting."""
+        results = [result for result, _ in self._unconfirmed.values()]
+        self._unconfirmed.clear()
+        while (result := self.group.wait_scan(0.0)) is not None:
+            results.append(result)
+        parts = []
+        for result in results:
+            if self._announced(result.scan_number):
+                parts.append(self.finished(result))
+            else:
+                self._refuse_unannounced(result)
+        return parts
+
+    def _announced(self, scan: int) -> bool:
+        """Whether someone asked for ``scan``: ``sectorflow acquire`` (or a replay) wrote its request
+        record, or the aggregator did as a native receiver's stream began it, or a producer thread
+        wrote its scan record before streaming (a receiver program embedding the producer library
+        streams scans no acquire asked for)."""
+        return (self.client.get(scan_request_key(scan)) is not None
+                or bool(self.client.subtree(scan_prefix(scan) + "producer/")))
+
+    def _confirmed(self) -> Any:
+        """A held part whose request record has come since, or None; refuses those past their deadline."""
+        now = time.monotonic()
+        for scan, (result, deadline) in list(self._unconfirmed.items()):
+            if self._announced(scan):
+                del self._unconfirmed[scan]
+                return result
+            if now >= deadline:
+                del self._unconfirmed[scan]
+                self._refuse_unannounced(result)
+        return None
+
+    def _refuse_unannounced(self, result: Any) -> None:
+        """Data of a scan nobody announced (a peer writing to a data port, a stray header) makes no
+        file and no record: a valid header alone would otherwise make rank 0 write a scan of its
+        shape, empty. It is counted in the status, and logged."""
+        messages = int(sum(result.received))
+        self.unannounced_scans += 1
+        self.unannounced_messages += messages
+        log.warning("nodegroup %s: scan %d: %d messages of a scan nobody announced (no %s: no acquire, no native "
+                    "receiver's stream through the aggregator): refused, no file written (status "
+                    "unannounced_scans, unannounced_messages)", self.uid, result.scan_number, messages,
+                    scan_request_key(result.scan_number))
+        self.publish()
 
     def _refused_total(self) -> int:
         return int(sum(self.group.counters()["malformed"].values()))
@@ -545,8 +614,7 @@ class NodeGroupService:
         for group in self.groups:
             group.stop()
             # Scans finished before the stop still reach their file.
-            while (result := group.group.wait_scan(0.0)) is not None:
-                part = group.finished(result)
+            for part in group.remaining():
                 if self.rank == 0:
                     assert self.gatherer is not None
                     self.gatherer.add(part)

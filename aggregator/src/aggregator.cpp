@@ -160,6 +160,7 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
     settings.expect = protocol::DataExpectations{impl.options.geometry, {impl.options.max_scan_positions}, receiver};
     settings.native = impl.options.wire[r] == "native";
     settings.native_idle = std::chrono::milliseconds(impl.options.native_scan_idle_ms);
+    settings.native_requested = impl.options.native_scans_requested;
     settings.downstream_curve = impl.options.nodegroups_curve;
     Impl* self = impl_.get();
     impl.relays.push_back(std::make_unique<detail::Relay>(

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <thread>
 #include <utility>
 
 #include "sectorflow/protocol/errors.hpp"
@@ -16,6 +17,8 @@ using protocol::Refusal;
 constexpr std::chrono::milliseconds kIdlePoll{50};
 // Scans closed here that are remembered, so their stragglers neither reopen nor rebuild them.
 constexpr std::size_t kClosedRemembered = 1024;
+// The longest a native scan's first message waits for the replica to show its request record.
+constexpr std::chrono::milliseconds kRequestWait{1000};
 
 std::string scan_text(std::uint32_t scan) { return "scan " + std::to_string(scan); }
 
@@ -141,10 +144,26 @@ void Relay::on_native_data(zmq::message_t* parts) {
   const protocol::DataHeader header = protocol::to_data_header(native);
   const auto now = std::chrono::steady_clock::now();
   ScanState* scan = scans_.find(header.scan_number);
+  if (scan == nullptr || !scan->heard(header.thread_id)) {
+    // Before a thread's count is taken, and before anything is opened: a header its producer
+    // thread's record contradicts (a stray beside or after the real run) changes nothing.
+    if (const std::string error = against_record(header, native.frames_this_thread); !error.empty()) {
+      counters_.malformed(Refusal::kScan, error);
+      return;
+    }
+  }
   if (scan == nullptr) {
     const auto closed = native_closed_.find(header.scan_number);
     if (closed != native_closed_.end() && now - closed->second < settings_.native_idle) {
       counters_.lost();  // a straggler of the run that closed here
+      return;
+    }
+    if (settings_.native_requested && !requested(header.scan_number)) {
+      counters_.malformed(Refusal::kNoInfo,
+                          header.where() + ": native data of a scan no request announced (no scans/<n>/request: "
+                                           "'sectorflow acquire' did not ask for it): a stray, dropped; it opens "
+                                           "no run ([aggregator] native_scans_requested = false lets a receiver's "
+                                           "own software start scans)");
       return;
     }
     if (closed != native_closed_.end()) native_closed_.erase(closed);
@@ -205,6 +224,33 @@ void Relay::forward(ScanState& scan, const protocol::DataHeader& header, zmq::me
     }
   }
   finish_if_complete(scan);
+}
+
+bool Relay::requested(std::uint32_t scan) {
+  if (records_.request_record(scan)) return true;
+  auto now = std::chrono::steady_clock::now();
+  if (now < next_request_wait_) return false;
+  const auto deadline = now + std::min(settings_.discovery_wait, kRequestWait);
+  while (now < deadline && !stop_->load(std::memory_order_relaxed)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (records_.request_record(scan)) return true;
+    now = std::chrono::steady_clock::now();
+  }
+  next_request_wait_ = now + std::min(settings_.discovery_wait, kRequestWait);
+  return false;
+}
+
+std::string Relay::against_record(const protocol::DataHeader& header, std::uint32_t frames) const {
+  for (const protocol::ProducerScanRecord& record :
+       records_.producer_records(header.scan_number, settings_.receiver, std::chrono::milliseconds(0))) {
+    if (record.thread != header.thread_id) continue;
+    std::uint64_t announced = 0;
+    for (const auto& [uid, count] : record.counts) announced += count;
+    if (announced == frames) return {};
+    return header.where() + ": num_frames_this_thread " + std::to_string(frames) + " differs from the " +
+           std::to_string(announced) + " its producer thread's scan record announced: a stray, dropped";
+  }
+  return {};
 }
 
 ScanState* Relay::recover(const protocol::DataHeader& header) {

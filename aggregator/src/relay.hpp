@@ -28,7 +28,11 @@
 // dialect. The scan closes when every thread has sent what it announced, or after native_idle
 // without a message of it; each NodeGroup then gets, as its expected count, what was forwarded to
 // it, after the data on the same connection. A closed native scan's number is remembered for
-// native_idle (its stragglers are lost); after that it opens a new run, as a replay does.
+// native_idle (its stragglers are lost); after that it opens a new run, as a replay does. With
+// native_requested (sectorflow acquire starts every scan), data of a scan with no request record is
+// a stray and opens nothing: it is refused (no_info), so it can neither fix a routing list, write a
+// request record that makes acquire refuse the number, nor give the NodeGroups a count that the
+// real run's would then contradict.
 #pragma once
 
 #include <atomic>
@@ -65,6 +69,7 @@ struct RelaySettings {
   protocol::DataExpectations expect;  ///< geometry, scan limits, and sector = receiver
   bool native = false;                ///< the receiver speaks the native header ([[receivers]] wire)
   std::chrono::milliseconds native_idle{0};  ///< [aggregator] native_scan_idle_s
+  bool native_requested = true;              ///< [aggregator] native_scans_requested
   security::CurveServer downstream_curve;    ///< [security]: CURVE of the sockets to NodeGroups
 };
 
@@ -89,6 +94,14 @@ class Relay {
   void on_native_data(zmq::message_t* parts);
   /// Routes one checked data message of `scan` to its NodeGroup, or counts it lost.
   void forward(ScanState& scan, const protocol::DataHeader& header, zmq::message_t* parts);
+  /// Whether native scan `scan` was requested (scans/<n>/request is in the replica). The record is
+  /// written before the producers take the request, so it precedes their data; a replica a moment
+  /// behind is waited for, bounded, and never again for a while after a wait that found nothing.
+  bool requested(std::uint32_t scan);
+  /// Why a native header, the first of its thread in the scan's run, is not the run its producer
+  /// thread's scan record describes (another num_frames_this_thread: a stray), or "" (it is, or
+  /// no record describes the thread: a receiver's own software writes none).
+  std::string against_record(const protocol::DataHeader& header, std::uint32_t frames) const;
   /// Closes the native scans with no message for native_idle.
   void expire_native_scans();
   /// Sends a native scan's NodeGroups their expected counts: what was forwarded to each.
@@ -143,6 +156,9 @@ class Relay {
   bool records_synced_once_ = false;     ///< waited once for the scans/ replica: never again per message
   std::map<std::uint32_t, std::chrono::steady_clock::time_point> native_closed_;  ///< native scan -> closed at
   std::chrono::steady_clock::time_point next_expiry_check_{};
+  /// Before this, a native scan with no request record is refused without waiting for the record
+  /// (a flood of stray scan numbers cannot make the thread wait for each).
+  std::chrono::steady_clock::time_point next_request_wait_{};
 };
 
 }  // namespace sectorflow::aggregator::detail

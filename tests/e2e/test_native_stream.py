@@ -59,10 +59,14 @@ class Stack:
         return account(records_of(self.client.subtree(scan_prefix(scan)), scan))
 
 
-def native_stack(make_config, tmp_path: Path, wires: list[str], simulator: dict | None = None) -> Iterator[Stack]:
+def native_stack(make_config, tmp_path: Path, wires: list[str], simulator: dict | None = None,
+                 requested: bool = True) -> Iterator[Stack]:
+    """``requested``: scans come through ``sectorflow acquire``; False: the sender starts them itself,
+    as a receiver's own software does (``[aggregator] native_scans_requested = false``)."""
     config, path = make_config(
         detector=SMALL_DETECTOR, receivers=[{"host": "127.0.0.1", "threads": THREADS, "wire": w} for w in wires],
-        simulator={"bright_field_radius_px": 20.0, **(simulator or {})}, aggregator={"native_scan_idle_s": 2.0},
+        simulator={"bright_field_radius_px": 20.0, **(simulator or {})},
+        aggregator={"native_scan_idle_s": 2.0, "native_scans_requested": requested},
         counting={"background_threshold": BACKGROUND, "xray_threshold": XRAY}, nodegroup={"pool_frames": 64})
     output = tmp_path / "h5"
     with stack_up(config, path, tmp_path / "run", output, START_S) as client:
@@ -71,7 +75,8 @@ def native_stack(make_config, tmp_path: Path, wires: list[str], simulator: dict 
 
 @pytest.fixture
 def native(make_config, tmp_path: Path) -> Iterator[Stack]:
-    yield from native_stack(make_config, tmp_path, ["native"] * 4)
+    # The detector's own software streams: no acquire asks for its scans.
+    yield from native_stack(make_config, tmp_path, ["native"] * 4, requested=False)
 
 
 def assert_equals_stempy(stack: Stack, scan: NativeScan, lost: dict[int, list[int]] | None = None) -> None:

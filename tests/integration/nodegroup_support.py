@@ -4,7 +4,8 @@ The stand-in plays the aggregator's downstream half (SPEC.md steps 4 and 5) with
 the NodeGroups' registrations from the real kvstore, routes frame f to ``routing[f % n]`` over the
 sorted UIDs, sends sector r through the NodeGroup's port r, and sends each NodeGroup one info
 message per aggregator thread with its expected count, using sectorflow.protocol's codec and
-sectorflow.simulator's pixels.
+sectorflow.simulator's pixels. It first writes the scan's request record, as `sectorflow acquire`
+does: NodeGroups write no file for a scan nobody announced.
 """
 
 from __future__ import annotations
@@ -23,8 +24,17 @@ from support import Processes, wait_until
 from sectorflow.configs import Config, load_config
 from sectorflow.kvstore import Client
 from sectorflow.orchestration.stack import mpiexec_environment
-from sectorflow.protocol import NodeGroupRecord
-from sectorflow.protocol import DataHeader, InfoMessage, encode_header, encode_info
+from sectorflow.protocol import (
+    SOURCE_SIMULATOR,
+    DataHeader,
+    InfoMessage,
+    NodeGroupRecord,
+    ScanRequestRecord,
+    encode_header,
+    encode_info,
+    scan_request_key,
+    wall_clock_s,
+)
 from sectorflow.simulator import simulator_from_config
 
 START_S = 60.0
@@ -103,10 +113,18 @@ class AggregatorStandin:
             self.sockets[key] = push
         return self.sockets[key]
 
+    def announce(self, scan: int, scan_x: int, scan_y: int, routing: list[str]) -> None:
+        """Write ``scans/<scan>/request`` as ``sectorflow acquire`` does, and wait until it is back."""
+        record = ScanRequestRecord(scan_number=scan, scan_x=scan_x, scan_y=scan_y, source=SOURCE_SIMULATOR,
+                                   routing=routing, producer_threads=[1] * self.config.n_receivers,
+                                   requested_s=wall_clock_s()).encode()
+        self.client.set_once(scan_request_key(scan), record, self.config.kvstore.scan_record_ttl_s)
+        wait_until(lambda: self.client.get(scan_request_key(scan)) == record, START_S, f"scan {scan}'s request")
+
     def send_scan(self, records: list[NodeGroupRecord], scan: int, scan_x: int, scan_y: int, *,
                   frames: int | None = None, info_first: bool = False, send_info: bool | set[str] = True,
                   only: set[str] | None = None,
-                  producer_threads: int = 1, lag_frames: int = 0) -> dict:
+                  producer_threads: int = 1, lag_frames: int = 0, announce: bool = True) -> dict:
         """Send a simulated scan routed over ``records``; sectors the simulator drops are not sent.
 
         ``frames`` stops after that many frames (an upstream that dies); the counts announced are
@@ -116,10 +134,13 @@ class AggregatorStandin:
         receiver server's T producer threads send them (thread t has frames f with f % T == t, in
         order): thread t of sector s runs ``lag_frames * ((s + t) % T)`` frames behind, so frames
         arrive out of order within a sector and sectors of one frame far apart.
+        ``announce`` writes the scan's request record first (``sectorflow acquire``'s part).
         Returns ``{uid: [messages per thread]}`` announced.
         """
         n_threads = self.config.n_receivers
         routing = sorted(r.uid for r in records)
+        if announce:
+            self.announce(scan, scan_x, scan_y, routing)
         by_uid = {r.uid: r for r in records}
         total = scan_x * scan_y
         counts = {uid: [0] * n_threads for uid in routing}

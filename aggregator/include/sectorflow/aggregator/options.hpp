@@ -39,6 +39,9 @@ struct AggregatorOptions {
   std::vector<std::string> wire;
   /// [aggregator] native_scan_idle_s, in ms: a native scan with no message this long is over at its thread.
   std::uint32_t native_scan_idle_ms = 0;
+  /// [aggregator] native_scans_requested: a native scan must have a request record (an acquire's)
+  /// before its data opens a run; data of a scan with none is a stray, refused (no_info).
+  bool native_scans_requested = true;
   kvstore::ClientOptions kvstore;              ///< the replicas of nodegroups/ and scans/ ([kvstore]; subtree is forced)
   protocol::Geometry geometry;                 ///< [detector]: what a data message must fit; one sector per receiver
   /// [limits] max_scan_positions: probe positions of the largest scan accepted.

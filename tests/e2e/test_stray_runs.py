@@ -1,0 +1,146 @@
+"""What arrives for a scan number outside the scan's real run, sent the way issue 30 sent it, on a
+running stack (`sectorflow up`): a stray native header before the scan (at once, and after
+`native_scan_idle_s`), one beside it and one after it, and a valid header of a scan nobody
+announced sent straight to a NodeGroup. The real scan comes out whole every time, and the stray is
+counted in a status."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import zmq
+from native_sender import native_header
+from support import stack_up, wait_until
+
+from sectorflow.configs import Config
+from sectorflow.counting import read_counted_scan
+from sectorflow.kvstore import Client
+from sectorflow.nodegroup import scan_file_name
+from sectorflow.protocol import DataHeader, ServiceStatus, encode_header, scan_prefix, status_key
+from sectorflow.scan_account import account, records_of
+
+pytestmark = pytest.mark.mpi
+
+SMALL_DETECTOR = {"frame_rows": 64, "frame_cols": 64, "sector_rows": 16, "sector_cols": 64}
+THREADS = 2
+IDLE_S = 2.0
+WAIT_S = 60.0
+WHOLE = "complete: 1024 counted + 0 spilled + 0 missing = 1024 sectors"
+
+
+@dataclass
+class Stack:
+    config: Config
+    path: Path
+    output: Path
+    client: Client
+
+    def status(self, service: str, name: str) -> dict:
+        raw = self.client.get(status_key(service, name))
+        return ServiceStatus.decode(raw).extra if raw is not None else {}
+
+    def acquire(self, scan: int, rate_hz: int = 100) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "sectorflow", "acquire", "--config", str(self.path),
+                                 "--scan-number", str(scan), "--scan-shape", "16x16", "--rate", str(rate_hz),
+                                 "--wait", "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+
+    def stray(self, scan: int) -> None:
+        """Issue 30's message: [scan, 0, 1, 15, 15, 0, 0, 0, 0] and one sector, to receiver 0's port."""
+        agg = self.config.aggregator
+        with zmq.Context() as context, context.socket(zmq.PUSH) as push:
+            push.setsockopt(zmq.LINGER, 5000)
+            push.connect(f"tcp://{agg.host}:{agg.base_port}")
+            push.send_multipart([native_header(scan, 0, 1, 16, 16, 0, 0, 0, 0),
+                                 bytes(self.config.detector.sector_bytes)])
+
+    def assert_whole(self, scan: int, acquired: subprocess.Popen, unannounced: str = "") -> None:
+        """The acquire exits 0 with every sector counted, the file lacks nothing, and no NodeGroup
+        refused, dropped or took for unannounced anything (but one scan, at ``unannounced``)."""
+        out, err = acquired.communicate(timeout=180)
+        assert acquired.returncode == 0, out + err
+        assert f"scan {scan}: {WHOLE}" in out, out
+        counted = read_counted_scan(self.output / scan_file_name(scan))
+        assert counted.missing_positions.tolist() == [] and counted.incomplete_positions.tolist() == []
+        for group in self.client.nodegroups():
+            extra = self.status("nodegroup", group.uid)
+            expected = (0, 0, 1 if group.uid == unannounced else 0)
+            assert (extra["malformed"], extra["late_messages"], extra["unannounced_scans"]) == expected, extra
+
+
+@pytest.fixture
+def stack(make_config, tmp_path: Path) -> Iterator[Stack]:
+    # Receiver 0 speaks the native header through sectorflow's producer daemon, the others SFSP.
+    config, path = make_config(
+        detector=SMALL_DETECTOR,
+        receivers=[{"host": "127.0.0.1", "threads": THREADS, "wire": wire}
+                   for wire in ("native", "sectorflow", "sectorflow", "sectorflow")],
+        aggregator={"native_scan_idle_s": IDLE_S}, nodegroup={"pool_frames": 64, "scan_timeout_s": 5.0})
+    output = tmp_path / "h5"
+    with stack_up(config, path, tmp_path / "run", output) as client:
+        yield Stack(config, path, output, client)
+
+
+@pytest.mark.parametrize("after_idle", [False, True], ids=["at-once", "after-native-scan-idle"])
+def test_a_stray_native_header_before_a_scan_opens_nothing_and_the_scan_comes_out_whole(stack: Stack,
+                                                                                       after_idle: bool) -> None:
+    stack.stray(7)
+    wait_until(lambda: stack.status("aggregator", "t0").get("malformed_no_info") == 1, WAIT_S,
+               "relay thread 0 to refuse the stray")
+    sent_s = time.monotonic()
+    # It opened no run: no routing was fixed, no request record written, nothing reached a NodeGroup.
+    assert records_of(stack.client.subtree(scan_prefix(7)), 7).request is None
+    assert stack.status("aggregator", "t0")["native_scans"] == 0
+    if after_idle:  # the case where the stray's run, had it opened, would have closed
+        wait_until(lambda: time.monotonic() - sent_s > IDLE_S, 2 * IDLE_S + WAIT_S, "native_scan_idle_s to pass")
+
+    stack.assert_whole(7, stack.acquire(7))
+    t0 = stack.status("aggregator", "t0")
+    assert (t0["native_scans"], t0["malformed"], t0["malformed_no_info"], t0["lost"]) == (1, 1, 1, 0), t0
+
+
+def test_a_stray_native_header_beside_or_after_a_scan_is_refused_and_the_scan_comes_out_whole(stack: Stack) -> None:
+    acquired = stack.acquire(8, rate_hz=50)
+    wait_until(lambda: stack.status("aggregator", "t0").get("open_scans") == 1 or acquired.poll() is not None,
+               WAIT_S, "scan 8 to open at relay thread 0")
+    stack.stray(8)
+    wait_until(lambda: stack.status("aggregator", "t0").get("malformed_scan") == 1, WAIT_S,
+               "relay thread 0 to refuse the stray")
+    stack.assert_whole(8, acquired)
+    assert stack.status("aggregator", "t0")["malformed"] == 1
+
+    # And after it: refused the same way, before it can open a run whose record would replace the
+    # real run's; the scan's account stays whole.
+    relay_record = stack.client.get(f"{scan_prefix(8)}aggregator/t0")
+    stack.stray(8)
+    wait_until(lambda: stack.status("aggregator", "t0").get("malformed_scan") == 2, WAIT_S,
+               "relay thread 0 to refuse the stray after the scan")
+    assert stack.client.get(f"{scan_prefix(8)}aggregator/t0") == relay_record
+    assert account(records_of(stack.client.subtree(scan_prefix(8)), 8)).line().startswith(f"scan 8: {WHOLE}")
+    assert stack.status("aggregator", "t0")["native_scans"] == 1
+
+
+def test_data_of_a_scan_nobody_announced_makes_no_file_and_is_counted(stack: Stack) -> None:
+    # One valid 2048 x 2048 header straight to a NodeGroup's port 0: no acquire, no aggregator.
+    group = stack.client.nodegroups()[0]
+    header = DataHeader(scan_number=9, frame_number=0, sector=0, scan_x=2048, scan_y=2048, position_x=0,
+                        position_y=0)
+    with zmq.Context() as context, context.socket(zmq.PUSH) as push:
+        push.setsockopt(zmq.LINGER, 5000)
+        push.connect(group.endpoint(0))
+        push.send_multipart([encode_header(header), bytes(stack.config.detector.sector_bytes)])
+    extra = wait_until(lambda: (e := stack.status("nodegroup", group.uid)).get("unannounced_scans") == 1 and e,
+                       WAIT_S, "the NodeGroup to refuse the unannounced scan")
+    assert extra["unannounced_messages"] == 1
+    assert records_of(stack.client.subtree(scan_prefix(9)), 9).file is None
+    assert not stack.output.exists() or list(stack.output.iterdir()) == []
+
+    # The stack goes on: the next scan is whole, and its file is the only one.
+    stack.assert_whole(10, stack.acquire(10), unannounced=group.uid)
+    assert sorted(p.name for p in stack.output.iterdir()) == [scan_file_name(10)]

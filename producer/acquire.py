@@ -273,8 +273,8 @@ def publish_request(client: Client, config: Config, scan: int | None, scan_x: in
                                   f"unused is {next_unused_scan(client)}, and --replay streams scan {scan}'s raw "
                                   "files again")
         if not claim_scan(client, config, scan):
-            raise SectorflowError(f"scan {scan} was claimed by another acquire just now: a scan number is used once; "
-                                  f"the next unused is {next_unused_scan(client)}")
+            raise SectorflowError(f"scan {scan} is claimed by another acquire ({_claimant(client, scan)}): a scan "
+                                  f"number is used once; the next unused is {next_unused_scan(client)}")
     routing = [record.uid for record in client.nodegroups()]
     source = SOURCE_REPLAY if replay else SOURCE_SIMULATOR
     if replay and not routing:
@@ -333,6 +333,13 @@ def claim_scan(client: Client, config: Config, scan: int) -> bool:
         return ScanClaim.decode(client.get(claim_key(scan)) or b"") == claim
     except ProtocolError:
         return False  # somebody wrote something else there: not ours
+
+
+def _claimant(client: Client, scan: int) -> str:
+    try:
+        return ScanClaim.decode(client.get(claim_key(scan)) or b"").claimant
+    except ProtocolError as error:
+        return f"a claim that does not decode: {error}"
 
 
 def claim_next_scan(client: Client, config: Config) -> int:

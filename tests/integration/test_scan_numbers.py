@@ -59,8 +59,8 @@ def test_concurrent_acquires_get_different_numbers(make_config, processes) -> No
                                  "--scan-number", "1", "--scan-shape", "2x2"], capture_output=True, text=True,
                                 timeout=ACQUIRE_S)
         assert result.returncode == 1, result.stderr
-        assert result.stderr.splitlines()[-1] == ("sectorflow acquire: error: scan 1 was claimed by another acquire "
-                                                  "just now: a scan number is used once; the next unused is 7")
+        assert result.stderr.splitlines()[-1] == ("sectorflow acquire: error: scan 1 is claimed by another acquire "
+                                                  "(elsewhere:1:dead): a scan number is used once; the next unused is 7")
         # --replay streams a given scan's files: it needs the number.
         result = subprocess.run([sys.executable, "-m", "sectorflow", "acquire", "--config", str(path),
                                  "--scan-shape", "2x2", "--replay"], capture_output=True, text=True, timeout=ACQUIRE_S)

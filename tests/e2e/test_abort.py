@@ -66,6 +66,12 @@ def test_an_aborted_scan_ends_everywhere_and_the_next_is_whole(make_config, proc
         assert completeness["outcome"] == "aborted"
         assert "aborted by the operator (sectorflow abort)" in str(completeness["reason"])
 
+        # `sectorflow status` says it in the same word, with the same counts.
+        status = sectorflow_command("status", "--config", str(path), timeout_s=60)
+        assert status.returncode == 0, status.stderr
+        row = next(line.split() for line in status.stdout.splitlines() if line.split()[:1] == [str(scan)])
+        assert "aborted" in row and f"{counted:,}" in row and f"{missing:,}" in row, status.stdout
+
         # Over now: another abort is an error (exit 1); a scan the kvstore never saw is a usage error (exit 2).
         again = sectorflow_command("abort", "--config", str(path), str(scan), timeout_s=60)
         assert again.returncode == 1 and again.stderr.splitlines()[-1] == (

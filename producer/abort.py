@@ -34,8 +34,9 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "abort",
         help="stop a running scan: producers stop sending it, its file and account say aborted",
-        description="Abort scan N: every producer thread stops sending it at its next sector, the relays and "
-        "NodeGroups close it, and its file is written with what was counted before, outcome 'aborted' "
+        description="Abort scan N: every producer thread stops sending it at its next sector, the NodeGroups close "
+        "it once no data came for [nodegroup] scan_timeout_s, and its file is written with what was counted before, "
+        "outcome 'aborted' "
         "(its 'acquire --wait' exits 4). Exit codes: 0 aborted; 2 N is not a scan the kvstore knows; "
         "1 the scan is over already, or the kvstore did not take the abort.",
     )

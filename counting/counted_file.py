@@ -220,7 +220,8 @@ def write_counted_scan(
         corrected: dark_reference, gain, row_dark).
     :param metadata: further metadata, stored under /metadata (nested dicts become groups).
     :param outcome: "complete" or "incomplete" (default: complete when no position is missing and
-        no frame incomplete); a writer that knows of more missing says incomplete.
+        no frame incomplete); a writer that knows of more missing says incomplete; "aborted" for a
+        scan an operator aborted (sectorflow abort), whatever it holds.
     :param reason: why the scan is incomplete ("" when complete).
     :param virtual_images: VIRTUAL_IMAGES name -> one value per probe position (scan-major, NaN
         where none), written under /virtual_images; None for no images.
@@ -256,8 +257,8 @@ def write_counted_scan(
     complete = not missing and not incomplete_positions
     if outcome is None:
         outcome = "complete" if complete else "incomplete"
-    if outcome not in ("complete", "incomplete") or (outcome == "complete" and not complete):
-        raise CountingError(f"outcome {outcome!r}: a file is complete (nothing missing) or incomplete")
+    if outcome not in ("complete", "incomplete", "aborted") or (outcome == "complete" and not complete):
+        raise CountingError(f"outcome {outcome!r}: a file is complete (nothing missing), incomplete or aborted")
 
     target = Path(path)
     if target.exists():  # checked again, atomically, by the link below; this saves the write

@@ -207,6 +207,7 @@ void bind_server(py::module_& m) {
       .def_readonly("errors", &ServerStats::errors)
       .def_readonly("unauthenticated", &ServerStats::unauthenticated)
       .def_readonly("unauthorised", &ServerStats::unauthorised)
+      .def_readonly("creates_refused", &ServerStats::creates_refused)
       .def_readonly("first_refusals", &ServerStats::first_refusals,
                     "kind (REFUSAL_KINDS) -> why the first refusal of that kind happened.")
       .def("refusals", &ServerStats::refusals, py::arg("kind"), "The counter of one of REFUSAL_KINDS.");
@@ -290,6 +291,12 @@ void bind_client(py::module_& m) {
            },
            py::arg("key"), py::arg("value"), py::arg("ttl_s") = 0.0,
            "Write a key once without owning it (kept after close).")
+      .def("create_once", [](Client& c, const std::string& key, const py::buffer& value, double ttl_s) {
+             c.create_once(key, bytes_of(value), ttl_s);
+           },
+           py::arg("key"), py::arg("value"), py::arg("ttl_s") = 0.0,
+           "set_once that the server takes only if the key is absent: of several creators exactly one wins, "
+           "and get() shows whose value the key holds once it reaches the replica.")
       .def("erase", &Client::erase, py::arg("key"), "Delete a key on the server.")
       .def("get", [](const Client& c, const std::string& key) { return optional_bytes(c.get(key)); }, py::arg("key"),
            "The replica's value (bytes) of a key, or None.")

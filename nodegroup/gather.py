@@ -23,7 +23,8 @@ sectors counted per receiver, why) that the service publishes as ``scans/<n>/fil
 
 Metadata beyond stempy's:
 
-- ``/metadata/completeness`` attrs outcome and reason (counted_file.py)
+- ``/metadata/completeness`` attrs outcome and reason (counted_file.py); outcome ``aborted`` when
+  ``scans/<n>/abort`` was in the kvstore as the file was written
 - ``/metadata/scan`` attrs: scan_number, frames_complete, frames_incomplete, missing_positions,
   timed_out, groups_expected, groups_reported, missing_groups (comma-separated uids),
   uncounted_frames, late_messages, evicted_frames, sectors_counted (per receiver),
@@ -44,6 +45,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -57,6 +59,7 @@ from sectorflow.counting import (
 )
 from sectorflow.errors import SectorflowError
 from sectorflow.protocol import NodeGroupScanRecord, ScanFileRecord
+from sectorflow.scan_account import ABORTED
 
 from .output_dir import counted_files, next_part, scan_file_name
 
@@ -66,6 +69,8 @@ log = logging.getLogger(__name__)
 RETRY_INTERVAL_S = 1.0
 #: Tries of another part name when a name was taken meanwhile (another writer in the directory).
 NAME_TRIES = 8
+#: The reason, beside the others, of a scan an operator aborted (sectorflow abort); its file's outcome attribute says aborted.
+ABORTED_REASON = "aborted by the operator (sectorflow abort)"
 
 
 @dataclass
@@ -225,8 +230,9 @@ class ScanGatherer:
     def __init__(self, job_uids: list[str], output_dir: str | os.PathLike[str], frame_shape: tuple[int, int],
                  gather_timeout_s: float, counting: dict[str, Any] | None = None, receivers: int = 1,
                  second_output_dir: str | os.PathLike[str] | None = None, write_retry_s: float = 0.0,
-                 detectors: dict[str, float] | None = None) -> None:
+                 detectors: dict[str, float] | None = None, aborted: Callable[[int], bool] | None = None) -> None:
         self.job_uids = set(job_uids)
+        self.aborted = aborted or (lambda _scan: False)
         self.output_dir = Path(output_dir)
         self.directories = [self.output_dir] + ([Path(second_output_dir)] if second_output_dir else [])
         self.frame_shape = frame_shape
@@ -314,6 +320,8 @@ class ScanGatherer:
         missing_groups = sorted(expected_groups - set(pending.results))
         metadata = self._metadata(scan_number, scan, results, len(expected_groups), missing_groups)
         reasons = [f"NodeGroups {', '.join(missing_groups)} never reported"] if missing_groups else []
+        if self.aborted(scan_number):
+            reasons.insert(0, ABORTED_REASON)
         if any(r.timed_out for r in results):
             reasons.append("timed out ([nodegroup] scan_timeout_s)")
         if self.on_disk.get(scan_number):
@@ -421,7 +429,8 @@ class ScanGatherer:
                         frame_shape=self.frame_shape, statistics=metadata.get("statistics"),
                         incomplete=scan.incomplete, counting=self.counting,
                         metadata={k: v for k, v in metadata.items() if k != "statistics"},
-                        outcome=None if not reasons else "incomplete", reason=_reason(scan, reasons),
+                        outcome=ABORTED if ABORTED_REASON in reasons else None if not reasons else "incomplete",
+                        reason=_reason(scan, reasons),
                         virtual_images=scan.images, diffraction=scan.diffraction, detectors=self.detectors,
                     )
                 except FileExistsError:

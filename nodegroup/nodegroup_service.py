@@ -87,6 +87,7 @@ from sectorflow.protocol import (
     scan_request_key,
     status_key,
 )
+from sectorflow.scan_life import abort_key
 from sectorflow.security.options import data_client_curve, live_curve
 from sectorflow.service import ServiceState
 from sectorflow.socket_buffers import warn_if_capped
@@ -495,6 +496,7 @@ class NodeGroupService:
                 second_output_dir=self.options.second_output_dir,
                 write_retry_s=self.config.nodegroup.write_retry_s,
                 detectors=detector_attrs(self.groups[0].group.settings.detectors),
+                aborted=lambda scan: self.client.get(abort_key(scan)) is not None,
             )
             log.info("job of %d ranks, %d NodeGroups; files go to %s%s", self.size, len(job_uids),
                      self.options.output_dir,

@@ -9,8 +9,12 @@ request by writing its part of the scan's record, and until all have, a request 
 restart took away is published again. ``--wait`` waits for the scan's outcome, which the scan's
 records give (``sectorflow.scan_account``), and exits with it: 0 complete (every sector counted in
 the file, or every sector in raw files when none was to be streamed), 3 nothing missing but some
-sectors spilled to raw files (``--replay`` completes the scan), 1 sectors missing, no file, or not
-over within ``--timeout``; 2 is a usage error.
+sectors spilled to raw files (``--replay`` completes the scan), 4 aborted (``sectorflow abort``), 1
+sectors missing, no file, or not over within ``--timeout``; 2 is a usage error.
+
+The scan number is claimed first (``scans/<n>/claim``, written create-only: the kvstore takes one claim
+per number, ``sectorflow.scan_life``): without ``--scan-number`` the next unused number is claimed, the
+one after if another acquire won it, so concurrent acquires never share a number.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from sectorflow.protocol import (
     STATE_ERROR,
     STATE_FINISHED,
     AcquireRequest,
+    ProtocolError,
     ScanRequestRecord,
     scan_prefix,
     scan_request_key,
@@ -42,6 +47,7 @@ from sectorflow.protocol import (
     wall_clock_s,
 )
 from sectorflow.scan_account import COMPLETE, PENDING, ScanAccount, ScanRecords, account, kvstore_full, records_of
+from sectorflow.scan_life import ScanClaim, claim_key
 from sectorflow.simulator import parse_scan_shape
 from sectorflow.waiting import WaitTimeout, every, wait_until
 
@@ -71,10 +77,15 @@ def register(subparsers: Any) -> None:
         "its receiver, or missing (with where it was last seen). Exit codes with --wait: 0 every sector counted "
         "(or, with no NodeGroup, every sector written to disk); 3 none missing but some spilled to raw files "
         "(acquire --replay completes the file); 1 sectors missing, no file, or --timeout passed; 2 a bad argument or configuration; "
-        "130 Ctrl-C, which stops the waiting, not the scan. A scan number is used once: one used before is refused.",
+        "4 aborted by 'sectorflow abort N' (what was counted before is in the file); "
+        "130 Ctrl-C, which stops the waiting, not the scan (it names the abort command). A scan number is used once: "
+        "one used before is refused; without --scan-number the next unused one is claimed (concurrent acquires get "
+        "different numbers).",
     )
     add_config_argument(parser)
-    parser.add_argument("--scan-number", required=True, metavar="N", help="scan number, 0 to 4294967295")
+    parser.add_argument("--scan-number", default=None, metavar="N",
+                        help="scan number, 0 to 4294967295 (default: the next unused one, claimed atomically; "
+                        "--replay needs it)")
     parser.add_argument("--scan-shape", required=True, metavar="XxY",
                         help="probe positions per row x rows of positions, e.g. 128x128 (each 1 to 65535)")
     parser.add_argument("--rate", default=None, metavar="HZ",
@@ -105,7 +116,9 @@ def expected_producers(config: Config) -> list[str]:
 def run(args: argparse.Namespace, config: Config) -> int:
     """Publish the request; with --wait, wait for the scan's outcome. Returns the exit code."""
     scan_x, scan_y = parse_scan_shape(args.scan_shape)
-    scan = _number(args.scan_number, "--scan-number", 0, MAX_SCAN_NUMBER, int)
+    if args.scan_number is None and args.replay:
+        raise UsageError("--replay needs --scan-number: the scan whose raw files are streamed")
+    scan = None if args.scan_number is None else _number(args.scan_number, "--scan-number", 0, MAX_SCAN_NUMBER, int)
     rate = config.simulator.rate_hz if args.rate is None else _number(args.rate, "--rate", 0.0, float("inf"), float)
     timeout = None if args.timeout is None else _number(args.timeout, "--timeout", 0.0, float("inf"), float)
     with Client.from_config(config, name="acquire", role="operator") as client:
@@ -113,6 +126,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if config.security.enabled:
             _check_accepted(client, config, published)
         request = published.request
+        scan = request.scan_number
         if request.routing:
             print(f"scan {scan}: requested {scan_x} x {scan_y} ({request.source}), streaming to "
                   f"{len(request.routing)} NodeGroups: {', '.join(request.routing)}", flush=True)
@@ -130,8 +144,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
             result = wait_for_account(client, published, timeout)
         except KeyboardInterrupt:
             # The request is the producers' now: stopping this command stops nobody's work.
-            print(f"scan {scan}: no longer waited for; it goes on (the producers and NodeGroups do not stop): "
-                  "'sectorflow status' shows it", file=sys.stderr, flush=True)
+            config_option = f" --config {args.config}" if args.config else ""
+            print(f"scan {scan}: no longer waited for; the scan goes on (the producers and NodeGroups do not stop): "
+                  f"'sectorflow status{config_option}' shows it, 'sectorflow abort{config_option} {scan}' stops it",
+                  file=sys.stderr, flush=True)
             return 130
     print(result.line())
     if result.outcome != COMPLETE or result.missing or result.spilled:
@@ -236,23 +252,29 @@ def _check_accepted(client: Client, config: Config, published: PublishedRequest)
         ) from None
 
 
-def publish_request(client: Client, config: Config, scan: int, scan_x: int, scan_y: int, rate_hz: float,
+def publish_request(client: Client, config: Config, scan: int | None, scan_x: int, scan_y: int, rate_hz: float,
                     replay: bool = False) -> PublishedRequest:
     """Ask every producer daemon for a scan, routed to the NodeGroups registered now.
 
-    Writes the scan's request record (``scans/<n>/request``) first, then ``acquire/request``.
-    Raises SectorflowError if the kvstore does not answer, or for a replay with no NodeGroup.
+    Claims the scan number (``scans/<n>/claim``; ``scan`` None: the next unused one), then writes the
+    scan's request record (``scans/<n>/request``), then ``acquire/request``. Raises SectorflowError if
+    the kvstore does not answer, for a number used or claimed before, or for a replay with no NodeGroup.
     """
     if not client.wait_synced(SYNC_TIMEOUT_S):
         kv = config.kvstore
         raise SectorflowError(f"kvstore at {kv.host}:{kv.port} did not answer within {SYNC_TIMEOUT_S:.0f} s; "
                               "is 'sectorflow kvstore' running?")
-    if not replay:
+    if scan is None:
+        scan = claim_next_scan(client, config)
+    elif not replay:
         earlier = earlier_run(client, scan)
         if earlier is not None:
             raise SectorflowError(f"scan {scan} was acquired before ({earlier}): a scan number is used once; the next "
                                   f"unused is {next_unused_scan(client)}, and --replay streams scan {scan}'s raw "
                                   "files again")
+        if not claim_scan(client, config, scan):
+            raise SectorflowError(f"scan {scan} is claimed by another acquire ({_claimant(client, scan)}): a scan "
+                                  f"number is used once; the next unused is {next_unused_scan(client)}")
     routing = [record.uid for record in client.nodegroups()]
     source = SOURCE_REPLAY if replay else SOURCE_SIMULATOR
     if replay and not routing:
@@ -283,6 +305,54 @@ def earlier_run(client: Client, scan: int) -> str | None:
         return "no file yet: it is running, or its NodeGroups never wrote one"
     where = f": {records.file.path}" if records.file.path else ""
     return f"outcome {records.file.outcome}{where}"
+
+
+# How many numbers an acquire tries before giving up: each lost claim means another acquire won it.
+MAX_CLAIM_TRIES = 100
+
+
+def claim_scan(client: Client, config: Config, scan: int) -> bool:
+    """Claims ``scan`` for this process; True if the claim is ours, False if another's holds it.
+
+    The kvstore takes a create-only write only while the key is absent (kvstore/SPEC.md, "Wire"), so
+    of several claims of one number exactly one is in the map; every claimant reads back whose.
+    """
+    claim = ScanClaim.new()
+    kv = config.kvstore
+    client.create_once(claim_key(scan), claim.encode(), kv.scan_record_ttl_s)
+    silence_s = max(kv.heartbeat_ms * kv.silence_heartbeats / 1000, MIN_TAKE_S)
+    try:
+        wait_until(lambda: client.get(claim_key(scan)) is not None, silence_s, f"the claim of scan {scan}", POLL_S)
+    except WaitTimeout:
+        raise SectorflowError(
+            f"scan {scan}: the kvstore did not take the claim of the number within {silence_s:g} s"
+            + (f" (with [security] on, only an operator's key may write it: this host's key in "
+               f"{config.security.key_dir}/operator/?)" if config.security.enabled else "")
+        ) from None
+    try:
+        return ScanClaim.decode(client.get(claim_key(scan)) or b"") == claim
+    except ProtocolError:
+        return False  # somebody wrote something else there: not ours
+
+
+def _claimant(client: Client, scan: int) -> str:
+    try:
+        return ScanClaim.decode(client.get(claim_key(scan)) or b"").claimant
+    except ProtocolError as error:
+        return f"a claim that does not decode: {error}"
+
+
+def claim_next_scan(client: Client, config: Config) -> int:
+    """Claims the next unused scan number, the one after for each claim another acquire won."""
+    scan = next_unused_scan(client)
+    for _ in range(MAX_CLAIM_TRIES):
+        if scan > MAX_SCAN_NUMBER:
+            break
+        if claim_scan(client, config, scan):
+            return scan
+        scan = max(scan + 1, next_unused_scan(client))
+    raise SectorflowError(f"no scan number claimed in {MAX_CLAIM_TRIES} tries (up to {scan}): other acquires took "
+                          "each one first, or the numbers are used up; give one with --scan-number")
 
 
 def next_unused_scan(client: Client) -> int:

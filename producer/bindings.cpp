@@ -236,6 +236,8 @@ void bind_producer_class(py::module_& m) {
            "The scan record (sectorflow.protocol.ProducerScanRecord) last written for this thread.")
       .def("stop", &Producer::stop, "Interrupt a running or blocked scan (ProducerStopped); any thread.")
       .def_property_readonly("stopped", &Producer::stopped)
+      .def("abort_scan", &Producer::abort_scan, py::arg("scan_number"),
+           "Abort that scan, now or when it starts (ProducerStopped naming the abort); any thread.")
       .def_property_readonly("messages", &Producer::messages)
       .def_property_readonly("bytes", &Producer::bytes);
 }

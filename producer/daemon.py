@@ -11,6 +11,9 @@ once under its own number. A request already present when the daemon starts is n
 was somebody else's); a request repeated for a scan already acquired is ignored with a warning. Each producer thread publishes its own status (``status/producer/r<R>t<T>``) and its part of the
 scan's record (``scans/<n>/producer/r<R>t<T>``); a request refused here, or a source that cannot
 open, is recorded there as an error, so that no scan a producer was asked for is lost silently.
+An abort (``scans/<n>/abort``, ``sectorflow abort``) stops every thread's sending of that scan at its
+next sector, or refuses the scan if it has not begun; each thread's record then says ``error`` with the
+abort and what it sent and spilled before.
 After each scan the daemon logs one line: the receiver's sectors sent, spilled to raw files and
 missing.
 """
@@ -46,6 +49,7 @@ from sectorflow.kvstore import Client
 from sectorflow.protocol import (
     ACQUIRE_REQUEST_KEY,
     RAW_PARTIAL_SUFFIX,
+    SCANS_PREFIX,
     RAW_WRITING_SUFFIX,
     SOURCE_REPLAY,
     STATE_IDLE,
@@ -56,6 +60,7 @@ from sectorflow.protocol import (
     AcquireRequest,
     ProtocolError,
     check_scan_shape,
+    parse_scan_key,
 )
 from sectorflow.service import ServiceState
 from sectorflow.simulator import simulator_from_config
@@ -91,6 +96,7 @@ class ProducerDaemon:
     _stop: threading.Event = field(default_factory=threading.Event)
     _requests: queue.Queue = field(default_factory=queue.Queue)
     _producers: list[Producer] = field(default_factory=list)
+    _aborted: set[int] = field(default_factory=set)  # scans aborted while this daemon ran
 
     def __post_init__(self) -> None:
         check_receiver(self.config, self.receiver)
@@ -113,6 +119,7 @@ class ProducerDaemon:
         with Client.from_config(self.config, name=f"producer r{self.receiver}", role="producer") as client:
             try:
                 client.on_change(ACQUIRE_REQUEST_KEY, self._on_request)
+                client.on_change(SCANS_PREFIX, self._on_scan_record)
                 self._wait_synced(client, sync_timeout_s)
                 if self._stop.is_set():
                     return 0
@@ -141,6 +148,21 @@ class ProducerDaemon:
         # On the kvstore agent thread: hand over, never work here.
         if value is not None:
             self._requests.put(value)
+
+    def _on_scan_record(self, key: str, value: bytes | None) -> None:
+        # On the kvstore agent thread: only a flag for the producers, whose threads see it at their next sector.
+        if value is None or not key.endswith("/abort"):
+            return
+        try:
+            scan = parse_scan_key(key)
+        except ProtocolError:
+            return
+        if scan in self._aborted:
+            return
+        self._aborted.add(scan)
+        for producer in list(self._producers):
+            producer.abort_scan(scan)
+        log.warning("scan %d: aborted (%s): its sending stops", scan, key)
 
     def _wait_synced(self, client: Client, timeout_s: float) -> None:
         kv = self.config.kvstore
@@ -201,6 +223,10 @@ class ProducerDaemon:
                         request.scan_number, request.source)
             return
         self.acquired.add((request.scan_number, request.source))
+        if request.scan_number in self._aborted:
+            log.warning("scan %d: aborted before it began here; not acquired", request.scan_number)
+            self._report_error(request, f"scan {request.scan_number} was aborted (sectorflow abort) before it began")
+            return
         # An empty routing list in the request means every thread writes the scan to disk.
         working = STATE_WRITING_TO_DISK if request.routing == [] else STATE_STREAMING
         self.state.enter(working, f"scan {request.scan_number}, {request.scan_x} x {request.scan_y}, "
@@ -328,7 +354,9 @@ class ProducerDaemon:
             line += f"; {partial} raw files incomplete (.partial)"
         stopped = any(outcome.stopped for outcome in outcomes)
         failed = [outcome.error for outcome in outcomes if outcome.error and not outcome.stopped]
-        if stopped:
+        if stopped and scan in self._aborted and not self._stop.is_set():
+            log.warning("%s; aborted (sectorflow abort)", line)
+        elif stopped:
             log.warning("%s; interrupted by stop", line)
         elif failed:
             log.error("%s; %d of %d threads failed: %s", line, len(failed), len(outcomes), failed[0])

@@ -23,6 +23,7 @@ from sectorflow.logs import configure_logging
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.orchestration.cli",
     "sectorflow.producer.acquire",
+    "sectorflow.producer.abort",
     "sectorflow.kvstore.cli",
     "sectorflow.aggregator.cli",
     "sectorflow.producer.cli",

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
 from sectorflow._core import protocol as _records
+from sectorflow.scan_life import ScanAbort, ScanClaim
 
 # The outcome of a scan as acquire and status report it.
 COMPLETE = "complete"      # every sector counted in the file (or, asked for raw files, every one spilled)
@@ -22,9 +23,10 @@ SPILLED = "spilled"        # nothing missing, but some sectors are in raw files:
 INCOMPLETE = "incomplete"  # sectors missing
 FAILED = "failed"          # no file was written
 PENDING = "pending"        # not over yet
+ABORTED = "aborted"        # an operator aborted it (sectorflow abort) before every sector was counted
 
 # `sectorflow acquire --wait`'s exit code by outcome (2 is taken by usage errors).
-EXIT_CODES = {COMPLETE: 0, SPILLED: 3, INCOMPLETE: 1, FAILED: 1, PENDING: 1}
+EXIT_CODES = {COMPLETE: 0, SPILLED: 3, INCOMPLETE: 1, FAILED: 1, PENDING: 1, ABORTED: 4}
 
 SOURCE_REPLAY = _records.SOURCE_REPLAY
 SOURCE_NATIVE = _records.SOURCE_NATIVE  # the aggregator wrote the request: a native receiver's stream began the scan
@@ -43,6 +45,8 @@ class ScanRecords:
     relays: dict[int, _records.RelayScanRecord] = field(default_factory=dict)
     nodegroups: dict[str, _records.NodeGroupScanRecord] = field(default_factory=dict)
     file: _records.ScanFileRecord | None = None
+    claim: ScanClaim | None = None
+    abort: ScanAbort | None = None
     rejected: dict[str, str] = field(default_factory=dict)
 
 
@@ -79,6 +83,10 @@ def _add(records: ScanRecords, part: str, raw: bytes) -> None:
         records.request = _records.ScanRequestRecord.decode(raw)
     elif part == "file":
         records.file = _records.ScanFileRecord.decode(raw)
+    elif part == "claim":
+        records.claim = ScanClaim.decode(raw)
+    elif part == "abort":
+        records.abort = ScanAbort.decode(raw)
     elif kind == "producer" and (match := _PRODUCER_NAME.fullmatch(name)):
         records.producers[(int(match[1]), int(match[2]))] = _records.ProducerScanRecord.decode(raw)
     elif kind == "aggregator" and (match := _RELAY_NAME.fullmatch(name)):
@@ -247,10 +255,16 @@ def account(records: ScanRecords, nodegroups_gone: bool = False,
     elif native and request.routing == []:
         done = True  # nobody could take it: the aggregator dropped what came
     else:
-        done = producers_done and (file is not None or nodegroups_gone)
+        # An abort that came before anything was sent leaves the NodeGroups nothing to write.
+        nothing_sent = records.abort is not None and not any(part.sent for part in records.producers.values())
+        done = producers_done and (file is not None or nodegroups_gone or nothing_sent)
+    if records.abort is not None:
+        result.notes.append(f"aborted by {records.abort.by} (sectorflow abort)")
     if not done:
         result.outcome = PENDING
         result.kvstore_full = full
+    elif records.abort is not None and (result.missing or (file is None and not fallback)):
+        result.outcome = ABORTED
     elif file is None and not fallback:
         result.outcome = FAILED
         result.notes.append("no file: no NodeGroup was registered when the native stream began" if

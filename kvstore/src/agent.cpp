@@ -208,6 +208,7 @@ void Agent::handle_commands() {
         msg.key = command.key;
         msg.body = std::move(command.value);
         msg.set_ttl_s(command.ttl_s);
+        if (command.create) msg.properties[std::string(kCreateProperty)] = "1";
         pending_[order] = Pending{std::move(command.key), std::move(msg)};
         break;
       }

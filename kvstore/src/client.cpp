@@ -124,6 +124,11 @@ void Client::set_once(const std::string& key, std::string value, double ttl_s) {
   impl_->commands.push({detail::Command::Kind::kSetOnce, key, std::move(value), ttl_s});
 }
 
+void Client::create_once(const std::string& key, std::string value, double ttl_s) {
+  check_value(impl_->options, key, value, ttl_s);
+  impl_->commands.push({detail::Command::Kind::kSetOnce, key, std::move(value), ttl_s, true});
+}
+
 void Client::erase(const std::string& key) {
   check_key(key);
   impl_->commands.push({detail::Command::Kind::kErase, key, {}, 0.0});

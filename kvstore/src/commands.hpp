@@ -19,6 +19,7 @@ struct Command {
   std::string key;
   std::string value;
   double ttl_s = 0.0;
+  bool create = false;  ///< kSetOnce: the server takes it only if the key is absent
 };
 
 class CommandQueue {

@@ -286,8 +286,13 @@ struct Server::Impl {
         return;
       }
     }
+    const bool create = msg.properties.erase(std::string(kCreateProperty)) > 0;
     if (msg.is_delete()) {
       handle_deletion(msg);
+      return;
+    }
+    if (create && held_entry != map.end()) {
+      count([](ServerStats& s) { ++s.creates_refused; });
       return;
     }
     if (msg.body.size() > options.max_value_bytes) {
@@ -492,6 +497,7 @@ struct Server::Impl {
     status.extra["stack_keys"] = static_cast<std::int64_t>(stack_usage.keys());
     status.extra["scans_evicted"] = static_cast<std::int64_t>(now.scans_evicted);
     status.extra["refused_stack"] = static_cast<std::int64_t>(now.refused_stack);
+    status.extra["creates_refused"] = static_cast<std::int64_t>(now.creates_refused);
     for (const char* kind : kRefusalKinds) status.extra[kind] = static_cast<std::int64_t>(now.refusals(kind));
     if (published_status == status) return;
     published_status = status;

@@ -23,6 +23,8 @@ const std::vector<Rule>& rules() {
       {"status/nodegroup/", {"nodegroup"}, true},
       {"acquire/", {"operator"}, false},
       {"scans/*/request", {"operator", "aggregator"}, false},
+      {"scans/*/claim", {"operator"}, false},
+      {"scans/*/abort", {"operator"}, false},
       {"scans/*/producer/", {"producer"}, true},
       {"scans/*/aggregator/", {"aggregator"}, true},
       {"scans/*/nodegroup/", {"nodegroup"}, true},

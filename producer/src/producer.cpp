@@ -159,6 +159,12 @@ Producer::~Producer() = default;
 
 void Producer::stop() { stop_.store(true); }
 
+void Producer::abort_scan(std::uint32_t scan_number) { aborted_scan_.store(std::int64_t{scan_number}); }
+
+std::string Producer::halt_reason() const {
+  return stop_.load() ? "the producer was stopped" : "the scan was aborted (sectorflow abort)";
+}
+
 void Producer::publish(protocol::ServiceState state, const std::string& error) {
   impl_->state = state;
   impl_->last_status = std::chrono::steady_clock::now();
@@ -420,7 +426,7 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
     const auto blocked_since = std::chrono::steady_clock::now();
     try {
       while (!impl_->socket->send(message, zmq::send_flags::none)) {
-        if (stop_) throw ProducerStopped(where + ": stopped while the info message waited at the high-water mark");
+        if (halted()) throw ProducerStopped(where + ": " + halt_reason() + " while the info message waited at the high-water mark");
         if (std::chrono::steady_clock::now() - blocked_since >= std::chrono::milliseconds(options_.send_timeout_ms)) {
           start_spilling("the aggregator took no info message for " + std::to_string(options_.send_timeout_ms) +
                          " ms (producer.send_timeout_ms) at " + options_.aggregator_endpoint);
@@ -471,10 +477,10 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
                                      : ": not announced at scan start (not this thread's, or lost upstream)"));
   }
   // Accepted: from here the payload is released on every path (ZeroMQ, the raw file, or here).
-  if (stop_) {
+  if (halted()) {
     if (release != nullptr) release(const_cast<void*>(payload), hint);
-    fail(where() + ": the producer was stopped");
-    throw ProducerStopped(where() + ": the producer was stopped");
+    fail(where() + ": " + halt_reason());
+    throw ProducerStopped(where() + ": " + halt_reason());
   }
 
   protocol::DataHeader header;
@@ -499,9 +505,9 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
     const auto blocked_since = std::chrono::steady_clock::now();
     try {
       while (!impl_->socket->send(head, zmq::send_flags::sndmore)) {
-        if (stop_) {
+        if (halted()) {
           if (release != nullptr) release(const_cast<void*>(payload), hint);
-          throw ProducerStopped(where() + ": stopped while waiting at the high-water mark");
+          throw ProducerStopped(where() + ": " + halt_reason() + " while waiting at the high-water mark");
         }
         // The NodeGroup this sector waits for may have been declared dead meanwhile: the sector
         // goes to disk, and the live NodeGroups' sectors behind it move on.

@@ -235,6 +235,35 @@ TEST(ClientServer, SetRejectsValuesThatAreNotMsgpack) {
   EXPECT_THROW(client.set("HUGZ", sp::AcquireRequest{1, 1, 1, 0.0, std::nullopt, "simulator"}.encode()), kv::KvstoreError);
 }
 
+TEST(ClientServer, CreateOnceIsTakenOnlyWhileTheKeyIsAbsent) {
+  RunningServer running;
+  kv::Client watcher(running.client());
+  ASSERT_TRUE(watcher.wait_synced(10s));
+  // Several clients claim one key at once: the server's one thread takes the first to arrive only.
+  const std::string key = "scans/0000000007/claim";
+  std::vector<std::unique_ptr<kv::Client>> claimants;
+  for (int i = 0; i < 4; ++i) claimants.push_back(std::make_unique<kv::Client>(running.client()));
+  for (auto& claimant : claimants) ASSERT_TRUE(claimant->wait_synced(10s));
+  for (std::size_t i = 0; i < claimants.size(); ++i) {
+    claimants[i]->create_once(key, sp::ServiceStatus{"idle", static_cast<std::uint32_t>(i), 0, 0, 0.0, {}}.encode());
+  }
+  ASSERT_TRUE(wait_for([&] { return running.server().stats().updates + running.server().stats().creates_refused >= 4; }));
+  EXPECT_EQ(running.server().stats().creates_refused, 3u);
+  ASSERT_TRUE(wait_for([&] { return watcher.get(key).has_value(); }));
+  const std::string winner = *watcher.get(key);
+  for (auto& claimant : claimants) {
+    ASSERT_TRUE(wait_for([&] { return claimant->get(key).has_value(); }));
+    EXPECT_EQ(*claimant->get(key), winner) << "every replica names the one winner";
+  }
+  // The property is the server's business: the update it publishes carries none but the ttl.
+  claimants[0]->erase(key);
+  ASSERT_TRUE(wait_for([&] { return !watcher.get(key).has_value(); }));
+  claimants[1]->create_once(key, sp::ServiceStatus{"idle", 9, 0, 0, 0.0, {}}.encode());
+  ASSERT_TRUE(wait_for([&] { return watcher.get(key).has_value(); }));
+  EXPECT_EQ(sp::ServiceStatus::decode(*watcher.get(key)).scan, 9u) << "absent again, so taken again";
+  EXPECT_EQ(running.server().stats().creates_refused, 3u);
+}
+
 TEST(ServerBounds, RefusalsAreCountedByKindWithTheFirstReason) {
   kv::ServerOptions options = default_server_options();
   options.max_value_bytes = 1024;

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 # What the README promises a user can run (its "Running the services" table and the demo).
-SUBCOMMANDS = ("acquire", "aggregator", "dashboard", "demo", "down", "keys", "kvstore", "nodegroup", "producer",
-               "session", "simulate", "status", "up", "view")
+SUBCOMMANDS = ("abort", "acquire", "aggregator", "dashboard", "demo", "down", "keys", "kvstore", "nodegroup",
+               "producer", "session", "simulate", "status", "up", "view")
 
 
 def sectorflow(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -86,3 +86,14 @@ def test_a_window_without_a_display_is_a_one_line_usage_error(tmp_path: Path) ->
     assert result.returncode == 2  # at once: no kvstore asked, no 600 s wait
     assert result.stderr == ("sectorflow view: error: --window needs a display and neither DISPLAY nor WAYLAND_DISPLAY "
                              "is set: save the images with --png OUT, or leave out --window for text\n")
+
+
+def test_acquire_and_abort_help_list_the_abort_exit_code() -> None:
+    acquire = " ".join(sectorflow("acquire", "--help").stdout.split())
+    assert "4 aborted by 'sectorflow abort N'" in acquire
+    assert "130 Ctrl-C, which stops the waiting, not the scan (it names the abort command)" in acquire
+    abort = " ".join(sectorflow("abort", "--help").stdout.split())
+    assert "Exit codes: 0 aborted; 2 N is not a scan the kvstore knows; 1 the scan is over already" in abort
+    bad = sectorflow("abort", "x7")
+    assert bad.returncode == 2 and bad.stderr.splitlines() == [
+        "sectorflow abort: error: scan number 'x7': expected a number from 0 to 4294967295"]

@@ -326,3 +326,34 @@ def test_a_bytes_quota_per_address_is_counted(
     finally:
         peer.close()
     assert sorted(observer.subtree("c/")) == ["c/0", "c/1", "c/2", "c/3"]
+
+
+def test_a_create_only_write_of_a_key_that_exists_is_dropped_and_counted(
+    kvstore: KvServer, raw_peer: RawPeer, clients: Callable[..., Client]
+) -> None:
+    observer = clients(kvstore.config)
+    assert observer.wait_synced(SYNC_S)
+    published = zmq.Context.instance().socket(zmq.SUB)
+    published.linger = 0
+    published.subscribe(b"scans/")
+    published.connect(f"tcp://127.0.0.1:{kvstore.port + 1}")
+    try:
+        # The subscription is live once a KVPUB comes through it.
+        raw_peer.kvset_until(b"scans/0000000002/claim", msgpack.packb(0), lambda: published.poll(0), "a KVPUB")
+        key, first, second = b"scans/0000000003/claim", msgpack.packb("first"), msgpack.packb("second")
+        # Any value of the property asks for it; the first one to arrive makes the key.
+        raw_peer.kvset_until(key, first, lambda: observer.get(key.decode()) == first, "the first create",
+                             properties=b"create=anything\n")
+        raw_peer.kvset_until(key, second, lambda: getattr(server_status(observer), "extra", {}).get(
+            "creates_refused", 0) >= 1, "a second create refused", properties=b"create=1\n")
+        assert observer.get(key.decode()) == first
+        # A plain set still overwrites: create-only is the writer's choice, not the key's.
+        raw_peer.kvset_until(key, second, lambda: observer.get(key.decode()) == second, "a plain set")
+        updates = []
+        while published.poll(0):
+            updates.append(published.recv_multipart())
+        # One KVPUB of the create however often it was sent, then the plain set(s), none with the property.
+        ours = [(f[3], f[4]) for f in updates if f[0] == key]
+        assert ours[0] == (b"", first) and ours[1:] and set(ours[1:]) == {(b"", second)}, ours
+    finally:
+        published.close()

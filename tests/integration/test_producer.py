@@ -30,6 +30,7 @@ from sectorflow.producer import (
     Mode,
     Producer,
     ProducerError,
+    ProducerStopped,
     ReplaySource,
     ScanRequest,
     producer_options,
@@ -219,3 +220,52 @@ def test_bad_input_is_refused_with_a_clear_error(make_config) -> None:
         producer.begin_scan(ScanRequest(scan_number=6, scan_x=1, scan_y=1, routing=["b", "a"]), [])
     with pytest.raises(ProducerError, match=r"no routing list in the request and no kvstore client"):
         producer.begin_scan(ScanRequest(scan_number=6, scan_x=1, scan_y=1), [])
+
+
+def test_an_aborted_scan_stops_at_once_and_the_next_runs_whole(make_config, processes, upstream_for) -> None:
+    # Blocked at the high-water mark, as a slow aggregator leaves it: the abort must end that wait too.
+    server = start_kvstore(make_config, processes, receivers=[{"host": "127.0.0.1", "threads": 1}],
+                           detector={"frame_rows": 128, "frame_cols": 1024, "sector_rows": 128, "sector_cols": 1024},
+                           producer={"send_hwm": 2})
+    config = server.config
+    upstream = upstream_for(config, rcvhwm=1)
+    sim = simulator_from_config(config)
+    scan, n_frames = 4, 128
+    with Client.from_config(config, name="test") as client:
+        producer = Producer(producer_options(config, 0, 0), client)
+        request = ScanRequest(scan_number=scan, scan_x=16, scan_y=8, routing=["ng-a"])
+        errors: list[Exception] = []
+
+        def run() -> None:
+            try:
+                producer.run_scan(request, simulator_source(sim, scan, 0, n_frames, 1, 0))
+            except ProducerStopped as error:
+                errors.append(error)
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        try:
+            wait_until(stalled(lambda: producer.messages), START_S, "the producer to block at the high-water mark")
+            producer.abort_scan(scan + 1)  # another scan's abort leaves this one alone
+            assert worker.is_alive()
+            producer.abort_scan(scan)
+            wait_until(lambda: not worker.is_alive(), START_S, "the aborted scan to end")
+        finally:
+            worker.join(START_S)
+        assert len(errors) == 1 and "the scan was aborted (sectorflow abort)" in str(errors[0])
+        record = producer.record()
+        assert record.state == "error" and "the scan was aborted (sectorflow abort)" in record.error
+        assert record.sent == producer.messages < n_frames and record.owned == n_frames
+        upstream.drain()
+
+        # The producer is not stopped: the next scan runs whole (read as it comes, behind what the
+        # aborted scan had queued).
+        following = ScanRequest(scan_number=scan + 1, scan_x=4, scan_y=2, routing=["ng-a"])
+        source = simulator_source(sim, scan + 1, 0, 8, 1, 0)
+        worker = threading.Thread(target=lambda: producer.run_scan(following, source))
+        worker.start()
+        try:
+            wait_until(lambda: upstream.drain() >= 0 and not worker.is_alive(), START_S, "the next scan to end")
+        finally:
+            worker.join(START_S)
+        assert producer.record().state == "finished" and producer.record().sent == 8

@@ -126,8 +126,8 @@ def test_ctrl_c_in_acquire_wait_says_the_scan_goes_on(make_config, processes) ->
     wait_until(lambda: waiting.poll() is not None, START_S, "acquire to end")
     assert waiting.returncode == 130
     assert processes.output(waiting).splitlines()[-1] == (
-        "scan 4: no longer waited for; it goes on (the producers and NodeGroups do not stop): 'sectorflow status' "
-        "shows it")
+        f"scan 4: no longer waited for; the scan goes on (the producers and NodeGroups do not stop): 'sectorflow "
+        f"status --config {server.path}' shows it, 'sectorflow abort --config {server.path} 4' stops it")
 
 
 def test_acquire_refuses_a_bad_scan_shape_and_replay_without_nodegroups(make_config, processes) -> None:

@@ -247,17 +247,18 @@ def test_acquire_without_an_operator_key_fails_and_requests_nothing(secured, key
                                           "'sectorflow keys generate operator NAME' on this host")
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     # Carol's viewer pair filed as an operator's: the kvstore knows the key as a viewer's and refuses
-    # both writes (the scan's request record and acquire/request).
+    # the first write, the claim of the scan number; nothing is requested after it.
     (carol / "operator").mkdir()
     (carol / "viewer" / "carol.key_secret").rename(carol / "operator" / "carol.key_secret")
     result = acquire(carol_config)
     assert result.returncode == 1
     error = result.stderr.strip().splitlines()[-1]
-    assert error.startswith("sectorflow acquire: error: scan 7: the kvstore did not take the request"), error
-    assert "only an operator's key may write acquire/request" in error
+    assert error.startswith("sectorflow acquire: error: scan 7: the kvstore did not take the claim of the number"), error
+    assert "only an operator's key may write it" in error
     viewer = clients(config, "viewer")
     assert viewer.get("acquire/request") is None and viewer.get("scans/0000000007/request") is None
-    wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 2, SYNC_S, "the two refused writes counted")
+    assert viewer.get("scans/0000000007/claim") is None
+    wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 1, SYNC_S, "the refused claim counted")
 
 
 def test_the_aggregator_sends_no_sector_to_a_listener_without_a_nodegroup_key(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgpack
 import pytest
 
 from sectorflow.kvstore.status_table import render
@@ -27,6 +28,7 @@ from sectorflow.protocol import (
     scan_request_key,
 )
 from sectorflow.scan_account import (
+    ABORTED,
     COMPLETE,
     FAILED,
     INCOMPLETE,
@@ -37,6 +39,7 @@ from sectorflow.scan_account import (
     records_of,
     scans_in,
 )
+from sectorflow.scan_life import ScanAbort, abort_key, claim_key
 
 SCAN = 7
 POSITIONS = 16  # a 4 x 4 scan
@@ -233,3 +236,53 @@ def test_a_producer_that_died_mid_scan_ends_its_part_where_its_record_stopped() 
     assert (result.outcome, result.missing) == (INCOMPLETE, 7)
     assert result.receivers[1].reasons[0] == ("producer thread 0 died mid-scan: what it sent after its last record "
                                               "is not known")
+
+
+def test_an_aborted_scan_says_aborted_exits_4_and_places_what_was_not_sent() -> None:
+    # Both receivers' threads stopped after 5 of their 16 sectors; the NodeGroups counted those.
+    why = "scan 7, frame 5, sector 0: the scan was aborted (sectorflow abort)"
+    records = whole_stream(
+        producers=[producer(r, state=STATE_ERROR, sent=5, error=why) for r in (0, 1)],
+        relays=[relay(r, forwarded={"ng-a": 3, "ng-b": 2}, complete=False) for r in (0, 1)],
+        groups=[nodegroup("ng-a", [3, 3], timed_out=True), nodegroup("ng-b", [2, 2], timed_out=True)],
+        scan_file=file([5, 5], OUTCOME_INCOMPLETE, "11 of 16 positions missing; aborted by the operator"))
+    records[abort_key(SCAN)] = ScanAbort("host:12", 104.0).encode()
+    result = account(records_of(records, SCAN))
+    assert (result.outcome, result.exit_code) == (ABORTED, 4)
+    assert (result.counted, result.spilled, result.missing, result.sectors) == (10, 0, 22, 32)
+    assert result.line().startswith("scan 7: aborted: 10 counted + 0 spilled + 22 missing = 32 sectors")
+    assert f"11 not sent by thread 0: {why}" in result.breakdown()[0]
+    assert "  aborted by host:12 (sectorflow abort)" in result.breakdown()
+
+
+def test_an_abort_before_anything_was_sent_ends_the_scan_without_a_file() -> None:
+    why = "scan 7 was aborted (sectorflow abort) before it began"
+    records = entries(request(), [producer(r, state=STATE_ERROR, sent=0, error=why) for r in (0, 1)])
+    assert account(records_of(records, SCAN)).outcome == PENDING  # not aborted: the file may come
+    records[abort_key(SCAN)] = ScanAbort("host:12", 104.0).encode()
+    result = account(records_of(records, SCAN))
+    assert (result.outcome, result.counted, result.missing) == (ABORTED, 0, 32)
+
+
+def test_an_abort_that_came_after_every_sector_was_counted_changes_nothing() -> None:
+    records = whole_stream()
+    records[abort_key(SCAN)] = ScanAbort("host:12", 104.0).encode()
+    assert account(records_of(records, SCAN)).outcome == COMPLETE
+
+
+@pytest.mark.parametrize("raw, why", [
+    (b"\xc1", "not one msgpack object"),
+    (msgpack.packb([1]), "expected a map"),
+    (msgpack.packb({"version": 2, "by": "h:1", "requested_s": 1.0}), "version 2"),
+    (msgpack.packb({"version": 1, "by": 7, "requested_s": 1.0}), "field 'by'"),
+    (msgpack.packb({"version": 1, "by": "x" * 300, "requested_s": 1.0}), "1 to 256 bytes"),
+    (msgpack.packb({"version": 1, "by": "h:1", "requested_s": True}), "field 'requested_s'"),
+])
+def test_an_abort_or_claim_that_does_not_decode_is_set_aside(raw: bytes, why: str) -> None:
+    records = whole_stream()
+    records[abort_key(SCAN)] = raw
+    records[claim_key(SCAN)] = raw  # no claimant either
+    parsed = records_of(records, SCAN)
+    assert parsed.abort is None and why in parsed.rejected[abort_key(SCAN)]
+    assert parsed.claim is None and claim_key(SCAN) in parsed.rejected
+    assert account(parsed).outcome == COMPLETE

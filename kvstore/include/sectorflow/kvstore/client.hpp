@@ -103,6 +103,10 @@ class Client {
   /// (which waits up to one silence period for the server to take it). For requests such as
   /// acquire/request. Throws like set().
   void set_once(const std::string& key, std::string value, double ttl_s = 0.0);
+  /// set_once() that the server takes only if the key is absent (refused_exists otherwise): of
+  /// several clients creating one key, exactly one wins, and get() shows whose value it is once the
+  /// key reaches the replica. For claims such as a scan number. Throws like set().
+  void create_once(const std::string& key, std::string value, double ttl_s = 0.0);
   /// Deletes a key (own or not) on the server; it stops being one of this client's own keys.
   /// Never blocks on the network. Throws KvstoreError for an invalid key or after close().
   void erase(const std::string& key);

@@ -54,6 +54,9 @@ inline constexpr std::string_view kSnapshotRequest = "ICANHAZ?";
 inline constexpr std::string_view kSnapshotEnd = "KTHXBAI";
 inline constexpr std::string_view kHeartbeat = "HUGZ";
 inline constexpr std::string_view kTtlProperty = "ttl";
+/// A KVSET with "create=1" is taken only if its key is absent (one claim wins; kvstore/SPEC.md,
+/// "Wire"); the server drops the property before it publishes the update.
+inline constexpr std::string_view kCreateProperty = "create";
 /// The longest ttl any configuration may allow (seconds, about 32 years): a deadline this far stays
 /// far inside a steady_clock, whose nanoseconds overflow after 292 years.
 inline constexpr double kTtlCeilingS = 1e9;

@@ -9,7 +9,8 @@
 //                 sockets (sectorflow's Client); subscribed to everything
 //
 // A KVSET with a "ttl" property (seconds) expires unless set again in time; the expiry is published
-// as a deletion (empty body). An empty body deletes the key. A message that is not a valid kvmsg,
+// as a deletion (empty body). A KVSET with "create=1" is taken only while its key is absent, else
+// refused (counted creates_refused): the server's one thread makes it a claim that exactly one writer wins. An empty body deletes the key. A message that is not a valid kvmsg,
 // uses a command word or the server's own status key as key, has a bad ttl or a body that is not
 // one msgpack object is dropped and counted as malformed.
 //
@@ -110,6 +111,9 @@ struct ServerStats {
   std::uint64_t errors = 0;             ///< messages that threw in the server loop
   std::uint64_t unauthenticated = 0;    ///< CURVE handshakes refused by the ZAP handler (unknown keys)
   std::uint64_t unauthorised = 0;       ///< KVSETs refused: the writer's role may not write that key
+  /// Create KVSETs refused because their key exists: a claim another writer won. Not a fault, so
+  /// not among kRefusalKinds (no alert); published as the status field creates_refused.
+  std::uint64_t creates_refused = 0;
   std::map<std::string, std::string> first_refusals;  ///< kind (kRefusalKinds) -> why the first one happened
 
   /// The counter of one of kRefusalKinds; throws KvstoreError for another name.

@@ -180,6 +180,10 @@ class Producer {
   /// ProducerStopped. Messages already handed to ZeroMQ are still delivered within linger_ms.
   void stop();
   bool stopped() const { return stop_.load(); }
+  /// Aborts scan `scan_number` (sectorflow abort) from any thread, whether it runs now or starts
+  /// later: send and stream throw ProducerStopped naming the abort, and the thread's record says
+  /// "error" with what it sent and spilled before. Other scans are not touched.
+  void abort_scan(std::uint32_t scan_number);
 
   /// Totals of the scan in progress (or of the last one).
   std::uint64_t messages() const { return messages_; }
@@ -202,10 +206,15 @@ class Producer {
   /// number `frame_number` (routing[frame_number % n], as the aggregator routes) is dead.
   bool routed_to_dead(std::uint32_t frame_number);
   void warn(const std::string& line) const;
+  /// stop() came, or an abort_scan() of the scan in progress.
+  bool halted() const { return stop_.load() || aborted_scan_.load() == std::int64_t{scan_}; }
+  /// Why halted() is true, for the error and the record.
+  std::string halt_reason() const;
 
   ProducerOptions options_;
   kvstore::Client* kvstore_;
   std::atomic<bool> stop_{false};
+  std::atomic<std::int64_t> aborted_scan_{-1};  // the last scan abort_scan() named
   std::uint64_t messages_ = 0;
   std::uint64_t bytes_ = 0;
   std::uint32_t scan_ = 0;

@@ -1,0 +1,82 @@
+"""``sectorflow abort N``: stop a running scan everywhere.
+
+Writes ``scans/<n>/abort`` (``sectorflow.scan_life.ScanAbort``). The producer daemons watch it: every
+thread stops sending the scan at its next sector and records ``error`` with the abort and what it sent
+and spilled before (a scan not begun yet is refused). The aggregator's relay threads and the NodeGroups
+close the scan as they close any scan whose senders stopped (the NodeGroups after ``[nodegroup]
+scan_timeout_s`` without data), and rank 0 writes the file with what was counted, outcome ``aborted``.
+``sectorflow acquire --wait`` of the scan then exits 4 and ``sectorflow status`` shows it aborted.
+
+Exit codes: 0 the abort was taken by the kvstore; 2 a scan number that is not a number or names no
+scan the kvstore knows; 1 a scan that is over already (or aborted before), or a kvstore that does not
+answer or take the abort.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sectorflow.cli import add_config_argument
+from sectorflow.configs import Config
+from sectorflow.errors import SectorflowError, UsageError
+from sectorflow.kvstore import Client
+from sectorflow.protocol import scan_prefix, wall_clock_s
+from sectorflow.scan_account import PENDING, account, records_of
+from sectorflow.scan_life import ScanAbort, abort_key, who
+from sectorflow.waiting import WaitTimeout, wait_until
+
+from .acquire import MAX_SCAN_NUMBER, MIN_TAKE_S, POLL_S, SYNC_TIMEOUT_S
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``abort`` subcommand."""
+    parser = subparsers.add_parser(
+        "abort",
+        help="stop a running scan: producers stop sending it, its file and account say aborted",
+        description="Abort scan N: every producer thread stops sending it at its next sector, the NodeGroups close "
+        "it once no data came for [nodegroup] scan_timeout_s, and its file is written with what was counted before, "
+        "outcome 'aborted' "
+        "(its 'acquire --wait' exits 4). Exit codes: 0 aborted; 2 N is not a scan the kvstore knows; "
+        "1 the scan is over already, or the kvstore did not take the abort.",
+    )
+    add_config_argument(parser)
+    parser.add_argument("scan_number", metavar="N", help="the scan to abort")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    try:
+        scan = int(args.scan_number)
+    except ValueError:
+        scan = -1
+    if not 0 <= scan <= MAX_SCAN_NUMBER:
+        raise UsageError(f"scan number {args.scan_number!r}: expected a number from 0 to {MAX_SCAN_NUMBER}")
+    kv = config.kvstore
+    with Client.from_config(config, subtree=scan_prefix(scan), name="abort", role="operator") as client:
+        if not client.wait_synced(SYNC_TIMEOUT_S):
+            raise SectorflowError(f"kvstore at {kv.host}:{kv.port} did not answer within {SYNC_TIMEOUT_S:.0f} s; "
+                                  "is 'sectorflow kvstore' running?")
+        records = records_of(client.subtree(scan_prefix(scan)), scan)
+        if records.request is None and not records.producers:
+            raise UsageError(f"scan {scan} is not known to the kvstore (never acquired, or its records expired); "
+                             "'sectorflow status' lists the recent scans")
+        if records.abort is not None:
+            raise SectorflowError(f"scan {scan} was aborted already, by {records.abort.by}")
+        so_far = account(records)
+        if so_far.outcome != PENDING:
+            raise SectorflowError(f"scan {scan} is over ({so_far.outcome}); nothing to abort")
+        abort = ScanAbort(who(), wall_clock_s())
+        client.set_once(abort_key(scan), abort.encode(), kv.scan_record_ttl_s)
+        silence_s = max(kv.heartbeat_ms * kv.silence_heartbeats / 1000, MIN_TAKE_S)
+        try:
+            wait_until(lambda: client.get(abort_key(scan)) is not None, silence_s, f"the abort of scan {scan}", POLL_S)
+        except WaitTimeout:
+            raise SectorflowError(
+                f"scan {scan}: the kvstore did not take the abort within {silence_s:g} s"
+                + (f" (with [security] on, only an operator's key may write it: this host's key in "
+                   f"{config.security.key_dir}/operator/?)" if config.security.enabled else "")
+            ) from None
+    print(f"scan {scan}: aborted; the producers stop sending it, and its file will hold what was counted before "
+          "(outcome aborted)", flush=True)
+    return 0

@@ -1,0 +1,87 @@
+"""`sectorflow abort N` on a running stack (kvstore, aggregator, 4 producer daemons, 2 NodeGroup
+ranks under mpiexec): a slow scan aborted mid-way ends everywhere; its `acquire --wait` exits 4,
+its file exists and says aborted, its account adds up (counted + spilled + missing = sectors, the
+missing ones placed at the abort), and the next scan on the same stack is whole."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from support import Processes, sectorflow_command, stack_up, wait_until
+
+from sectorflow.counting import read_counted_scan
+from sectorflow.nodegroup import scan_file_name
+from sectorflow.protocol import scan_prefix
+from sectorflow.scan_account import records_of
+
+pytestmark = pytest.mark.mpi
+
+DETECTOR = {"frame_rows": 64, "frame_cols": 64, "sector_rows": 16, "sector_cols": 64}
+START_S = 120.0
+SCAN_X, SCAN_Y = 20, 20  # 400 frames at 10 Hz: 40 s, aborted within the first seconds
+RATE_HZ = 10.0
+
+
+def test_an_aborted_scan_ends_everywhere_and_the_next_is_whole(make_config, processes: Processes,
+                                                               tmp_path: Path) -> None:
+    # A NodeGroup closes a scan whose senders fell silent after scan_timeout_s: short, so that the
+    # aborted scan's file comes soon.
+    config, path = make_config(detector=DETECTOR, nodegroup={"scan_timeout_s": 2.0})
+    output = tmp_path / "h5"
+    with stack_up(config, path, tmp_path / "run", output, START_S) as client:
+        waiting = processes.sectorflow("acquire", "--config", str(path), "--scan-shape", f"{SCAN_X}x{SCAN_Y}",
+                                       "--rate", str(RATE_HZ), "--wait", name="acquire")
+        wait_until(lambda: re.search(r"scan (\d+): requested", processes.output(waiting)), START_S, "the request")
+        scan = int(re.search(r"scan (\d+): requested", processes.output(waiting)).group(1))
+        assert scan == 1  # the first number a fresh stack hands out
+
+        def received() -> int:
+            return sum(s.messages for s in client.statuses("nodegroup").values() if s.scan == scan)
+
+        # Some frames' four sectors in the NodeGroups (their statuses are published as they receive).
+        wait_until(lambda: received() >= 40, START_S, "the scan under way")
+        aborted = sectorflow_command("abort", "--config", str(path), str(scan), timeout_s=60)
+        assert aborted.returncode == 0, aborted.stderr
+        assert aborted.stdout.startswith(f"scan {scan}: aborted;")
+
+        wait_until(lambda: waiting.poll() is not None, START_S, "acquire --wait to end")
+        out = processes.output(waiting)
+        assert waiting.returncode == 4, out
+        line = re.search(rf"^scan {scan}: aborted: (\d+) counted \+ (\d+) spilled \+ (\d+) missing = (\d+) sectors; "
+                         rf"file (\S+)$", out, re.MULTILINE)
+        assert line, out
+        counted, spilled, missing, sectors = (int(line.group(i)) for i in range(1, 5))
+        assert sectors == SCAN_X * SCAN_Y * 4 and counted + spilled + missing == sectors
+        assert 0 < counted and 0 < missing, out
+        # Every missing sector is placed: the producers never sent it because of the abort.
+        records = records_of(client.subtree(scan_prefix(scan)), scan)
+        not_sent = sum(p.owned - p.lost_upstream - p.sent - p.spilled for p in records.producers.values())
+        assert not_sent > 0 and all("aborted" in p.error for p in records.producers.values() if p.state == "error")
+        assert "the scan was aborted (sectorflow abort)" in out
+        file = Path(line.group(5))
+        assert file == output / scan_file_name(scan)
+        completeness = read_counted_scan(file).metadata["completeness"]
+        assert completeness["outcome"] == "aborted"
+        assert "aborted by the operator (sectorflow abort)" in str(completeness["reason"])
+
+        # `sectorflow status` says it in the same word, with the same counts.
+        status = sectorflow_command("status", "--config", str(path), timeout_s=60)
+        assert status.returncode == 0, status.stderr
+        row = next(line.split() for line in status.stdout.splitlines() if line.split()[:1] == [str(scan)])
+        assert "aborted" in row and f"{counted:,}" in row and f"{missing:,}" in row, status.stdout
+
+        # Over now: another abort is an error (exit 1); a scan the kvstore never saw is a usage error (exit 2).
+        again = sectorflow_command("abort", "--config", str(path), str(scan), timeout_s=60)
+        assert again.returncode == 1 and again.stderr.splitlines()[-1] == (
+            f"sectorflow abort: error: scan {scan} was aborted already, by " + records.abort.by)
+        unknown = sectorflow_command("abort", "--config", str(path), "99", timeout_s=60)
+        assert unknown.returncode == 2 and unknown.stderr.splitlines()[-1].startswith(
+            "sectorflow abort: error: scan 99 is not known to the kvstore")
+
+        # The stack is whole again: the next scan, numbered by the kvstore, is complete.
+        following = sectorflow_command("acquire", "--config", str(path), "--scan-shape", "6x6", "--wait",
+                                       "--timeout", "120", timeout_s=180)
+        assert following.returncode == 0, following.stdout + following.stderr
+        assert f"scan {scan + 1}: complete: 144 counted + 0 spilled + 0 missing = 144 sectors" in following.stdout

@@ -19,6 +19,7 @@ from typing import Any
 from sectorflow._core.protocol import wall_clock_s
 from sectorflow.configs import Config
 from sectorflow.kvstore import Client
+from sectorflow.scan_account import config_argument
 
 from .images_source import ImageSource
 from .scan_groups import ScanGroups, group_scans
@@ -127,7 +128,8 @@ class Follower:
             self.images_version += 1
         view = build_view(recent, wall_clock_s(),
                           self._memory, reachable=reachable, address=self.address,
-                          sequence=int(self._client.sequence()), recent_scans=self.config.dashboard.recent_scans)
+                          sequence=int(self._client.sequence()), recent_scans=self.config.dashboard.recent_scans,
+                          config=config_argument(self.config.source))
         images = self.images.latest()
         view["images"] = None if images is None else {
             "scan": images.scan, "scan_shape": list(images.scan_shape), "complete": images.complete,

@@ -16,7 +16,7 @@ from sectorflow._core import protocol as _records
 from sectorflow.kvstore.status_records import StatusEntry, status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
-from sectorflow.scan_account import PENDING, account, records_of
+from sectorflow.scan_account import COMPLETE, PENDING, account, records_of
 
 from .rates import Rates
 from .scan_groups import ScanGroups
@@ -40,15 +40,18 @@ class Remembered:
 
 
 def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachable: bool,
-               address: str, sequence: int, recent_scans: int) -> dict[str, Any]:
-    """The page's state from ``groups`` (a replica's content, grouped by scan) at ``now_s`` (Unix seconds)."""
+               address: str, sequence: int, recent_scans: int, config: str = "") -> dict[str, Any]:
+    """The page's state from ``groups`` (a replica's content, grouped by scan) at ``now_s`` (Unix seconds).
+
+    ``config``: the configuration file, for a scan on disk's replay command (``scan_account.config_argument``).
+    """
     others, by_scan = groups.others, groups.scans
     statuses = list(status_entries(others))  # decoded once for the services' rows and the scans' progress
     services = _services(statuses, now_s, memory.rates)
     nodegroups = _nodegroups(others)
     producers = {entry.name: entry.status for entry in statuses
                  if entry.service == _records.SERVICE_PRODUCER and entry.status is not None}
-    scans = _scans(producers, by_scan, {ng["uid"] for ng in nodegroups}, memory)
+    scans = _scans(producers, by_scan, {ng["uid"] for ng in nodegroups}, memory, config)
     alerts = _alerts(services, nodegroups, scans, memory, now_s, reachable)
     current = scans[-1] if scans else None
     relay = [s for s in services if s["service"] == _records.SERVICE_AGGREGATOR]
@@ -109,9 +112,11 @@ def _nodegroups(entries: Mapping[str, bytes]) -> list[dict[str, Any]]:
 
 
 def _scans(statuses: Mapping[str, Any], by_scan: Mapping[int, Mapping[str, bytes]],
-           registered: set[str], memory: Remembered) -> list[dict[str, Any]]:
+           registered: set[str], memory: Remembered, config: str = "") -> list[dict[str, Any]]:
     """Every scan with records, oldest request first, with its account and progress per receiver
-    (``statuses``: the producer threads' statuses by name)."""
+    (``statuses``: the producer threads' statuses by name). The sectors' fates are the account's
+    words, as ``acquire --wait`` and ``status`` print them: counted, spilled (a fault), on disk (no
+    NodeGroup, as planned), pending (the scan still runs), missing."""
     scans = []
     memory.accounts = {scan: memory.accounts[scan] for scan in by_scan if scan in memory.accounts}
     for scan, keys in sorted(by_scan.items()):
@@ -138,8 +143,12 @@ def _scans(statuses: Mapping[str, Any], by_scan: Mapping[int, Mapping[str, bytes
             "routing": list(request.routing) if request is not None else [],
             "outcome": result.outcome,
             "in_progress": result.outcome == PENDING,
-            "counted": result.counted, "spilled": result.spilled, "missing": result.missing,
+            "counted": result.counted, "spilled": result.spilled, "on_disk": result.on_disk,
+            "pending": result.pending, "missing": result.missing, "sent": result.sent,
+            "planned_on_disk": result.planned_on_disk,
             "sectors": result.sectors,
+            "line": result.line(config),
+            "replay": result.replay_command(config) if result.replayable else "",
             "path": result.path,
             "notes": result.notes + [line.strip() for line in result.breakdown()
                                      if result.missing and line.strip().startswith("receiver")],
@@ -198,8 +207,7 @@ def _alerts(services: list[dict[str, Any]], nodegroups: list[dict[str, Any]], sc
                                                      f"{service['scan']}: {extra.get('error', '')}".rstrip(": ")})
         if service["state"] == "invalid":
             alerts.append({"level": "warning", "text": f"{service['service']} does not decode: {service['error']}"})
-    if scans and not scans[-1]["in_progress"] and scans[-1]["outcome"] not in ("complete",):
+    if scans and not scans[-1]["in_progress"] and scans[-1]["outcome"] != COMPLETE:
         last = scans[-1]
-        alerts.append({"level": "warning", "text": f"scan {last['scan']}: {last['outcome']} ({last['missing']} "
-                                                   f"missing, {last['spilled']} spilled)"})
+        alerts.append({"level": "warning", "text": last["line"]})
     return alerts

@@ -9,6 +9,7 @@ from typing import Any
 
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
+from sectorflow.scan_account import config_argument
 from sectorflow.service import stop_on_signals
 
 from .client import Client
@@ -72,23 +73,23 @@ def run_status(args: argparse.Namespace, config: Config) -> int:
                 f"start one with 'sectorflow kvstore --config {config.source}'"
             )
         if not args.watch:
-            _show(client, address, clear=False)
+            _show(client, address, config.source, clear=False)
             return 0
         # Ctrl-C ends the loop between two refreshes, never in the middle of the kvstore client's
         # work (a KeyboardInterrupt raised anywhere could leave it unable to close).
         with stop_on_signals(logger) as stop:
             while not stop.is_set():
-                _show(client, address, clear=sys.stdout.isatty())
+                _show(client, address, config.source, clear=sys.stdout.isatty())
                 stop.wait(args.interval)  # the refresh period the user asked for
         return 0
 
 
-def _show(client: Client, address: str, clear: bool) -> None:
+def _show(client: Client, address: str, config_source: str, clear: bool) -> None:
     from sectorflow._core.protocol import wall_clock_s
 
     state = "live" if client.synced() else "SERVER SILENT, last known state"
     title = f"kvstore {address}: sequence {client.sequence()}, {state}"
-    text = render(client.subtree(), wall_clock_s(), title)
+    text = render(client.subtree(), wall_clock_s(), title, config_argument(config_source))
     print(("\x1b[2J\x1b[H" if clear else "") + text + ("" if clear else "\n"), flush=True)
 
 

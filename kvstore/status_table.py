@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from sectorflow._core import kvstore as _core
 from sectorflow._core import protocol as _records
-from sectorflow.scan_account import account, kvstore_full, records_of, scans_in
+from sectorflow.scan_account import ScanAccount, account, kvstore_full, records_of, scans_in
 
 from .status_records import status_entries
 
@@ -19,12 +19,13 @@ SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE
 # "malformed_<kind>" (sectorflow.protocol.refusals); shown in the REFUSED column, not in EXTRA.
 REFUSED_FIELD = "malformed"
 NODEGROUP_HEADERS = ("UID", "HOST", "PORTS", "NODE", "RANK", "STATUS")
-SCAN_HEADERS = ("SCAN", "SHAPE", "OUTCOME", "COUNTED", "SPILLED", "MISSING", "FILE")
+# The sectors' fates in sectorflow.scan_account's words: acquire --wait and the dashboard use the same.
+SCAN_HEADERS = ("SCAN", "SHAPE", "OUTCOME", "COUNTED", "SPILLED", "ON DISK", "PENDING", "MISSING", "FILE")
 RECENT_SCANS = 10
 INVALID = "invalid"
 
 
-def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
+def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str = "") -> str:
     """Tables of every status, NodeGroup and acquire request in ``entries`` (key -> value bytes).
 
     A value that does not decode is shown as ``invalid`` with the reason, never skipped, and a last
@@ -34,6 +35,8 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
         entries: a replica's content, e.g. ``client.subtree()``.
         now_s: the current Unix time, for the age of each status.
         title: the first line (which server, which sequence).
+        config: the configuration file, for the replay command of a scan on disk
+            (``scan_account.config_argument``); "" leaves --config out of it.
     """
     lines = [title, ""]
     services = _service_rows(entries, now_s)
@@ -46,10 +49,12 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str) -> str:
     if request is not None:
         lines.append("")
         lines.append(f"{_records.ACQUIRE_REQUEST_KEY}: {_describe_request(request)}")
-    scans = _scan_rows(entries, {row[0] for row in nodegroups})
-    if scans:
+    accounts = _scan_accounts(entries, {row[0] for row in nodegroups})
+    if accounts:
         lines.append("")
-        lines.append(_table(SCAN_HEADERS, scans))
+        lines.append(_table(SCAN_HEADERS, [row for row, _ in accounts]))
+        lines.extend(f"scan {result.scan}: {result.outcome}; count it with: {result.replay_command(config)}"
+                     for _, result in accounts if result.replayable)
     invalid = ([row[0] for row in services if row[2] == INVALID]
                + [row[0] for row in nodegroups if row[5].startswith(f"{INVALID}: ")])
     if request is not None and _describe_request(request).startswith(f"{INVALID}:"):
@@ -118,7 +123,7 @@ def _nodegroup_rows(entries: Mapping[str, bytes]) -> list[tuple[str, ...]]:
     return rows
 
 
-def _scan_rows(entries: Mapping[str, bytes], registered: set[str]) -> list[tuple[str, ...]]:
+def _scan_accounts(entries: Mapping[str, bytes], registered: set[str]) -> list[tuple[tuple[str, ...], ScanAccount]]:
     """The last RECENT_SCANS scans with records: where their sectors ended (sectorflow.scan_account)."""
     rows = []
     for scan in scans_in(entries)[-RECENT_SCANS:]:
@@ -128,8 +133,9 @@ def _scan_rows(entries: Mapping[str, bytes], registered: set[str]) -> list[tuple
                          full=kvstore_full(entries.get(_records.status_key("kvstore", "server"))))
         shape = f"{records.request.scan_x} x {records.request.scan_y}" if records.request is not None else "?"
         outcome = ("kvstore full" if result.kvstore_full else result.outcome) + (f" ({len(records.rejected)} records invalid)" if records.rejected else "")
-        rows.append((str(scan), shape, outcome, f"{result.counted:,}", f"{result.spilled:,}", f"{result.missing:,}",
-                     result.path or "-"))
+        row = (str(scan), shape, outcome, f"{result.counted:,}", f"{result.spilled:,}", f"{result.on_disk:,}",
+               f"{result.pending:,}", f"{result.missing:,}", result.path or "-")
+        rows.append((row, result))
     return rows
 
 

@@ -6,9 +6,11 @@ the scan streams; none -> every producer writes it to raw files in ``producer.fa
 
 The scan's request record (``scans/<n>/request``) is written with it; each producer thread takes the
 request by writing its part of the scan's record, and until all have, a request that a kvstore
-restart took away is published again. ``--wait`` waits for the scan's outcome, which the scan's
+restart took away is published again. ``--wait`` shows each receiver's progress (``progress``: the
+producers' records carry it while the scan runs), waits for the scan's outcome, which the scan's
 records give (``sectorflow.scan_account``), and exits with it: 0 complete (every sector counted in
-the file, or every sector in raw files when none was to be streamed), 3 nothing missing but some
+the file), or "on disk, not counted" (no NodeGroup was registered: every sector in raw files, as
+planned; the line names the ``--replay`` command that counts it), 3 nothing missing but some
 sectors spilled to raw files (``--replay`` completes the scan), 4 aborted (``sectorflow abort``), 1
 sectors missing, no file, or not over within ``--timeout``; 2 is a usage error.
 
@@ -36,8 +38,6 @@ from sectorflow.protocol import (
     SERVICE_PRODUCER,
     SOURCE_REPLAY,
     SOURCE_SIMULATOR,
-    STATE_ERROR,
-    STATE_FINISHED,
     AcquireRequest,
     ProtocolError,
     ScanRequestRecord,
@@ -46,16 +46,26 @@ from sectorflow.protocol import (
     status_key,
     wall_clock_s,
 )
-from sectorflow.scan_account import COMPLETE, PENDING, ScanAccount, ScanRecords, account, kvstore_full, records_of
+from sectorflow.scan_account import (
+    COMPLETE,
+    PENDING,
+    ScanAccount,
+    ScanRecords,
+    account,
+    config_argument,
+    kvstore_full,
+    records_of,
+)
 from sectorflow.scan_life import ScanClaim, claim_key
 from sectorflow.simulator import parse_scan_shape
-from sectorflow.waiting import WaitTimeout, every, wait_until
+from sectorflow.waiting import WaitTimeout, wait_until
+
+from .progress import ScanProgress
 
 log = logging.getLogger(__name__)
 
 MAX_SCAN_NUMBER = 0xFFFFFFFF
 POLL_S = 0.1
-PROGRESS_S = 1.0
 SYNC_TIMEOUT_S = 10.0
 # Without --wait: how long to see every producer thread take the request (re-publishing it meanwhile
 # if a kvstore restart took it away) before leaving that to them.
@@ -74,8 +84,11 @@ def register(subparsers: Any) -> None:
         "(the sorted NodeGroups of the kvstore now; none = the producers write the scan to raw files in "
         "producer.fallback_dir). Every producer daemon acquires its sector once. With --wait, show progress, wait "
         "for the scan's outcome and print where every sector ended: counted in the file, spilled to a raw file on "
-        "its receiver, or missing (with where it was last seen). Exit codes with --wait: 0 every sector counted "
-        "(or, with no NodeGroup, every sector written to disk); 3 none missing but some spilled to raw files "
+        "its receiver under a fault, on disk as planned (no NodeGroup: the line names the --replay command that "
+        "counts it), or missing (with where it was last seen); while the scan runs, each receiver's progress, rate "
+        "and time left goes to stderr (a live bar on a terminal, a line every 2 s otherwise). Exit codes with --wait: "
+        "0 every sector counted (or, with no NodeGroup, 'on disk, not counted': every sector written to disk); "
+        "3 none missing but some spilled to raw files "
         "(acquire --replay completes the file); 1 sectors missing, no file, or --timeout passed; 2 a bad argument or configuration; "
         "4 aborted by 'sectorflow abort N' (what was counted before is in the file); "
         "130 Ctrl-C, which stops the waiting, not the scan (it names the abort command). A scan number is used once: "
@@ -149,7 +162,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
                   f"'sectorflow status{config_option}' shows it, 'sectorflow abort{config_option} {scan}' stops it",
                   file=sys.stderr, flush=True)
             return 130
-    print(result.line())
+    print(result.line(config_argument(config.source)))
     if result.outcome != COMPLETE or result.missing or result.spilled:
         print("\n".join(result.breakdown()))
     return result.exit_code
@@ -388,12 +401,14 @@ def wait_for_account(client: Client, published: PublishedRequest, timeout_s: flo
     scan = published.request.scan_number
     routing = set(published.request.routing or [])
     result = account(published.records(client))
+    waiting: list[str] = []
     nodegroups_absent, producers_absent = Absences(published.gone_after_s), Absences(published.gone_after_s)
 
     def over() -> bool:
-        nonlocal result
+        nonlocal result, waiting
         records = published.records(client)
-        if published.not_taken(records):
+        waiting = published.not_taken(records)
+        if waiting:
             published.republish_if_lost(client)
         registered = {record.uid for record in client.nodegroups()}
         # A producer daemon's status is its client's own key: it goes when the daemon dies.
@@ -406,17 +421,16 @@ def wait_for_account(client: Client, published: PublishedRequest, timeout_s: flo
                          full=kvstore_full(client.get(status_key("kvstore", "server"))))
         return result.outcome != PENDING
 
+    shown = ScanProgress(sys.stderr)
+
     def progress(_elapsed_s: float) -> None:
-        records = published.records(client)
-        ended = sum(part.state in (STATE_FINISHED, STATE_ERROR) for part in records.producers.values())
-        threads = sum(published.record.producer_threads)
-        print(f"scan {scan}: {ended} of {threads} producer threads done, {sum(p.sent for p in records.producers.values())} "
-              f"sectors sent, {sum(p.spilled for p in records.producers.values())} spilled; "
-              f"file {'written' if records.file is not None else 'not yet written'}", file=sys.stderr, flush=True)
+        # The producers' records carry their progress (every 500 ms at most): over() just read them.
+        shown.show(result, waiting)
 
     try:
         # Polling the replica, which the kvstore agent keeps current.
-        wait_until(over, timeout_s, f"scan {scan}", POLL_S, on_poll=every(PROGRESS_S, progress))
+        wait_until(over, timeout_s, f"scan {scan}", POLL_S, on_poll=progress)
+        shown.finish(result)
     except WaitTimeout:
         waiting = published.not_taken(published.records(client))
         print(f"scan {scan}: not over after {timeout_s:g} s"

@@ -2,31 +2,38 @@
 
 Every party that handles a scan writes its part under ``scans/<n:010d>/`` (kvstore/SPEC.md, "Scan
 records"). This module is the one place that adds them up: a sector of the scan is counted (in the
-file record's ``sectors_counted``), spilled (a producer thread's ``spilled``: whole records in a raw
-file on its receiver) or missing, and for the missing ones the chain producer -> aggregator ->
-NodeGroup -> file says where they were last seen. ``sectorflow acquire --wait`` takes its exit code
-from here and ``sectorflow status`` lists the recent scans with it.
+file record's ``sectors_counted``), spilled (a producer thread's ``spilled`` while streaming: whole
+records in a raw file on its receiver, under a fault), on disk (a producer thread's ``spilled`` when
+no NodeGroup was registered: written to raw files as planned, not counted; ``sectorflow acquire
+--replay`` counts it), pending (the scan still runs: not yet due) or missing, and for the missing ones
+the chain producer -> aggregator -> NodeGroup -> file says where they were last seen. While a scan
+runs, only what is already certain is missing (lost upstream, not sent by a thread that ended or died,
+dropped at the aggregator); the rest is pending. ``sectorflow acquire --wait``, ``sectorflow status``
+and the dashboard show the same account in the same words; acquire takes its exit code from here.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sectorflow._core import protocol as _records
 from sectorflow.scan_life import ScanAbort, ScanClaim
 
 # The outcome of a scan as acquire and status report it.
-COMPLETE = "complete"      # every sector counted in the file (or, asked for raw files, every one spilled)
-SPILLED = "spilled"        # nothing missing, but some sectors are in raw files: replay completes the file
+COMPLETE = "complete"      # every sector counted in the file
+SPILLED = "spilled"        # nothing missing, but a fault sent some sectors to raw files: replay completes the file
+ON_DISK = "on disk, not counted"  # no NodeGroup was registered: every sector in raw files, as planned; replay counts it
 INCOMPLETE = "incomplete"  # sectors missing
 FAILED = "failed"          # no file was written
 PENDING = "pending"        # not over yet
 ABORTED = "aborted"        # an operator aborted it (sectorflow abort) before every sector was counted
 
 # `sectorflow acquire --wait`'s exit code by outcome (2 is taken by usage errors).
-EXIT_CODES = {COMPLETE: 0, SPILLED: 3, INCOMPLETE: 1, FAILED: 1, PENDING: 1, ABORTED: 4}
+EXIT_CODES = {COMPLETE: 0, ON_DISK: 0, SPILLED: 3, INCOMPLETE: 1, FAILED: 1, PENDING: 1, ABORTED: 4}
 
 SOURCE_REPLAY = _records.SOURCE_REPLAY
 SOURCE_NATIVE = _records.SOURCE_NATIVE  # the aggregator wrote the request: a native receiver's stream began the scan
@@ -104,14 +111,22 @@ class ReceiverAccount:
     receiver: int
     sectors: int
     counted: int = 0
-    spilled: int = 0
+    spilled: int = 0   # in raw files because of a fault while streaming
+    on_disk: int = 0   # in raw files as planned: no NodeGroup was registered
+    pending: int = 0   # not yet due: the scan still runs
+    sent: int = 0      # handed to the aggregator so far (the producers' progress)
     reasons: list[str] = field(default_factory=list)  # where the missing ones were last seen
 
     explained: int = 0  # of the missing ones, how many the reasons place
 
     @property
     def missing(self) -> int:
-        return self.sectors - self.counted - self.spilled
+        return self.sectors - self.counted - self.spilled - self.on_disk - self.pending
+
+    @property
+    def moved(self) -> int:
+        """The sectors out of the producers' hands so far: sent, spilled or written to disk."""
+        return self.sent + self.spilled + self.on_disk
 
     def explain(self, count: int, where: str) -> None:
         """Places up to ``count`` of the missing sectors not placed yet ``where``, along the chain.
@@ -137,6 +152,8 @@ class ScanAccount:
     spill_files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the file and the NodeGroups said
     kvstore_full: str = ""  # what the kvstore refused for capacity, when a pending account may owe it to that
+    planned_on_disk: bool = False  # no NodeGroup was registered: the producers wrote the scan to raw files
+    shape: tuple[int, int] = (0, 0)  # scan_x, scan_y (0, 0 without a request record)
 
     @property
     def sectors(self) -> int:
@@ -155,25 +172,77 @@ class ScanAccount:
         return sum(r.missing for r in self.receivers)
 
     @property
+    def on_disk(self) -> int:
+        return sum(r.on_disk for r in self.receivers)
+
+    @property
+    def pending(self) -> int:
+        return sum(r.pending for r in self.receivers)
+
+    @property
+    def sent(self) -> int:
+        return sum(r.sent for r in self.receivers)
+
+    @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.outcome]
 
-    def line(self) -> str:
-        """One line: outcome, counted + spilled + missing = sectors, and the file."""
-        rest = "not yet accounted" if self.outcome == PENDING else "missing"
+    def replay_command(self, config: str = "") -> str:
+        """The command that streams the scan's raw files to the registered NodeGroups, which count it.
+
+        Args:
+            config: the configuration file the stack runs with (``config_argument(config.source)``);
+                "" leaves --config out.
+        """
+        words = ["sectorflow", "acquire", *(["--config", config] if config else []), "--scan-number", str(self.scan),
+                 "--scan-shape", f"{self.shape[0]}x{self.shape[1]}", "--replay", "--wait"]
+        return shlex.join(words)
+
+    @property
+    def replayable(self) -> bool:
+        """Over, planned to disk and with sectors on disk: a replay is what counts it."""
+        return self.planned_on_disk and self.outcome != PENDING and self.on_disk > 0
+
+    def fates(self) -> str:
+        """Where the sectors are, in the account's words: ``A counted + B spilled + C missing = N sectors``."""
+        words = ([(self.on_disk, "on disk")] if self.planned_on_disk else
+                 [(self.counted, "counted"), (self.spilled, "spilled")])
+        words.append((self.missing, "missing"))
+        if self.outcome == PENDING:
+            words.append((self.pending, "pending"))
+        return " + ".join(f"{count} {word}" for count, word in words) + f" = {self.sectors} sectors"
+
+    def line(self, config: str = "") -> str:
+        """One line: outcome, where the sectors are, and the file (or for a scan on disk, the replay
+        command, with ``config`` as in ``replay_command``)."""
         outcome = f"kvstore full: {self.kvstore_full}" if self.outcome == PENDING and self.kvstore_full else self.outcome
-        text = (f"scan {self.scan}: {outcome}: {self.counted} counted + {self.spilled} spilled + "
-                f"{self.missing} {rest} = {self.sectors} sectors")
+        text = f"scan {self.scan}: {outcome}: {self.fates()}"
+        if self.replayable:
+            return text + f"; count it with: {self.replay_command(config)}"
         return text + (f"; file {self.path}" if self.path else "")
 
     def breakdown(self) -> list[str]:
         """The account by receiver, where the missing sectors were last seen, the files."""
-        lines = [f"  receiver {r.receiver}: {r.counted} counted, {r.spilled} spilled, {r.missing} missing"
-                 + (f" ({'; '.join(r.reasons)})" if r.reasons else "") for r in self.receivers]
+        lines = []
+        for r in self.receivers:
+            fates = ([f"{r.on_disk} on disk"] if self.planned_on_disk else [f"{r.counted} counted", f"{r.spilled} spilled"])
+            fates.append(f"{r.missing} missing")
+            if self.outcome == PENDING:
+                fates.append(f"{r.pending} pending")
+            lines.append(f"  receiver {r.receiver}: {', '.join(fates)}" + (f" ({'; '.join(r.reasons)})" if r.reasons else ""))
         lines += [f"  {note}" for note in self.notes]
         lines += [f"  other file of the scan: {path}" for path in self.extra_paths]
-        lines += [f"  spilled to {path}" for path in self.spill_files]
+        written = "written to" if self.planned_on_disk else "spilled to"
+        lines += [f"  {written} {path}" for path in self.spill_files]
         return lines
+
+
+def config_argument(source: str) -> str:
+    """What ``--config`` takes to name the configuration loaded from ``source`` (``Config.source``)
+    from any directory: its absolute path; "" for one that came from no file."""
+    if not source or source.startswith("<"):
+        return ""
+    return str(Path(source).resolve())
 
 
 def producers_final(records: ScanRecords, producers_gone: Set[tuple[int, int]] = frozenset()) -> bool:
@@ -228,10 +297,17 @@ def account(records: ScanRecords, nodegroups_gone: bool = False,
                            kvstore_full=full)
     positions = request.scan_x * request.scan_y
     receivers = [ReceiverAccount(r, positions) for r in range(len(request.producer_threads))]
-    result = ScanAccount(records.scan, PENDING, receivers)
+    native = request.source == SOURCE_NATIVE
+    fallback = request.routing == [] and not native
+    result = ScanAccount(records.scan, PENDING, receivers, planned_on_disk=fallback,
+                         shape=(request.scan_x, request.scan_y))
     for (receiver, _thread), part in sorted(records.producers.items()):
         if receiver < len(receivers):
-            receivers[receiver].spilled += part.spilled
+            if fallback:
+                receivers[receiver].on_disk += part.spilled
+            else:
+                receivers[receiver].spilled += part.spilled
+            receivers[receiver].sent += part.sent
             if part.spill_file:
                 result.spill_files.append(part.spill_file + (" (partial)" if part.partial else ""))
     file = records.file
@@ -245,11 +321,7 @@ def account(records: ScanRecords, nodegroups_gone: bool = False,
         if part.timed_out or part.late or part.duplicates:
             result.notes.append(f"NodeGroup {uid}: {'timed out, ' if part.timed_out else ''}{part.late} late, "
                                 f"{part.duplicates} duplicate sectors dropped")
-    _explain_missing(records, request, receivers, producers_gone)
-
     producers_done = producers_final(records, producers_gone)
-    native = request.source == SOURCE_NATIVE
-    fallback = request.routing == [] and not native
     if fallback:
         done = producers_done
     elif native and request.routing == []:
@@ -263,7 +335,10 @@ def account(records: ScanRecords, nodegroups_gone: bool = False,
     if not done:
         result.outcome = PENDING
         result.kvstore_full = full
-    elif records.abort is not None and (result.missing or (file is None and not fallback)):
+        _settle_pending(records, request, receivers, producers_gone)
+        return result
+    _explain_missing(records, request, receivers, producers_gone)
+    if records.abort is not None and (result.missing or (file is None and not fallback)):
         result.outcome = ABORTED
     elif file is None and not fallback:
         result.outcome = FAILED
@@ -274,11 +349,41 @@ def account(records: ScanRecords, nodegroups_gone: bool = False,
         result.outcome = FAILED
     elif result.missing != 0:
         result.outcome = INCOMPLETE
-    elif result.spilled != 0 and not fallback:
+    elif fallback:
+        result.outcome = ON_DISK
+    elif result.spilled != 0:
         result.outcome = SPILLED
     else:
         result.outcome = COMPLETE
     return result
+
+
+def _settle_pending(records: ScanRecords, request: _records.ScanRequestRecord, receivers: list[ReceiverAccount],
+                    producers_gone: Set[tuple[int, int]]) -> None:
+    """While the scan runs, what is certainly lost already is missing, with where; the rest is pending.
+
+    Certain: what never reached a producer, what a thread that ended (or died) did not send, and
+    what the aggregator dropped for a dead NodeGroup. A sector sent and not yet counted is pending:
+    the file that counts it comes at the end.
+    """
+    for account in receivers:
+        parts = [(thread, part) for (receiver, thread), part in sorted(records.producers.items())
+                 if receiver == account.receiver]
+        account.explain(sum(part.lost_upstream for _, part in parts),
+                        "not in the receiver's raw files" if request.source == SOURCE_REPLAY
+                        else "never reached the producer")
+        for thread, part in parts:
+            if part.state in _FINAL_PRODUCER_STATES:
+                why = f": {part.error}" if part.error else ""
+                account.explain(part.unaccounted, f"not sent by thread {thread}{why}")
+            elif (account.receiver, thread) in producers_gone:
+                account.explain(part.unaccounted, f"not sent by thread {thread}, which died mid-scan")
+        relay = records.relays.get(account.receiver)
+        if relay is not None:
+            for uid, lost in sorted(relay.lost.items()):
+                why = "declared dead" if uid in relay.dead else "gone"
+                account.explain(lost, f"dropped at the aggregator: NodeGroup {uid} {why}")
+        account.pending = account.missing - account.explained
 
 
 def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord, receivers: list[ReceiverAccount],

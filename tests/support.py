@@ -108,16 +108,20 @@ def sectorflow_command(*args: str, timeout_s: float = 300) -> subprocess.Complet
 
 
 @contextmanager
-def stack_up(config: Any, path: Path, run_dir: Path, output: Path, start_s: float = 60.0) -> Iterator[Any]:
-    """``sectorflow up`` of the configuration at ``path``; yields a kvstore client once its two
-    NodeGroups are registered; ``sectorflow down`` on exit (asserted clean)."""
+def stack_up(config: Any, path: Path, run_dir: Path, output: Path, start_s: float = 60.0,
+             nodegroups: bool = True) -> Iterator[Any]:
+    """``sectorflow up`` of the configuration at ``path`` (``--no-nodegroups`` unless ``nodegroups``);
+    yields a kvstore client once its two NodeGroups are registered; ``sectorflow down`` on exit
+    (asserted clean)."""
     from sectorflow.kvstore import Client, client_options
 
-    up = sectorflow_command("up", "--config", str(path), "--run-dir", str(run_dir), "--output", str(output))
+    up = sectorflow_command("up", "--config", str(path), "--run-dir", str(run_dir), "--output", str(output),
+                            *(() if nodegroups else ("--no-nodegroups",)))
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         with Client(client_options(config)) as client:
-            wait_until(lambda: len(client.nodegroups()) == 2, start_s, "two NodeGroups to register")
+            if nodegroups:
+                wait_until(lambda: len(client.nodegroups()) == 2, start_s, "two NodeGroups to register")
             yield client
     finally:
         down = sectorflow_command("down", "--config", str(path), "--run-dir", str(run_dir))

@@ -50,13 +50,13 @@ function renderScan(state) {
   const scan = state.scan;
   if (!scan) return;
   $("scan-number").textContent = scan.scan;
-  badge($("scan-outcome"), scan.in_progress ? "in progress" : scan.outcome, scan.in_progress ? "streaming" : scan.outcome);
+  outcomeBadge($("scan-outcome"), scan);
   const shape = scan.shape ? `${scan.shape[0]} x ${scan.shape[1]}` : "?";
   const target = scan.routing.length ? `streamed to ${scan.routing.length} NodeGroups` : "no NodeGroup: raw files";
   const file = scan.path ? `, file ${scan.path}` : "";
   $("scan-detail").textContent = `${shape} positions, ${scan.source || "simulator"}, ${target}; ` +
-    `${number(scan.counted)} counted, ${number(scan.spilled)} spilled, ${number(scan.missing)} missing of ` +
-    `${number(scan.sectors)} sectors${file}`;
+    `${fates(scan)} of ${number(scan.sectors)} sectors${file}`;
+  $("scan-replay").textContent = scan.replay ? `count it with: ${scan.replay}` : "";
   $("scan-progress").replaceChildren(...scan.receivers.map((r) => {
     const fraction = r.total ? r.done / r.total : 0;
     const row = el("div", null, "progress");
@@ -91,12 +91,27 @@ function renderServices(state) {
   }));
 }
 
+// The sectors' fates in the account's words (sectorflow.scan_account), as acquire --wait and status say them.
+function fates(scan) {
+  const words = scan.planned_on_disk ? [[scan.on_disk, "on disk"]] : [[scan.counted, "counted"], [scan.spilled, "spilled"]];
+  words.push([scan.missing, "missing"]);
+  if (scan.in_progress) words.push([scan.pending, "pending"]);
+  return words.map(([count, word]) => `${number(count)} ${word}`).join(", ");
+}
+
+// A running scan is "in progress"; one written to disk for want of a NodeGroup is "on disk, not
+// counted", never a green "complete".
+function outcomeBadge(node, scan) {
+  if (scan.in_progress) badge(node, "in progress", "streaming");
+  else badge(node, scan.outcome, scan.outcome.replace(/[^a-z]+/g, "-").replace(/-+$/, ""));
+}
+
 function renderRecent(state) {
   fillTable("recent", state.recent.map((s) => {
     const outcome = el("span");
-    badge(outcome, s.in_progress ? "in progress" : s.outcome, s.in_progress ? "streaming" : s.outcome);
+    outcomeBadge(outcome, s);
     return [s.scan, s.shape ? `${s.shape[0]} x ${s.shape[1]}` : "?", outcome, number(s.counted), number(s.spilled),
-            number(s.missing), s.path || "-"];
+            number(s.on_disk), number(s.pending), number(s.missing), s.replay ? `on disk; count it with: ${s.replay}` : s.path || "-"];
   }));
 }
 

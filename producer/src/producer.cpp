@@ -556,7 +556,12 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
   ++messages_;
   bytes_ += bytes;
   const auto now = std::chrono::steady_clock::now();
-  if (now - impl_->last_status >= std::chrono::milliseconds(options_.status_interval_ms)) publish(impl_->state);
+  if (now - impl_->last_status >= std::chrono::milliseconds(options_.status_interval_ms)) {
+    // The scan's progress, at the status's pace: the record is what `acquire --wait`, `status` and
+    // the dashboard account the running scan from. Both keys are overwritten, never added to.
+    write_record(impl_->state);
+    publish(impl_->state);
+  }
 }
 
 ScanResult Producer::end_scan() {

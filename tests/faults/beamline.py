@@ -32,7 +32,9 @@ from sectorflow.waiting import wait_until
 RANKS = 2
 READY_S = 120.0
 SCAN_S = 180.0
-ACCOUNT = re.compile(r"scan (\d+): (\w+): (\d+) counted \+ (\d+) spilled \+ (\d+) missing = (\d+) sectors(?:; file (\S+))?")
+# A streamed scan's account line, or a scan's written to disk for want of a NodeGroup ("N on disk").
+ACCOUNT = re.compile(r"scan (\d+): ([a-z ,]+): (?:(\d+) counted \+ (\d+) spilled|(\d+) on disk) \+ (\d+) missing = "
+                     r"(\d+) sectors(?:; file (\S+))?")
 
 
 @dataclass
@@ -47,10 +49,11 @@ class Outcome:
     sectors: int
     output: str
     path: Path | None  # the counted file the account names
+    on_disk: int = 0   # in raw files as planned: no NodeGroup was registered
 
     def row(self, fault: str, sent: int) -> str:
         """One row of the fault table: fault, sent, counted, spilled, missing, exit code."""
-        return (f"| {fault} | {self.sectors} | {sent} | {self.counted} | {self.spilled} | {self.missing} | "
+        return (f"| {fault} | {self.sectors} | {sent} | {self.counted} | {self.spilled + self.on_disk} | {self.missing} | "
                 f"{self.outcome} | {self.exit_code} |")
 
 
@@ -81,9 +84,9 @@ class Beamline:
         output, _ = process.communicate(timeout=SCAN_S + 60)
         match = ACCOUNT.search(output)
         assert match is not None, f"acquire printed no account (exit {process.returncode}):\n{output[-3000:]}"
-        _, outcome, counted, spilled, missing, sectors, path = match.groups()
-        return Outcome(process.returncode, outcome, int(counted), int(spilled), int(missing), int(sectors), output,
-                       Path(path) if path else None)
+        _, outcome, counted, spilled, on_disk, missing, sectors, path = match.groups()
+        return Outcome(process.returncode, outcome, int(counted or 0), int(spilled or 0), int(missing), int(sectors),
+                       output, Path(path) if path else None, int(on_disk or 0))
 
     def sent(self, scan: int) -> int:
         """Sectors the producer threads report sent for ``scan`` so far (their statuses)."""

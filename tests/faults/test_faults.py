@@ -42,12 +42,12 @@ def checked(line: Beamline, outcome: Outcome, scan: int, fault: str, sectors: in
     A replay spills nothing: the raw files on disk are the earlier run's.
     """
     assert outcome.sectors == sectors, outcome.output
-    assert outcome.counted + outcome.spilled + outcome.missing == outcome.sectors, outcome.output
+    assert outcome.counted + outcome.spilled + outcome.on_disk + outcome.missing == outcome.sectors, outcome.output
     assert outcome.path is None or outcome.path.parent == line.output_dir, outcome.output
     on_file = line.sectors_in_file(outcome.path) if outcome.path is not None else 0
     assert outcome.counted == on_file, outcome.output
     if not replay:
-        assert outcome.spilled == line.records_on_disk(scan), outcome.output
+        assert outcome.spilled + outcome.on_disk == line.records_on_disk(scan), outcome.output
     else:
         assert outcome.spilled == 0, outcome.output
     print(outcome.row(fault, line.sent(scan)))
@@ -142,7 +142,7 @@ def test_an_output_directory_that_cannot_be_written(beamline, tmp_path: Path) ->
     fallback.start(with_nodegroups=False)
     result = checked(fallback, Beamline.finish(fallback.acquire(2, SHAPE, 0.0)), 2,
                      "output directory unwritable (job refused; scan to raw files)")
-    assert (result.outcome, result.exit_code, result.spilled) == ("complete", 0, SECTORS), result.output
+    assert (result.outcome, result.exit_code, result.on_disk) == ("on disk, not counted", 0, SECTORS), result.output
 
 
 def test_a_stray_part_for_a_scan_already_written_never_replaces_its_file(beamline) -> None:
@@ -185,7 +185,8 @@ def test_disk_full_during_a_fallback_write(beamline, tmp_path: Path) -> None:
         line.start(with_nodegroups=False)
         result = checked(line, Beamline.finish(line.acquire(2, SHAPE, 0.0)), 2, "disk full during a fallback write")
         assert (result.outcome, result.exit_code) == ("incomplete", 1), result.output
-        assert result.missing > 0 and result.spilled > 0, result.output
+        assert result.missing > 0 and result.on_disk > 0, result.output
+        assert "count it with: sectorflow acquire" in result.output  # what is on disk, a replay counts
         names = [p.name for p in raw.iterdir()]
         assert any(name.endswith(".partial") for name in names), names
         # What was counted spilled is replayable: the whole records of the .partial files stream too.
@@ -198,8 +199,8 @@ def test_disk_full_during_a_fallback_write(beamline, tmp_path: Path) -> None:
             wait_until(lambda: len(client.nodegroups()) == RANKS, 60, "the NodeGroups of a job started later")
         replay = checked(line, Beamline.finish(line.acquire(2, SHAPE, 0.0, "--replay")), 2,
                          "replay of a full disk's raw files (.partial included)", replay=True)
-        assert replay.counted == result.spilled, replay.output
-        assert replay.missing == SECTORS - result.spilled and replay.exit_code == 1, replay.output
+        assert replay.counted == result.on_disk, replay.output
+        assert replay.missing == SECTORS - result.on_disk and replay.exit_code == 1, replay.output
         line.stop()
     finally:
         subprocess.run(["umount", "-l", str(raw)], check=False)

@@ -58,15 +58,17 @@ def test_daemons_acquire_to_disk_then_stream_then_replay(make_config, processes,
         wait_until(lambda: len(client.statuses("producer")) == 8, START_S, "8 producer threads to report idle")
         assert {s.state for s in client.statuses("producer").values()} == {"idle"}
 
-        # Scan 1: no NodeGroup -> every thread writes its sector to disk, which is what was asked: exit 0.
+        # Scan 1: no NodeGroup -> every thread writes its sector to disk, which is what was asked: exit 0,
+        # "on disk, not counted" with the command that counts it.
         result = acquire(path, "--scan-number", "1", "--scan-shape", "4x3", "--wait", "--timeout", "30")
         assert result.returncode == 0, result.stderr
         assert "no NodeGroup registered" in result.stdout
-        assert "scan 1: complete: 0 counted + 48 spilled + 0 missing = 48 sectors" in result.stdout
+        assert (f"scan 1: on disk, not counted: 48 on disk + 0 missing = 48 sectors; count it with: sectorflow "
+                f"acquire --config {path.resolve()} --scan-number 1 --scan-shape 4x3 --replay --wait") in result.stdout
         files = find_raw_files(config.producer.fallback_dir, 1)
         assert len(files) == 8
-        assert sorted(line.split("spilled to ")[1] for line in result.stdout.splitlines()
-                      if "spilled to " in line) == sorted(str(f) for f in files)
+        assert sorted(line.split("written to ")[1] for line in result.stdout.splitlines()
+                      if "written to " in line) == sorted(str(f) for f in files)
         on_disk = {}
         for file in files:
             for header, pixels in RawFileReader(file, config.geometry()):

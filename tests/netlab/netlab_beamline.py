@@ -27,10 +27,10 @@ def accounted(stack: NetlabStack, outcome: Outcome, scan: int, sectors: int, fau
     and the raw files on disk (tests/faults' rules); prints the fault table's row (``pytest -s``)."""
     line = accounting(stack)
     assert outcome.sectors == sectors, outcome.output
-    assert outcome.counted + outcome.spilled + outcome.missing == outcome.sectors, outcome.output
+    assert outcome.counted + outcome.spilled + outcome.on_disk + outcome.missing == outcome.sectors, outcome.output
     on_file = line.sectors_in_file(outcome.path) if outcome.path is not None else 0
     assert outcome.counted == on_file, outcome.output
-    assert outcome.spilled == line.records_on_disk(scan), outcome.output
-    print(f"| {fault} | {outcome.sectors} | {outcome.counted} | {outcome.spilled} | {outcome.missing} | "
+    assert outcome.spilled + outcome.on_disk == line.records_on_disk(scan), outcome.output
+    print(f"| {fault} | {outcome.sectors} | {outcome.counted} | {outcome.spilled + outcome.on_disk} | {outcome.missing} | "
           f"{outcome.outcome} | {outcome.exit_code} |")
     return outcome

@@ -37,7 +37,8 @@ def test_fallback_then_stream_across_the_wan_then_replay(processes: Processes, t
 
             # 1. No NodeGroup anywhere: every receiver host's producers write the scan to raw files.
             first = finish(stack, stack.acquire(1, shape))
-            assert (first.counted, first.spilled, first.missing) == (0, SECTORS, 0), first.output
+            assert (first.outcome, first.on_disk, first.spilled, first.missing) == (
+                "on disk, not counted", SECTORS, 0, 0), first.output
             assert len(find_raw_files(str(raw), 1)) == sum(receiver.threads for receiver in config.receivers)
 
             # 2. A NodeGroup on each compute node joins across the WAN; the next scan streams.

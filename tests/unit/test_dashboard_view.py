@@ -75,6 +75,29 @@ def test_the_scan_in_progress_shows_what_each_receiver_has_sent_of_its_sectors()
     assert state["kvstore"] == {"address": "tcp://127.0.0.1:1", "reachable": True, "sequence": 5}
 
 
+def test_a_running_scans_sectors_are_pending_not_missing() -> None:
+    scan = view(scan_entries())["scan"]
+    # Receiver 0's thread has written no record yet; receiver 1's sent all 16, not yet counted.
+    assert (scan["counted"], scan["spilled"], scan["on_disk"], scan["missing"], scan["pending"]) == (0, 0, 0, 0, 32)
+    assert (scan["sent"], scan["replay"]) == (16, "")
+    assert scan["line"] == "scan 3: pending: 0 counted + 0 spilled + 0 missing + 32 pending = 32 sectors"
+
+
+def test_a_scan_written_to_disk_for_want_of_a_nodegroup_is_on_disk_with_its_replay_command_not_complete() -> None:
+    entries = {scan_request_key(SCAN): ScanRequestRecord(scan_number=SCAN, scan_x=4, scan_y=4, source="simulator",
+                                                         routing=[], producer_threads=[1], requested_s=90.0).encode(),
+               scan_producer_key(SCAN, 0, 0): ProducerScanRecord(
+                   receiver=0, thread=0, state=STATE_FINISHED, routing=[], counts={}, owned=16, lost_upstream=0,
+                   sent=0, spilled=16, spill_file="/raw/a.data", partial=False, error="", updated_s=95.0).encode()}
+    state = build_view(group_scans(entries), 100.5, Remembered(), reachable=True, address="tcp://127.0.0.1:1",
+                       sequence=5, recent_scans=10, config="/etc/sf.toml")
+    scan = state["scan"]
+    replay = "sectorflow acquire --config /etc/sf.toml --scan-number 3 --scan-shape 4x4 --replay --wait"
+    assert (scan["outcome"], scan["on_disk"], scan["spilled"], scan["replay"]) == ("on disk, not counted", 16, 0, replay)
+    assert [a["text"] for a in state["alerts"]] == [
+        f"scan 3: on disk, not counted: 16 on disk + 0 missing = 16 sectors; count it with: {replay}"]
+
+
 def test_a_finished_scan_shows_its_outcome_and_file_in_the_recent_scans() -> None:
     state = view(scan_entries(STATE_FINISHED, with_file=True))
     recent = state["recent"][0]

@@ -1,4 +1,5 @@
-"""The account of a scan from its records: counted + spilled + missing = sectors, the outcome, the reasons."""
+"""The account of a scan from its records: counted + spilled (or on disk) + missing (+ pending while it
+runs) = sectors, the outcome, the reasons."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from sectorflow.protocol import (
     STATE_ERROR,
     STATE_FINISHED,
     STATE_STREAMING,
+    STATE_WRITING_TO_DISK,
     NodeGroupScanRecord,
     ServiceStatus,
     ProducerScanRecord,
@@ -32,6 +34,7 @@ from sectorflow.scan_account import (
     COMPLETE,
     FAILED,
     INCOMPLETE,
+    ON_DISK,
     PENDING,
     SPILLED,
     account,
@@ -114,12 +117,26 @@ def test_every_sector_counted_is_complete_and_exits_0() -> None:
                              "file /data/FOURD_0000000007_counted.h5")
 
 
-def test_a_scan_written_to_disk_as_asked_is_complete() -> None:
-    spilled = [producer(r, routing=[], counts={}, sent=0, spilled=POSITIONS, spill_file=f"/raw/r{r}.data")
+def test_a_scan_written_to_disk_for_want_of_a_nodegroup_is_on_disk_not_counted_with_its_replay_command() -> None:
+    written = [producer(r, routing=[], counts={}, sent=0, spilled=POSITIONS, spill_file=f"/raw/r{r}.data")
                for r in (0, 1)]
-    result = account(records_of(entries(request(routing=[]), spilled), SCAN))
-    assert (result.outcome, result.exit_code, result.spilled, result.missing) == (COMPLETE, 0, 32, 0)
+    result = account(records_of(entries(request(routing=[]), written), SCAN))
+    # As planned, so exit 0; but nothing was counted, and nothing was spilled by a fault.
+    assert (result.outcome, result.exit_code) == (ON_DISK, 0)
+    assert (result.on_disk, result.spilled, result.counted, result.missing) == (32, 0, 0, 0)
     assert result.spill_files == ["/raw/r0.data", "/raw/r1.data"]
+    assert result.replay_command("/etc/my beamline.toml") == (
+        "sectorflow acquire --config '/etc/my beamline.toml' --scan-number 7 --scan-shape 4x4 --replay --wait")
+    assert result.line("/c.toml") == ("scan 7: on disk, not counted: 32 on disk + 0 missing = 32 sectors; count it "
+                                      "with: sectorflow acquire --config /c.toml --scan-number 7 --scan-shape 4x4 "
+                                      "--replay --wait")
+    assert result.breakdown() == ["  receiver 0: 16 on disk, 0 missing", "  receiver 1: 16 on disk, 0 missing",
+                                  "  written to /raw/r0.data", "  written to /raw/r1.data"]
+    # Still being written: pending, with no replay command yet.
+    running = account(records_of(entries(request(routing=[]), [
+        written[0], producer(1, routing=[], counts={}, sent=0, spilled=5, state=STATE_WRITING_TO_DISK)]), SCAN))
+    assert (running.outcome, running.on_disk, running.pending, running.missing) == (PENDING, 21, 11, 0)
+    assert running.line("/c.toml") == "scan 7: pending: 21 on disk + 0 missing + 11 pending = 32 sectors"
 
 
 def test_sectors_spilled_for_a_dead_nodegroup_and_none_missing_exit_3() -> None:
@@ -177,6 +194,37 @@ def test_a_complete_relay_record_of_fewer_than_were_sent_is_another_run_never_a_
     assert "aggregator thread 0's record is of another run of the scan number" in reasons, reasons
 
 
+def test_while_a_scan_runs_its_unsent_and_uncounted_sectors_are_pending_not_missing() -> None:
+    # Receiver 0 sent 10 of 16 so far; receiver 1 is done sending; no file yet.
+    records = whole_stream(producers=[producer(0, state=STATE_STREAMING, sent=10), producer(1)], relays=[],
+                           groups=[], scan_file=None)
+    result = account(records_of(records, SCAN))
+    assert (result.outcome, result.counted, result.spilled, result.missing, result.pending) == (PENDING, 0, 0, 0, 32)
+    assert (result.sent, [r.moved for r in result.receivers]) == (26, [10, 16])
+    assert result.line() == "scan 7: pending: 0 counted + 0 spilled + 0 missing + 32 pending = 32 sectors"
+    assert all(not r.reasons for r in result.receivers)
+
+
+def test_while_a_scan_runs_what_is_certainly_lost_is_missing_already_and_says_where() -> None:
+    records = whole_stream(
+        producers=[producer(0, state=STATE_STREAMING, lost_upstream=2, sent=6),
+                   producer(1, state=STATE_ERROR, sent=9, error="stopped")],
+        relays=[relay(0, forwarded={"ng-a": 3, "ng-b": 0}, lost={"ng-b": 3}, dead=["ng-b"], complete=False)],
+        groups=[], scan_file=None)
+    result = account(records_of(records, SCAN))
+    assert result.outcome == PENDING
+    assert result.receivers[0].reasons == ["2 never reached the producer",
+                                           "3 dropped at the aggregator: NodeGroup ng-b declared dead"]
+    assert result.receivers[1].reasons == ["7 not sent by thread 0: stopped"]
+    assert (result.missing, result.pending) == (12, 20)
+    assert result.counted + result.spilled + result.missing + result.pending == result.sectors
+    # A thread whose daemon died mid-scan will send no more: what it had not sent is missing.
+    gone = account(records_of(records, SCAN), producers_gone={(0, 0)})
+    assert gone.receivers[0].reasons == ["2 never reached the producer", "8 not sent by thread 0, which died mid-scan",
+                                         "3 dropped at the aggregator: NodeGroup ng-b declared dead"]
+    assert gone.receivers[0].pending == 3  # sent, forwarded, not yet in the file
+
+
 def test_a_scan_is_pending_until_its_producers_end_and_its_file_comes() -> None:
     assert account(records_of(whole_stream(producers=[producer(0), producer(1, state=STATE_STREAMING)]),
                               SCAN)).outcome == PENDING
@@ -192,7 +240,7 @@ def test_a_pending_scan_whose_records_the_kvstore_refused_says_kvstore_full_not_
     result = account(records_of(whole_stream(scan_file=None), SCAN), full=full)
     assert result.outcome == PENDING and result.exit_code == 1
     assert result.line().startswith(f"scan {SCAN}: kvstore full: 3 of the stack's records refused")
-    assert "pending" not in result.line()
+    assert ": pending:" not in result.line()
     # A flood refused outside the stack's room leaves the account as it was; so does a finished scan.
     quiet = ServiceStatus(state="idle", scan=0, messages=0, bytes=0, updated_s=0.0, extra={"refused_full": 9})
     assert kvstore_full(quiet.encode()) == "" and kvstore_full(None) == ""
@@ -221,11 +269,14 @@ def test_status_lists_the_recent_scans_with_their_outcome(spilled_scan: bool) ->
         request(routing=[]), [producer(r, routing=[], counts={}, sent=0, spilled=POSITIONS) for r in (0, 1)])
     assert scans_in(records) == [SCAN]
     text = render(records, 200.0, "title")
-    assert "SCAN  SHAPE  OUTCOME   COUNTED  SPILLED  MISSING  FILE" in text
+    assert "OUTCOME" in text and "COUNTED  SPILLED  ON DISK  PENDING  MISSING  FILE" in text
     row = [line for line in text.splitlines() if line.startswith("7 ")]
-    expected = (["7", "4", "x", "4", "complete", "0", "32", "0", "-"] if spilled_scan else
-                ["7", "4", "x", "4", "complete", "32", "0", "0", "/data/FOURD_0000000007_counted.h5"])
+    expected = (["7", "4", "x", "4", "on", "disk,", "not", "counted", "0", "0", "32", "0", "0", "-"] if spilled_scan
+                else ["7", "4", "x", "4", "complete", "32", "0", "0", "0", "0", "/data/FOURD_0000000007_counted.h5"])
     assert row[0].split() == expected
+    replay = [line for line in text.splitlines() if "count it with" in line]
+    assert replay == (["scan 7: on disk, not counted; count it with: sectorflow acquire --scan-number 7 --scan-shape "
+                       "4x4 --replay --wait"] if spilled_scan else [])
 
 
 def test_a_producer_that_died_mid_scan_ends_its_part_where_its_record_stopped() -> None:

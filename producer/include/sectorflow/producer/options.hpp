@@ -52,7 +52,8 @@ struct ProducerOptions {
   int send_timeout_ms = 0;
   /// [security]: this receiver's producer key pair and the aggregator's public key; off: plain TCP.
   security::CurveClient curve;
-  /// Not configuration: least time between two progress updates of the status during a scan.
+  /// Not configuration: least time between two progress updates of the status and the scan record
+  /// during a scan.
   int status_interval_ms = 500;
   /// Not configuration: how long closing the socket may wait for queued messages to leave
   /// (ZMQ_LINGER); -1 forever.

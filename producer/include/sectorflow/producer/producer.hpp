@@ -37,8 +37,10 @@
 //
 // Scan record: scans/<n>/producer/r<R>t<T> (ProducerScanRecord, set_once with ttl
 // scan_record_ttl_s), written at begin_scan before the info message (routing and counts, which a
-// restarted aggregator recovers the scan from), when spilling starts, at end_scan, and when the
-// thread fails or reports an error.
+// restarted aggregator recovers the scan from), when spilling starts, with the sectors sent and
+// spilled so far at most every status_interval_ms while the scan's sectors move (with the status:
+// one key each per thread, overwritten, never added), at end_scan, and when the thread fails or
+// reports an error.
 //
 // Threads: a Producer is used by one thread at a time, except stop(), which any thread may call.
 #pragma once

@@ -24,9 +24,8 @@ from sectorflow.kvstore import Client
 from sectorflow.protocol import scan_prefix, wall_clock_s
 from sectorflow.scan_account import PENDING, account, records_of
 from sectorflow.scan_life import ScanAbort, abort_key, who
-from sectorflow.waiting import WaitTimeout, wait_until
 
-from .acquire import MAX_SCAN_NUMBER, MIN_TAKE_S, POLL_S, SYNC_TIMEOUT_S
+from .acquire import MAX_SCAN_NUMBER, SYNC_TIMEOUT_S, await_taken
 
 
 def register(subparsers: Any) -> None:
@@ -68,15 +67,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             raise SectorflowError(f"scan {scan} is over ({so_far.outcome}); nothing to abort")
         abort = ScanAbort(who(), wall_clock_s())
         client.set_once(abort_key(scan), abort.encode(), kv.scan_record_ttl_s)
-        silence_s = max(kv.heartbeat_ms * kv.silence_heartbeats / 1000, MIN_TAKE_S)
-        try:
-            wait_until(lambda: client.get(abort_key(scan)) is not None, silence_s, f"the abort of scan {scan}", POLL_S)
-        except WaitTimeout:
-            raise SectorflowError(
-                f"scan {scan}: the kvstore did not take the abort within {silence_s:g} s"
-                + (f" (with [security] on, only an operator's key may write it: this host's key in "
-                   f"{config.security.key_dir}/operator/?)" if config.security.enabled else "")
-            ) from None
+        await_taken(client, config, abort_key(scan), f"scan {scan}", "the abort")
     print(f"scan {scan}: aborted; the producers stop sending it, and its file will hold what was counted before "
           "(outcome aborted)", flush=True)
     return 0

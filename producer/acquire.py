@@ -248,6 +248,22 @@ class PublishedRequest:
 MIN_TAKE_S = 5.0
 
 
+def await_taken(client: Client, config: Config, key: str, scan_text: str, what: str) -> None:
+    """Wait until the kvstore holds ``key`` (just written by this client); SectorflowError if it does not
+    within a silence period: with [security] on the server drops, silently to the writer, a scan
+    record whose key is not an operator's (kvstore/SPEC.md, "Security")."""
+    kv = config.kvstore
+    silence_s = max(kv.heartbeat_ms * kv.silence_heartbeats / 1000, MIN_TAKE_S)
+    try:
+        wait_until(lambda: client.get(key) is not None, silence_s, f"the kvstore to take {what}", POLL_S)
+    except WaitTimeout:
+        raise SectorflowError(
+            f"{scan_text}: the kvstore did not take {what} within {silence_s:g} s"
+            + (f" (with [security] on, only an operator's key may write it: this host's key in "
+               f"{config.security.key_dir}/operator/?)" if config.security.enabled else "")
+        ) from None
+
+
 def _check_accepted(client: Client, config: Config, published: PublishedRequest) -> None:
     """Raise SectorflowError unless the server took the request: it refuses, silently to the writer,
     an acquire/request whose key is not an operator's (kvstore/SPEC.md, "Security")."""
@@ -331,17 +347,8 @@ def claim_scan(client: Client, config: Config, scan: int) -> bool:
     of several claims of one number exactly one is in the map; every claimant reads back whose.
     """
     claim = ScanClaim.new()
-    kv = config.kvstore
-    client.create_once(claim_key(scan), claim.encode(), kv.scan_record_ttl_s)
-    silence_s = max(kv.heartbeat_ms * kv.silence_heartbeats / 1000, MIN_TAKE_S)
-    try:
-        wait_until(lambda: client.get(claim_key(scan)) is not None, silence_s, f"the claim of scan {scan}", POLL_S)
-    except WaitTimeout:
-        raise SectorflowError(
-            f"scan {scan}: the kvstore did not take the claim of the number within {silence_s:g} s"
-            + (f" (with [security] on, only an operator's key may write it: this host's key in "
-               f"{config.security.key_dir}/operator/?)" if config.security.enabled else "")
-        ) from None
+    client.create_once(claim_key(scan), claim.encode(), config.kvstore.scan_record_ttl_s)
+    await_taken(client, config, claim_key(scan), f"scan {scan}", "the claim of the number")
     try:
         return ScanClaim.decode(client.get(claim_key(scan)) or b"") == claim
     except ProtocolError:

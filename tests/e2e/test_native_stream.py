@@ -238,7 +238,7 @@ def test_a_native_beamline_falls_back_to_raw_files_and_replays_them_into_a_later
 
         fallback = acquire()
         assert fallback.returncode == 0, fallback.stdout + fallback.stderr
-        assert "scan 5: complete: 0 counted + 96 spilled + 0 missing = 96 sectors" in fallback.stdout
+        assert "scan 5: on disk, not counted: 96 on disk + 0 missing = 96 sectors" in fallback.stdout
         files = find_raw_files(str(raw), 5)
         assert len(files) == 4 * THREADS
 

@@ -160,14 +160,18 @@ def test_fallback_lands_on_disk_stempy_reads_it_and_replay_streams_it(
                         for p in range(n_frames) for s in range(4)}
 
 
-def test_full_downstream_blocks_the_producer_and_loses_nothing(make_config, processes, upstream_for) -> None:
-    # One 256 KiB sector per frame, 128 frames: far more than the socket buffers and high-water marks hold.
+def blocking_upstream(make_config, processes, upstream_for) -> tuple:
+    """A kvstore, and an upstream reading one message at a time, for one producer thread of 256 KiB
+    sectors (one per frame): 128 frames are far more than the socket buffers and high-water marks
+    hold. Returns (config, upstream, simulator)."""
     server = start_kvstore(make_config, processes, receivers=[{"host": "127.0.0.1", "threads": 1}],
                            detector={"frame_rows": 128, "frame_cols": 1024, "sector_rows": 128, "sector_cols": 1024},
                            producer={"send_hwm": 2})
-    config = server.config
-    upstream = upstream_for(config, rcvhwm=1)
-    sim = simulator_from_config(config)
+    return server.config, upstream_for(server.config, rcvhwm=1), simulator_from_config(server.config)
+
+
+def test_full_downstream_blocks_the_producer_and_loses_nothing(make_config, processes, upstream_for) -> None:
+    config, upstream, sim = blocking_upstream(make_config, processes, upstream_for)
     scan, n_frames = 4, 128
     with Client.from_config(config, name="test") as client:
         producer = Producer(producer_options(config, 0, 0), client)
@@ -224,12 +228,7 @@ def test_bad_input_is_refused_with_a_clear_error(make_config) -> None:
 
 def test_an_aborted_scan_stops_at_once_and_the_next_runs_whole(make_config, processes, upstream_for) -> None:
     # Blocked at the high-water mark, as a slow aggregator leaves it: the abort must end that wait too.
-    server = start_kvstore(make_config, processes, receivers=[{"host": "127.0.0.1", "threads": 1}],
-                           detector={"frame_rows": 128, "frame_cols": 1024, "sector_rows": 128, "sector_cols": 1024},
-                           producer={"send_hwm": 2})
-    config = server.config
-    upstream = upstream_for(config, rcvhwm=1)
-    sim = simulator_from_config(config)
+    config, upstream, sim = blocking_upstream(make_config, processes, upstream_for)
     scan, n_frames = 4, 128
     with Client.from_config(config, name="test") as client:
         producer = Producer(producer_options(config, 0, 0), client)

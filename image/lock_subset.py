@@ -22,17 +22,17 @@ def _normal(name: str) -> str:
 
 def lock_entries(lock: str) -> dict[str, str]:
     """Normalised package name -> its entry (the pin line and its hash lines)."""
-    entries: dict[str, str] = {}
+    entries: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in lock.splitlines():
         if match := _NAME.match(line):
-            current = [line]
-            entries[_normal(match.group(1))] = current  # type: ignore[assignment]
+            current = entries.setdefault(_normal(match.group(1)), [])
+            current.append(line)
         elif current is not None and line.startswith("    --hash="):
             current.append(line)
         else:
             current = None
-    return {name: "\n".join(lines) for name, lines in entries.items()}  # type: ignore[arg-type]
+    return {name: "\n".join(lines) for name, lines in entries.items()}
 
 
 def main(argv: list[str]) -> int:

@@ -390,71 +390,85 @@ def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord, 
                      producers_gone: Set[tuple[int, int]]) -> None:
     """Follows each receiver's sectors along the chain and says where the missing ones stopped."""
     for account in receivers:
-        if account.missing <= 0:
-            if account.missing < 0:
-                account.reasons.append(f"{-account.missing} more sectors accounted than the scan has")
+        _follow_chain(records, request, account, producers_gone)
+        # A thread that died mid-scan sent nothing after its last record says so: what no later stage
+        # accounts for died with it (unsent, or queued in its socket when it was killed).
+        dead = [thread for receiver, thread in sorted(producers_gone) if receiver == account.receiver
+                and (part := records.producers.get((receiver, thread))) is not None
+                and part.state not in _FINAL_PRODUCER_STATES]
+        if dead and account.missing > 0:
+            account.explain(account.missing, f"not sent by thread {', '.join(map(str, dead))}, which died mid-scan")
+
+
+def _follow_chain(records: ScanRecords, request: _records.ScanRequestRecord, account: ReceiverAccount,
+                  producers_gone: Set[tuple[int, int]]) -> None:
+    """Places one receiver's missing sectors at the stage of the chain whose record shows them last."""
+    if account.missing <= 0:
+        if account.missing < 0:
+            account.reasons.append(f"{-account.missing} more sectors accounted than the scan has")
+        return
+    relay = records.relays.get(account.receiver)
+    if request.source == SOURCE_NATIVE and request.routing == []:
+        account.explain(account.missing, "not streamed: no NodeGroup was registered when the native stream "
+                                         "began (the aggregator dropped what came)")
+        return
+    if request.source == SOURCE_NATIVE:
+        # The native receiver's threads say nothing beyond their headers: what did not reach the
+        # aggregator thread is all the account can tell of them.
+        arrived = sum(relay.forwarded.values()) + sum(relay.lost.values()) if relay else 0
+        account.explain(account.sectors - arrived, "never reached the aggregator from the native receiver")
+    parts = [part for (receiver, _), part in records.producers.items() if receiver == account.receiver]
+    threads = request.producer_threads[account.receiver]
+    if len(parts) < threads and request.source != SOURCE_NATIVE:
+        account.reasons.append(f"{threads - len(parts)} of its {threads} producer threads wrote no record")
+    for receiver, thread in sorted(producers_gone):
+        part = records.producers.get((receiver, thread))
+        if receiver == account.receiver and (part is None or part.state not in _FINAL_PRODUCER_STATES):
+            account.reasons.append(f"producer thread {thread} died mid-scan: what it sent after its last "
+                                   "record is not known")
+    # A replay streams what the raw files hold: the rest was counted or lost in the first run.
+    account.explain(sum(part.lost_upstream for part in parts),
+                    "not in the receiver's raw files" if request.source == SOURCE_REPLAY
+                    else "never reached the producer")
+    for part in parts:
+        if part.state in _FINAL_PRODUCER_STATES and part.unaccounted:
+            why = f": {part.error}" if part.error else ""
+            account.explain(part.unaccounted, f"not sent by thread {part.thread}{why}")
+    sent = sum(part.sent for part in parts)
+    if request.source == SOURCE_NATIVE and relay is not None:
+        sent = sum(relay.forwarded.values()) + sum(relay.lost.values())
+    if relay is None:
+        if sent > account.counted:
+            account.explain(sent - account.counted, f"sent, not counted, no record from aggregator thread "
+                                                    f"{account.receiver}")
+        return
+    forwarded = sum(relay.forwarded.values())
+    for uid, lost in sorted(relay.lost.items()):
+        if lost:
+            why = "declared dead" if uid in relay.dead else "gone"
+            account.explain(lost, f"dropped at the aggregator: NodeGroup {uid} {why}")
+    unrelayed = sent - forwarded - sum(relay.lost.values())
+    if unrelayed > 0:
+        # The record says what one relay process forwarded in one run of the scan number: a
+        # complete one that relayed fewer than were sent is another run's (a stray native message,
+        # a repeat), never a stop; only an unfinished one may be a process that stopped mid-scan.
+        account.explain(unrelayed,
+                        f"sent, but aggregator thread {account.receiver}'s record is of another run of the scan "
+                        "number (a stray or repeated stream), which completed with fewer"
+                        if relay.complete else
+                        f"sent but not relayed (not in aggregator thread {account.receiver}'s record: in flight "
+                        "when it stopped or restarted, or the scan closed unfinished there)")
+    received = 0
+    for uid, count in sorted(relay.forwarded.items()):
+        part = records.nodegroups.get(uid)
+        if part is None:
+            if count:
+                account.explain(count, f"forwarded to NodeGroup {uid}, which wrote no record")
             continue
-        relay = records.relays.get(account.receiver)
-        if request.source == SOURCE_NATIVE and request.routing == []:
-            account.explain(account.missing, "not streamed: no NodeGroup was registered when the native stream "
-                                             "began (the aggregator dropped what came)")
-            continue
-        if request.source == SOURCE_NATIVE:
-            # The native receiver's threads say nothing beyond their headers: what did not reach the
-            # aggregator thread is all the account can tell of them.
-            arrived = sum(relay.forwarded.values()) + sum(relay.lost.values()) if relay else 0
-            account.explain(account.sectors - arrived, "never reached the aggregator from the native receiver")
-        parts = [part for (receiver, _), part in records.producers.items() if receiver == account.receiver]
-        threads = request.producer_threads[account.receiver]
-        if len(parts) < threads and request.source != SOURCE_NATIVE:
-            account.reasons.append(f"{threads - len(parts)} of its {threads} producer threads wrote no record")
-        for receiver, thread in sorted(producers_gone):
-            part = records.producers.get((receiver, thread))
-            if receiver == account.receiver and (part is None or part.state not in _FINAL_PRODUCER_STATES):
-                account.reasons.append(f"producer thread {thread} died mid-scan: what it sent after its last "
-                                       "record is not known")
-        # A replay streams what the raw files hold: the rest was counted or lost in the first run.
-        account.explain(sum(part.lost_upstream for part in parts),
-                        "not in the receiver's raw files" if request.source == SOURCE_REPLAY
-                        else "never reached the producer")
-        for part in parts:
-            if part.state in _FINAL_PRODUCER_STATES and part.unaccounted:
-                why = f": {part.error}" if part.error else ""
-                account.explain(part.unaccounted, f"not sent by thread {part.thread}{why}")
-        sent = sum(part.sent for part in parts)
-        if request.source == SOURCE_NATIVE and relay is not None:
-            sent = sum(relay.forwarded.values()) + sum(relay.lost.values())
-        if relay is None:
-            if sent:
-                account.explain(sent, f"sent, no record from aggregator thread {account.receiver}")
-            continue
-        forwarded = sum(relay.forwarded.values())
-        for uid, lost in sorted(relay.lost.items()):
-            if lost:
-                why = "declared dead" if uid in relay.dead else "gone"
-                account.explain(lost, f"dropped at the aggregator: NodeGroup {uid} {why}")
-        unrelayed = sent - forwarded - sum(relay.lost.values())
-        if unrelayed > 0:
-            # The record says what one relay process forwarded in one run of the scan number: a
-            # complete one that relayed fewer than were sent is another run's (a stray native message,
-            # a repeat), never a stop; only an unfinished one may be a process that stopped mid-scan.
-            account.explain(unrelayed,
-                            f"sent, but aggregator thread {account.receiver}'s record is of another run of the scan "
-                            "number (a stray or repeated stream), which completed with fewer"
-                            if relay.complete else
-                            f"sent but not relayed (not in aggregator thread {account.receiver}'s record: in flight "
-                            "when it stopped or restarted, or the scan closed unfinished there)")
-        received = 0
-        for uid, count in sorted(relay.forwarded.items()):
-            part = records.nodegroups.get(uid)
-            if part is None:
-                if count:
-                    account.explain(count, f"forwarded to NodeGroup {uid}, which wrote no record")
-                continue
-            got = part.received[account.receiver] if account.receiver < len(part.received) else 0
-            received += got
-            if count > got:
-                account.explain(count - got, f"forwarded to NodeGroup {uid} but not received")
-        uncounted = received - account.counted
-        if uncounted > 0:
-            account.explain(uncounted, "received by NodeGroups but not in the file")
+        got = part.received[account.receiver] if account.receiver < len(part.received) else 0
+        received += got
+        if count > got:
+            account.explain(count - got, f"forwarded to NodeGroup {uid} but not received")
+    uncounted = received - account.counted
+    if uncounted > 0:
+        account.explain(uncounted, "received by NodeGroups but not in the file")

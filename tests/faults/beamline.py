@@ -35,6 +35,9 @@ SCAN_S = 180.0
 # A streamed scan's account line, or a scan's written to disk for want of a NodeGroup ("N on disk").
 ACCOUNT = re.compile(r"scan (\d+): ([a-z ,]+): (?:(\d+) counted \+ (\d+) spilled|(\d+) on disk) \+ (\d+) missing = "
                      r"(\d+) sectors(?:; file (\S+))?")
+# A receiver's line of the breakdown: its fates, then where its missing sectors were last seen.
+RECEIVER = re.compile(r"^  receiver (\d+): ([^(]*?)(?: \((.*)\))?$", re.MULTILINE)
+MISSING = re.compile(r"(\d+) missing")
 
 
 @dataclass
@@ -50,6 +53,15 @@ class Outcome:
     output: str
     path: Path | None  # the counted file the account names
     on_disk: int = 0   # in raw files as planned: no NodeGroup was registered
+
+    def reasons(self) -> dict[int, tuple[int, list[str]]]:
+        """Receiver -> (its missing sectors, the reasons the account gives for them)."""
+        found = {}
+        for match in RECEIVER.finditer(self.output):
+            receiver, fates, reasons = match.groups()
+            missing = MISSING.search(fates)
+            found[int(receiver)] = (int(missing.group(1)) if missing else 0, reasons.split("; ") if reasons else [])
+        return found
 
     def row(self, fault: str, sent: int) -> str:
         """One row of the fault table: fault, sent, counted, spilled, missing, exit code."""

@@ -10,6 +10,7 @@ exit code); ``pytest tests/faults -s`` shows them.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -55,6 +56,17 @@ def checked(line: Beamline, outcome: Outcome, scan: int, fault: str, sectors: in
     return outcome
 
 
+def reasons_are(result: Outcome, *allowed: str) -> None:
+    """Every missing sector is placed, and only where this fault puts it: each reason of the account
+    (``<count> <where>``) matches one of the ``allowed`` patterns, and a receiver's counts add up to
+    its missing sectors."""
+    for receiver, (missing, reasons) in result.reasons().items():
+        placed = [reason.split(" ", 1) for reason in reasons if reason[:1].isdigit()]
+        assert sum(int(count) for count, _ in placed) == missing, (receiver, reasons)
+        for _, where in placed:
+            assert any(re.fullmatch(pattern, where) for pattern in allowed), (receiver, where)
+
+
 def mid_scan(line: Beamline, fault: Callable[[Client], None]) -> subprocess.Popen[str]:
     """Starts scan 2 (paced) with ``acquire --wait`` and strikes ``fault`` once a quarter of it is sent."""
     with Client.from_config(line.config, name="fault-test") as client:
@@ -77,6 +89,7 @@ def test_no_fault_every_sector_counted(beamline) -> None:
     line.start()
     before = first_scan(line)
     result = checked(line, Beamline.finish(line.acquire(2, SHAPE, 0.0)), 2, "none")
+    reasons_are(result)
     assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, SECTORS), result.output
     assert {k: v for k, v in line.checksums().items() if k in before} == before
 
@@ -93,6 +106,9 @@ def test_a_nodegroup_rank_killed_mid_scan(beamline) -> None:
         wait_until(lambda: not client.nodegroups(), 60, "every NodeGroup of the job to leave")
     result = checked(line, Beamline.finish(acquire), 2, "NodeGroup rank 1 killed mid-scan")
     assert result.exit_code != 0 and result.outcome != "complete", result.output
+    reasons_are(result, r"dropped at the aggregator: NodeGroup \S+ (declared dead|gone)",
+                r"forwarded to NodeGroup \S+, which wrote no record", r"forwarded to NodeGroup \S+ but not received",
+                "received by NodeGroups but not in the file")
     assert supervisor.wait("nodegroups", 60) != 0
     assert {k: v for k, v in line.checksums().items() if k in before} == before
 
@@ -106,6 +122,8 @@ def test_the_aggregator_killed_and_restarted_mid_scan(beamline) -> None:
     # A restart costs at most what was in flight: most of the scan is counted after it.
     assert result.counted > SECTORS // 2, result.output
     assert result.exit_code == (0 if result.outcome == "complete" else 1 if result.missing else 3), result.output
+    reasons_are(result, r"sent but not relayed \(not in aggregator thread \d+'s record: in flight when it stopped "
+                        r"or restarted, or the scan closed unfinished there\)")
     assert {k: v for k, v in line.checksums().items() if k in before} == before
 
 
@@ -127,6 +145,8 @@ def test_a_nodegroup_that_registers_and_never_reads(beamline, tmp_path: Path) ->
     assert result.counted == SECTORS - deaf, result.output
     assert result.spilled + result.missing == deaf, result.output
     assert result.exit_code == (1 if result.missing else 3), result.output
+    reasons_are(result, "dropped at the aggregator: NodeGroup zz-deaf declared dead",
+                "forwarded to NodeGroup zz-deaf, which wrote no record")
     assert {k: v for k, v in line.checksums().items() if k in before} == before
 
 
@@ -143,6 +163,7 @@ def test_an_output_directory_that_cannot_be_written(beamline, tmp_path: Path) ->
     result = checked(fallback, Beamline.finish(fallback.acquire(2, SHAPE, 0.0)), 2,
                      "output directory unwritable (job refused; scan to raw files)")
     assert (result.outcome, result.exit_code, result.on_disk) == ("on disk, not counted", 0, SECTORS), result.output
+    reasons_are(result)
 
 
 def test_a_stray_part_for_a_scan_already_written_never_replaces_its_file(beamline) -> None:
@@ -186,6 +207,8 @@ def test_disk_full_during_a_fallback_write(beamline, tmp_path: Path) -> None:
         result = checked(line, Beamline.finish(line.acquire(2, SHAPE, 0.0)), 2, "disk full during a fallback write")
         assert (result.outcome, result.exit_code) == ("incomplete", 1), result.output
         assert result.missing > 0 and result.on_disk > 0, result.output
+        reasons_are(result, r"not sent by thread 0: scan 2, frame \d+, sector \d: the raw file write failed: .*"
+                            r"No space left on device \(errno 28\)")
         assert "count it with: sectorflow acquire" in result.output  # what is on disk, a replay counts
         names = [p.name for p in raw.iterdir()]
         assert any(name.endswith(".partial") for name in names), names
@@ -201,6 +224,7 @@ def test_disk_full_during_a_fallback_write(beamline, tmp_path: Path) -> None:
                          "replay of a full disk's raw files (.partial included)", replay=True)
         assert replay.counted == result.on_disk, replay.output
         assert replay.missing == SECTORS - result.on_disk and replay.exit_code == 1, replay.output
+        reasons_are(replay, "not in the receiver's raw files")
         line.stop()
     finally:
         subprocess.run(["umount", "-l", str(raw)], check=False)
@@ -214,6 +238,8 @@ def test_a_producer_killed_mid_scan(beamline) -> None:
     result = checked(line, Beamline.finish(acquire), 2, "producer 1 killed mid-scan")
     assert (result.outcome, result.exit_code) == ("incomplete", 1), result.output
     assert 0 < result.missing < POSITIONS, result.output  # only receiver 1's unsent sectors
+    reasons_are(result, "not sent by thread 0, which died mid-scan")
+    assert "producer thread 0 died mid-scan" in result.output
     assert {k: v for k, v in line.checksums().items() if k in before} == before
 
 
@@ -224,6 +250,7 @@ def test_the_kvstore_killed_and_restarted_mid_scan(beamline) -> None:
     acquire = mid_scan(line, lambda _: line.restart("kvstore"))
     result = checked(line, Beamline.finish(acquire), 2, "kvstore killed and restarted mid-scan")
     assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, SECTORS), result.output
+    reasons_are(result)
     assert {k: v for k, v in line.checksums().items() if k in before} == before
 
 
@@ -270,6 +297,8 @@ def test_a_scan_spilled_while_the_aggregator_stalls_is_completed_by_replay(beaml
         os.kill(aggregator, signal.SIGCONT)
     # The producers spilled what the aggregator would not take; the file holds what came before.
     assert first.spilled > 0 and first.exit_code == (1 if first.missing else 3), first.output
+    # What the stalled process held when the NodeGroups timed out: it wrote no record of the scan.
+    reasons_are(first, r"sent, not counted, no record from aggregator thread \d")
     written = line.checksums()
     # A NodeGroup job remembers the scans it counted and refuses another count for them: the replay
     # goes to the next job (a new streaming session), whose rank 0 finds the scan's file written.
@@ -281,5 +310,6 @@ def test_a_scan_spilled_while_the_aggregator_stalls_is_completed_by_replay(beaml
     # The replayed sectors join the counted ones in a new file; the first file is never touched.
     assert replay.counted == first.counted + first.spilled, replay.output
     assert replay.missing == first.missing and replay.exit_code == (1 if first.missing else 0), replay.output
+    reasons_are(replay, "not in the receiver's raw files")
     assert {k: v for k, v in line.checksums().items() if k in written} == written
     assert {k: v for k, v in written.items() if k in before} == before

@@ -289,6 +289,20 @@ def test_a_producer_that_died_mid_scan_ends_its_part_where_its_record_stopped() 
                                               "is not known")
 
 
+def test_a_producer_killed_mid_scan_leaves_its_sectors_unsent_not_lost_at_the_aggregator() -> None:
+    # As the fault suite saw it: thread 0 of receiver 1 killed; its last record said 3 sent, the
+    # NodeGroups counted 9 of it, and its relay thread wrote no record (the scan never ended there).
+    records = records_of(whole_stream(producers=[producer(0), producer(1, state=STATE_STREAMING, sent=3)],
+                                      relays=[relay(0)], scan_file=file([16, 9], OUTCOME_INCOMPLETE)), SCAN)
+    result = account(records, producers_gone={(1, 0)})
+    assert (result.outcome, result.counted, result.missing) == (INCOMPLETE, 25, 7)
+    assert result.receivers[1].reasons[1:] == ["7 not sent by thread 0, which died mid-scan"]
+    # Without a death, what was sent and not counted is placed where the records stop: no relay record.
+    alive = account(records_of(whole_stream(producers=[producer(0), producer(1, sent=12, owned=12, state=STATE_FINISHED)],
+                                            relays=[relay(0)], scan_file=file([16, 9], OUTCOME_INCOMPLETE)), SCAN))
+    assert "3 sent, not counted, no record from aggregator thread 1" in alive.receivers[1].reasons
+
+
 def test_an_aborted_scan_says_aborted_exits_4_and_places_what_was_not_sent() -> None:
     # Both receivers' threads stopped after 5 of their 16 sectors; the NodeGroups counted those.
     why = "scan 7, frame 5, sector 0: the scan was aborted (sectorflow abort)"
@@ -337,3 +351,14 @@ def test_an_abort_or_claim_that_does_not_decode_is_set_aside(raw: bytes, why: st
     assert parsed.abort is None and why in parsed.rejected[abort_key(SCAN)]
     assert parsed.claim is None and claim_key(SCAN) in parsed.rejected
     assert account(parsed).outcome == COMPLETE
+
+
+def test_every_nodegroup_of_a_killed_job_that_wrote_no_record_is_named_with_what_it_was_forwarded() -> None:
+    records = records_of(whole_stream(relays=[relay(0, forwarded={"ng-a": 8, "ng-b": 6}, lost={"ng-a": 1, "ng-b": 1},
+                                                    dead=["ng-a", "ng-b"]), relay(1)],
+                                      groups=[], scan_file=None), SCAN)
+    result = account(records, nodegroups_gone=True)
+    assert result.receivers[0].reasons == ["1 dropped at the aggregator: NodeGroup ng-a declared dead",
+                                           "1 dropped at the aggregator: NodeGroup ng-b declared dead",
+                                           "8 forwarded to NodeGroup ng-a, which wrote no record",
+                                           "6 forwarded to NodeGroup ng-b, which wrote no record"]

@@ -3,7 +3,8 @@ NodeGroup ranks under mpiexec, four producer daemons), first from one client on 
 address, then from four more addresses until the map is full, and scans afterwards in a tiny room
 for the stack's records: every scan is accounted whole (`acquire --wait` exits 0), the oldest
 scans' records go first, and the flood never takes the room of the stack's records
-(kvstore/SPEC.md, "Bounds")."""
+(kvstore/SPEC.md, "Bounds"); then the same with [security] on, where only an admitted writer's keys
+reach the map."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from keyring import Keyring
 from kvstore_support import RawPeer, server_status
 from support import sectorflow_command, stack_up, wait_until
 
@@ -114,3 +116,44 @@ def test_a_flooded_kvstore_still_accounts_every_scan_whole_and_the_oldest_scans_
     assert status.returncode == 0, status.stderr
     row = next(line for line in status.stdout.splitlines() if " 4 " in line and "complete" in line)
     assert "pending" not in row
+
+
+def test_with_security_on_only_an_admitted_writer_floods_and_only_the_oldest_scans_go(make_config,
+                                                                                      tmp_path: Path) -> None:
+    """With [security] on, capacity is not an address's: a keyless flood never passes the handshake,
+    a viewer writes nothing, and the only writable keys are the stack's own, each under its writer's
+    role. An admitted operator that floods scan requests (the worst an operator key can do to the
+    room) pushes out the oldest scans, never the one being written: the next scan is whole."""
+    keyring = Keyring(tmp_path / "keys")
+    config, path = make_config(detector=SMALL, kvstore=KVSTORE,
+                               security={"enabled": True, "key_dir": str(keyring.beamline)})
+    with stack_up(config, path, tmp_path / "run", tmp_path / "h5", START_S) as client:
+        stack = Stack(config, path, tmp_path / "run", client)
+        assert acquire(stack, 1).returncode == 0
+
+        keyless = RawPeer(config.kvstore.port)
+        try:
+            wait_until(lambda: keyless.kvset(b"flood/keyless", VALUE) or stack.counters().get("unauthenticated", 0) > 0,
+                       FLOOD_S, "the keyless writer refused at the handshake")
+        finally:
+            keyless.close()
+        with Client.from_config(config, name="viewer-flood", role="viewer") as viewer:
+            assert viewer.wait_synced(30)
+            viewer.set("flood/viewer", VALUE)
+            wait_until(lambda: stack.counters().get("unauthorised", 0) > 0, FLOOD_S, "the viewer's write refused")
+        assert client.get("flood/keyless") is None and client.get("flood/viewer") is None
+
+        with Client.from_config(config, name="operator-flood", role="operator") as operator:
+            assert operator.wait_synced(30)
+            for scan in range(1000, 1100):  # 100 scans' requests: more than the room's 40 keys
+                operator.set(scan_request_key(scan), VALUE)
+            wait_until(lambda: client.get(scan_request_key(1099)) is not None, FLOOD_S, "the flood's last request")
+        # The server publishes its counters every heartbeat: wait for the ones after the flood.
+        wait_until(lambda: stack.counters().get("scans_evicted", 0) > 0, FLOOD_S, "the oldest scans evicted")
+        assert client.get(scan_request_key(1)) is None  # the oldest went first
+        flooded = stack.counters()
+        assert flooded["refused_quota"] == 0 and flooded["refused_stack"] == 0  # the stack's room has no quota
+
+        result = acquire(stack, 2)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "complete: 1024 counted" in result.stdout and "kvstore full" not in result.stdout + result.stderr

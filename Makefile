@@ -140,8 +140,13 @@ image: $(VENV)/.deps-stamp | deps
 	$(PODMAN) image exists $(IMAGE_BASE) || { \
 	  mmdebstrap --quiet --variant=minbase --include="$(IMAGE_DEB)" $(IMAGE_RELEASE) $(IMAGE_BUILD)/base.tar && \
 	  $(PODMAN) import -q $(IMAGE_BUILD)/base.tar $(IMAGE_BASE) && rm $(IMAGE_BUILD)/base.tar; }
+	# The image it replaces is removed (unless a container still uses it): rebuilds leave no heap
+	# of untagged images behind.
+	old=$$($(PODMAN) image inspect --format '{{.Id}}' $(IMAGE) 2>/dev/null || true); \
 	$(PODMAN) build -q --network none --build-arg BASE=$(IMAGE_BASE) -t $(IMAGE) \
-	  -f image/Containerfile $(IMAGE_BUILD)/context
+	  -f image/Containerfile $(IMAGE_BUILD)/context && \
+	if [ -n "$$old" ] && [ "$$old" != "$$($(PODMAN) image inspect --format '{{.Id}}' $(IMAGE))" ]; then \
+	  $(PODMAN) rmi "$$old" >/dev/null 2>&1 || true; fi
 	@$(PODMAN) image inspect --format 'built $(IMAGE): {{.Size}} bytes' $(IMAGE)
 
 demo: build

@@ -95,6 +95,7 @@ from sectorflow.waiting import WaitTimeout, wait_until
 
 from .gather import GroupResult, ScanGatherer
 from .job_watch import JobWatch
+from .launcher_watch import LauncherWatch
 from .output_dir import check_writable
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ TAG_RESULT = 71
 TAG_BYE = 72
 #: Seconds rank 0 waits for the other ranks' goodbyes when stopping.
 BYE_TIMEOUT_S = 10.0
-#: Exit code of a job that left because one of its ranks vanished.
+#: Exit code of a job that left because one of its ranks vanished or its launcher is gone.
 EXIT_SIBLING_GONE = 1
 
 #: NodeGroup counters published as they are in ``status/nodegroup/<uid>``.
@@ -458,6 +459,8 @@ class NodeGroupService:
         self.groups: list[LocalGroup] = []
         self.gatherer: ScanGatherer | None = None
         self.watch: JobWatch | None = None
+        self.launcher = LauncherWatch()
+        self.launcher_gone = False
 
     def start(self) -> list[str]:
         """Check the output directories, bind and register this rank's NodeGroups; learn every
@@ -514,14 +517,20 @@ class NodeGroupService:
         return None
 
     def run(self, stop: threading.Event) -> int:
-        """Serve scans until ``stop`` is set, the duration has passed or another rank of the job
-        left; then leave cleanly. Returns the exit code: 0, or 1 when another rank vanished."""
+        """Serve scans until ``stop`` is set, the duration has passed, another rank of the job left
+        or the job's launcher is gone; then leave cleanly. Returns the exit code: 0, or 1 when
+        another rank vanished or the launcher is gone."""
         assert self.watch is not None
         deadline = time.monotonic() + self.options.duration_s if self.options.duration_s else None
         try:
             while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
                 self._step(LOOP_WAIT_S / len(self.groups))
                 self._refresh()
+                if self.launcher.gone():
+                    log.error("the job's launcher is gone (its PMI connection, fd %s, hung up): this rank's "
+                              "NodeGroups leave", self.launcher.fd)
+                    self.launcher_gone = True
+                    break
                 gone = self.watch.check()
                 if gone is not None:
                     if gone.died:
@@ -531,7 +540,7 @@ class NodeGroupService:
                     break
         finally:
             self._leave()
-        return EXIT_SIBLING_GONE if self.watch.dead_ranks() else 0
+        return EXIT_SIBLING_GONE if self.watch.dead_ranks() or self.launcher_gone else 0
 
     def dead_ranks(self) -> set[int]:
         """The other ranks found dead or hung."""

@@ -252,7 +252,7 @@ class ProducerDaemon:
         """One source per thread and the scan's first frame number (the detector's counter at position 0).
 
         A simulated scan starts at ``[simulator] first_frame``; a replay at the frame numbers its files
-        carry. Raises for a replay whose files are missing or do not match.
+        carry. Raises for a replay whose files do not match (a receiver with none replays nothing).
         """
         n_frames = request.scan_x * request.scan_y
         if request.source == SOURCE_REPLAY:
@@ -266,6 +266,10 @@ class ProducerDaemon:
                              request.scan_y, self.threads, t, self.config.geometry())
                 for t in range(self.threads)
             ]
+            if not replays[0].files:
+                log.warning("scan %d: receiver %d has no raw file of the scan in %s ([producer] fallback_dir): "
+                            "nothing of it to replay", request.scan_number, self.receiver,
+                            self.config.producer.fallback_dir)
             # Every thread read the headers of the same files, so they agree on it.
             return [*replays], replays[0].first_frame
         simulator = simulator_from_config(self.config)

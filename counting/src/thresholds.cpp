@@ -55,20 +55,22 @@ std::int64_t truncate_to_int(double x) {
 
 }  // namespace
 
-template <typename Value>
-void ThresholdSample::add_values(const std::uint16_t* frame, const Value& value) {
+template <typename Value, typename Pixels>
+void ThresholdSample::add_values(const std::uint16_t* frame, const Value& value, const Pixels& each_pixel) {
   // Two passes over the frame: its range (to size the histogram once), then one count per value.
-  const std::size_t pixels = calibration_->shape().pixels();
   std::int64_t lo = std::numeric_limits<std::int64_t>::max();
   std::int64_t hi = std::numeric_limits<std::int64_t>::min();
   std::int64_t sum = 0;
-  for (std::size_t i = 0; i < pixels; ++i) {
+  std::uint64_t pixels = 0;
+  each_pixel([&](std::size_t i) {
     const std::int64_t v = value(frame[i], i);
     lo = std::min(lo, v);
     hi = std::max(hi, v);
     sum += v;
-  }
-  if (frames_ > 0) {
+    ++pixels;
+  });
+  if (pixels == 0) return;
+  if (pixels_ > 0) {
     lo = std::min(lo, min_);
     hi = std::max(hi, max_);
   }
@@ -76,7 +78,7 @@ void ThresholdSample::add_values(const std::uint16_t* frame, const Value& value)
     throw CountingError("threshold sample values span " + std::to_string(lo) + " to " + std::to_string(hi) +
                         " ADU; check the dark reference and gain map");
   }
-  if (frames_ == 0) {
+  if (pixels_ == 0) {
     counts_.assign(static_cast<std::size_t>(hi - lo + 1), 0);
   } else {
     counts_.insert(counts_.begin(), static_cast<std::size_t>(min_ - lo), 0);
@@ -85,25 +87,52 @@ void ThresholdSample::add_values(const std::uint16_t* frame, const Value& value)
   min_ = lo;
   max_ = hi;
   sum_ += sum;
-  for (std::size_t i = 0; i < pixels; ++i) ++counts_[static_cast<std::size_t>(value(frame[i], i) - min_)];
+  each_pixel([&](std::size_t i) { ++counts_[static_cast<std::size_t>(value(frame[i], i) - min_)]; });
+  pixels_ += pixels;
   ++frames_;
 }
 
-void ThresholdSample::add(const std::uint16_t* frame) {
+template <typename Pixels>
+void ThresholdSample::add_pixels(const std::uint16_t* frame, const Pixels& each_pixel) {
   if (frame == nullptr) {
     throw CountingError("threshold sample frame " + std::to_string(frames_) + " is a null pointer");
   }
   const float* dark = calibration_->dark_reference();
   const float* gain = calibration_->gain_factor();
   if (dark && gain) {
-    add_values(frame, SampleValue<true, true>{dark, gain});
+    add_values(frame, SampleValue<true, true>{dark, gain}, each_pixel);
   } else if (dark) {
-    add_values(frame, SampleValue<true, false>{dark, gain});
+    add_values(frame, SampleValue<true, false>{dark, gain}, each_pixel);
   } else if (gain) {
-    add_values(frame, SampleValue<false, true>{dark, gain});
+    add_values(frame, SampleValue<false, true>{dark, gain}, each_pixel);
   } else {
-    add_values(frame, SampleValue<false, false>{dark, gain});
+    add_values(frame, SampleValue<false, false>{dark, gain}, each_pixel);
   }
+}
+
+void ThresholdSample::add(const std::uint16_t* frame) {
+  const std::size_t pixels = calibration_->shape().pixels();
+  add_pixels(frame, [pixels](const auto& visit) {
+    for (std::size_t i = 0; i < pixels; ++i) visit(i);
+  });
+}
+
+void ThresholdSample::add(const std::uint16_t* frame, const std::vector<PixelBlock>& blocks) {
+  const FrameShape shape = calibration_->shape();
+  for (const PixelBlock& b : blocks) {
+    if (b.row0 + b.rows > shape.rows || b.col0 + b.cols > shape.cols) {
+      throw CountingError("threshold sample block of " + std::to_string(b.rows) + " x " + std::to_string(b.cols) +
+                          " pixels at (" + std::to_string(b.row0) + ", " + std::to_string(b.col0) +
+                          ") is outside the " + shape.str() + " frame");
+    }
+  }
+  add_pixels(frame, [&blocks, cols = std::size_t{shape.cols}](const auto& visit) {
+    for (const PixelBlock& b : blocks) {
+      for (std::size_t r = b.row0; r < b.row0 + b.rows; ++r) {
+        for (std::size_t c = b.col0; c < b.col0 + b.cols; ++c) visit(r * cols + c);
+      }
+    }
+  });
 }
 
 ThresholdStatistics calculate_thresholds(const std::vector<const std::uint16_t*>& frames,
@@ -119,7 +148,7 @@ ThresholdStatistics calculate_thresholds(const std::vector<const std::uint16_t*>
 }
 
 ThresholdStatistics ThresholdSample::statistics(const ThresholdOptions& options) const {
-  if (frames_ == 0) {
+  if (frames_ == 0 || pixels_ == 0) {
     throw CountingError("threshold sample is empty; pass at least one frame");
   }
   if (!std::isfinite(options.background_threshold_n_sigma) || !std::isfinite(options.x_ray_threshold_n_sigma)) {
@@ -127,8 +156,7 @@ ThresholdStatistics ThresholdSample::statistics(const ThresholdOptions& options)
                         std::to_string(options.background_threshold_n_sigma) + ", x-ray " +
                         std::to_string(options.x_ray_threshold_n_sigma));
   }
-  const std::size_t pixels = calibration_->shape().pixels();
-  const double n = static_cast<double>(frames_) * static_cast<double>(pixels);
+  const double n = static_cast<double>(pixels_);
   if (n < 2.0) {
     throw CountingError("threshold sample has a single pixel; a standard deviation needs two or more");
   }

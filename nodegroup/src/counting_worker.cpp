@@ -208,7 +208,12 @@ void CountingWorker::handle(zmq::message_t& first, zmq::message_t* payload) {
   w.ended.insert(envelope.receiver);
   if (w.ended.size() == settings_.receivers && !w.ending) {
     w.ending = true;
-    if (settings_.count) w.sampler->worker_ended(settings_.counting_threads);
+    if (settings_.count) {
+      for (const std::size_t slot : assembler_.slots_of(envelope.scan)) {
+        if (std::find(w.waiting.begin(), w.waiting.end(), slot) == w.waiting.end()) sample_incomplete(w, slot);
+      }
+      w.sampler->worker_ended(settings_.counting_threads);
+    }
     try_finish(envelope.scan);
   }
 }
@@ -279,6 +284,8 @@ bool CountingWorker::usable(ScanWork& w) {
 }
 
 void CountingWorker::on_complete(ScanWork& w, std::size_t slot) {
+  // A frame that joined the sample incomplete and was completed since is counted with the sample.
+  if (std::find(w.waiting.begin(), w.waiting.end(), slot) != w.waiting.end()) return;
   // Counting off (settings.count): no thresholds are needed, so no frame waits as a sample.
   if (settings_.count && !w.sampler->decided() && w.sampler->offer(assembler_.sample(slot))) {
     publish_pool_bytes();
@@ -361,7 +368,7 @@ void CountingWorker::publish_pool_bytes() {
 void CountingWorker::flush_waiting(ScanWork& w) {
   std::vector<std::size_t> waiting;
   waiting.swap(w.waiting);
-  for (const std::size_t slot : waiting) count_slot(w, slot, {});
+  for (const std::size_t slot : waiting) count_slot(w, slot, assembler_.missing(slot));
 }
 
 bool CountingWorker::decide_samples() {
@@ -385,10 +392,26 @@ std::size_t CountingWorker::victim(std::optional<std::pair<std::uint32_t, std::u
 
 void CountingWorker::evict(std::size_t slot) {
   ScanWork& w = work(assembler_.scan(slot));
-  if (settings_.count) w.sampler->decide();
   ++w.part.evicted_frames;
   counters_.evicted_frames.fetch_add(1, std::memory_order_relaxed);
+  if (settings_.count && sample_incomplete(w, slot)) return;  // counted with the sample, when it is decided
+  if (settings_.count) w.sampler->decide();
   count_slot(w, slot, assembler_.missing(slot));
+}
+
+bool CountingWorker::sample_incomplete(ScanWork& w, std::size_t slot) {
+  if (w.sampler->decided()) return false;
+  const protocol::Geometry& g = settings_.geometry;
+  std::vector<counting::PixelBlock> blocks;
+  for (std::uint32_t sector = 0; sector < g.n_sectors(); ++sector) {
+    if (assembler_.has(slot, sector)) blocks.push_back({g.sector_row0(sector), g.sector_col0(sector), g.sector_rows,
+                                                        g.sector_cols});
+  }
+  if (!w.sampler->offer(assembler_.sample(slot), &blocks)) return false;
+  publish_pool_bytes();
+  w.waiting.push_back(slot);
+  if (w.sampler->decided()) flush_waiting(w);
+  return true;
 }
 
 void CountingWorker::try_finish(std::uint32_t scan) {

@@ -19,13 +19,17 @@ ThresholdSampler::ThresholdSampler(const ThresholdSettings& settings, std::share
   }
 }
 
-bool ThresholdSampler::offer(const std::uint16_t* frame) {
+bool ThresholdSampler::offer(const std::uint16_t* frame, const std::vector<counting::PixelBlock>* blocks) {
   if (decided()) return false;
   std::lock_guard<std::mutex> lock(mutex_);
   if (decided()) return false;
   try {
     if (!sample_) throw counting::CountingError("no detector calibration to read the sample with");
-    sample_->add(frame);
+    if (blocks != nullptr) {
+      sample_->add(frame, *blocks);
+    } else {
+      sample_->add(frame);
+    }
   } catch (const counting::CountingError& e) {
     sample_error_ = "thresholds from " + std::to_string((sample_ ? sample_->frames() : 0) + 1) + " frames: " + e.what();
   }
@@ -50,7 +54,7 @@ void ThresholdSampler::decide_locked() {
   if (!sample_error_.empty()) {
     error_ = sample_error_;
   } else if (!sample_ || sample_->frames() == 0) {
-    error_ = "no complete frame arrived to compute the thresholds from; set [counting] background_threshold "
+    error_ = "no frame arrived to compute the thresholds from; set [counting] background_threshold "
              "and xray_threshold to count without a sample";
   } else {
     try {

@@ -34,11 +34,9 @@ ReplaySource::ReplaySource(const std::string& directory, std::uint32_t scan_numb
     const auto name = protocol::parse_replay_file_name(path, partial);
     if (name && name->sector == sector) files_.push_back(path);
   }
-  if (files_.empty()) {
-    throw ProducerError(scan_text(scan_number, sector) + ": no raw file data_scan" + std::to_string(scan_number) +
-                        "..._module" + std::to_string(sector) + "_*.data in " + directory +
-                        "; replay needs the files the fallback wrote (producer.fallback_dir)");
-  }
+  // No file of this receiver is a replay of nothing, not an error: a receiver that spilled nothing
+  // of a scan (every sector of it sent) has none, and the other receivers' sectors still count. Its
+  // threads announce zero frames; the account places the scan's sectors "not in the raw files".
   const std::uint64_t n_frames = std::uint64_t{scan_x} * scan_y;
   std::vector<bool> seen(n_frames, false);
   std::optional<std::uint32_t> first_frame;  // of the first record read

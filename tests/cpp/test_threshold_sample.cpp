@@ -67,3 +67,48 @@ TEST(ThresholdSample, AFrameThatCannotBeAddedLeavesTheSampleAsItWas) {
   EXPECT_THROW((void)sample.statistics(), cs::CountingError) << "one value only: nothing to fit, still refused";
   EXPECT_THROW((void)cs::ThresholdSample(calibration).statistics(), cs::CountingError) << "empty";
 }
+
+TEST(ThresholdSample, TheSectorsOfIncompleteFramesGiveTheStatisticsOfThosePixelsAlone) {
+  // Two 32 x 32 frames of four 16 x 16 sectors; each lacks one sector (its pixels hold garbage,
+  // 9000 ADU, that must not count). Their sample equals that of the same pixels as whole frames of
+  // their own: the three sectors of each laid side by side as a 16 x 48 frame.
+  const cs::Calibration calibration(cs::FrameShape{32, 32});
+  const std::vector<cs::PixelBlock> sectors = {{0, 0, 16, 16}, {0, 16, 16, 16}, {16, 0, 16, 16}, {16, 16, 16, 16}};
+  std::vector<std::vector<std::uint16_t>> frames = {noise_frame(5, 20, 1024), noise_frame(6, 17, 1024)};
+  const std::vector<std::vector<cs::PixelBlock>> present = {{sectors[0], sectors[1], sectors[3]},
+                                                            {sectors[1], sectors[2], sectors[3]}};
+  const cs::Calibration strips(cs::FrameShape{16, 48});
+  std::vector<std::vector<std::uint16_t>> laid(2);
+  for (std::size_t f = 0; f < frames.size(); ++f) {
+    laid[f].assign(16 * 48, 0);
+    for (std::size_t b = 0; b < present[f].size(); ++b) {
+      const cs::PixelBlock& block = present[f][b];
+      for (std::size_t r = 0; r < 16; ++r) {
+        for (std::size_t c = 0; c < 16; ++c) laid[f][r * 48 + b * 16 + c] = frames[f][(block.row0 + r) * 32 + block.col0 + c];
+      }
+    }
+    const cs::PixelBlock& lacking = sectors[f == 0 ? 2 : 0];
+    for (std::size_t r = 0; r < 16; ++r) {
+      for (std::size_t c = 0; c < 16; ++c) frames[f][(lacking.row0 + r) * 32 + lacking.col0 + c] = 9000;
+    }
+  }
+  cs::ThresholdSample sample(calibration);
+  for (std::size_t f = 0; f < frames.size(); ++f) sample.add(frames[f].data(), present[f]);
+  const cs::ThresholdStatistics expected = cs::calculate_thresholds({laid[0].data(), laid[1].data()}, strips, {4.5, 175.0});
+  const cs::ThresholdStatistics got = sample.statistics({4.5, 175.0});
+  EXPECT_EQ(sample.frames(), 2u);
+  EXPECT_EQ(got.max_sample, expected.max_sample);
+  EXPECT_EQ(got.mean, expected.mean);
+  EXPECT_EQ(got.variance, expected.variance);
+  EXPECT_EQ(got.background_threshold, expected.background_threshold);
+  EXPECT_EQ(got.x_ray_threshold, expected.x_ray_threshold);
+
+  // Every block of a frame is the whole frame; a block outside the frame is refused.
+  const std::vector<std::uint16_t> clean = noise_frame(7, 20, 1024);
+  cs::ThresholdSample whole(calibration), blocks(calibration);
+  whole.add(clean.data());
+  blocks.add(clean.data(), sectors);
+  EXPECT_EQ(whole.statistics({4.5, 175.0}).mean, blocks.statistics({4.5, 175.0}).mean);
+  EXPECT_THROW(blocks.add(frames[0].data(), {{20, 20, 16, 16}}), cs::CountingError);
+  EXPECT_EQ(blocks.frames(), 1u);
+}

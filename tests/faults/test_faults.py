@@ -22,6 +22,7 @@ import pytest
 import zmq
 from beamline import RANKS, Beamline, Outcome
 
+from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration.stack import stack_services
@@ -313,3 +314,25 @@ def test_a_scan_spilled_while_the_aggregator_stalls_is_completed_by_replay(beaml
     reasons_are(replay, "not in the receiver's raw files")
     assert {k: v for k, v in line.checksums().items() if k in written} == written
     assert {k: v for k, v in written.items() if k in before} == before
+
+
+def test_a_replay_with_one_receivers_raw_files_gone_counts_the_others(beamline) -> None:
+    """No frame of the replay is whole, so the thresholds come from the sectors that came; the
+    receiver with no file replays nothing (also a receiver that spilled nothing of a scan)."""
+    line = beamline()
+    supervisor = line.start(with_nodegroups=False)
+    written = checked(line, Beamline.finish(line.acquire(2, SHAPE, 0.0)), 2, "no NodeGroup: the scan to raw files")
+    assert written.on_disk == SECTORS, written.output
+    for path in line.raw_dir.glob("*module2*"):
+        path.unlink()
+    nodegroups = next(spec for spec in stack_services(line.config, RANKS, line.output_dir, with_nodegroups=True)
+                      if spec.name == "nodegroups")
+    supervisor.start(nodegroups)
+    with Client.from_config(line.config, name="fault-test") as client:
+        wait_until(lambda: len(client.nodegroups()) == RANKS, 60, "the NodeGroups of a job started later")
+    replay = checked(line, Beamline.finish(line.acquire(2, SHAPE, 0.0, "--replay")), 2,
+                     "replay with receiver 2's raw files gone", replay=True)
+    assert (replay.counted, replay.missing, replay.exit_code) == (SECTORS - POSITIONS, POSITIONS, 1), replay.output
+    reasons_are(replay, "not in the receiver's raw files")
+    counted = read_counted_scan(replay.path)
+    assert len(counted.missing_positions) == 0 and sum(len(events) for events in counted.events) > 0

@@ -21,6 +21,14 @@
 
 namespace sectorflow::counting {
 
+/// A rectangle of a frame's pixels: one sector an incomplete frame holds.
+struct PixelBlock {
+  std::size_t row0 = 0;
+  std::size_t col0 = 0;
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+};
+
 struct ThresholdOptions {
   double background_threshold_n_sigma = 4.0;
   double x_ray_threshold_n_sigma = 10.0;
@@ -57,16 +65,23 @@ class ThresholdSample {
   /// for a null frame or when the sample's values would span more ADU than a histogram may hold
   /// (the sample is then as before the call).
   void add(const std::uint16_t* frame);
+  /// Adds only the `blocks` of one frame: the sectors of a frame that never came whole (a scan a
+  /// receiver sent nothing of, a replay of what one receiver spilled). Throws as add(), and for a
+  /// block outside the frame. A frame of every block is add(frame).
+  void add(const std::uint16_t* frame, const std::vector<PixelBlock>& blocks);
   std::size_t frames() const { return frames_; }
   /// The statistics of the frames added. Throws CountingError as calculate_thresholds does.
   ThresholdStatistics statistics(const ThresholdOptions& options = {}) const;
 
  private:
-  template <typename Value>
-  void add_values(const std::uint16_t* frame, const Value& value);
+  template <typename Value, typename Pixels>
+  void add_values(const std::uint16_t* frame, const Value& value, const Pixels& each_pixel);
+  template <typename Pixels>
+  void add_pixels(const std::uint16_t* frame, const Pixels& each_pixel);
 
   const Calibration* calibration_;
   std::size_t frames_ = 0;
+  std::uint64_t pixels_ = 0;            // pixels added, over every frame
   std::int64_t min_ = 0;                // the value of counts_[0]
   std::int64_t max_ = 0;
   std::int64_t sum_ = 0;

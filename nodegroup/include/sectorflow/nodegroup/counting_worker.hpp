@@ -14,15 +14,18 @@
 // the aggregator thread ahead waits too. Frames arrive out of order within a receiver (a receiver
 // server's producer threads interleave), so holding back is decided per message, not by a guess
 // of where each receiver is. While a sector is held back, a slot is freed by force, in order:
-//   1. complete frames waiting as the threshold sample: the thresholds are decided with the sample
-//      so far, and those frames counted (no loss);
+//   1. frames waiting as the threshold sample: the thresholds are decided with the sample so far,
+//      and those frames counted (no loss);
 //   2. the oldest frame whose missing sectors are all known lost (each producer thread sends its
 //      frames in order, so a thread that delivered a later frame will not send this one; a receiver
 //      whose end marker came sends nothing more of the scan): counted early as incomplete;
 //   3. only if every receiver holds a sector back (the pool is smaller than the frame-order spread)
 //      or nothing came for kStallBeforeEviction: the oldest frame, or the newest when the receivers
 //      wait for a frame older than all in the pool (a receiver ran ahead of the others).
-// 2 and 3 count as evicted_frames. A sector that arrives for a frame already counted is dropped and
+// 2 and 3 count as evicted_frames. While the thresholds wait, a frame counted early (2, 3) or left
+// incomplete at the scan's end joins the sample with the sectors it holds and waits with it: a scan
+// of which no frame is ever whole (a receiver sent nothing, a replay of what one receiver spilled)
+// is counted from its sectors, not refused for want of a whole frame. A sector that arrives for a frame already counted is dropped and
 // counted as late. Size the pool (nodegroup.pool_frames) for the frame-order spread of the upstream.
 //
 // The last free slot is kept for a frame older than the newest in the pool: when a receiver runs
@@ -92,7 +95,7 @@ class CountingWorker {
   struct ScanWork {
     std::shared_ptr<ThresholdSampler> sampler;
     std::optional<counting::ElectronCounter> counter;
-    std::vector<std::size_t> waiting;  // complete frames held as the threshold sample
+    std::vector<std::size_t> waiting;  // frames held as the threshold sample
     std::vector<bool> counted;         // by position: counted (or given up), later sectors are late
     std::set<std::uint32_t> ended;     // receivers whose end marker came
     bool ending = false;               // every end marker came; waits for the thresholds
@@ -131,6 +134,8 @@ class CountingWorker {
   /// The frame to count early when the pool is too small: see the class comment.
   std::size_t victim(std::optional<std::pair<std::uint32_t, std::uint32_t>> wanted) const;
   void evict(std::size_t slot);
+  /// Offers the sectors an incomplete frame holds to the undecided sample; true if it now waits with it.
+  bool sample_incomplete(ScanWork& w, std::size_t slot);
   std::optional<std::pair<std::uint32_t, std::uint32_t>> oldest_held() const;
   void try_finish(std::uint32_t scan);
   void release(std::size_t slot);

@@ -30,8 +30,9 @@ class ThresholdSampler {
   ThresholdSampler(const ThresholdSettings& settings, std::shared_ptr<const counting::Calibration> calibration);
 
   /// Adds a complete frame to the sample (read during the call). Decides when the sample is full.
-  /// Returns false if already decided (not taken).
-  bool offer(const std::uint16_t* frame);
+  /// Returns false if already decided (not taken). `blocks`: only those pixels, the sectors an
+  /// incomplete frame holds (nullptr: the whole frame).
+  bool offer(const std::uint16_t* frame, const std::vector<counting::PixelBlock>* blocks = nullptr);
   /// Decides now with the frames offered so far (no-op if decided).
   void decide();
   /// A counting thread has offered every complete frame of the scan it will get; when all

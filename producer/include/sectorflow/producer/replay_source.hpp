@@ -22,8 +22,8 @@ namespace sectorflow::producer {
 /// then opens only the files that hold some of them.
 class ReplaySource : public SectorSource {
  public:
-  /// Throws ProducerError if the scan has no raw file of this sector in `directory`, a file's
-  /// scan shape is not scan_x x scan_y, a position lies outside it or occurs twice, or a record's
+  /// A sector with no raw file of the scan in `directory` replays no frame (it spilled nothing).
+  /// Throws ProducerError if a file's scan shape is not scan_x x scan_y, a position lies outside it or occurs twice, or a record's
   /// frame number - position differs from the first record's (one line naming the file and the
   /// record); RawFileError for unreadable or truncated files (naming the file and the record).
   ReplaySource(const std::string& directory, std::uint32_t scan_number, std::uint32_t sector, std::uint32_t scan_x,

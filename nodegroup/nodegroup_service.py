@@ -27,6 +27,8 @@ NodeGroup (:class:`LocalGroup`):
   is handed over,
 - logs the first refused message of each kind once, and with each scan's summary line the
   messages refused since the previous scan,
+- closes a scan aborted while the job runs (``sectorflow abort``) as soon as the relays' records say
+  what they forwarded and it came, not after ``scan_timeout_s`` (abort_watch.py),
 - hands every finished scan to rank 0 (MPI point-to-point, never a collective per scan, so ranks
   whose NodeGroups are not in a scan's routing list never wait for it), if someone announced it:
   a scan with no request record (``scans/<n>/request``: written by ``sectorflow acquire``, or by the
@@ -93,6 +95,7 @@ from sectorflow.service import ServiceState
 from sectorflow.socket_buffers import warn_if_capped
 from sectorflow.waiting import WaitTimeout, wait_until
 
+from .abort_watch import AbortWatch
 from .gather import GroupResult, ScanGatherer
 from .job_watch import JobWatch
 from .output_dir import check_writable
@@ -458,6 +461,7 @@ class NodeGroupService:
         self.groups: list[LocalGroup] = []
         self.gatherer: ScanGatherer | None = None
         self.watch: JobWatch | None = None
+        self.aborts: AbortWatch | None = None
 
     def start(self) -> list[str]:
         """Check the output directories, bind and register this rank's NodeGroups; learn every
@@ -476,6 +480,7 @@ class NodeGroupService:
             self.groups.append(LocalGroup(self.config, self.client, uid, self.rank, self.options.counting_threads,
                                           self.options.count))
             log.info("nodegroup %s: listening on %s ports %s", uid, self.groups[-1].host, self.groups[-1].ports)
+        self.aborts = AbortWatch(self.client, [receiver.threads for receiver in self.config.receivers], self.groups)
         uids_by_rank = self.comm.allgather([g.uid for g in self.groups])
         job_uids = sorted(uid for uids in uids_by_rank for uid in uids)
         self.watch = JobWatch(self.client.get, self.client.synced, uids_by_rank, self.rank,
@@ -521,6 +526,8 @@ class NodeGroupService:
         try:
             while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
                 self._step(LOOP_WAIT_S / len(self.groups))
+                if self.aborts is not None:
+                    self.aborts.check()
                 self._refresh()
                 gone = self.watch.check()
                 if gone is not None:

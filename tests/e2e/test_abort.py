@@ -9,6 +9,7 @@ scan timeout is far longer than the test may wait for the file, so it cannot pas
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -48,8 +49,10 @@ def test_an_aborted_scan_ends_everywhere_and_the_next_is_whole(make_config, proc
         aborted = sectorflow_command("abort", "--config", str(path), str(scan), timeout_s=60)
         assert aborted.returncode == 0, aborted.stderr
         assert aborted.stdout.startswith(f"scan {scan}: aborted;")
+        taken = time.monotonic()
 
         wait_until(lambda: waiting.poll() is not None, START_S, "acquire --wait to end")
+        ended_s = time.monotonic() - taken
         out = processes.output(waiting)
         assert waiting.returncode == 4, out
         line = re.search(rf"^scan {scan}: aborted: (\d+) counted \+ (\d+) spilled \+ (\d+) missing = (\d+) sectors; "
@@ -97,3 +100,5 @@ def test_an_aborted_scan_ends_everywhere_and_the_next_is_whole(make_config, proc
                                        "--timeout", "120", timeout_s=180)
         assert following.returncode == 0, following.stdout + following.stderr
         assert f"scan {scan + 1}: complete: 144 counted + 0 spilled + 0 missing = 144 sectors" in following.stdout
+        print(f"acquire --wait of the aborted scan ended {ended_s:.2f} s after the abort was taken "
+              f"(scan_timeout_s {SCAN_TIMEOUT_S:g})")

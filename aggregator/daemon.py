@@ -5,11 +5,15 @@ runs signal handlers only there) and, every report period, reads the counters an
 ``status/aggregator/t<r>`` (``ServiceStatus``: state idle or streaming, scan, messages, bytes and
 the extra fields ``malformed`` (all kinds), ``malformed_<kind>`` per kind of refusal, ``lost``,
 ``lost_last_scan``, ``dead_nodegroups``, ``recovered_scans``, ``native_scans``, ``infos``, ``open_scans``,
-``evicted_scans`` and, once a NodeGroup registration did not decode, ``bad_records``). A finished
+``evicted_scans``, who runs it (``host``, ``pid``) and, once a NodeGroup registration did not decode,
+``bad_records``). A finished
 scan is published at once and logged as one summary line per thread; a NodeGroup declared dead for
 a scan and a scan rebuilt from the producers' records after a restart are logged as warnings when
 they happen. A malformed kind is logged once, when it first occurs. The relay threads themselves
 write each scan's relay record (``scans/<n>/aggregator/t<r>``, the C++ RecordStore).
+
+An aggregator that finds another process's relay threads live in the kvstore
+(``sectorflow.ownership``) stops before relaying, with one line naming that process's host and pid.
 
 States (the one state machine, sectorflow.service), logged on every transition: the daemon starts
 (binds, then waits up to SYNC_TIMEOUT_S for its kvstore replicas, so that a relay restarted
@@ -38,6 +42,7 @@ from sectorflow.protocol import (
     refusal_fields,
     status_key,
 )
+from sectorflow.ownership import owner_fields, refuse_if_running
 from sectorflow.service import ServiceState, stop_on_signals
 from sectorflow.waiting import WaitTimeout, wait_until
 
@@ -80,6 +85,7 @@ def thread_status(stats: RelayStats, lost_last_scan: int, bad_records: int = 0,
     extra["infos"] = int(stats.infos)
     extra["open_scans"] = int(stats.open_scans)
     extra["evicted_scans"] = int(stats.evicted_scans)
+    extra.update(owner_fields())
     if bad_records:
         extra["bad_records"] = int(bad_records)
     if unauthenticated is not None:
@@ -135,7 +141,10 @@ def run_aggregator(config: Config) -> int:
         with stop_on_signals(logger) as stop, \
                 Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator",
                                    role="aggregator") as client:
-            _wait_synced(aggregator, config, stop)
+            # Bound but not relaying yet: an aggregator of this stack that runs elsewhere keeps it (a
+            # kvstore that answers the relays' replicas answers this client at once).
+            if _wait_synced(aggregator, config, stop) and client.wait_synced(SYNC_TIMEOUT_S):
+                refuse_if_running(client.statuses(SERVICE_AGGREGATOR), lambda _name, _status: True, "the aggregator")
             aggregator.start()
             for r in range(aggregator.threads()):
                 logger.info("thread %d: pulling on %s from %d producer thread(s)", r, aggregator.endpoint(r),
@@ -175,16 +184,19 @@ def run_aggregator(config: Config) -> int:
     return 0
 
 
-def _wait_synced(aggregator: Aggregator, config: Config, stop: threading.Event) -> None:
-    """Wait for the replicas of nodegroups/ and scans/; without them after SYNC_TIMEOUT_S, relay anyway."""
+def _wait_synced(aggregator: Aggregator, config: Config, stop: threading.Event) -> bool:
+    """Wait for the replicas of nodegroups/ and scans/; without them after SYNC_TIMEOUT_S, relay anyway.
+    Returns whether they synced."""
     kv = config.kvstore
     try:
         # Each poll blocks in C++ for up to POLL_INTERVAL_S; a stop ends the wait between two.
         wait_until(lambda: aggregator.wait_synced(POLL_INTERVAL_S), SYNC_TIMEOUT_S, f"kvstore at {kv.host}:{kv.port}",
                    0.0, stop=stop)
+        return not stop.is_set()
     except WaitTimeout:
         logger.warning("kvstore at %s:%d did not answer within %.0f s: relaying anyway; NodeGroups and scan records "
                        "are found once it answers", kv.host, kv.port, SYNC_TIMEOUT_S)
+        return False
 
 
 def _collect(aggregator: Aggregator, views: list[_ThreadView]) -> bool:

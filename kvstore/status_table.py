@@ -72,7 +72,9 @@ def _service_rows(entries: Mapping[str, bytes], now_s: float) -> list[tuple[str,
         if status is None:
             rows.append((key, "", INVALID, "", "", "", "", "", error))
             continue
-        extra = " ".join(f"{k}={v}" for k, v in sorted(status.extra.items()) if not _is_refusal_field(k))
+        # A NodeGroup's machine id only tells two machines of one host name apart (sectorflow.ownership).
+        extra = " ".join(f"{k}={v}" for k, v in sorted(status.extra.items())
+                         if not _is_refusal_field(k) and k != "machine")
         age = f"{max(0.0, now_s - status.updated_s):.1f}s"
         rows.append((service, name, status.state, str(status.scan), f"{status.messages:,}",
                      _human_bytes(status.bytes), age, _refused(status.extra), extra))

@@ -255,6 +255,9 @@ void bind_nodegroup(py::module_& m) {
       .def("counters", [](const NodeGroup& g) { return counter_dict(g.counters()); },
            "Counters since start: messages, bytes, frames, pool slots and bytes, ...")
       .def("progress", &NodeGroup::progress, "Scans being received.")
+      .def("close_aborted", &NodeGroup::close_aborted, py::arg("scan"), py::arg("receiver"), py::arg("forwarded"),
+           "Aborted scan: aggregator thread `receiver` closed it having forwarded `forwarded` messages here; that "
+           "port's part ends once they came, without waiting for scan_timeout_s.")
       .def(
           "take_live",
           [](NodeGroup& g) {

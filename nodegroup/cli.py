@@ -12,7 +12,7 @@ from sectorflow.logs import configure_logging
 from sectorflow.security.options import with_key_dir
 from sectorflow.service import stop_on_signals
 
-from .nodegroup_service import NodeGroupService, options_from
+from .nodegroup_service import DEFAULT_JOB, NodeGroupService, options_from
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,8 @@ def register(subparsers: Any) -> None:
         "the scan's file record (scans/<n>/file). Serves scan after scan until SIGTERM/SIGINT or --duration, "
         "then deregisters and exits 0. The job is one unit: when one rank dies or hangs, the others deregister "
         "at once, rank 0 writes what it holds, and the job exits 1. A job that cannot write its output "
-        "directory registers nothing and exits 1.",
+        "directory registers nothing and exits 1, and so does a job while a live job of its name (--job) serves the "
+        "stack, naming that job's host and pid, or a rank whose host name another machine's NodeGroup advertises.",
     )
     add_config_argument(parser)
     parser.add_argument("--groups-per-rank", type=int, default=None, metavar="G",
@@ -45,6 +46,10 @@ def register(subparsers: Any) -> None:
                         "what transport and assembly alone cost, for benchmarks")
     parser.add_argument("--duration", type=float, default=0.0, metavar="S",
                         help="stop after S seconds (default 0: run until SIGTERM or SIGINT)")
+    parser.add_argument("--job", default="", metavar="NAME",
+                        help=f"the job's name (default {DEFAULT_JOB!r}): a stack serves one live job of a name, so a "
+                        "second one (another 'sectorflow up' of the stack, an old job still running) is refused; "
+                        "jobs that serve a stack side by side need names of their own")
     parser.add_argument("--key-dir", default=None, metavar="DIR",
                         help="key directory (default: [security] key_dir); a streaming session passes the "
                         "private one its submission made")
@@ -56,7 +61,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     if args.key_dir is not None:
         config = with_key_dir(config, args.key_dir)
     options = options_from(config, args.groups_per_rank, args.threads, args.output, args.duration,
-                           count=not args.no_counting)
+                           count=not args.no_counting, job=args.job)
     comm = import_mpi().COMM_WORLD  # imported here: only this subcommand needs MPI
     configure_logging(f"nodegroup[{comm.Get_rank()}]", config.logging.level)
     with stop_on_signals(log) as stop:

@@ -20,13 +20,16 @@ NodeGroup (:class:`LocalGroup`):
   ``malformed_<kind>``, the kinds of ``sectorflow.protocol.REFUSAL_KINDS``), late_messages,
   duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, repeated_infos (expected
   counts sent again, e.g. by a restarted aggregator: taken once), unannounced_scans and
-  unannounced_messages (data of scans nobody announced: refused, below), and on rank 0 last_file;
+  unannounced_messages (data of scans nobody announced: refused, below), who runs it (host, pid, the
+  job's name job, the machine's id machine: sectorflow.ownership), and on rank 0 last_file;
   with ``[analysis] live`` also the live stream's endpoints, subscribers and drops (``live_*``,
   live/SPEC.md), published soon after a subscriber comes or goes,
 - runs the NodeGroup's live publisher (``sectorflow.live.publisher``) and tells it when a scan
   is handed over,
 - logs the first refused message of each kind once, and with each scan's summary line the
   messages refused since the previous scan,
+- closes a scan aborted while the job runs (``sectorflow abort``) as soon as the relays' records say
+  what they forwarded and it came, not after ``scan_timeout_s`` (abort_watch.py),
 - hands every finished scan to rank 0 (MPI point-to-point, never a collective per scan, so ranks
   whose NodeGroups are not in a scan's routing list never wait for it), if someone announced it:
   a scan with no request record (``scans/<n>/request``: written by ``sectorflow acquire``, or by the
@@ -43,6 +46,11 @@ once, stops them, sends rank 0 a goodbye, and closes its kvstore client, which d
 keys; rank 0 writes what it holds and exits last. When another rank of the job vanished (killed,
 hung), every surviving rank does the same, rank 0 writes what it holds with the missing NodeGroups
 recorded (incomplete files), and the job exits 1.
+
+Before any NodeGroup registers, every rank waits (up to ``STARTUP_SYNC_S``) for its replica: rank 0
+refuses to start while a live NodeGroup of another job of this job's name (``--job``) serves the stack,
+and every rank while a NodeGroup of another machine registered the host this rank advertises (two
+machines with one ``gethostname()``); any refusal ends every rank with one line.
 
 The UID of a NodeGroup is ``<node>-<pid>-r<rank>-g<index>``: unique per process and group.
 """
@@ -77,6 +85,7 @@ from sectorflow.protocol import (
     STATE_STOPPING,
     STATE_STREAMING,
     STATE_WRITING,
+    SERVICE_NODEGROUP,
     NodeGroupRecord,
     ServiceStatus,
     nodegroup_key,
@@ -87,12 +96,14 @@ from sectorflow.protocol import (
     scan_request_key,
     status_key,
 )
+from sectorflow.ownership import machine_id, owner_fields, refuse_if_running
 from sectorflow.scan_life import abort_key
 from sectorflow.security.options import data_client_curve, live_curve
 from sectorflow.service import ServiceState
 from sectorflow.socket_buffers import warn_if_capped
 from sectorflow.waiting import WaitTimeout, wait_until
 
+from .abort_watch import AbortWatch
 from .gather import GroupResult, ScanGatherer
 from .job_watch import JobWatch
 from .launcher_watch import LauncherWatch
@@ -111,6 +122,13 @@ TAG_BYE = 72
 BYE_TIMEOUT_S = 10.0
 #: Exit code of a job that left because one of its ranks vanished or its launcher is gone.
 EXIT_SIBLING_GONE = 1
+#: A job's name unless --job gives one: a stack serves one job of a name (sectorflow.ownership).
+DEFAULT_JOB = "nodegroups"
+MAX_JOB_BYTES = 64
+#: Seconds each rank waits at start for its replica, to look for another job of its name (and
+#: another machine of its host name) before registering; a kvstore that does not answer by then
+#: is not waited for (the registrations go once it answers, as before), the checks are skipped.
+STARTUP_SYNC_S = 10.0
 
 #: NodeGroup counters published as they are in ``status/nodegroup/<uid>``.
 PUBLISHED_COUNTERS = ("frames_complete", "frames_incomplete", "pool_slots_in_use", "pool_bytes",
@@ -129,11 +147,12 @@ class ServiceOptions:
     duration_s: float = 0.0  # 0: until stopped
     second_output_dir: Path | None = None  # where a file goes that output_dir cannot take
     count: bool = True  # False: frames are assembled and written with no events (benchmarks)
+    job: str = DEFAULT_JOB  # the job's name: one live job of a name per stack
 
 
 def options_from(config: Config, groups_per_rank: int | None = None, threads: int | None = None,
                  output: str | os.PathLike[str] | None = None, duration_s: float = 0.0,
-                 count: bool = True) -> ServiceOptions:
+                 count: bool = True, job: str = "") -> ServiceOptions:
     """The service options: the ``[nodegroup]`` table, overridden by what is given."""
     ng = config.nodegroup
     groups = ng.groups_per_rank if groups_per_rank is None else groups_per_rank
@@ -144,8 +163,11 @@ def options_from(config: Config, groups_per_rank: int | None = None, threads: in
         raise UsageError(f"--threads {counting}: need at least 1 counting thread per NodeGroup")
     if duration_s < 0:
         raise UsageError(f"--duration {duration_s:g}: must be positive (or 0 for until stopped)")
+    job = job or DEFAULT_JOB
+    if len(job.encode()) > MAX_JOB_BYTES or not job.isprintable():
+        raise UsageError(f"--job {job!r}: a name of 1 to {MAX_JOB_BYTES} printable bytes expected")
     return ServiceOptions(groups, counting, Path(output if output is not None else ng.output_dir), duration_s,
-                          Path(ng.second_output_dir) if ng.second_output_dir else None, count)
+                          Path(ng.second_output_dir) if ng.second_output_dir else None, count, job)
 
 
 def _load_map(path: str, key: str) -> np.ndarray | None:
@@ -233,11 +255,14 @@ class LocalGroup:
     """
 
     def __init__(self, config: Config, client: Client, uid: str, rank: int, counting_threads: int,
-                 count: bool = True) -> None:
+                 count: bool = True, job: str = DEFAULT_JOB) -> None:
         self.config = config
         self.client = client
         self.uid = uid
         self.rank = rank
+        # Who runs it, in its status: another job of its name, or another machine of its host name,
+        # is refused at start (sectorflow.ownership).
+        self.owner: dict[str, str | int] = {**owner_fields(), "job": job, "machine": machine_id()}
         self.host = advertised_host(config.nodegroup.host)
         self.node = socket.gethostname()
         self.group = NodeGroup(settings_from(config, uid, counting_threads, count))
@@ -326,6 +351,7 @@ class LocalGroup:
             "rank": self.rank,
             "unannounced_scans": self.unannounced_scans,
             "unannounced_messages": self.unannounced_messages,
+            **self.owner,
             **{key: int(counters[key]) for key in PUBLISHED_COUNTERS},
             **refusal_fields(counters["malformed"]),
         }
@@ -461,6 +487,7 @@ class NodeGroupService:
         self.watch: JobWatch | None = None
         self.launcher = LauncherWatch()
         self.launcher_gone = False
+        self.aborts: AbortWatch | None = None
 
     def start(self) -> list[str]:
         """Check the output directories, bind and register this rank's NodeGroups; learn every
@@ -470,15 +497,18 @@ class NodeGroupService:
             NodeGroup of the job registers).
         """
         error = self._check_output() if self.rank == 0 else None
-        error = self.comm.bcast(error, root=0)
+        # Every rank looks before any registers; any refusal ends every rank with it.
+        error = error or self._check_alone()
+        error = next((e for e in self.comm.allgather(error) if e), None)
         if error:
             raise SectorflowError(error)
         node = socket.gethostname()
         for index in range(self.options.groups_per_rank):
             uid = f"{node}-{os.getpid()}-r{self.rank}-g{index}"
             self.groups.append(LocalGroup(self.config, self.client, uid, self.rank, self.options.counting_threads,
-                                          self.options.count))
+                                          self.options.count, self.options.job))
             log.info("nodegroup %s: listening on %s ports %s", uid, self.groups[-1].host, self.groups[-1].ports)
+        self.aborts = AbortWatch(self.client, [receiver.threads for receiver in self.config.receivers], self.groups)
         uids_by_rank = self.comm.allgather([g.uid for g in self.groups])
         job_uids = sorted(uid for uids in uids_by_rank for uid in uids)
         self.watch = JobWatch(self.client.get, self.client.synced, uids_by_rank, self.rank,
@@ -506,6 +536,35 @@ class NodeGroupService:
                      f" (or {self.options.second_output_dir})" if self.options.second_output_dir else "")
         return job_uids
 
+    def _check_alone(self) -> str | None:
+        """Why this rank must not register: another live job of this job's name (rank 0 looks), or a
+        NodeGroup of another machine that advertises the host name this rank would (two machines with
+        one ``gethostname()``: the relays would send this one's sectors there); None if neither."""
+        kv = self.config.kvstore
+        if not self.client.wait_synced(STARTUP_SYNC_S):
+            log.warning("kvstore at %s:%d did not answer within %g s: registering without looking for another job "
+                        "named %r", kv.host, kv.port, STARTUP_SYNC_S, self.options.job)
+            return None
+        statuses = self.client.statuses(SERVICE_NODEGROUP)
+        try:
+            if self.rank == 0:
+                refuse_if_running(statuses, lambda _uid, status: status.extra.get("job") == self.options.job,
+                                  f"NodeGroup job {self.options.job!r} of this stack")
+        except SectorflowError as error:
+            return str(error)
+        advertised, machine = advertised_host(self.config.nodegroup.host), machine_id()
+        registered = {record.uid: record for record in self.client.nodegroups()}
+        for (_, uid), status in sorted(statuses.items()):
+            theirs = status.extra.get("machine")
+            record = registered.get(uid)
+            if (record is None or record.host != advertised or status.state in (STATE_STOPPING, STATE_STOPPED)
+                    or not isinstance(theirs, str) or not theirs or not machine or theirs == machine):
+                continue
+            return (f"NodeGroup {uid} of another machine ({status.extra.get('host')}, machine id {theirs[:12]}) "
+                    f"advertises the host {advertised!r} this rank would: two machines with one host name; set "
+                    f"[nodegroup] host to an address of this node")
+        return None
+
     def _check_output(self) -> str | None:
         """Why rank 0 cannot write its files, or None."""
         try:
@@ -525,6 +584,8 @@ class NodeGroupService:
         try:
             while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
                 self._step(LOOP_WAIT_S / len(self.groups))
+                if self.aborts is not None:
+                    self.aborts.check()
                 self._refresh()
                 if self.launcher.gone():
                     log.error("the job's launcher is gone (its PMI connection, fd %s, hung up): this rank's "

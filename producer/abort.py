@@ -2,9 +2,10 @@
 
 Writes ``scans/<n>/abort`` (``sectorflow.scan_life.ScanAbort``). The producer daemons watch it: every
 thread stops sending the scan at its next sector and records ``error`` with the abort and what it sent
-and spilled before (a scan not begun yet is refused). The aggregator's relay threads and the NodeGroups
-close the scan as they close any scan whose senders stopped (the NodeGroups after ``[nodegroup]
-scan_timeout_s`` without data), and rank 0 writes the file with what was counted, outcome ``aborted``.
+and spilled before (a scan not begun yet is refused). The aggregator's relay threads close the
+scan once what the producers sent has come through, the NodeGroups once what the relays forwarded has
+come (protocol/SPEC.md, steps 5 and 6; not after ``[nodegroup] scan_timeout_s``), and rank 0 writes the
+file with what was counted, outcome ``aborted``.
 ``sectorflow acquire --wait`` of the scan then exits 4 and ``sectorflow status`` shows it aborted.
 
 Exit codes: 0 the abort was taken by the kvstore; 2 a scan number that is not a number or names no
@@ -33,8 +34,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "abort",
         help="stop a running scan: producers stop sending it, its file and account say aborted",
-        description="Abort scan N: every producer thread stops sending it at its next sector, the NodeGroups close "
-        "it once no data came for [nodegroup] scan_timeout_s, and its file is written with what was counted before, "
+        description="Abort scan N: every producer thread stops sending it at its next sector, the relays and NodeGroups "
+        "close it as soon as what was sent has come through, and its file is written with what was counted before, "
         "outcome 'aborted' "
         "(its 'acquire --wait' exits 4). Exit codes: 0 aborted; 2 N is not a scan the kvstore knows; "
         "1 the scan is over already, or the kvstore did not take the abort.",

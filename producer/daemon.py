@@ -16,6 +16,9 @@ next sector, or refuses the scan if it has not begun; each thread's record then 
 abort and what it sent and spilled before.
 After each scan the daemon logs one line: the receiver's sectors sent, spilled to raw files and
 missing.
+
+A daemon whose receiver is served already by a live daemon of another process (its threads'
+statuses, ``sectorflow.ownership``) stops at start with one line naming that process's host and pid.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from sectorflow.protocol import (
     ACQUIRE_REQUEST_KEY,
     RAW_PARTIAL_SUFFIX,
     SCANS_PREFIX,
+    SERVICE_PRODUCER,
     RAW_WRITING_SUFFIX,
     SOURCE_REPLAY,
     STATE_IDLE,
@@ -62,6 +66,7 @@ from sectorflow.protocol import (
     check_scan_shape,
     parse_scan_key,
 )
+from sectorflow.ownership import refuse_if_running
 from sectorflow.service import ServiceState
 from sectorflow.simulator import simulator_from_config
 from sectorflow.waiting import WaitTimeout, wait_until
@@ -123,6 +128,10 @@ class ProducerDaemon:
                 self._wait_synced(client, sync_timeout_s)
                 if self._stop.is_set():
                     return 0
+                # Before anything is written: a second daemon of the receiver would share its scans.
+                refuse_if_running(client.statuses(SERVICE_PRODUCER),
+                                  lambda _name, status: status.extra.get("receiver") == self.receiver,
+                                  f"a producer daemon for receiver {self.receiver}")
                 self._skip_existing_request(client)
                 self._mark_abandoned_files()
                 # Only now: each Producer publishes its idle status, which is what `sectorflow acquire`

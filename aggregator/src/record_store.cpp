@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "sectorflow/protocol/errors.hpp"
+#include "sectorflow/protocol/service_state.hpp"
 
 namespace sectorflow::aggregator::detail {
 namespace {
@@ -46,6 +47,31 @@ std::vector<protocol::ProducerScanRecord> RecordStore::producer_records(std::uin
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.thread < b.thread; });
   return out;
+}
+
+std::optional<std::uint64_t> RecordStore::aborted_sent(std::uint32_t scan, std::uint32_t receiver,
+                                                      std::uint32_t threads) const {
+  // Written by `sectorflow abort` (sectorflow/scan_life.py); its presence is the abort.
+  if (!client_.get(protocol::scan_prefix(scan) + "abort")) return std::nullopt;
+  const std::string finished(protocol::to_string(protocol::ServiceState::kFinished));
+  const std::string error(protocol::to_string(protocol::ServiceState::kError));
+  std::vector<bool> done(threads, false);
+  std::uint64_t sent = 0;
+  const std::string prefix = protocol::scan_prefix(scan) + "producer/r" + std::to_string(receiver) + "t";
+  for (const auto& [key, value] : client_.subtree(prefix)) {
+    try {
+      const protocol::ProducerScanRecord record = protocol::ProducerScanRecord::decode(value);
+      if (record.receiver != receiver || record.thread >= threads || done[record.thread]) continue;
+      if (key != protocol::scan_producer_key(scan, record.receiver, record.thread)) continue;
+      if (record.state != finished && record.state != error) return std::nullopt;  // still sending
+      done[record.thread] = true;
+      sent += record.sent;
+    } catch (const protocol::ProtocolError&) {
+      // producer_records() reports it; here it is a thread not known to be done.
+    }
+  }
+  if (!std::all_of(done.begin(), done.end(), [](bool d) { return d; })) return std::nullopt;
+  return sent;
 }
 
 std::optional<protocol::RelayScanRecord> RecordStore::relay_record(std::uint32_t scan, std::uint32_t thread) const {

@@ -48,6 +48,7 @@ void Relay::run(const std::atomic<bool>& stop) {
     try {
       if (directory_.generation() != generation_) refresh();
       if (settings_.native) expire_native_scans();
+      close_aborted_scans();
       if (!receive_one()) {
         refresh_stale_records();
         zmq::poll(&item, 1, kIdlePoll);
@@ -408,6 +409,27 @@ void Relay::expire_native_scans() {
     remember_closed(scans_.close(number));
   }
   if (!idle.empty()) counters_.open_scans(scans_.size());
+}
+
+void Relay::close_aborted_scans() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_abort_check_ || scans_.empty()) return;
+  next_abort_check_ = now + kIdlePoll;
+  std::vector<std::uint32_t> aborted;
+  scans_.for_each([&](ScanState& scan) {
+    // A native receiver's threads do not watch the abort; a rebuilt scan's counts are partial.
+    if (scan.is_native() || scan.recovered()) return;
+    const std::optional<std::uint64_t> sent =
+        records_.aborted_sent(scan.scan_number(), settings_.receiver, settings_.producer_threads);
+    if (sent && scan.handled() >= *sent) aborted.push_back(scan.scan_number());
+  });
+  for (const std::uint32_t number : aborted) {
+    ScanState& scan = *scans_.find(number);
+    report(scan, true, "aborted (sectorflow abort): closed with the " + std::to_string(scan.handled()) +
+                           " messages its producer threads sent");
+    remember_closed(scans_.close(number));
+  }
+  if (!aborted.empty()) counters_.open_scans(scans_.size());
 }
 
 void Relay::send_closing_counts(ScanState& scan) {

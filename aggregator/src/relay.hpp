@@ -21,6 +21,12 @@
 // A scan closes without waiting for a dead NodeGroup's messages; those still coming (sent before
 // the producers saw the record) are counted lost in its record, rewritten when the thread is idle.
 //
+// An aborted scan (sectorflow abort, scans/<n>/abort) closes here as soon as every producer thread
+// of receiver r wrote its last record and the messages they say they sent have all been forwarded
+// or counted lost: its record (closed, not complete) then tells each NodeGroup how many it was
+// forwarded, which is what the NodeGroups wait for instead of their scan timeout. A scan rebuilt
+// after a restart cannot know what the process before forwarded: it does not close this way.
+//
 // A native receiver's thread (SPEC.md, "Two dialects") reads the 4D Camera's own header instead:
 // no info messages; the scan opens with its first message, with the routing list NativeRoutes
 // fixes for every thread, and each thread's first header gives its message count. The sector goes
@@ -102,6 +108,8 @@ class Relay {
   /// thread's scan record describes (another num_frames_this_thread: a stray), or "" (it is, or
   /// no record describes the thread: a receiver's own software writes none).
   std::string against_record(const protocol::DataHeader& header, std::uint32_t frames) const;
+  /// Closes the aborted scans whose producer threads sent their last message and all came.
+  void close_aborted_scans();
   /// Closes the native scans with no message for native_idle.
   void expire_native_scans();
   /// Sends a native scan's NodeGroups their expected counts: what was forwarded to each.
@@ -156,6 +164,7 @@ class Relay {
   bool records_synced_once_ = false;     ///< waited once for the scans/ replica: never again per message
   std::map<std::uint32_t, std::chrono::steady_clock::time_point> native_closed_;  ///< native scan -> closed at
   std::chrono::steady_clock::time_point next_expiry_check_{};
+  std::chrono::steady_clock::time_point next_abort_check_{};
   /// Before this, a native scan with no request record is refused without waiting for the record
   /// (a flood of stray scan numbers cannot make the thread wait for each).
   std::chrono::steady_clock::time_point next_request_wait_{};

@@ -60,6 +60,8 @@ class ScanState {
   std::string native_arrival(std::uint32_t thread, std::uint32_t frames);
   /// A native scan closes: each NodeGroup's expected count becomes what was forwarded to it.
   void closing_counts();
+  /// Messages of the scan this thread forwarded or counted lost so far.
+  std::uint64_t handled() const { return forwarded_ + lost_; }
   /// Messages the native threads heard from announced, in all.
   std::uint64_t announced() const;
   /// Whether the scan has a NodeGroup to route to (a native scan may have none).

@@ -76,6 +76,7 @@ void Receiver::run(const std::atomic<bool>& stop) {
         if (!zmq::recv_multipart(pull_, std::back_inserter(parts), zmq::recv_flags::dontwait)) break;
         handle(parts, stop);
       }
+      for (const std::uint32_t scan : tracker_.closed(index_)) send_end(scan, false, stop);
       for (const std::uint32_t scan : tracker_.expire(index_, ScanTracker::Clock::now())) {
         send_end(scan, true, stop);
       }

@@ -37,6 +37,12 @@ ScanTracker::Scan* ScanTracker::scan_locked(std::uint32_t scan, std::uint32_t re
     s.expected.assign(receivers_, -1);
     s.received.assign(receivers_, 0);
     s.over.assign(receivers_, false);
+    s.close_at.assign(receivers_, -1);
+    const auto pending = close_pending_.find(scan);
+    if (pending != close_pending_.end()) {
+      s.close_at = std::move(pending->second);
+      close_pending_.erase(pending);
+    }
     s.heard.assign(receivers_, now);  // a port that never hears of the scan times out from its start
     s.first_message_s = wall_s();
   }
@@ -75,7 +81,8 @@ ScanTracker::Arrival ScanTracker::on_data(std::uint32_t scan, std::uint32_t rece
   }
   ++s->received[receiver];
   s->bytes += bytes;
-  if (s->expected[receiver] >= 0 && s->received[receiver] >= static_cast<std::uint64_t>(s->expected[receiver])) {
+  if ((s->expected[receiver] >= 0 && s->received[receiver] >= static_cast<std::uint64_t>(s->expected[receiver])) ||
+      s->closing(receiver)) {
     s->over[receiver] = true;
     return Arrival::kLast;
   }
@@ -100,7 +107,7 @@ ScanTracker::Arrival ScanTracker::on_info(std::uint32_t scan, std::uint32_t rece
   if (s->over[receiver]) return Arrival::kLate;
   s->expected[receiver] = static_cast<std::int64_t>(expected);
   s->routing = std::move(routing);
-  if (s->received[receiver] >= expected) {
+  if (s->received[receiver] >= expected || s->closing(receiver)) {
     s->over[receiver] = true;
     return Arrival::kLast;
   }
@@ -118,6 +125,33 @@ std::vector<std::uint32_t> ScanTracker::expire(std::uint32_t receiver, Clock::ti
     }
   }
   return expired;
+}
+
+void ScanTracker::close_at(std::uint32_t scan, std::uint32_t receiver, std::uint64_t forwarded) {
+  if (receiver >= receivers_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (finished_locked(scan)) return;
+  const auto it = scans_.find(scan);
+  if (it != scans_.end()) {
+    it->second.close_at[receiver] = static_cast<std::int64_t>(forwarded);
+    return;
+  }
+  auto [pending, added] = close_pending_.try_emplace(scan, std::vector<std::int64_t>(receivers_, -1));
+  pending->second[receiver] = static_cast<std::int64_t>(forwarded);
+  // Bounded like the scans: the lowest number (the oldest abort, in practice) leaves first.
+  if (added && close_pending_.size() > 2 * max_open_scans_) close_pending_.erase(close_pending_.begin());
+}
+
+std::vector<std::uint32_t> ScanTracker::closed(std::uint32_t receiver) {
+  std::vector<std::uint32_t> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [number, s] : scans_) {
+    if (!s.over[receiver] && s.closing(receiver)) {
+      s.over[receiver] = true;
+      out.push_back(number);
+    }
+  }
+  return out;
 }
 
 ScanTracker::Arrivals ScanTracker::take(std::uint32_t scan) {

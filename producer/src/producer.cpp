@@ -4,6 +4,9 @@
 #include <exception>
 #include <iostream>
 #include <utility>
+
+#include <unistd.h>
+
 #include <zmq.hpp>
 
 #include "buffer_pool.hpp"
@@ -29,6 +32,12 @@ std::string scan_text(std::uint32_t scan) { return "scan " + std::to_string(scan
 // Positions p < n_frames with p % threads == thread, counted without listing them.
 std::uint64_t owned_frames(std::uint64_t n_frames, std::uint32_t threads, std::uint32_t thread) {
   return n_frames / threads + (thread < n_frames % threads ? 1 : 0);
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
 }
 
 }  // namespace
@@ -176,6 +185,9 @@ void Producer::publish(protocol::ServiceState state, const std::string& error) {
   status.bytes = bytes_;
   status.extra["receiver"] = std::int64_t{options_.receiver};
   status.extra["thread"] = std::int64_t{options_.thread_id};
+  // Who runs it: a second daemon for the receiver names this one and refuses to start (sectorflow/ownership.py).
+  status.extra["host"] = host_name();
+  status.extra["pid"] = std::int64_t{::getpid()};
   status.extra["messages_total"] = static_cast<std::int64_t>(impl_->earlier.messages + messages_);
   status.extra["bytes_total"] = static_cast<std::int64_t>(impl_->earlier.bytes + bytes_);
   status.extra["spilled_total"] = static_cast<std::int64_t>(impl_->earlier.spilled + impl_->spilled);

@@ -115,3 +115,38 @@ TEST(ScanTracker, AnIdenticalRepeatedCountIsIdempotentAnotherIsRefused) {
   EXPECT_EQ(tracker.on_info(kScan, 0, 5, {"ng-a"}, kSide, kSide), Arrival::kConflict);
   EXPECT_EQ(tracker.late(kScan), 0U);
 }
+
+// An aborted scan: relay thread r closed it having forwarded a count; port r's part ends when that
+// many came, before the announced count and without the timeout.
+TEST(ScanTracker, AnAbortedScansPortEndsWhenWhatItsRelayForwardedCame) {
+  ScanTracker tracker(2, 1h, kOpenScans);
+  ASSERT_EQ(tracker.on_info(kScan, 0, 100, {"ng-a"}, kSide, kSide), Arrival::kAccepted);
+  ASSERT_EQ(tracker.on_info(kScan, 1, 100, {"ng-a"}, kSide, kSide), Arrival::kAccepted);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(data(tracker, kScan, 0), Arrival::kAccepted);
+  ASSERT_EQ(data(tracker, kScan, 1), Arrival::kAccepted);
+  // Relay 0 forwarded 3, all in: the part ends at the receiver's next look.
+  tracker.close_at(kScan, 0, 3);
+  EXPECT_EQ(tracker.closed(0), std::vector<std::uint32_t>{kScan});
+  EXPECT_TRUE(tracker.closed(0).empty());
+  EXPECT_EQ(data(tracker, kScan, 0), Arrival::kLate);
+  // Relay 1 forwarded 2, one still on the way: its arrival ends the part.
+  tracker.close_at(kScan, 1, 2);
+  EXPECT_TRUE(tracker.closed(1).empty());
+  EXPECT_EQ(data(tracker, kScan, 1), Arrival::kLast);
+  const ScanTracker::Arrivals arrivals = tracker.take(kScan);
+  EXPECT_FALSE(arrivals.timed_out);
+  EXPECT_EQ(arrivals.received, (std::vector<std::uint64_t>{3, 2}));
+  EXPECT_EQ(arrivals.expected, (std::vector<std::int64_t>{100, 100}));
+  // A finished scan ignores a count that comes after.
+  tracker.close_at(kScan, 0, 1);
+  EXPECT_TRUE(tracker.closed(0).empty());
+}
+
+TEST(ScanTracker, AnAbortedScansCountWaitsForTheScanToOpen) {
+  ScanTracker tracker(1, 1h, kOpenScans);
+  tracker.close_at(kScan, 0, 1);
+  tracker.close_at(kScan, 5, 1);  // no such port: ignored
+  EXPECT_TRUE(tracker.closed(0).empty());
+  EXPECT_EQ(data(tracker, kScan, 0), Arrival::kLast);
+  EXPECT_EQ(tracker.take(kScan).received, (std::vector<std::uint64_t>{1}));
+}

@@ -209,7 +209,7 @@ def test_dead_upstream_and_killed_job_leave_the_other_job_finishing_by_timeout(s
     config, path, standin = stack(**SMALL)
     job_a = start_job(processes, path, tmp_path / "a", ranks=1, name="job-a")
     (a,) = standin.wait_nodegroups(1, job_a, processes)
-    job_b = start_job(processes, path, tmp_path / "b", ranks=1, name="job-b")
+    job_b = start_job(processes, path, tmp_path / "b", ranks=1, name="job-b", extra=("--job", "job-b"))
     records = standin.wait_nodegroups(2, job_b, processes)
     b = next(r for r in records if r.uid != a.uid)
     # Half the scan, then job B is killed and the upstream stops (its info never comes).

@@ -52,6 +52,11 @@ class NodeGroup {
   NodeGroupCounterValues counters() const;
   /// Scans being received (not yet handed over by every receiver).
   std::vector<ScanTracker::Progress> progress() const { return tracker_.progress(); }
+  /// Aborted scan `scan` (sectorflow abort): aggregator thread `receiver` closed it having forwarded
+  /// `forwarded` messages here; that port's part ends once they came (ScanTracker::close_at).
+  void close_aborted(std::uint32_t scan, std::uint32_t receiver, std::uint64_t forwarded) {
+    tracker_.close_at(scan, receiver, forwarded);
+  }
   /// Scans whose data are all in, being counted by the counting threads.
   std::size_t scans_counting() const;
   /// The frames counted since the last call, for the live view (empty unless settings().live).

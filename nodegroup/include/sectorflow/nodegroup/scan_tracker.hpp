@@ -12,7 +12,11 @@
 // (a message of another shape is refused), and at most max_open_scans scans are live at once.
 // Opening one more evicts the live scan opened first, never the new one: its parts end at the
 // receivers' next expiry pass as if timed out, and it is written with what arrived. Scans being
-// finished count too, up to twice the bound; beyond that a new scan is refused. Thread-safe.
+// finished count too, up to twice the bound; beyond that a new scan is refused.
+//
+// An aborted scan (sectorflow abort) closes by what its relay threads forwarded instead of what
+// the producers announced: once relay thread r closed it, r's part here is over when the messages
+// r forwarded to this NodeGroup have come (close_at), without waiting for the timeout. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -56,6 +60,15 @@ class ScanTracker {
   /// markers.
   std::vector<std::uint32_t> expire(std::uint32_t receiver, Clock::time_point now);
 
+  /// Aborted scan `scan`: relay thread `receiver` closed it having forwarded `forwarded` messages to
+  /// this NodeGroup, so r's part is over once that many came, whatever its info announced. Kept for
+  /// a scan not open yet (its first message is still on the way), bounded like the open scans; a
+  /// finished scan ignores it.
+  void close_at(std::uint32_t scan, std::uint32_t receiver, std::uint64_t forwarded);
+  /// Scans whose part of `receiver` is now over by their close_at() count (not timed out). The
+  /// caller sends their end markers.
+  std::vector<std::uint32_t> closed(std::uint32_t receiver);
+
   /// What the receivers learnt about a scan, removed from the tracker (the scan becomes finished).
   struct Arrivals {
     std::vector<std::string> routing;
@@ -97,11 +110,16 @@ class ScanTracker {
     std::uint64_t late = 0;
     bool timed_out = false;
     bool evicted = false;
+    std::vector<std::int64_t> close_at;    ///< per port: close_at()'s count, -1 if none came
     std::vector<Clock::time_point> heard;  ///< per port: the last message of the scan
     double first_message_s = 0.0;
     double last_message_s = 0.0;
 
     bool all_over() const;
+    /// Whether port r's part is over by its close_at() count.
+    bool closing(std::uint32_t r) const {
+      return close_at[r] >= 0 && received[r] >= static_cast<std::uint64_t>(close_at[r]);
+    }
   };
   /// The scan, opened if new (evicting one if needed); null if the tracker is full.
   Scan* scan_locked(std::uint32_t scan, std::uint32_t receiver, std::uint32_t scan_x, std::uint32_t scan_y);
@@ -122,6 +140,8 @@ class ScanTracker {
     std::vector<std::int64_t> expected;
   };
   std::map<std::uint32_t, Finished> finished_;
+  /// close_at() counts of scans not open yet (per port, -1 for none), applied when they open.
+  std::map<std::uint32_t, std::vector<std::int64_t>> close_pending_;
   std::deque<std::uint32_t> finished_order_;
 };
 

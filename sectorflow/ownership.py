@@ -1,0 +1,106 @@
+"""One stack, one owner per role and name: a daemon refuses to start while a live one of its role and name runs.
+
+Every service's status says who runs it (kvstore/SPEC.md, ``status/<service>/<name>``): the extra
+fields ``host`` (``gethostname()``) and ``pid``, and for NodeGroups ``job`` (the job's name,
+``sectorflow nodegroup --job``) and ``machine`` (this machine's id). Once its kvstore replica is
+synced, and before it serves, a producer daemon looks for a live status of its receiver, the
+aggregator for any relay thread's, a NodeGroup job's rank 0 for a NodeGroup of its job's name, all
+of another process: found, it stops with one line naming that process's host and pid, rather than
+join a stack another process already serves (issue 31: a second ``up`` whose producers and
+NodeGroups joined the running stack and split its scans).
+
+Live means: a status within its ttl whose state is not stopping or stopped. A killed process's
+status outlives it by its ttl, so one of this host whose pid no longer exists is taken as dead: a
+daemon restarted at once after a kill starts. One of another host counts until its ttl has run out.
+This is a check, not a lock: two daemons started in the same moment, before either published its
+status, both start (docs/fault-model.md, "Known gaps").
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from sectorflow.errors import SectorflowError
+from sectorflow.protocol import STATE_STOPPED, STATE_STOPPING, ServiceStatus
+
+# Where a machine's id is kept (systemd, dbus); the boot id when neither exists (a container).
+_MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id", "/proc/sys/kernel/random/boot_id")
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The process behind a status."""
+
+    host: str
+    pid: int
+
+    def __str__(self) -> str:
+        return f"host {self.host}, pid {self.pid}"
+
+
+def me() -> Owner:
+    return Owner(socket.gethostname(), os.getpid())
+
+
+def owner_fields() -> dict[str, str | int]:
+    """The extra fields that name this process in a status."""
+    owner = me()
+    return {"host": owner.host, "pid": owner.pid}
+
+
+def machine_id() -> str:
+    """An id of this machine that two machines with one host name do not share ("" if none is readable)."""
+    for path in _MACHINE_ID_FILES:
+        try:
+            text = Path(path).read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text:
+            return text
+    return ""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def live_owner(statuses: Mapping[tuple[str, str], ServiceStatus],
+               mine: Callable[[str, ServiceStatus], bool], own: Callable[[Owner], bool]) -> tuple[str, Owner] | None:
+    """The first live status of the role and name (``mine(name, status)``) that another process
+    (``not own(owner)``) publishes, with that process; None if there is none."""
+    here = socket.gethostname()
+    for (_, name), status in sorted(statuses.items()):
+        if status.state in (STATE_STOPPING, STATE_STOPPED) or not mine(name, status):
+            continue
+        host, pid = status.extra.get("host"), status.extra.get("pid")
+        if not isinstance(host, str) or not isinstance(pid, int) or isinstance(pid, bool):
+            continue  # published by a process that does not say who it is: a receiver embedding the library
+        owner = Owner(host, pid)
+        if own(owner) or (host == here and not _pid_alive(pid)):
+            continue
+        return name, owner
+    return None
+
+
+def refuse_if_running(statuses: Mapping[tuple[str, str], ServiceStatus], mine: Callable[[str, ServiceStatus], bool],
+                      what: str, own: Callable[[Owner], bool] | None = None) -> None:
+    """Raise SectorflowError naming the process if a live ``what`` of another process publishes a status.
+
+    ``own``: which processes are this one (default: this process alone; a NodeGroup job has several).
+    """
+    found = live_owner(statuses, mine, own or (lambda owner: owner == me()))
+    if found is None:
+        return
+    name, owner = found
+    raise SectorflowError(f"{what} is running already ({owner}; its status {name!r} is live): one stack has one; "
+                          f"stop that one first (on {owner.host}: kill {owner.pid}), or use another configuration")

@@ -6,6 +6,7 @@ shows the total and the kinds, so an operator sees at a glance which service is 
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 from sectorflow._core import kvstore as _core
@@ -14,14 +15,17 @@ from sectorflow.scan_account import ScanAccount, account, kvstore_full, records_
 
 from .status_records import status_entries
 
-SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "REFUSED", "EXTRA")
+SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "REFUSED")
 # The extra fields in which a service counts the messages it refused: "malformed" and
-# "malformed_<kind>" (sectorflow.protocol.refusals); shown in the REFUSED column, not in EXTRA.
+# "malformed_<kind>" (sectorflow.protocol.refusals); shown in the REFUSED column, not in the details.
 REFUSED_FIELD = "malformed"
 NODEGROUP_HEADERS = ("UID", "HOST", "PORTS", "NODE", "RANK", "STATUS")
 # The sectors' fates in sectorflow.scan_account's words: acquire --wait and the dashboard use the same.
 SCAN_HEADERS = ("SCAN", "SHAPE", "OUTCOME", "COUNTED", "SPILLED", "ON DISK", "PENDING", "MISSING", "FILE")
 RECENT_SCANS = 10
+# The services' further fields are listed under the table, one service a paragraph of this width:
+# as a column they made every row as wide as the longest service's fields.
+DETAILS_WIDTH = 100
 INVALID = "invalid"
 
 
@@ -40,7 +44,14 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str =
     """
     lines = [title, ""]
     services = _service_rows(entries, now_s)
-    lines.append(_table(SERVICE_HEADERS, services) if services else "no service has published a status")
+    lines.append(_table(SERVICE_HEADERS, [row[:-1] for row in services]) if services
+                 else "no service has published a status")
+    details = [(f"{row[0]} {row[1]}".strip(), row[-1]) for row in services if row[-1]]
+    if details:
+        lines.append("")
+        for who, fields in details:
+            lines.extend(textwrap.wrap(fields, DETAILS_WIDTH, initial_indent=f"{who}: ", subsequent_indent="    ",
+                                       break_on_hyphens=False))
     lines.extend(_refusal_lines(entries))
     lines.append("")
     nodegroups = _nodegroup_rows(entries)
@@ -70,9 +81,9 @@ def _service_rows(entries: Mapping[str, bytes], now_s: float) -> list[tuple[str,
     rows = []
     for key, service, name, status, error in status_entries(entries):
         if status is None:
-            rows.append((key, "", INVALID, "", "", "", "", "", error))
+            rows.append((key, "", INVALID, "", "", "", "", "-", error))  # the reason under the table
             continue
-        extra = " ".join(f"{k}={v}" for k, v in sorted(status.extra.items()) if not _is_refusal_field(k))
+        extra = ", ".join(f"{k} {v}" for k, v in sorted(status.extra.items()) if not _is_refusal_field(k))
         age = f"{max(0.0, now_s - status.updated_s):.1f}s"
         rows.append((service, name, status.state, str(status.scan), f"{status.messages:,}",
                      _human_bytes(status.bytes), age, _refused(status.extra), extra))

@@ -34,6 +34,8 @@ pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 CHROMIUM, CHROMEDRIVER, PROMETHEUS = "/usr/bin/chromium", "/usr/bin/chromedriver", "/usr/bin/prometheus"
 SMALL_DETECTOR = {"frame_rows": 64, "frame_cols": 64, "sector_rows": 16, "sector_cols": 64}
 SCAN_SHAPE, RATE_HZ = (24, 24), 60.0  # about 10 s: long enough to watch it move
+# The scan that is aborted: about a minute, so that it is still running whenever the abort comes.
+ABORTED_RATE_HZ = 10.0
 START_S, SCAN_S, PAGE_S = 60.0, 120.0, 30.0
 # Set to copy the screenshots to docs/images/ (the README's), e.g. after changing the page.
 UPDATE_SCREENSHOT = "SECTORFLOW_UPDATE_SCREENSHOT"
@@ -235,7 +237,7 @@ def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alert
 
     # Scan 2, aborted mid-way: its alert (with its time) is dismissed from the page, and the history
     # lists both scans, newest first, each with its outcome.
-    acquire(processes, stack, 2)
+    acquire(processes, stack, 2, rate_hz=ABORTED_RATE_HZ)
     wait_until(lambda: [p for p in progress(browser) if p[0] > 0] and text(browser, "scan-number") == "2", SCAN_S,
                "scan 2 under way on the page")
     aborted = sectorflow_command("abort", "--config", str(stack.path), "2", timeout_s=60)

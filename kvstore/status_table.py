@@ -6,7 +6,6 @@ shows the total and the kinds, so an operator sees at a glance which service is 
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Mapping, Sequence
 
 from sectorflow._core import kvstore as _core
@@ -50,8 +49,7 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str =
     if details:
         lines.append("")
         for who, fields in details:
-            lines.extend(textwrap.wrap(fields, DETAILS_WIDTH, initial_indent=f"{who}: ", subsequent_indent="    ",
-                                       break_on_hyphens=False))
+            lines.extend(_paragraph(f"{who}: ", fields.split(", ")))
     lines.extend(_refusal_lines(entries))
     lines.append("")
     nodegroups = _nodegroup_rows(entries)
@@ -88,6 +86,21 @@ def _service_rows(entries: Mapping[str, bytes], now_s: float) -> list[tuple[str,
         rows.append((service, name, status.state, str(status.scan), f"{status.messages:,}",
                      _human_bytes(status.bytes), age, _refused(status.extra), extra))
     return rows
+
+
+def _paragraph(lead: str, items: list[str]) -> list[str]:
+    """``items`` after ``lead``, comma-separated, in lines of at most DETAILS_WIDTH (an item longer
+    than that has a line of its own): a field and its value never split across lines."""
+    lines, line = [], lead
+    for index, item in enumerate(items):
+        text = item + ("," if index < len(items) - 1 else "")
+        if line != lead and len(line) + 1 + len(text) > DETAILS_WIDTH:
+            lines.append(line)
+            line = "    " + text
+        else:
+            line = f"{line}{'' if line == lead else ' '}{text}"
+    lines.append(line)
+    return lines
 
 
 def _is_refusal_field(key: str) -> bool:

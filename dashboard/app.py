@@ -6,6 +6,7 @@
 | ``GET /events`` | server-sent events: the page's state as one JSON object per update |
 | ``GET /api/state`` | the same state, once |
 | ``GET /images/<name>.png`` | an image of the latest scan (``bright_field``, ... or ``diffraction``) |
+| ``GET /thumbnails/<scan>.png`` | a small bright field of a scan whose file the dashboard read (the history's) |
 | ``GET /metrics`` | Prometheus text format |
 | ``GET /healthz`` | ``ok`` once serving (what ``sectorflow up`` waits for) |
 | ``POST /api/scans`` | request a scan (operator token) |
@@ -165,6 +166,13 @@ def create_app(config: Config) -> Starlette:
             png = view.pngs[name] = await asyncio.to_thread(array_png, data, log_scale)
         return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
 
+    async def thumbnail(request: Request) -> Response:
+        summary = follower.images.summaries().get(request.path_params["scan"])
+        if summary is None:
+            return PlainTextResponse("no thumbnail of that scan: its file was not read by this dashboard",
+                                     status_code=404)
+        return Response(summary.thumbnail, media_type="image/png", headers={"Cache-Control": "max-age=3600"})
+
     async def metrics(_request: Request) -> Response:
         body = await asyncio.to_thread(generate_latest, registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
@@ -205,6 +213,7 @@ def create_app(config: Config) -> Starlette:
         Route("/events", reader(events)),
         Route("/api/state", reader(state)),
         Route("/images/{name}.png", reader(image)),
+        Route("/thumbnails/{scan:int}.png", reader(thumbnail)),
         Route("/metrics", reader(metrics)),
         Route("/healthz", healthz),
         Route("/api/scans", post_scan, methods=["POST"]),

@@ -19,9 +19,11 @@ from typing import Any
 from sectorflow._core.protocol import wall_clock_s
 from sectorflow.configs import Config
 from sectorflow.kvstore import Client
+from sectorflow.nodegroup.nodegroup_service import detector_attrs, detectors_from
 from sectorflow.scan_account import config_argument
 
 from .images_source import ImageSource
+from .png import RAMP
 from .scan_groups import ScanGroups, group_scans
 from .view import Remembered, build_view
 
@@ -63,6 +65,8 @@ class Follower:
         self._changed: asyncio.Condition | None = None
         self._was_reachable: bool | None = None
         self.images_version = 0
+        # The virtual detectors the NodeGroups use, drawn on the summed pattern ({} with the images off).
+        self._detectors = detector_attrs(detectors_from(config))
 
     @property
     def snapshot(self) -> Snapshot:
@@ -136,7 +140,18 @@ class Follower:
             "positions_counted": images.positions_counted, "names": sorted(images.images), "path": images.path,
             "live": not images.path,
             "version": self.images_version,
+            "ranges": images.ranges(),
+            "electrons_per_frame": images.electrons_per_frame,
+            "frame_shape": None if images.diffraction is None else list(images.diffraction.shape),
+            "detectors": self._detectors,
+            "ramp": RAMP,
         }
+        summaries = self.images.summaries()
+        for scan in view["recent"]:
+            summary = summaries.get(scan["scan"])
+            if summary is not None and summary.path == scan["path"]:
+                scan["electrons_per_frame"] = summary.electrons_per_frame
+                scan["thumbnail"] = True
         view.update(self._extra())
         version = self._snapshot.version + 1
         return Snapshot(version, entries, recent, reachable, view, json.dumps(view, separators=(",", ":")))

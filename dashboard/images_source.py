@@ -24,6 +24,7 @@ from sectorflow.live import LiveView, subscribe
 from sectorflow.orchestration.images import summed_diffraction, virtual_bright_field
 from sectorflow.scan_account import records_of
 
+from .png import array_png
 from .scan_groups import ScanGroups
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,10 @@ RETRY_S = 2.0
 #: Longest wait for the live thread to end: its stream may be waiting for the kvstore's first
 #: snapshot (sectorflow.live's SYNC_TIMEOUT_S, 10 s).
 STOP_S = 15.0
+#: Scans whose summary (electrons per frame, thumbnail) is kept for the history.
+SUMMARIES_KEPT = 64
+#: Longest side of a history thumbnail, pixels: a larger scan is shown every n-th position.
+THUMBNAIL_PX = 64
 
 
 @dataclass(frozen=True)
@@ -49,11 +54,50 @@ class ShownImages:
     # Each image encoded as PNG once, when first asked for, then served to every page that asks
     # (a page reloads its images at every update that changed them).
     pngs: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
+    _ranges: dict[str, list[float] | None] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def live(cls, view: LiveView) -> ShownImages:
-        return cls(scan=view.scan, scan_shape=tuple(view.scan_shape), images=dict(view.images),
+        return cls(scan=view.scan, scan_shape=tuple(view.scan_shape), images=with_magnitude(view.images),
                    diffraction=view.diffraction, positions_counted=view.positions_counted, complete=view.complete)
+
+    @property
+    def electrons_per_frame(self) -> float | None:
+        """Mean electrons counted per frame: the summed pattern over the positions counted."""
+        if self.diffraction is None or self.positions_counted <= 0:
+            return None
+        return float(np.sum(self.diffraction)) / self.positions_counted
+
+    def ranges(self) -> dict[str, list[float] | None]:
+        """Each image's smallest and largest value (what its colour bar spans); None where nothing is counted."""
+        if self._ranges:  # computed once: the page's state is built every update
+            return self._ranges
+        arrays = dict(self.images)
+        if self.diffraction is not None:
+            arrays["diffraction"] = self.diffraction
+        out: dict[str, list[float] | None] = {}
+        for name, data in arrays.items():
+            finite = np.isfinite(data)
+            out[name] = [float(np.min(data[finite])), float(np.max(data[finite]))] if finite.any() else None
+        self._ranges.update(out)
+        return out
+
+
+@dataclass(frozen=True)
+class ScanSummary:
+    """What the history shows of a scan whose file the dashboard read."""
+
+    path: str
+    electrons_per_frame: float | None
+    thumbnail: bytes  # PNG of the bright field, at most THUMBNAIL_PX a side
+
+
+def with_magnitude(images: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``images`` and, when it has both centre-of-mass components, their magnitude (``com_magnitude``)."""
+    out = dict(images)
+    if "com_x" in out and "com_y" in out:
+        out["com_magnitude"] = np.hypot(out["com_x"], out["com_y"])
+    return out
 
 
 class ImageSource:
@@ -65,6 +109,7 @@ class ImageSource:
         self._live: ShownImages | None = None
         self._live_changed = False
         self._failed: set[str] = set()  # files that could not be read: reported once, not retried
+        self._summaries: dict[int, ScanSummary] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -89,6 +134,11 @@ class ImageSource:
         if live is not None and (shown is None or live.scan > shown.scan):
             return live
         return shown
+
+    def summaries(self) -> dict[int, ScanSummary]:
+        """Scan -> its summary, for the scans whose file was read (the newest SUMMARIES_KEPT)."""
+        with self._lock:
+            return dict(self._summaries)
 
     def update(self, groups: ScanGroups) -> bool:
         """Takes the newest scan's file if not done yet, and any live update since the last call.
@@ -136,12 +186,18 @@ class ImageSource:
             images = {"bright_field": bright}
             diffraction = summed_diffraction(counted)
         shape = next(iter(images.values())).shape
-        shown = ShownImages(scan=scan, scan_shape=(int(shape[0]), int(shape[1])), images=images,
+        shown = ShownImages(scan=scan, scan_shape=(int(shape[0]), int(shape[1])), images=with_magnitude(images),
                             diffraction=None if diffraction is None else np.asarray(diffraction, dtype=np.float64),
                             positions_counted=int(shape[0] * shape[1] - len(missing)), complete=len(missing) == 0,
                             path=path)
+        bright = shown.images["bright_field"]
+        step = max(1, -(-max(bright.shape) // THUMBNAIL_PX))
+        summary = ScanSummary(path, shown.electrons_per_frame, array_png(bright[::step, ::step], min_side_px=THUMBNAIL_PX))
         with self._lock:
             self._file = shown
+            self._summaries[scan] = summary
+            for old in sorted(self._summaries)[:-SUMMARIES_KEPT]:
+                del self._summaries[old]
         log.info("scan %d: images from %s", scan, path)
         return True
 

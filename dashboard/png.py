@@ -14,8 +14,10 @@ import numpy as np
 
 # RGB of a position not counted yet: distinct from every value of the ramp.
 NOT_COUNTED_RGB = (40, 60, 90)
-# The ramp's anchors (black, purple, orange, pale yellow): legible on a dark page, monotonic in lightness.
-_RAMP = np.array([(0, 0, 4), (80, 18, 123), (182, 54, 121), (251, 136, 97), (252, 253, 191)], dtype=np.float64)
+#: The ramp's anchors, evenly spaced from the smallest value to the largest (black, purple, orange,
+#: pale yellow): legible on a dark page, monotonic in lightness. The page draws its colour bars from them.
+RAMP = ((0, 0, 4), (80, 18, 123), (182, 54, 121), (251, 136, 97), (252, 253, 191))
+_RAMP = np.array(RAMP, dtype=np.float64)
 
 
 def encode_png(rgb: np.ndarray) -> bytes:

@@ -1,8 +1,9 @@
 """Streaming sessions (Slurm jobs running NodeGroups) with their time left, for the page.
 
 Read through ``orchestration/slurm.py`` (``squeue``) on a thread of its own every ``poll_s``, so a
-slow Slurm controller never holds the page. Where Slurm's client commands are absent the page says
-so instead of listing nothing.
+slow Slurm controller never holds the page. The page shows its card only where Slurm is configured:
+``squeue`` is on the PATH and has answered once (a host with Slurm's commands but no cluster, such
+as a local stack, has none); once it has answered, a later failure is shown, not hidden.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class SessionWatcher:
         self._sessions: list[Session] = []
         self._error = "" if shutil.which("squeue") else "Slurm's client commands (squeue) are not on this host's PATH"
         self._full_error = self._error
+        self._answered = False  # squeue has answered once: Slurm is configured here
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sessions", daemon=True)
 
@@ -88,12 +90,13 @@ class SessionWatcher:
             if error and error != self._full_error:
                 log.warning("sessions: %s", error)
             self._full_error = error
+            self._answered = self._answered or not error
             # The page shows Slurm's last word (e.g. "Could not establish a configuration source"); the log has it all.
             self._sessions, self._error = sessions, (f"squeue: {error.rsplit(': ', 1)[-1]}" if error else "")
 
     def snapshot(self) -> dict[str, object]:
         with self._lock:
-            return {"available": not self._error, "error": self._error,
+            return {"configured": self._answered, "available": not self._error, "error": self._error,
                     "sessions": [asdict(session) for session in self._sessions]}
 
     def _run(self) -> None:

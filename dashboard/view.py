@@ -16,7 +16,8 @@ from sectorflow._core import protocol as _records
 from sectorflow.kvstore.status_records import StatusEntry, status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
-from sectorflow.scan_account import COMPLETE, PENDING, account, records_of
+from sectorflow.producer.progress import ReceiverRates
+from sectorflow.scan_account import COMPLETE, PENDING, account, producers_final, records_of
 
 from .rates import Rates
 from .scan_groups import ScanGroups
@@ -37,6 +38,10 @@ class Remembered:
     # scan -> (its keys, NodeGroups gone, records, account): a scan whose records did not change is not
     # decoded and accounted again (most listed scans are over).
     accounts: dict[int, tuple[Mapping[str, bytes], bool, Any, Any]] = field(default_factory=dict)
+    # scan -> its receivers' rates (acquire --wait's arithmetic), while the scan is in progress
+    progress: dict[int, ReceiverRates] = field(default_factory=dict)
+    # alert id -> when it was first raised (Unix seconds); an alert no longer raised is forgotten
+    alerts_since: dict[str, float] = field(default_factory=dict)
 
 
 def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachable: bool,
@@ -46,13 +51,11 @@ def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachabl
     ``config``: the configuration file, for a scan on disk's replay command (``scan_account.config_argument``).
     """
     others, by_scan = groups.others, groups.scans
-    statuses = list(status_entries(others))  # decoded once for the services' rows and the scans' progress
+    statuses = list(status_entries(others))
     services = _services(statuses, now_s, memory.rates)
     nodegroups = _nodegroups(others)
-    producers = {entry.name: entry.status for entry in statuses
-                 if entry.service == _records.SERVICE_PRODUCER and entry.status is not None}
-    scans = _scans(producers, by_scan, {ng["uid"] for ng in nodegroups}, memory, config)
-    alerts = _alerts(services, nodegroups, scans, memory, now_s, reachable)
+    scans = _scans(by_scan, {ng["uid"] for ng in nodegroups}, memory, now_s, config)
+    alerts = _stamped(_alerts(services, nodegroups, scans, memory, now_s, reachable), memory, now_s, reachable)
     current = scans[-1] if scans else None
     relay = [s for s in services if s["service"] == _records.SERVICE_AGGREGATOR]
     counting = [s for s in services if s["service"] == _records.SERVICE_NODEGROUP]
@@ -111,38 +114,42 @@ def _nodegroups(entries: Mapping[str, bytes]) -> list[dict[str, Any]]:
              "status": r.status} for r in listing.records]
 
 
-def _scans(statuses: Mapping[str, Any], by_scan: Mapping[int, Mapping[str, bytes]],
-           registered: set[str], memory: Remembered, config: str = "") -> list[dict[str, Any]]:
-    """Every scan with records, oldest request first, with its account and progress per receiver
-    (``statuses``: the producer threads' statuses by name). The sectors' fates are the account's
-    words, as ``acquire --wait`` and ``status`` print them: counted, spilled (a fault), on disk (no
-    NodeGroup, as planned), pending (the scan still runs), missing."""
+def _scans(by_scan: Mapping[int, Mapping[str, bytes]], registered: set[str], memory: Remembered, now_s: float,
+           config: str = "") -> list[dict[str, Any]]:
+    """Every scan with records, oldest request first, with its account, its times and, per receiver,
+    the sectors moved, the rate and the time left (``producer.progress``, as ``acquire --wait`` shows
+    them). The sectors' fates are the account's words, as ``acquire --wait`` and ``status`` print
+    them: counted, spilled (a fault), on disk (no NodeGroup, as planned), pending (the scan still
+    runs), missing."""
     scans = []
     memory.accounts = {scan: memory.accounts[scan] for scan in by_scan if scan in memory.accounts}
     for scan, keys in sorted(by_scan.items()):
         records, result = _account(scan, keys, registered, memory)
         request = records.request
-        receivers = []
-        if request is not None:
-            positions = request.scan_x * request.scan_y
-            for receiver, threads in enumerate(request.producer_threads):
-                done = 0
-                for thread in range(threads):
-                    part = records.producers.get((receiver, thread))
-                    from_record = (part.sent + part.spilled + part.lost_upstream) if part is not None else 0
-                    status = statuses.get(f"r{receiver}t{thread}")
-                    from_status = (status.messages + int(status.extra.get("spilled", 0))
-                                   if status is not None and status.scan == scan else 0)
-                    done += max(from_record, from_status)
-                receivers.append({"receiver": receiver, "done": min(done, positions), "total": positions})
+        in_progress = result.outcome == PENDING
+        rates = memory.progress.setdefault(scan, ReceiverRates()) if in_progress else None
+        if rates is not None:
+            rates.note(result, now_s)
+        receivers = [{"receiver": r.receiver, "done": min(r.moved, r.sectors), "total": r.sectors,
+                      "rate_per_s": rates.rate(r.receiver) if rates else 0.0,
+                      "left_s": rates.time_left_s(r) if rates else 0.0} for r in result.receivers]
+        lefts = [r["left_s"] for r in receivers]
+        started_s = request.requested_s if request is not None else 0.0
+        # The scan ends when its producer threads have: the last one's record is written then.
+        ended_s = (max((part.updated_s for part in records.producers.values()), default=0.0)
+                   if producers_final(records) else 0.0)
+        written_s = records.file.written_s if records.file is not None else 0.0
+        end_s = now_s if in_progress else ended_s  # a running scan's duration so far
         scans.append({
             "scan": scan,
-            "requested_s": request.requested_s if request is not None else 0.0,
+            "requested_s": started_s,
+            "duration_s": end_s - started_s if started_s and end_s else None,
+            "to_file_s": written_s - started_s if written_s and started_s else None,
             "shape": [request.scan_x, request.scan_y] if request is not None else None,
             "source": request.source if request is not None else "",
             "routing": list(request.routing) if request is not None else [],
             "outcome": result.outcome,
-            "in_progress": result.outcome == PENDING,
+            "in_progress": in_progress,
             "counted": result.counted, "spilled": result.spilled, "on_disk": result.on_disk,
             "pending": result.pending, "missing": result.missing, "sent": result.sent,
             "planned_on_disk": result.planned_on_disk,
@@ -153,8 +160,13 @@ def _scans(statuses: Mapping[str, Any], by_scan: Mapping[int, Mapping[str, bytes
             "notes": result.notes + [line.strip() for line in result.breakdown()
                                      if result.missing and line.strip().startswith("receiver")],
             "receivers": receivers,
+            "rate_per_s": sum(r["rate_per_s"] for r in receivers),
+            # The scan's time left is its slowest receiver's; unknown while any receiver's is.
+            "left_s": None if None in lefts else max(lefts, default=0.0),
             "invalid_records": len(records.rejected),
         })
+    memory.progress = {scan["scan"]: memory.progress[scan["scan"]] for scan in scans
+                       if scan["in_progress"] and scan["scan"] in memory.progress}
     scans.sort(key=lambda s: (s["requested_s"], s["scan"]))
     return scans
 
@@ -176,11 +188,11 @@ def _account(scan: int, keys: Mapping[str, bytes], registered: set[str], memory:
 
 
 def _alerts(services: list[dict[str, Any]], nodegroups: list[dict[str, Any]], scans: list[dict[str, Any]],
-            memory: Remembered, now_s: float, reachable: bool) -> list[dict[str, str]]:
+            memory: Remembered, now_s: float, reachable: bool) -> list[dict[str, Any]]:
     alerts = []
     if not reachable:
-        alerts.append({"level": "error", "text": "kvstore unreachable: showing the last known state; the dashboard "
-                                                 "reconnects by itself"})
+        alerts.append({"id": "kvstore-unreachable", "level": "error",
+                       "text": "kvstore unreachable: showing the last known state; the dashboard reconnects by itself"})
         return alerts  # a replica that is not live says nothing about who left
     registered = {ng["uid"]: ng["status"] for ng in nodegroups}
     for uid, last in memory.nodegroups.items():
@@ -190,24 +202,41 @@ def _alerts(services: list[dict[str, Any]], nodegroups: list[dict[str, Any]], sc
         memory.lost.pop(uid, None)
     memory.nodegroups = registered
     for uid, since in sorted(memory.lost.items()):
-        alerts.append({"level": "error", "text": f"NodeGroup {uid} lost: its registration expired without a stop "
-                                                 f"({now_s - since:.0f} s ago)"})
+        alerts.append({"id": f"nodegroup-lost/{uid}", "level": "error",
+                       "text": f"NodeGroup {uid} lost: its registration expired without a stop ({now_s - since:.0f} s ago)"})
     for service in services:
         extra = service["extra"]
         if service["service"] == _records.SERVICE_PRODUCER and (
                 service["state"] == _records.STATE_WRITING_TO_DISK
                 or (extra.get("mode") == "fallback" and service["state"] != _records.STATE_IDLE)):
-            alerts.append({"level": "warning", "text": f"producer {service['name']} is writing scan {service['scan']} "
-                                                       f"to disk (fallback) in {extra.get('fallback_dir', '?')}"})
+            alerts.append({"id": f"fallback/{service['name']}/{service['scan']}", "level": "warning",
+                           "text": f"producer {service['name']} is writing scan {service['scan']} to disk (fallback) "
+                                   f"in {extra.get('fallback_dir', '?')}"})
         if service["service"] == _records.SERVICE_AGGREGATOR and extra.get("lost_last_scan"):
-            alerts.append({"level": "warning", "text": f"aggregator {service['name']}: {extra['lost_last_scan']} "
-                                                       f"messages of scan {service['scan']} lost"})
+            alerts.append({"id": f"relay-lost/{service['name']}/{service['scan']}", "level": "warning",
+                           "text": f"aggregator {service['name']}: {extra['lost_last_scan']} messages of scan "
+                                   f"{service['scan']} lost"})
         if service["state"] == _records.STATE_ERROR:
-            alerts.append({"level": "error", "text": f"{service['service']} {service['name']}: error in scan "
-                                                     f"{service['scan']}: {extra.get('error', '')}".rstrip(": ")})
+            alerts.append({"id": f"error/{service['service']}/{service['name']}/{service['scan']}", "level": "error",
+                           "text": f"{service['service']} {service['name']}: error in scan {service['scan']}: "
+                                   f"{extra.get('error', '')}".rstrip(": ")})
         if service["state"] == "invalid":
-            alerts.append({"level": "warning", "text": f"{service['service']} does not decode: {service['error']}"})
+            alerts.append({"id": f"invalid/{service['service']}", "level": "warning",
+                           "text": f"{service['service']} does not decode: {service['error']}"})
     if scans and not scans[-1]["in_progress"] and scans[-1]["outcome"] != COMPLETE:
         last = scans[-1]
-        alerts.append({"level": "warning", "text": last["line"]})
+        alerts.append({"id": f"scan/{last['scan']}/{last['outcome']}", "level": "warning", "text": last["line"]})
+    return alerts
+
+
+def _stamped(alerts: list[dict[str, Any]], memory: Remembered, now_s: float, reachable: bool) -> list[dict[str, Any]]:
+    """Each alert with the time it was first raised (``since_s``), which stays while it is raised: the
+    page dismisses an alert by its id and time, so the same alert raised again later shows again.
+
+    An alert no longer raised is resolved and forgotten; while the kvstore is unreachable the others
+    are not computed, so they are kept."""
+    for alert in alerts:
+        alert["since_s"] = memory.alerts_since.setdefault(alert["id"], now_s)
+    if reachable:
+        memory.alerts_since = {alert["id"]: alert["since_s"] for alert in alerts}
     return alerts

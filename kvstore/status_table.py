@@ -14,14 +14,17 @@ from sectorflow.scan_account import ScanAccount, account, kvstore_full, records_
 
 from .status_records import status_entries
 
-SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "REFUSED", "EXTRA")
+SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "REFUSED")
 # The extra fields in which a service counts the messages it refused: "malformed" and
-# "malformed_<kind>" (sectorflow.protocol.refusals); shown in the REFUSED column, not in EXTRA.
+# "malformed_<kind>" (sectorflow.protocol.refusals); shown in the REFUSED column, not in the details.
 REFUSED_FIELD = "malformed"
 NODEGROUP_HEADERS = ("UID", "HOST", "PORTS", "NODE", "RANK", "STATUS")
 # The sectors' fates in sectorflow.scan_account's words: acquire --wait and the dashboard use the same.
 SCAN_HEADERS = ("SCAN", "SHAPE", "OUTCOME", "COUNTED", "SPILLED", "ON DISK", "PENDING", "MISSING", "FILE")
 RECENT_SCANS = 10
+# The services' further fields are listed under the table, one service a paragraph of this width:
+# as a column they made every row as wide as the longest service's fields.
+DETAILS_WIDTH = 100
 INVALID = "invalid"
 
 
@@ -40,7 +43,13 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str =
     """
     lines = [title, ""]
     services = _service_rows(entries, now_s)
-    lines.append(_table(SERVICE_HEADERS, services) if services else "no service has published a status")
+    lines.append(_table(SERVICE_HEADERS, [row[:-1] for row in services]) if services
+                 else "no service has published a status")
+    details = [(f"{row[0]} {row[1]}".strip(), row[-1]) for row in services if row[-1]]
+    if details:
+        lines.append("")
+        for who, fields in details:
+            lines.extend(_paragraph(f"{who}: ", fields.split(", ")))
     lines.extend(_refusal_lines(entries))
     lines.append("")
     nodegroups = _nodegroup_rows(entries)
@@ -70,15 +79,30 @@ def _service_rows(entries: Mapping[str, bytes], now_s: float) -> list[tuple[str,
     rows = []
     for key, service, name, status, error in status_entries(entries):
         if status is None:
-            rows.append((key, "", INVALID, "", "", "", "", "", error))
+            rows.append((key, "", INVALID, "", "", "", "", "-", error))  # the reason under the table
             continue
         # A NodeGroup's machine id only tells two machines of one host name apart (sectorflow.ownership).
-        extra = " ".join(f"{k}={v}" for k, v in sorted(status.extra.items())
-                         if not _is_refusal_field(k) and k != "machine")
+        extra = ", ".join(f"{k} {v}" for k, v in sorted(status.extra.items())
+                          if not _is_refusal_field(k) and k != "machine")
         age = f"{max(0.0, now_s - status.updated_s):.1f}s"
         rows.append((service, name, status.state, str(status.scan), f"{status.messages:,}",
                      _human_bytes(status.bytes), age, _refused(status.extra), extra))
     return rows
+
+
+def _paragraph(lead: str, items: list[str]) -> list[str]:
+    """``items`` after ``lead``, comma-separated, in lines of at most DETAILS_WIDTH (an item longer
+    than that has a line of its own): a field and its value never split across lines."""
+    lines, line = [], lead
+    for index, item in enumerate(items):
+        text = item + ("," if index < len(items) - 1 else "")
+        if line != lead and len(line) + 1 + len(text) > DETAILS_WIDTH:
+            lines.append(line)
+            line = "    " + text
+        else:
+            line = f"{line}{'' if line == lead else ' '}{text}"
+    lines.append(line)
+    return lines
 
 
 def _is_refusal_field(key: str) -> bool:

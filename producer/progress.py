@@ -34,6 +34,38 @@ def duration(seconds: float) -> str:
     return f"{total // 3600} h {total % 3600 // 60:02d} min"
 
 
+class ReceiverRates:
+    """Each receiver's rate (sectors moved per second over the last RATE_WINDOW_S) and time left,
+    from successive accounts of one scan: what ``acquire --wait`` prints and the dashboard shows."""
+
+    def __init__(self) -> None:
+        self._samples: dict[int, deque[tuple[float, int]]] = {}
+
+    def note(self, result: ScanAccount, now_s: float) -> None:
+        """Takes each receiver's sectors moved in ``result`` (the account of the scan at ``now_s``)."""
+        for receiver in result.receivers:
+            samples = self._samples.setdefault(receiver.receiver, deque())
+            samples.append((now_s, receiver.moved))
+            while len(samples) > 2 and now_s - samples[1][0] >= RATE_WINDOW_S:
+                samples.popleft()
+
+    def rate(self, receiver: int) -> float:
+        """Sectors per second moved by ``receiver`` over the last RATE_WINDOW_S (0 before two samples)."""
+        samples = self._samples.get(receiver)
+        if not samples or len(samples) < 2:
+            return 0.0
+        (then_s, then), (now_s, moved) = samples[0], samples[-1]
+        return (moved - then) / (now_s - then_s) if now_s > then_s else 0.0
+
+    def time_left_s(self, receiver: ReceiverAccount) -> float | None:
+        """Seconds until ``receiver``'s last sector moves at its rate: 0 when done, None while no rate is known."""
+        left = receiver.sectors - receiver.moved - receiver.missing
+        if left <= 0:
+            return 0.0
+        rate = self.rate(receiver.receiver)
+        return left / rate if rate > 0 else None
+
+
 class ScanProgress:
     """Shows a running scan's progress on ``stream``, one receiver per line; ``show`` rate-limits itself.
 
@@ -45,7 +77,7 @@ class ScanProgress:
     def __init__(self, stream: TextIO, live: bool | None = None) -> None:
         self.stream = stream
         self.live = stream.isatty() if live is None else live
-        self._samples: dict[int, deque[tuple[float, int]]] = {}
+        self._rates = ReceiverRates()
         self._drawn = 0          # lines of the live display on the screen
         self._shown_s = -1e9     # when the last plain lines or redraw went out
         self._shown: tuple[int, ...] | None = None
@@ -56,11 +88,7 @@ class ScanProgress:
         ``waiting``: producer threads that have not taken the request yet.
         """
         now_s = time.monotonic() if now_s is None else now_s
-        for receiver in result.receivers:
-            samples = self._samples.setdefault(receiver.receiver, deque())
-            samples.append((now_s, receiver.moved))
-            while len(samples) > 2 and now_s - samples[1][0] >= RATE_WINDOW_S:
-                samples.popleft()
+        self._rates.note(result, now_s)
         counts = tuple(n for r in result.receivers for n in (r.moved, r.counted, r.missing)) + (len(waiting or ()),)
         if self.live:
             if now_s - self._shown_s < REDRAW_S:
@@ -76,11 +104,7 @@ class ScanProgress:
 
     def rate(self, receiver: int) -> float:
         """Sectors per second moved by ``receiver`` over the last RATE_WINDOW_S (0 before two samples)."""
-        samples = self._samples.get(receiver)
-        if not samples or len(samples) < 2:
-            return 0.0
-        (then_s, then), (now_s, moved) = samples[0], samples[-1]
-        return (moved - then) / (now_s - then_s) if now_s > then_s else 0.0
+        return self._rates.rate(receiver)
 
     def _lines(self, result: ScanAccount, waiting: list[str] | None, now_s: float, bars: bool) -> list[str]:
         verb = "written to disk" if result.planned_on_disk else "sent"
@@ -98,11 +122,11 @@ class ScanProgress:
         total = max(receiver.sectors, 1)
         fraction = min(receiver.moved / total, 1.0)
         rate = self.rate(receiver.receiver)
-        left = receiver.sectors - receiver.moved - receiver.missing
-        if left <= 0:
+        left_s = self._rates.time_left_s(receiver)
+        if left_s == 0:
             eta = "done"
-        elif rate > 0:
-            eta = f"{duration(left / rate)} left"
+        elif left_s is not None:
+            eta = f"{duration(left_s)} left"
         else:
             eta = "time left unknown"
         faults = []

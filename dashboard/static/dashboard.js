@@ -26,6 +26,19 @@ function duration(seconds) {
   return `${h}:${String(m).padStart(2, "0")}:${String(s % 60).padStart(2, "0")}`;
 }
 
+// A span of seconds as a person reads it: 42 s, 3 min 05 s, 2 h 07 min (as acquire --wait prints it).
+function span(seconds) {
+  const total = Math.round(seconds);
+  if (total < 60) return `${total} s`;
+  if (total < 3600) return `${Math.floor(total / 60)} min ${String(total % 60).padStart(2, "0")} s`;
+  return `${Math.floor(total / 3600)} h ${String(Math.floor((total % 3600) / 60)).padStart(2, "0")} min`;
+}
+
+function timeLeft(seconds) {
+  if (seconds === null || seconds === undefined) return "time left unknown";
+  return seconds === 0 ? "done" : `${span(seconds)} left`;
+}
+
 function badge(node, text, kind) {
   node.textContent = text;
   node.className = `badge ${kind || text}`;
@@ -42,8 +55,35 @@ function fillTable(id, rows) {
 
 function wrap(node) { const td = document.createElement("td"); td.append(node); return td; }
 
+// An alert dismissed on this page stays dismissed while it is raised; raised again later (a new
+// since_s), it shows again. Kept per browser: a viewer dismisses for themselves, not for others.
+const DISMISSED = "sectorflow-dismissed-alerts";
+function dismissed() {
+  try { return new Set(JSON.parse(localStorage.getItem(DISMISSED) || "[]")); } catch { return new Set(); }
+}
+function alertKey(a) { return `${a.id}@${a.since_s}`; }
+
+function clock(seconds) { return new Date(seconds * 1000).toLocaleTimeString("en-GB"); }
+
 function renderAlerts(state) {
-  $("alerts").replaceChildren(...state.alerts.map((a) => el("div", a.text, `alert ${a.level}`)));
+  const gone = dismissed();
+  // Forget dismissals of alerts no longer raised, so the list stays as short as the alerts.
+  const raised = new Set(state.alerts.map(alertKey));
+  localStorage.setItem(DISMISSED, JSON.stringify([...gone].filter((k) => raised.has(k))));
+  $("alerts").replaceChildren(...state.alerts.filter((a) => !gone.has(alertKey(a))).map((a) => {
+    const row = el("div", null, `alert ${a.level}`);
+    row.dataset.id = a.id;
+    const dismiss = el("button", "dismiss", "dismiss");
+    dismiss.title = "hide this alert until it is raised again";
+    dismiss.addEventListener("click", () => {
+      const keys = dismissed();
+      keys.add(alertKey(a));
+      localStorage.setItem(DISMISSED, JSON.stringify([...keys]));
+      row.remove();
+    });
+    row.append(el("time", clock(a.since_s), "muted"), el("span", a.text), dismiss);
+    return row;
+  }));
 }
 
 function renderScan(state) {
@@ -57,6 +97,10 @@ function renderScan(state) {
   $("scan-detail").textContent = `${shape} positions, ${scan.source || "simulator"}, ${target}; ` +
     `${fates(scan)} of ${number(scan.sectors)} sectors${file}`;
   $("scan-replay").textContent = scan.replay ? `count it with: ${scan.replay}` : "";
+  const elapsed = scan.duration_s === null ? "" : `${scan.in_progress ? "running for" : "took"} ${span(scan.duration_s)}`;
+  $("scan-eta").textContent = scan.in_progress
+    ? `${elapsed}; ${number(Math.round(scan.rate_per_s))} sectors/s; ${timeLeft(scan.left_s)}`
+    : [elapsed, scan.to_file_s === null ? "" : `file written ${span(scan.to_file_s)} after the start`].filter(Boolean).join("; ");
   $("scan-progress").replaceChildren(...scan.receivers.map((r) => {
     const fraction = r.total ? r.done / r.total : 0;
     const row = el("div", null, "progress");
@@ -66,7 +110,8 @@ function renderScan(state) {
     const bar = el("div", null, "bar"), fill = el("div");
     fill.style.width = `${(100 * fraction).toFixed(1)}%`;
     bar.append(fill);
-    row.append(el("span", `receiver ${r.receiver}`), bar, el("span", `${number(r.done)} / ${number(r.total)}`, "muted"));
+    const pace = scan.in_progress ? `, ${number(Math.round(r.rate_per_s))}/s, ${timeLeft(r.left_s)}` : "";
+    row.append(el("span", `receiver ${r.receiver}`), bar, el("span", `${number(r.done)} / ${number(r.total)}${pace}`, "muted"));
     return row;
   }));
 }
@@ -106,17 +151,28 @@ function outcomeBadge(node, scan) {
   else badge(node, scan.outcome, scan.outcome.replace(/[^a-z]+/g, "-").replace(/-+$/, ""));
 }
 
-function renderRecent(state) {
-  fillTable("recent", state.recent.map((s) => {
+function renderHistory(state) {
+  fillTable("history", state.recent.map((s) => {
     const outcome = el("span");
     outcomeBadge(outcome, s);
-    return [s.scan, s.shape ? `${s.shape[0]} x ${s.shape[1]}` : "?", outcome, number(s.counted), number(s.spilled),
-            number(s.on_disk), number(s.pending), number(s.missing), s.replay ? `on disk; count it with: ${s.replay}` : s.path || "-"];
+    let thumb = "-";
+    if (s.thumbnail) {
+      thumb = el("img", null, "thumbnail");
+      thumb.src = `/thumbnails/${s.scan}.png`;
+      thumb.alt = `bright field of scan ${s.scan}`;
+    }
+    const perFrame = s.electrons_per_frame === undefined || s.electrons_per_frame === null ? "-" : s.electrons_per_frame.toFixed(1);
+    return [s.scan, s.requested_s ? new Date(s.requested_s * 1000).toLocaleString("en-GB") : "-",
+            s.duration_s === null ? "-" : span(s.duration_s), s.to_file_s === null ? "-" : span(s.to_file_s), perFrame,
+            outcome, thumb, fates(s), s.replay ? `on disk; count it with: ${s.replay}` : s.path || "-"];
   }));
 }
 
 function renderSessions(state) {
-  const box = $("sessions"), info = state.sessions || { available: false, error: "unknown", sessions: [] };
+  const box = $("sessions"), info = state.sessions || { configured: false, available: false, error: "unknown", sessions: [] };
+  // Only where Slurm is configured: a local stack has no sessions to show.
+  $("sessions-card").hidden = !info.configured;
+  if (!info.configured) return;
   if (!info.available) { box.replaceChildren(el("p", `Slurm not available: ${info.error}`, "muted")); return; }
   if (!info.sessions.length) { box.replaceChildren(el("p", "no session running or pending", "muted")); return; }
   const table = el("table"), head = el("tr");
@@ -137,19 +193,94 @@ function renderSessions(state) {
   box.replaceChildren(table);
 }
 
+// What each image is, in the words and units a scientist reads; the names are the server's.
+const IMAGES = {
+  bright_field: ["virtual bright field", "electrons"],
+  dark_field: ["virtual annular dark field", "electrons"],
+  com_x: ["centre of mass x", "px"],
+  com_y: ["centre of mass y", "px"],
+  com_magnitude: ["centre of mass magnitude", "px"],
+  diffraction: ["summed diffraction pattern", "electrons, log scale"],
+};
+
 let imagesVersion = -1;
+let lastImages = null;
+
+function imageNames(images) {
+  return [...images.names, ...(images.frame_shape ? ["diffraction"] : [])];
+}
+
 function renderImages(state) {
   const images = state.images;
   $("images-none").hidden = Boolean(images);
   if (!images) return;
+  const perFrame = images.electrons_per_frame === null ? "" : `, ${images.electrons_per_frame.toFixed(1)} electrons per frame`;
   $("images-scan").textContent = `scan ${images.scan}, ${number(images.positions_counted)} positions` +
     (images.live ? (images.complete ? " (counted, file to come)" : " (counting, live)")
-                 : (images.complete ? "" : " (incomplete)"));
+                 : (images.complete ? "" : " (incomplete)")) + perFrame;
   if (images.version === imagesVersion) return;
   imagesVersion = images.version;
-  for (const name of [...images.names, "diffraction"]) {
-    const img = $(`image-${name}`);
-    if (img) { img.src = `/images/${name}.png?v=${images.version}`; img.dataset.scan = images.scan; }
+  lastImages = images;
+  for (const panel of document.querySelectorAll(".panel")) drawPanel(panel, images);
+}
+
+function drawPanel(panel, images) {
+  const names = imageNames(images), select = panel.querySelector("select");
+  if ([...select.options].map((o) => o.value).join() !== names.join()) {
+    const chosen = select.value || panel.dataset.default;
+    select.replaceChildren(...names.map((n) => { const o = el("option", (IMAGES[n] || [n])[0]); o.value = n; return o; }));
+    select.value = names.includes(chosen) ? chosen : names[0];
+  }
+  const name = select.value, [title, unit] = IMAGES[name] || [name, ""];
+  const img = panel.querySelector("img");
+  img.src = `/images/${name}.png?v=${images.version}`;
+  img.alt = title;
+  img.dataset.scan = images.scan;
+  img.dataset.name = name;
+  panel.querySelector("figcaption").textContent = `${title} (${unit})`;
+  drawColourbar(panel, images.ramp, images.ranges[name]);
+  drawDetectors(panel.querySelector("svg"), name === "diffraction" ? images : null);
+}
+
+function label(value) {
+  const magnitude = Math.abs(value);
+  if (magnitude !== 0 && (magnitude >= 1e5 || magnitude < 1e-2)) return value.toExponential(2);
+  return Number.isInteger(value) ? String(value) : value.toFixed(2);
+}
+
+// The bar spans the image's smallest to largest value on the ramp the server draws with (png.py),
+// linearly, or for the pattern in log(1 + value) (its caption says so).
+function drawColourbar(panel, ramp, range) {
+  const canvas = panel.querySelector("canvas"), context = canvas.getContext("2d");
+  const gradient = context.createLinearGradient(0, canvas.height, 0, 0);
+  ramp.forEach(([r, g, b], i) => gradient.addColorStop(i / (ramp.length - 1), `rgb(${r},${g},${b})`));
+  context.fillStyle = gradient;
+  context.fillRect(0, 0, canvas.width, canvas.height);
+  const bar = panel.querySelector(".colourbar");
+  bar.dataset.min = range ? range[0] : "";
+  bar.dataset.max = range ? range[1] : "";
+  panel.querySelector(".bar-max").textContent = range ? label(range[1]) : "";
+  panel.querySelector(".bar-min").textContent = range ? label(range[0]) : "nothing counted";
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+
+// The virtual detectors on the summed pattern, in detector pixels (pixel (r, c) spans [r, r+1) x [c, c+1)).
+function drawDetectors(svg, images) {
+  svg.replaceChildren();
+  const d = images && images.detectors;
+  if (!d || !d.bright_field_radius_px) return;
+  const [rows, cols] = images.frame_shape;
+  svg.setAttribute("viewBox", `0 0 ${cols} ${rows}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  for (const [radius, kind] of [[d.bright_field_radius_px, "bright"], [d.dark_field_inner_px, "dark"], [d.dark_field_outer_px, "dark"]]) {
+    const circle = document.createElementNS(SVG, "circle");
+    circle.setAttribute("cx", d.centre_col);
+    circle.setAttribute("cy", d.centre_row);
+    circle.setAttribute("r", radius);
+    circle.setAttribute("class", kind);
+    circle.setAttribute("vector-effect", "non-scaling-stroke");
+    svg.append(circle);
   }
 }
 
@@ -163,7 +294,7 @@ function render(state) {
   renderScan(state);
   renderRates(state);
   renderServices(state);
-  renderRecent(state);
+  renderHistory(state);
   renderSessions(state);
   renderImages(state);
 }
@@ -199,5 +330,8 @@ function connect() {
 document.addEventListener("DOMContentLoaded", () => {
   $("scan-form").addEventListener("submit", (e) => { e.preventDefault(); post("/api/scans", formBody(e.target)); });
   $("session-form").addEventListener("submit", (e) => { e.preventDefault(); post("/api/sessions", formBody(e.target)); });
+  for (const panel of document.querySelectorAll(".panel")) {
+    panel.querySelector("select").addEventListener("change", () => { if (lastImages) drawPanel(panel, lastImages); });
+  }
   connect();
 });

@@ -1,15 +1,18 @@
 """The dashboard of `sectorflow up`, driven in a real headless browser (Debian's chromium through
 chromium-driver and Selenium) and scraped by a real Prometheus (Debian's binary): during a scan the
-page shows each receiver's progress, at the end the outcome and the scan's image; it shows
-"kvstore unreachable" while the kvstore is killed and recovers when it is back; Prometheus'
-query API returns the scan's message count from /metrics.
+page shows each receiver's progress with rate and time left and the live images with their colour
+bars, the virtual detectors drawn on the summed pattern; at the end the outcome, and a history of
+the scans newest first with their outcome, times, electrons per frame and thumbnail; an aborted
+scan's alert is dismissed, "kvstore unreachable" is raised while the kvstore is killed and clears
+when it is back; no sessions card without Slurm; Prometheus' query API returns the scan's message
+count from /metrics.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import re
 import signal
 import urllib.parse
 import urllib.request
@@ -20,7 +23,7 @@ from typing import Any
 
 import pytest
 from harness import free_port
-from support import LOOPBACK, REPO, Processes, stack_up, wait_until
+from support import LOOPBACK, REPO, Processes, sectorflow_command, stack_up, wait_until
 
 from sectorflow.configs import Config
 from sectorflow.dashboard import address
@@ -31,9 +34,13 @@ pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 CHROMIUM, CHROMEDRIVER, PROMETHEUS = "/usr/bin/chromium", "/usr/bin/chromedriver", "/usr/bin/prometheus"
 SMALL_DETECTOR = {"frame_rows": 64, "frame_cols": 64, "sector_rows": 16, "sector_cols": 64}
 SCAN_SHAPE, RATE_HZ = (24, 24), 60.0  # about 10 s: long enough to watch it move
+# The scan that is aborted: about a minute, so that it is still running whenever the abort comes.
+ABORTED_RATE_HZ = 10.0
 START_S, SCAN_S, PAGE_S = 60.0, 120.0, 30.0
-# Set to copy the screenshot to docs/images/dashboard.png (the README's), e.g. after changing the page.
+# Set to copy the screenshots to docs/images/ (the README's), e.g. after changing the page.
 UPDATE_SCREENSHOT = "SECTORFLOW_UPDATE_SCREENSHOT"
+# The page's width in the screenshots: the README shows them at this size (small PNGs).
+WINDOW = "1280,1400"
 
 
 @dataclass
@@ -49,6 +56,7 @@ def stack(make_config, tmp_path: Path) -> Iterator[Stack]:
     config, path = make_config(
         detector=SMALL_DETECTOR, simulator={"bright_field_radius_px": 10.0},
         counting={"background_threshold": 30.0, "xray_threshold": 1000.0}, dashboard={"update_ms": 200},
+        nodegroup={"scan_timeout_s": 2.0},  # an aborted scan's file comes soon after its senders fall silent
         analysis={"bright_field_radius_px": 12.0, "dark_field_inner_px": 14.0, "dark_field_outer_px": 30.0})
     run_dir = tmp_path / "run"
     with stack_up(config, path, run_dir, tmp_path / "h5", START_S):
@@ -67,7 +75,7 @@ def browser() -> Iterator[Any]:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1400,1250"):
+                     f"--window-size={WINDOW}"):
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     try:
@@ -85,6 +93,47 @@ def progress(driver: Any) -> list[tuple[int, int]]:
     rows = driver.execute_script(
         "return [...document.querySelectorAll('#scan-progress .progress')].map(r => [r.dataset.done, r.dataset.total])")
     return [(int(done), int(total)) for done, total in rows]
+
+
+def panel(driver: Any, index: int) -> dict[str, Any]:
+    """What a panel of the images card shows: its image (once loaded), the colour bar's span and the
+    colour at its top and bottom, and the detectors drawn on it."""
+    return driver.execute_script("""
+        const p = document.getElementById(`panel-${arguments[0]}`), i = p.querySelector('img');
+        const c = p.querySelector('canvas'), g = c.getContext('2d');
+        const top = [...g.getImageData(7, 0, 1, 1).data.slice(0, 3)];
+        const bottom = [...g.getImageData(7, c.height - 1, 1, 1).data.slice(0, 3)];
+        const bar = p.querySelector('.colourbar').dataset;
+        return {name: i.dataset.name, scan: i.dataset.scan, loaded: i.complete && i.naturalWidth > 0,
+                width: i.getBoundingClientRect().width, min: bar.min, max: bar.max, top, bottom,
+                maxLabel: p.querySelector('.bar-max').textContent,
+                circles: p.querySelectorAll('svg circle').length};""", index)
+
+
+def history(driver: Any) -> list[list[str]]:
+    """The scan history's rows, newest first, as the page shows their cells' text."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#history tbody tr')].map(r => [...r.cells].map(c => c.textContent))")
+
+
+def thumbnails(driver: Any) -> list[bool]:
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#history img.thumbnail')].map(i => i.complete && i.naturalWidth > 0)")
+
+
+def alert_ids(driver: Any) -> list[str]:
+    return driver.execute_script("return [...document.querySelectorAll('#alerts .alert')].map(a => a.dataset.id)")
+
+
+def keep_screenshot(driver: Any, tmp_path: Path, name: str) -> None:
+    screenshot = tmp_path / name
+    assert driver.save_screenshot(str(screenshot))
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if os.environ.get(UPDATE_SCREENSHOT):  # in 128 colours: small, and the colour bars keep their steps fine
+        from PIL import Image  # matplotlib's dependency, in the lock
+
+        with Image.open(screenshot) as image:
+            image.convert("RGB").quantize(colors=128).save(REPO / "docs" / "images" / name, optimize=True)
 
 
 def acquire(processes: Processes, stack: Stack, scan: int, rate_hz: float = RATE_HZ) -> Any:
@@ -120,11 +169,15 @@ def assert_follows_prometheus_rules(exposition: str, scans: int) -> None:
     assert [s.value for s in durations.samples if s.name.endswith("_count")] == [float(scans)]
 
 
-def test_the_page_follows_a_scan_to_its_outcome_and_image_and_survives_a_kvstore_restart(
+def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alerts_clear(
         stack: Stack, browser: Any, processes: Processes, tmp_path: Path) -> None:
+    from sectorflow.dashboard.png import RAMP
+
     browser.get(stack.url)
     wait_until(lambda: text(browser, "connection") == "live", PAGE_S, "the page to show the kvstore live")
     wait_until(lambda: "producer" in text(browser, "services"), PAGE_S, "the producers in the services table")
+    # A local stack has no Slurm: no sessions card (squeue, if installed, answers nothing here).
+    assert browser.execute_script("return document.getElementById('sessions-card').hidden") is True
 
     acquiring = acquire(processes, stack, 1)
     positions = SCAN_SHAPE[0] * SCAN_SHAPE[1]
@@ -133,33 +186,82 @@ def test_the_page_follows_a_scan_to_its_outcome_and_image_and_survives_a_kvstore
         "a receiver's progress between 0 and the scan's positions on the page")
     assert all(total == positions for _, total in seen_midway)
     assert len(seen_midway) == stack.config.n_receivers
-    # The scan in progress is drawn from the NodeGroups' live stream, before its file exists.
-    live = ("const i = document.getElementById('image-bright_field');"
-            "return document.getElementById('images-scan').textContent.includes('(counting, live)')"
-            " && i.complete && i.naturalWidth > 0 ? i.dataset.scan : null")
-    assert wait_until(lambda: browser.execute_script(live), SCAN_S, "scan 1's live bright-field image mid-scan") == "1"
+    # The rate and time left, as acquire --wait computes them, once two progress records came.
+    def rate_and_time_left() -> str | None:
+        shown = text(browser, "scan-eta")
+        return shown if " left" in shown and "sectors/s" in shown else None
+
+    eta = wait_until(rate_and_time_left, SCAN_S, "the scan's rate and time left")
+    assert eta.startswith("running for ")
+    # The scan in progress is drawn from the NodeGroups' live stream, before its file exists, each
+    # image with its colour bar; the virtual detectors' three circles are drawn on the summed pattern.
+    live = wait_until(lambda: "(counting, live)" in text(browser, "images-scan") and (p := panel(browser, 0))["loaded"]
+                      and p["max"] and p, SCAN_S, "scan 1's live bright-field image with its colour bar mid-scan")
+    assert (live["name"], live["scan"]) == ("bright_field", "1") and live["width"] >= 400
+    # The bar runs the ramp the images are drawn with: its brightest anchor at the top, its darkest at
+    # the bottom (a pixel in from each end: within a few levels of the anchor).
+    assert max(abs(a - b) for a, b in zip(live["top"] + live["bottom"], RAMP[-1] + RAMP[0])) <= 8, live
+    pattern = wait_until(lambda: (p := panel(browser, 1))["loaded"] and p, SCAN_S, "the live summed pattern")
+    assert (pattern["name"], pattern["circles"]) == ("diffraction", 3)
+
+    # The screenshot once the images show something to see (a third of the positions; on a loaded
+    # machine the scan may be over by then: the live images were checked above).
+    def a_third_counted() -> bool:
+        counted = re.match(r"scan 1, ([\d,]+) positions", text(browser, "images-scan"))
+        return counted is not None and int(counted[1].replace(",", "")) >= positions / 3
+
+    wait_until(a_third_counted, SCAN_S, "a third of scan 1's positions in the images")
+    keep_screenshot(browser, tmp_path, "dashboard-scan.png")
     assert processes.supervisor.wait("acquire-1", SCAN_S) == 0, processes.output(acquiring)
 
     wait_until(lambda: text(browser, "scan-outcome") == "complete", PAGE_S, "the page to show scan 1 complete")
     assert progress(browser) == [(positions, positions)] * stack.config.n_receivers
-    assert "FOURD_0000000001_counted.h5" in text(browser, "recent")
-    loaded = ("const i = document.getElementById('image-bright_field');"
-              "return i.complete && i.naturalWidth > 0 ? i.dataset.scan : null")
-    assert wait_until(lambda: browser.execute_script(loaded), PAGE_S, "scan 1's bright-field image") == "1"
+    from_file = ("const t = document.getElementById('images-scan').textContent;"
+                 "return !t.includes('live') && !t.includes('file to come')")
+    loaded = wait_until(lambda: browser.execute_script(from_file) and (p := panel(browser, 0))["loaded"]
+                        and p["scan"] == "1" and p, PAGE_S, "scan 1's bright-field image from its file")
+    assert float(loaded["min"]) < float(loaded["max"])
     assert "scan 1, 576 positions" in text(browser, "images-scan")
-    screenshot = tmp_path / "dashboard.png"
-    assert browser.save_screenshot(str(screenshot))
-    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    if os.environ.get(UPDATE_SCREENSHOT):
-        shutil.copyfile(screenshot, REPO / "docs" / "images" / "dashboard.png")
+    rows = wait_until(lambda: (r := history(browser)) and "FOURD_0000000001_counted.h5" in r[0][-1] and r, PAGE_S,
+                      "scan 1 in the history")
+    scan, started, duration, to_file, per_frame, outcome = rows[0][:6]
+    assert (scan, outcome) == ("1", "complete") and started != "-" and duration.endswith(" s") and to_file.endswith(" s")
+    assert float(per_frame) > 0
+    assert wait_until(lambda: thumbnails(browser) == [True], PAGE_S, "scan 1's thumbnail in the history")
+    keep_screenshot(browser, tmp_path, "dashboard.png")
+    # Every choice of image draws, with its colour bar: the centre of mass's magnitude, say.
+    browser.execute_script("const s = document.querySelector('#panel-0 select'); s.value = 'com_magnitude';"
+                           "s.dispatchEvent(new Event('change'))")
+    com = wait_until(lambda: (p := panel(browser, 0))["name"] == "com_magnitude" and p["loaded"] and p, PAGE_S,
+                     "the centre of mass magnitude")
+    assert float(com["max"]) > 0 and com["circles"] == 0
+
+    # Scan 2, aborted mid-way: its alert (with its time) is dismissed from the page, and the history
+    # lists both scans, newest first, each with its outcome.
+    acquire(processes, stack, 2, rate_hz=ABORTED_RATE_HZ)
+    wait_until(lambda: [p for p in progress(browser) if p[0] > 0] and text(browser, "scan-number") == "2", SCAN_S,
+               "scan 2 under way on the page")
+    aborted = sectorflow_command("abort", "--config", str(stack.path), "2", timeout_s=60)
+    assert aborted.returncode == 0, aborted.stderr
+    assert processes.supervisor.wait("acquire-2", SCAN_S) == 4
+    wait_until(lambda: "scan/2/aborted" in alert_ids(browser), PAGE_S, "the aborted scan's alert")
+    assert [r[0] for r in history(browser)] == ["2", "1"]
+    assert [r[5] for r in history(browser)] == ["aborted", "complete"]
+    browser.execute_script("document.querySelector('#alerts .alert[data-id=\"scan/2/aborted\"] .dismiss').click()")
+    assert "scan/2/aborted" not in alert_ids(browser)
+    browser.refresh()  # dismissed for this browser, also after a reload
+    wait_until(lambda: text(browser, "connection") == "live" and history(browser), PAGE_S, "the page again")
+    assert "scan/2/aborted" not in alert_ids(browser)
 
     kvstore = next(service for service in load_running(stack.run_dir) if service.name == "kvstore")
     os.kill(kvstore.pid, signal.SIGKILL)
     wait_until(lambda: text(browser, "connection") == "kvstore unreachable", PAGE_S,
                "the page to say the kvstore is unreachable")
+    wait_until(lambda: alert_ids(browser) == ["kvstore-unreachable"], PAGE_S, "the unreachable kvstore's alert")
     assert "kvstore unreachable" in text(browser, "alerts")
     processes.sectorflow("kvstore", "--config", str(stack.path), name="kvstore-again")
     wait_until(lambda: text(browser, "connection") == "live", PAGE_S, "the page to show the restarted kvstore live")
+    wait_until(lambda: "kvstore-unreachable" not in alert_ids(browser), PAGE_S, "the kvstore's alert to clear")
     wait_until(lambda: text(browser, "services").count("producer") == stack.config.n_receivers, PAGE_S,
                "every producer back in the services table (they publish again to the new server)")
 

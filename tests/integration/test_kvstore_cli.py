@@ -74,7 +74,7 @@ def test_status_lists_registered_services_and_nodegroups(
     rows = {line.split()[0] + "/" + line.split()[1]: line.split() for line in result.stdout.splitlines()
             if line.startswith(("producer", "ng-9", "kvstore "))}
     assert rows["producer/r0t1"][2:6] == ["streaming", "7", "4,242", "0"]
-    assert "expected=5000" in rows["producer/r0t1"]
+    assert "producer r0t1: expected 5000" in result.stdout.splitlines()  # its further fields, under the table
     assert rows["ng-9/10.0.0.9"] == ["ng-9", "10.0.0.9", "6300,6301", "nid9", "1", "idle"]
     assert rows["kvstore/server"][2] == "idle"
 

@@ -1,4 +1,5 @@
-"""The dashboard's small parts: the PNG encoder, Slurm durations, the Prometheus collector."""
+"""The dashboard's small parts: the PNG encoder, the images' colour-bar spans and electrons per frame,
+Slurm durations, the Prometheus collector."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sectorflow.dashboard.metrics import make_registry
-from sectorflow.dashboard.png import NOT_COUNTED_RGB, colourise, encode_png
+from sectorflow.dashboard.images_source import ShownImages, with_magnitude
+from sectorflow.dashboard.png import NOT_COUNTED_RGB, RAMP, colourise, encode_png
 from sectorflow.dashboard.scan_groups import group_scans
 from sectorflow.dashboard.sessions import slurm_seconds
 from sectorflow.protocol import (
@@ -41,6 +43,22 @@ def test_colourise_draws_uncounted_positions_apart_and_scales_up() -> None:
     assert rgb.shape == (6, 6, 3)
     assert tuple(rgb[3, 0]) == NOT_COUNTED_RGB
     assert rgb[0, 0].sum() < rgb[0, 3].sum() < rgb[3, 3].sum()  # brighter with more electrons
+
+
+def test_the_colour_bar_spans_each_image_from_its_smallest_to_largest_counted_value_on_the_ramp() -> None:
+    com_x = np.array([[3.0, np.nan], [0.0, -1.0]])
+    com_y = np.array([[4.0, np.nan], [1.0, 0.0]])
+    shown = ShownImages(scan=1, scan_shape=(2, 2), images=with_magnitude({"com_x": com_x, "com_y": com_y}),
+                        diffraction=np.array([[0.0, 6.0], [3.0, 0.0]]), positions_counted=3)
+    ranges = shown.ranges()
+    assert ranges["com_x"] == [-1.0, 3.0] and ranges["com_magnitude"] == [1.0, 5.0]  # |(3, 4)| = 5
+    assert ranges["diffraction"] == [0.0, 6.0]
+    assert shown.electrons_per_frame == 3.0  # 9 electrons over 3 positions counted
+    # The bar's ends are the colours of the smallest and largest value.
+    rgb = colourise(np.array([[0.0, 1.0]]))
+    assert (tuple(rgb[0, 0]), tuple(rgb[0, 1])) == (RAMP[0], RAMP[-1])
+    nothing = ShownImages(scan=2, scan_shape=(1, 1), images={"bright_field": np.array([[np.nan]])})
+    assert nothing.ranges() == {"bright_field": None} and nothing.electrons_per_frame is None
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("1:30", 90.0), ("01:00:05", 3605.0), ("2-00:00:00", 172800.0),

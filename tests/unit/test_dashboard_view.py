@@ -1,4 +1,5 @@
-"""The dashboard's state from a replica's content: progress per receiver, rates, alerts, recent scans."""
+"""The dashboard's state from a replica's content: progress per receiver with rate and time left,
+rates, alerts with their time, the scans' history with duration and time to file."""
 
 from __future__ import annotations
 
@@ -38,23 +39,27 @@ def registration(uid: str, state: str = STATE_IDLE) -> bytes:
     return NodeGroupRecord(uid=uid, host="127.0.0.1", ports=[7000, 7001], node="n1", rank=0, status=state).encode()
 
 
-def scan_entries(producer_state: str = STATE_STREAMING, with_file: bool = False) -> dict[str, bytes]:
-    """A 4 x 4 scan over two receivers of one thread each: receiver 0 has sent 10, receiver 1 finished."""
+def producer_record(receiver: int, state: str, sent: int, updated_s: float) -> bytes:
+    return ProducerScanRecord(
+        receiver=receiver, thread=0, state=state, routing=GROUPS, counts={"ng-a": 8, "ng-b": 8}, owned=16,
+        lost_upstream=0, sent=sent, spilled=0, spill_file="", partial=False, error="", updated_s=updated_s).encode()
+
+
+def scan_entries(producer_state: str = STATE_STREAMING, with_file: bool = False, sent: int = 10) -> dict[str, bytes]:
+    """A 4 x 4 scan over two receivers of one thread each: receiver 0 has sent ``sent`` (its progress
+    record), receiver 1 finished."""
     out = {
         scan_request_key(SCAN): ScanRequestRecord(scan_number=SCAN, scan_x=4, scan_y=4, source="simulator",
                                                   routing=GROUPS, producer_threads=[1, 1], requested_s=90.0).encode(),
         status_key("producer", "r0t0"): status(producer_state, messages=10, receiver=0, thread=0, mode="stream"),
         status_key("producer", "r1t0"): status(STATE_FINISHED, messages=16, receiver=1, thread=0, mode="stream"),
-        scan_producer_key(SCAN, 1, 0): ProducerScanRecord(
-            receiver=1, thread=0, state=STATE_FINISHED, routing=GROUPS, counts={"ng-a": 8, "ng-b": 8}, owned=16,
-            lost_upstream=0, sent=16, spilled=0, spill_file="", partial=False, error="", updated_s=95.0).encode(),
+        scan_producer_key(SCAN, 0, 0): producer_record(0, STATE_STREAMING, sent, 94.0),
+        scan_producer_key(SCAN, 1, 0): producer_record(1, STATE_FINISHED, 16, 95.0),
         nodegroup_key("ng-a"): registration("ng-a"),
         nodegroup_key("ng-b"): registration("ng-b"),
     }
     if with_file:
-        out[scan_producer_key(SCAN, 0, 0)] = ProducerScanRecord(
-            receiver=0, thread=0, state=STATE_FINISHED, routing=GROUPS, counts={"ng-a": 8, "ng-b": 8}, owned=16,
-            lost_upstream=0, sent=16, spilled=0, spill_file="", partial=False, error="", updated_s=96.0).encode()
+        out[scan_producer_key(SCAN, 0, 0)] = producer_record(0, STATE_FINISHED, 16, 96.0)
         out[scan_file_key(SCAN)] = ScanFileRecord(
             outcome=OUTCOME_COMPLETE, path="/data/FOURD_0000000003_counted.h5", extra_paths=[], positions=16,
             frames_written=16, positions_missing=0, sectors_counted=[16, 16], reason="", written_s=97.0).encode()
@@ -71,15 +76,34 @@ def test_the_scan_in_progress_shows_what_each_receiver_has_sent_of_its_sectors()
     state = view(scan_entries())
     scan = state["scan"]
     assert (scan["scan"], scan["in_progress"], scan["outcome"]) == (SCAN, True, "pending")
-    assert scan["receivers"] == [{"receiver": 0, "done": 10, "total": 16}, {"receiver": 1, "done": 16, "total": 16}]
+    assert [(r["receiver"], r["done"], r["total"]) for r in scan["receivers"]] == [(0, 10, 16), (1, 16, 16)]
     assert state["kvstore"] == {"address": "tcp://127.0.0.1:1", "reachable": True, "sequence": 5}
+
+
+def test_a_running_scan_shows_each_receivers_rate_and_time_left_as_acquire_wait_computes_them() -> None:
+    memory = Remembered()
+    first = view(scan_entries(sent=4), memory, now_s=100.0)["scan"]
+    # One reading: no rate yet, so the time left is unknown (None); the finished receiver is done (0).
+    assert [(r["rate_per_s"], r["left_s"]) for r in first["receivers"]] == [(0.0, None), (0.0, 0.0)]
+    assert first["left_s"] is None
+    scan = view(scan_entries(sent=8), memory, now_s=102.0)["scan"]
+    assert [(r["rate_per_s"], r["left_s"]) for r in scan["receivers"]] == [(2.0, 4.0), (0.0, 0.0)]
+    assert (scan["rate_per_s"], scan["left_s"], scan["duration_s"]) == (2.0, 4.0, 12.0)  # requested at 90
+    view(scan_entries(STATE_FINISHED, with_file=True), memory, now_s=103.0)
+    assert not memory.progress  # a scan over keeps no rates
+
+
+def test_a_finished_scan_has_its_duration_to_the_last_sector_and_its_time_to_file() -> None:
+    scan = view(scan_entries(STATE_FINISHED, with_file=True), now_s=200.0)["recent"][0]
+    # Requested at 90, the last producer thread ended at 96, the file was written at 97.
+    assert (scan["requested_s"], scan["duration_s"], scan["to_file_s"]) == (90.0, 6.0, 7.0)
 
 
 def test_a_running_scans_sectors_are_pending_not_missing() -> None:
     scan = view(scan_entries())["scan"]
-    # Receiver 0's thread has written no record yet; receiver 1's sent all 16, not yet counted.
+    # Receiver 0's thread has sent 10 so far, receiver 1's all 16: none counted yet.
     assert (scan["counted"], scan["spilled"], scan["on_disk"], scan["missing"], scan["pending"]) == (0, 0, 0, 0, 32)
-    assert (scan["sent"], scan["replay"]) == (16, "")
+    assert (scan["sent"], scan["replay"]) == (26, "")
     assert scan["line"] == "scan 3: pending: 0 counted + 0 spilled + 0 missing + 32 pending = 32 sectors"
 
 
@@ -135,6 +159,17 @@ def test_a_nodegroup_gone_without_stopping_is_lost_and_one_that_stopped_is_not()
         "NodeGroup ng-a lost: its registration expired without a stop (0 s ago)"]
     entries[nodegroup_key("ng-a")] = registration("ng-a")
     assert not [a for a in view(entries, memory, now_s=105.0)["alerts"] if "lost" in a["text"]]
+
+
+def test_an_alert_keeps_the_time_it_was_raised_until_resolved_and_is_raised_anew_later() -> None:
+    memory = Remembered()
+    view(scan_entries(), memory, now_s=100.0)
+    unreachable = [view({}, memory, now_s=t, reachable=False)["alerts"] for t in (101.0, 109.0)]
+    assert [(a["id"], a["since_s"]) for alerts in unreachable for a in alerts] == [
+        ("kvstore-unreachable", 101.0), ("kvstore-unreachable", 101.0)]
+    assert not view(scan_entries(), memory, now_s=110.0)["alerts"]  # resolved: gone, and forgotten
+    again = view({}, memory, now_s=120.0, reachable=False)["alerts"]
+    assert [(a["id"], a["since_s"]) for a in again] == [("kvstore-unreachable", 120.0)]
 
 
 def test_an_unreachable_kvstore_is_the_one_alert_and_nothing_is_declared_lost() -> None:

@@ -19,7 +19,9 @@ def test_tables_show_every_service_and_nodegroup() -> None:
     lines = text.splitlines()
     assert lines[0] == "kvstore tcp://h:1: sequence 9, live"
     row = next(line for line in lines if line.startswith("producer"))
-    assert row.split() == ["producer", "r0t1", "streaming", "12", "3,400", "5.6", "MB", "10.0s", "-", "expected=4000"]
+    assert row.split() == ["producer", "r0t1", "streaming", "12", "3,400", "5.6", "MB", "10.0s", "-"]
+    # Each service's further fields under the table, as words, not a column of key=value pairs.
+    assert "producer r0t1: expected 4000" in lines
     row = next(line for line in lines if line.startswith("ng-1"))
     assert row.split() == ["ng-1", "10.1.2.3", "6200,6201", "nid7", "2", "idle"]
     assert ("acquire/request: scan 12, 128 x 128 positions, as fast as possible, source simulator, "
@@ -40,8 +42,9 @@ def test_refused_messages_show_with_their_kinds_and_stay_out_of_extra() -> None:
     entries = {status_key("aggregator", "t1"): ServiceStatus(state="idle", extra=extra, updated_s=1.0).encode(),
                status_key("aggregator", "t2"): ServiceStatus(state="idle", extra={"malformed": 0}, updated_s=1.0).encode()}
     rows = [line for line in render(entries, now_s=1.0, title="t").splitlines() if line.startswith("aggregator")]
-    assert rows[0].split()[8:] == ["5", "(header", "2,", "no_info", "3)", "lost=0"]
+    assert rows[0].split()[8:] == ["5", "(header", "2,", "no_info", "3)"]
     assert rows[1].split()[8:] == ["-"]
+    assert rows[2] == "aggregator t1: lost 0"
 
 
 def test_an_invalid_value_is_shown_with_its_reason() -> None:

@@ -211,7 +211,8 @@ class CountingConfig:
     """Electron counting (the stempy algorithm)."""
 
     threshold_sample_frames: int = setting(
-        40, "complete frames at the start of a scan sampled for the thresholds (stempy's electron_count samples 40; "
+        40, "complete frames at the start of a scan sampled for the thresholds, by each NodeGroup (stempy's "
+        "electron_count on raw files samples one frame: README, 'Counting a scan on disk with stempy'; "
         "they wait in the NodeGroup's pool, packed, until the thresholds are decided, so keep it below the pool "
         "frames per counting thread: a full pool decides with the frames sampled so far)", min=1)
     background_sigma: float = setting(4.5, "background threshold = optimized mean + this x optimized sigma", min=0.0)

@@ -53,20 +53,16 @@ def acquire(path: Path, scan: int) -> None:
     assert acquired.returncode == 0, acquired.stdout + acquired.stderr
 
 
-def start_libertem(path_out: Path, port: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(EXAMPLE), "--port", str(port), "--scans", "1", "--timeout", "120",
-                             "--mask-radius", str(MASK_RADIUS), "--out", str(path_out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start_libertem(processes: Processes, path_out: Path, port: int) -> subprocess.Popen:
+    """The shipped example, as a process the ``processes`` fixture stops whatever the test did."""
+    return processes.start(sys.executable, str(EXAMPLE), "--port", str(port), "--scans", "1", "--timeout", "120",
+                           "--mask-radius", str(MASK_RADIUS), "--out", str(path_out), name="libertem-live")
 
 
-def finish(process: subprocess.Popen) -> str:
-    try:
-        out, err = process.communicate(timeout=180)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 0, out[-3000:] + err[-3000:]
+def finish(processes: Processes, process: subprocess.Popen) -> str:
+    wait_until(lambda: process.poll() is not None, 180, "LiberTEM to finish the scan")
+    out = processes.output(process)
+    assert process.returncode == 0, out[-5000:]
     return out
 
 
@@ -90,10 +86,10 @@ def test_libertem_live_reads_a_scan_as_its_file_holds_it(make_config, processes:
     with stack_up(config, path, tmp_path / "run", output) as client:
         bridge, port = start_bridge(processes, path)
         wait_bridge_subscribed(client)
-        libertem = start_libertem(tmp_path / "result.npz", port)
+        libertem = start_libertem(processes, tmp_path / "result.npz", port)
         wait_until(lambda: "connected (connection 1)" in processes.output(bridge), 120, "LiberTEM to connect")
         acquire(path, 3)
-        out = finish(libertem)
+        out = finish(processes, libertem)
         wait_until(lambda: (output / scan_file_name(3)).exists(), 60, "the scan's file")
         counters = served(processes, bridge)
 
@@ -134,10 +130,10 @@ def test_positions_the_live_stream_lost_arrive_empty_and_counted_and_a_vanished_
             vanishing.close()
         wait_until(lambda: (output / scan_file_name(1)).exists(), 60, "scan 1's file")
 
-        libertem = start_libertem(tmp_path / "result.npz", port)
+        libertem = start_libertem(processes, tmp_path / "result.npz", port)
         wait_until(lambda: "connected (connection 2)" in processes.output(bridge), 120, "LiberTEM to connect")
         acquire(path, 2)
-        finish(libertem)
+        finish(processes, libertem)
         wait_until(lambda: (output / scan_file_name(2)).exists(), 60, "scan 2's file")
         log = processes.output(bridge)
         counters = served(processes, bridge)

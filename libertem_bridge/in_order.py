@@ -12,6 +12,9 @@ import numpy as np
 #: Frames held ahead of a missing position, at most: beyond, the gap is given up at once (its
 #: positions go empty) so that a lost position cannot make the bridge hold a whole scan.
 MAX_PENDING_FRAMES = 65536
+#: Frames a scan holds at most, whatever comes: a scan waiting behind an earlier one (which is
+#: released only once that one is over) leaves further frames out, counted late.
+MAX_HELD_FRAMES = 4 * MAX_PENDING_FRAMES
 
 
 @dataclass
@@ -44,7 +47,8 @@ class InOrder:
     empty: int = 0  # positions released empty
 
     def add(self, position: int, events: np.ndarray, now: float) -> None:
-        if position < self.next or position >= self.positions or position in self.pending:
+        if position < self.next or position >= self.positions or position in self.pending or \
+                len(self.pending) >= MAX_HELD_FRAMES:
             self.late += 1
             return
         self.pending[position] = events

@@ -127,3 +127,13 @@ def test_the_command_refuses_a_remote_address_in_one_line(capsys: pytest.Capture
     err = capsys.readouterr().err
     assert err.startswith("sectorflow libertem: error: --listen '192.0.2.7:8283': 192.0.2.7 is not a loopback address")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_scan_holds_a_bounded_number_of_frames_and_counts_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sectorflow.libertem_bridge import in_order
+
+    monkeypatch.setattr(in_order, "MAX_HELD_FRAMES", 3)
+    order = InOrder(positions=10, empty_after_s=1.0)
+    for position in range(1, 6):  # position 0 missing: nothing can go yet
+        order.add(position, events(position), now=0.0)
+    assert len(order.pending) == 3 and order.late == 2

@@ -1,8 +1,9 @@
 """LiberTEM-live reads sectorflow's counted frames through the bridge (libertem_bridge/SPEC.md):
 a scan through the whole stack, read by LiberTEM-live's asi_tpx3 detector with stock UDFs
-(examples/libertem_udfs.py), gives per position the events the HDF5 file holds, and its summed
-pattern; positions the live stream lost reach LiberTEM empty and are counted; a LiberTEM client
-that vanishes during a scan leaves the file complete and the bridge serving the next client."""
+(examples/libertem_udfs.py), gives per position the events the HDF5 file holds, its summed
+pattern, masked sums and centre of mass; positions the live stream lost reach LiberTEM empty and
+are counted; a LiberTEM client that vanishes during a scan leaves the file complete and the bridge
+serving the next client."""
 
 from __future__ import annotations
 
@@ -102,6 +103,12 @@ def test_libertem_live_reads_a_scan_as_its_file_holds_it(make_config, processes:
     mask = result["mask"]
     inside = np.array([mask.reshape(-1)[e].sum() for e in counted.events]).reshape(SCAN_Y, SCAN_X)
     np.testing.assert_allclose(result["masked"], inside)
+    # CoMUDF about the frame centre: the mean pixel of the file's events, less the centre.
+    rows, cols = DETECTOR["frame_rows"], DETECTOR["frame_cols"]
+    com_y = np.array([np.mean(e // cols) - rows / 2 if len(e) else 0.0 for e in counted.events]).reshape(SCAN_Y, SCAN_X)
+    com_x = np.array([np.mean(e % cols) - cols / 2 if len(e) else 0.0 for e in counted.events]).reshape(SCAN_Y, SCAN_X)
+    np.testing.assert_allclose(result["com_y"], com_y, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(result["com_x"], com_x, rtol=1e-4, atol=1e-3)
     assert counters["scans_served"] == 1 and counters["positions_empty"] == 0 and counters["frames_late"] == 0
     assert counters["frames_sent"] == SCAN_X * SCAN_Y
     assert f"scan done: {SCAN_X * SCAN_Y} positions, {counts.sum()} electrons" in out

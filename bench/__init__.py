@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, str] = {
     "virtual_images": "bench.virtual_images",
     "wan": "bench.wan",
     "dashboard": "bench.dashboard",
+    "libertem_bridge": "bench.libertem_bridge",
     "time_to_science": "bench.time_to_science",  # last: its raw files leave the page cache busy
 }
 

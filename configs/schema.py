@@ -364,6 +364,23 @@ class DashboardConfig:
 
 
 @dataclass(frozen=True)
+class LibertemConfig:
+    """``sectorflow libertem``: the counted frames served to LiberTEM-live as asi_tpx3 (libertem_bridge/SPEC.md)."""
+
+    listen: str = setting("127.0.0.1:8283", "HOST:PORT the bridge listens on for one LiberTEM-live client (its "
+                          "asi_tpx3 data_host and data_port); a non-loopback host is refused unless the bridge "
+                          "is started with --allow-remote (the stream has no authentication)")
+    empty_after_s: float = setting(
+        2.0, "a position still missing this long after a later position of its scan arrived is sent to LiberTEM "
+        "as an empty frame and counted (positions_empty); at the scan's end every missing one is", min=0.0, max=3600.0)
+    queue_mib: int = setting(256, "stream held for a LiberTEM client that reads slower than the scans come; beyond, "
+                             "the client is disconnected and its scan's frames counted as dropped", min=1, max=65536)
+    chunk_bytes: int = setting(65536, "largest array chunk sent (a frame larger goes alone): a chunk must fit one "
+                               "shared-memory slot of LiberTEM-live's receiver (bytes_per_chunk x chunks_per_stack, "
+                               "384 KiB by default)", min=1024, max=1 << 30)
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     """Logging of every service."""
 
@@ -388,6 +405,7 @@ class Config:
     limits: LimitsConfig = setting(LimitsConfig(), "bounds on what peers may announce")
     security: SecurityConfig = setting(SecurityConfig(), "CURVE keys and who may connect")
     dashboard: DashboardConfig = setting(DashboardConfig(), "web dashboard and Prometheus metrics")
+    libertem: LibertemConfig = setting(LibertemConfig(), "the LiberTEM-live bridge")
     logging: LoggingConfig = setting(LoggingConfig(), "logging")
 
     @property

@@ -70,8 +70,9 @@ class _ScanState:
     ended: set[str]
 
 
-class _Stream:
-    """One DEALER per publisher of one topic the kvstore advertises, each subscribed."""
+class LiveStream:
+    """One DEALER per publisher of one topic the kvstore advertises, each subscribed (``subscribe``,
+    ``frames`` and the LiberTEM bridge read through it)."""
 
     def __init__(self, config: Config, topic: bytes) -> None:
         self.config = config
@@ -203,7 +204,7 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
         following the stream can be joined.
     :raises SectorflowError: no kvstore answers.
     """
-    stream = _Stream(_config(config), wire.IMAGES)
+    stream = LiveStream(_config(config), wire.IMAGES)
     deadline = _deadline(timeout_s)
     states: dict[int, _ScanState] = {}
     followed = scan
@@ -296,7 +297,7 @@ def frames(config: str | Path | Config, *, scan: int | None = None,
     :param scan: the scan to follow; None: the first whose frames arrive.
     :raises SectorflowError: no kvstore answers.
     """
-    stream = _Stream(_config(config), wire.FRAMES)
+    stream = LiveStream(_config(config), wire.FRAMES)
     deadline = _deadline(timeout_s)
     followed = scan
     senders: set[str] = set()

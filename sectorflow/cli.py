@@ -31,6 +31,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.orchestration.session_cli",
     "sectorflow.simulator.cli",
     "sectorflow.live.cli",
+    "sectorflow.libertem_bridge.cli",
     "sectorflow.security.cli",
     "sectorflow.dashboard.cli",
 )

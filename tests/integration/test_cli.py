@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 # What the README promises a user can run (its "Running the services" table and the demo).
-SUBCOMMANDS = ("abort", "acquire", "aggregator", "dashboard", "demo", "down", "keys", "kvstore", "nodegroup",
-               "producer", "session", "simulate", "status", "up", "view")
+SUBCOMMANDS = ("abort", "acquire", "aggregator", "dashboard", "demo", "down", "keys", "kvstore", "libertem",
+               "nodegroup", "producer", "session", "simulate", "status", "up", "view")
 
 
 def sectorflow(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

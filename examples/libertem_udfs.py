@@ -1,0 +1,81 @@
+"""LiberTEM-live on sectorflow's counted frames: stock UDFs (SumUDF, SumSigUDF, ApplyMasksUDF,
+CoMUDF) run on every scan as it is counted, with partial results while it runs. Needs the optional
+group: ``pip install 'sectorflow[libertem]'``. Run it beside a running stack and its bridge, then
+acquire a scan:
+
+    sectorflow libertem --config configs/local.toml &        # listening on 127.0.0.1:8283
+    python examples/libertem_udfs.py --port 8283 --scans 1 &
+    sectorflow acquire --scan-number 1 --scan-shape 64x64 --wait
+
+It prints a line per partial result (positions done, electrons so far) and one per scan at its end,
+and with --out saves the last scan's results (``sum``: the summed pattern; ``intensity``: events
+per position; ``masked``: electrons in a disk of --mask-radius around the frame centre per position;
+``mask``: that disk; ``com_y``, ``com_x``: LiberTEM's centre of mass) as an .npz file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def run(host: str, port: int, scans: int, timeout_s: float, workers: int, mask_radius: float | None,
+        out: Path | None) -> int:
+    # Imported here: the optional group's packages are only needed to run this, not to read it.
+    from libertem import masks
+    from libertem.executor.pipelined import PipelinedExecutor
+    from libertem.udf.com import CoMUDF
+    from libertem.udf.masks import ApplyMasksUDF
+    from libertem.udf.sum import SumUDF
+    from libertem.udf.sumsigudf import SumSigUDF
+    from libertem_live.api import LiveContext
+
+    executor = PipelinedExecutor(spec=PipelinedExecutor.make_spec(cpus=range(workers), cudas=[]))
+    with LiveContext(executor=executor) as ctx:
+        with ctx.make_connection("asi_tpx3").open(data_host=host, data_port=port) as conn:
+            for _ in range(scans):
+                pending = conn.wait_for_acquisition(timeout_s)
+                if pending is None:
+                    print(f"no acquisition arrived from {host}:{port} within {timeout_s:g} s", file=sys.stderr)
+                    return 1
+                aq = ctx.make_acquisition(conn=conn, pending_aq=pending)
+                rows, cols = aq.shape.sig
+                radius = mask_radius if mask_radius is not None else min(rows, cols) / 4
+                disk = masks.circular(cols / 2, rows / 2, cols, rows, radius)
+                udfs = [SumUDF(), SumSigUDF(), ApplyMasksUDF(mask_factories=[lambda: disk]),
+                        CoMUDF.with_params(cy=rows / 2, cx=cols / 2)]
+                result = None
+                for result in ctx.run_udf_iter(dataset=aq, udf=udfs):
+                    done = int(result.damage.data.sum())
+                    electrons = float(result.buffers[0]["intensity"].data.sum())
+                    print(f"partial: {done} of {aq.shape.nav.size} positions, {electrons:.0f} electrons", flush=True)
+                assert result is not None
+                final = result.buffers
+                sums, sumsig, masked, com = final[0]["intensity"].data, final[1]["intensity"].data, \
+                    final[2]["intensity"].data, final[3]
+                print(f"scan done: {aq.shape.nav.size} positions, {sumsig.sum():.0f} electrons", flush=True)
+                if out is not None:
+                    np.savez(out, sum=sums, intensity=sumsig, masked=masked[..., 0],
+                             com_y=com["field_y"].data, com_x=com["field_x"].data, mask=disk)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1", help="where 'sectorflow libertem' listens")
+    parser.add_argument("--port", type=int, default=8283, help="its port ([libertem] listen)")
+    parser.add_argument("--scans", type=int, default=1, help="acquisitions (scans) to analyse, then stop")
+    parser.add_argument("--timeout", type=float, default=600.0, help="longest wait for a scan to begin, seconds")
+    parser.add_argument("--workers", type=int, default=2, help="LiberTEM worker processes (CPUs)")
+    parser.add_argument("--mask-radius", type=float, default=None, help="ApplyMasksUDF's disk, pixels "
+                        "(default: a quarter of the frame)")
+    parser.add_argument("--out", type=Path, default=None, help="save the last scan's results here (.npz)")
+    args = parser.parse_args()
+    return run(args.host, args.port, args.scans, args.timeout, args.workers, args.mask_radius, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

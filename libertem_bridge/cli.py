@@ -1,0 +1,56 @@
+"""``sectorflow libertem``: serve every scan's counted frames to LiberTEM-live until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+from typing import Any
+
+from sectorflow.configs import Config
+from sectorflow.service import stop_on_signals
+
+from .bridge import Bridge
+from .server import AcquisitionServer, parse_listen
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``libertem`` subcommand."""
+    from sectorflow.cli import add_config_argument
+
+    parser = subparsers.add_parser(
+        "libertem", help="serve the counted frames to LiberTEM-live (its asi_tpx3 detector)",
+        description="Read every NodeGroup's counted frames from the live stream (as 'sectorflow view' does, with "
+        "the viewer key when [security] is on) and serve each scan as one acquisition of LiberTEM-live's asi_tpx3 "
+        "detector (sparse CSR over TCP, libertem_bridge/SPEC.md) to one client at a time: "
+        "ctx.make_connection('asi_tpx3').open(data_host=HOST, data_port=PORT). Positions go in order; one that "
+        "never came goes empty, counted. The bridge never slows the NodeGroups: a slow client is disconnected. "
+        "Prints 'listening on HOST:PORT', runs until SIGTERM or Ctrl-C and then prints what it served.",
+    )
+    add_config_argument(parser)
+    parser.add_argument("--listen", metavar="HOST:PORT", default=None,
+                        help="where LiberTEM connects (default: [libertem] listen, 127.0.0.1:8283; port 0: any free)")
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="listen on a non-loopback address (the stream has no authentication: anyone who "
+                        "connects reads every scan)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    host, port = parse_listen(args.listen or config.libertem.listen, args.allow_remote)
+    server = AcquisitionServer(host, port, config.libertem.queue_mib << 20)
+    try:
+        bridge = Bridge(config, server)
+        shown = f"[{server.address[0]}]" if ":" in server.address[0] else server.address[0]
+        print(f"listening on {shown}:{server.address[1]}", flush=True)
+        with stop_on_signals(log) as stop:
+            bridge.run(stop)
+    finally:
+        server.close()
+    counters = dataclasses.asdict(bridge.counters)
+    counters.update(clients_refused=server.clients_refused, clients_dropped=server.clients_dropped,
+                    clients_gone=server.clients_gone)
+    print("served: " + ", ".join(f"{name} {value}" for name, value in counters.items()), flush=True)
+    return 0

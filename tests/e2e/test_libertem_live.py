@@ -1,0 +1,159 @@
+"""LiberTEM-live reads sectorflow's counted frames through the bridge (libertem_bridge/SPEC.md):
+a scan through the whole stack, read by LiberTEM-live's asi_tpx3 detector with stock UDFs
+(examples/libertem_udfs.py), gives per position the events the HDF5 file holds, its summed
+pattern, masked sums and centre of mass; positions the live stream lost reach LiberTEM empty and
+are counted; a LiberTEM client that vanishes during a scan leaves the file complete and the bridge
+serving the next client."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import Processes, sectorflow_command, stack_up, wait_until
+
+from sectorflow.counting import read_counted_scan
+from sectorflow.nodegroup import scan_file_name
+
+if importlib.util.find_spec("libertem_live") is None:
+    pytest.skip("the optional group 'libertem' is not installed", allow_module_level=True)
+
+pytestmark = pytest.mark.slow
+
+DETECTOR = {"frame_rows": 128, "frame_cols": 128, "sector_rows": 32, "sector_cols": 128}
+# Electrons sparse enough to be counted one by one, and at least one in every frame.
+SIMULATOR = {"bright_field_radius_px": 20.0, "dose_per_frame": 80.0, "specimen": "crystal", "specimen_grain_px": 4.0}
+COUNTING = {"background_threshold": 30.0, "xray_threshold": 1000.0}
+SCAN_X, SCAN_Y = 24, 20
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "libertem_udfs.py"
+MASK_RADIUS = 20.0
+
+
+def start_bridge(processes: Processes, path: Path) -> tuple[subprocess.Popen, int]:
+    bridge = processes.sectorflow("libertem", "--config", str(path), "--listen", "127.0.0.1:0", name="libertem")
+    found = wait_until(lambda: re.search(r"listening on 127\.0\.0\.1:(\d+)", processes.output(bridge)), 60,
+                       "the bridge to listen")
+    return bridge, int(found.group(1))
+
+
+def wait_bridge_subscribed(client) -> None:  # type: ignore[no-untyped-def]
+    wait_until(lambda: all(int(s.extra.get("live_frames_subscribers", 0)) >= 1
+                           for s in client.statuses("nodegroup").values()), 30,
+               "the bridge to subscribe to both NodeGroups")
+
+
+def acquire(path: Path, scan: int) -> None:
+    acquired = sectorflow_command("acquire", "--config", str(path), "--scan-number", str(scan), "--scan-shape",
+                                  f"{SCAN_X}x{SCAN_Y}", "--wait", "--timeout", "120")
+    assert acquired.returncode == 0, acquired.stdout + acquired.stderr
+
+
+def start_libertem(processes: Processes, path_out: Path, port: int) -> subprocess.Popen:
+    """The shipped example, as a process the ``processes`` fixture stops whatever the test did."""
+    return processes.start(sys.executable, str(EXAMPLE), "--port", str(port), "--scans", "1", "--timeout", "120",
+                           "--mask-radius", str(MASK_RADIUS), "--out", str(path_out), name="libertem-live")
+
+
+def finish(processes: Processes, process: subprocess.Popen) -> str:
+    wait_until(lambda: process.poll() is not None, 180, "LiberTEM to finish the scan")
+    out = processes.output(process)
+    assert process.returncode == 0, out[-5000:]
+    return out
+
+
+def per_position_counts(file: Path) -> tuple[np.ndarray, object]:
+    counted = read_counted_scan(file)
+    assert counted.metadata["completeness"]["outcome"] == "complete"
+    counts = np.array([len(e) for e in counted.events]).reshape(SCAN_Y, SCAN_X)
+    return counts, counted
+
+
+def served(processes: Processes, bridge: subprocess.Popen) -> dict[str, int]:
+    assert processes.stop(bridge) == 0, processes.output(bridge)[-3000:]
+    line = [line for line in processes.output(bridge).splitlines() if line.startswith("served: ")][-1]
+    return {name: int(value) for name, value in (item.split() for item in line[len("served: "):].split(", "))}
+
+
+def test_libertem_live_reads_a_scan_as_its_file_holds_it(make_config, processes: Processes, tmp_path: Path) -> None:
+    config, path = make_config(detector=DETECTOR, simulator=SIMULATOR, counting=COUNTING,
+                               analysis={"live_rate_hz": 5.0})
+    output = tmp_path / "h5"
+    with stack_up(config, path, tmp_path / "run", output) as client:
+        bridge, port = start_bridge(processes, path)
+        wait_bridge_subscribed(client)
+        libertem = start_libertem(processes, tmp_path / "result.npz", port)
+        wait_until(lambda: "connected (connection 1)" in processes.output(bridge), 120, "LiberTEM to connect")
+        acquire(path, 3)
+        out = finish(processes, libertem)
+        wait_until(lambda: (output / scan_file_name(3)).exists(), 60, "the scan's file")
+        counters = served(processes, bridge)
+
+    counts, counted = per_position_counts(output / scan_file_name(3))
+    result = np.load(tmp_path / "result.npz")
+    # SumSigUDF: every position's events; SumUDF: the summed pattern, both as the file holds them.
+    np.testing.assert_array_equal(result["intensity"], counts)
+    np.testing.assert_array_equal(result["sum"], counted.images["diffraction"])
+    # ApplyMasksUDF with a disk: the file's events inside the disk LiberTEM drew, per position.
+    mask = result["mask"]
+    inside = np.array([mask.reshape(-1)[e].sum() for e in counted.events]).reshape(SCAN_Y, SCAN_X)
+    np.testing.assert_allclose(result["masked"], inside)
+    # CoMUDF about the frame centre: the mean pixel of the file's events, less the centre.
+    rows, cols = DETECTOR["frame_rows"], DETECTOR["frame_cols"]
+    com_y = np.array([np.mean(e // cols) - rows / 2 if len(e) else 0.0 for e in counted.events]).reshape(SCAN_Y, SCAN_X)
+    com_x = np.array([np.mean(e % cols) - cols / 2 if len(e) else 0.0 for e in counted.events]).reshape(SCAN_Y, SCAN_X)
+    np.testing.assert_allclose(result["com_y"], com_y, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(result["com_x"], com_x, rtol=1e-4, atol=1e-3)
+    assert counters["scans_served"] == 1 and counters["positions_empty"] == 0 and counters["frames_late"] == 0
+    assert counters["frames_sent"] == SCAN_X * SCAN_Y
+    assert f"scan done: {SCAN_X * SCAN_Y} positions, {counts.sum()} electrons" in out
+    assert "partial: " in out
+
+
+def test_positions_the_live_stream_lost_arrive_empty_and_counted_and_a_vanished_client_costs_nothing(
+        make_config, processes: Processes, tmp_path: Path) -> None:
+    # A live feed of one frame per update: the NodeGroups leave most frames out of the live stream
+    # (counted: live_feed_dropped), never out of the file.
+    config, path = make_config(detector=DETECTOR, simulator=SIMULATOR, counting=COUNTING,
+                               analysis={"live_rate_hz": 5.0, "live_buffer_frames": 1})
+    output = tmp_path / "h5"
+    with stack_up(config, path, tmp_path / "run", output) as client:
+        bridge, port = start_bridge(processes, path)
+        wait_bridge_subscribed(client)
+
+        # A client that reads the first header of scan 1 and goes.
+        vanishing = socket.create_connection(("127.0.0.1", port))
+        try:
+            wait_until(lambda: "connected (connection 1)" in processes.output(bridge), 30, "the first client")
+            acquire(path, 1)
+            vanishing.settimeout(60)
+            assert vanishing.recv(1)  # scan 1's acquisition began for it
+        finally:
+            vanishing.close()
+        wait_until(lambda: (output / scan_file_name(1)).exists(), 60, "scan 1's file")
+
+        libertem = start_libertem(processes, tmp_path / "result.npz", port)
+        wait_until(lambda: "connected (connection 2)" in processes.output(bridge), 120, "LiberTEM to connect")
+        acquire(path, 2)
+        finish(processes, libertem)
+        wait_until(lambda: (output / scan_file_name(2)).exists(), 60, "scan 2's file")
+        log = processes.output(bridge)
+        counters = served(processes, bridge)
+
+    per_position_counts(output / scan_file_name(1))  # complete, whatever the client did
+    counts, _ = per_position_counts(output / scan_file_name(2))
+    intensity = np.load(tmp_path / "result.npz")["intensity"]
+    assert counts.min() > 0  # so that an empty position is one the stream lost
+    empty = int((intensity == 0).sum())
+    # Every position LiberTEM got is the file's; the others came empty, and are counted as such.
+    np.testing.assert_array_equal(intensity[intensity > 0], counts[intensity > 0])
+    assert 0 < empty < SCAN_X * SCAN_Y
+    scan2 = re.search(r"scan 2 served: (\d+) of (\d+) positions sent empty", log)
+    assert scan2 is not None, log[-3000:]
+    assert (int(scan2.group(1)), int(scan2.group(2))) == (empty, SCAN_X * SCAN_Y)
+    assert counters["scans_served"] + counters["scans_unserved"] == 2 and counters["clients_gone"] >= 1

@@ -174,12 +174,17 @@ LogLoad RecordLog::load(const std::function<void(LogRecord&&)>& apply) {
 
 void RecordLog::write_file(const std::string& name, const std::function<void(File&)>& fill) {
   const std::string path = options_.dir + "/" + name;
-  {
+  try {
     File file(path + ".tmp", O_CREAT | O_TRUNC);
     file.write(kLogMagic);
     fill(file);
     file.sync();
     file.close();
+  } catch (const KvstoreError&) {
+    // A full disk must not stay full of a half-written snapshot: the next attempt needs that room.
+    std::error_code ignored;
+    std::filesystem::remove(path + ".tmp", ignored);
+    throw;
   }
   if (::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
     throw KvstoreError("kvstore log: cannot rename " + path + ".tmp to " + path + ": " + errno_text(errno));

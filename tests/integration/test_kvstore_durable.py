@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import msgpack
 import pytest
@@ -182,3 +184,53 @@ def test_a_log_dir_that_cannot_be_used_stops_the_server_at_start_with_one_line(
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and f"cannot use the directory '{in_the_way}'" in errors[0], result.stderr
     assert "[kvstore] log_dir" in errors[0] and "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SimpleNamespace]:
+    """A 1 MiB tmpfs the test mounts (as root), with a way to fill it up and to free it."""
+    if os.geteuid() != 0:
+        pytest.fail("mounting a tmpfs needs root, which the test suite runs as (as the Slurm tests do)")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
+    filler = mount / "filler"
+
+    def fill() -> None:
+        with open(filler, "ab", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+
+    try:
+        yield SimpleNamespace(path=mount, fill=fill, free=lambda: filler.unlink(missing_ok=True))
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def test_a_full_disk_is_counted_the_server_serves_from_memory_and_its_log_resumes_when_there_is_room(
+    make_config: Callable, processes: Processes, clients: Callable[..., Client], small_disk: SimpleNamespace  # noqa: F811
+) -> None:
+    server = durable_kvstore(make_config, processes, small_disk.path / "kvlog", log_fsync="never")
+    writer, observer = clients(server.config), clients(server.config)
+    small_disk.fill()
+    values = {f"durable/full/{i:03d}": packed(f"{i:03d}" + "x" * 400) for i in range(100)}
+    write_and_see(writer, observer, values)  # taken and published while no record reaches the disk
+
+    def status_field(name: str) -> object:
+        status = server_status(observer)
+        return None if status is None else status.extra.get(name)
+
+    wait_until(lambda: status_field("log") == "failing: serving from memory", SYNC_S, "the server to say so")
+    assert status_field("log_write_errors") >= 1 and "No space left on device" in str(status_field("log_error"))
+    wait_until(lambda: "write(s) of the durable records failed" in server.log(), SYNC_S, "the warning line")
+
+    small_disk.free()
+    wait_until(lambda: status_field("log") == "on", SYNC_S, "a compaction to resume the log")
+    wait_until(lambda: "durable records resumed" in server.log(), SYNC_S, "the line saying so")
+    kill_and_restart(server)
+    fresh = clients(server.config)
+    assert fresh.wait_synced(SYNC_S)
+    assert {key: fresh.get(key) for key in values} == values, "the records taken while the disk was full"

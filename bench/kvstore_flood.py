@@ -9,6 +9,11 @@ has answered or dropped every request and its RSS has settled.
 
 ``python -m bench.kvstore_flood --sectorflow PATH`` measures another build's ``sectorflow`` (e.g.
 the main branch's) with the same flood, for a before/after comparison.
+
+``python -m bench.kvstore_flood --log-cost`` measures instead what the durable records
+(kvstore/SPEC.md, "Durable records") cost the server's update rate: one client writes updates of
+``VALUE_BYTES`` bytes over ``KEYS`` keys as fast as it can, against a fresh server without a log and
+with ``log_fsync`` never, interval and always (the log in a temporary directory), all in one run.
 """
 
 from __future__ import annotations
@@ -169,17 +174,92 @@ def plot(result: BenchmarkResult, path: Path) -> None:
         panel.legend()
 
 
+@dataclasses.dataclass
+class RateRun:
+    """Updates through one fresh server with one log policy."""
+
+    log: str  # "off" or the log_fsync policy
+    updates: int
+    seconds: float  # from the first update sent to the last one published back
+    log_bytes: int  # the log directory's bytes at the end (0 without a log)
+
+    @property
+    def per_s(self) -> float:
+        return self.updates / self.seconds
+
+
+# Updates per policy: fsync on every record is two orders of magnitude slower.
+RATE_UPDATES = {"off": 100_000, "never": 100_000, "interval": 100_000, "always": 5_000}
+
+
+def update_rate(config: Config, log: str, sectorflow: list[str], workdir: Path) -> RateRun:
+    """Write RATE_UPDATES[log] updates through a fresh server with ``log`` and time them."""
+    log_dir = workdir / "kvlog"
+    kvstore = dataclasses.replace(config.kvstore, log_dir="" if log == "off" else str(log_dir),
+                                  log_fsync="interval" if log == "off" else log)
+    config = write_config(dataclasses.replace(with_free_ports(config), kvstore=kvstore), workdir / "config.toml")
+    updates = RATE_UPDATES[log]
+    with Supervisor(workdir, STOP_TIMEOUT_S) as processes:
+        processes.start(ServiceSpec("kvstore", (*sectorflow, "kvstore", "--config", str(config.source))))
+        with Client(client_options(config)) as writer, Client(client_options(config, "rate/")) as observer:
+            for client in (writer, observer):
+                if not client.wait_synced(START_TIMEOUT_S):
+                    raise RuntimeError(f"the kvstore did not answer: {processes.log_tail('kvstore')}")
+            values = [msgpack.packb(f"{i:08d}" + "x" * (VALUE_BYTES - 8)) for i in range(updates)]
+            last_key, last_value = f"rate/{(updates - 1) % KEYS:04d}", values[-1]
+            start = time.perf_counter()
+            for i, value in enumerate(values):
+                writer.set_once(f"rate/{i % KEYS:04d}", value)
+            wait_until(lambda: observer.get(last_key) == last_value, FLOOD_TIMEOUT_S, "the last update")
+            seconds = time.perf_counter() - start
+    log_bytes = sum(path.stat().st_size for path in log_dir.iterdir()) if log_dir.exists() else 0
+    return RateRun(log, updates, seconds, log_bytes)
+
+
+def measure_log_cost(config: Config, sectorflow: list[str]) -> list[RateRun]:
+    runs = []
+    for policy in RATE_UPDATES:
+        with tempfile.TemporaryDirectory(prefix="bench-kvstore-log-") as work:
+            runs.append(update_rate(config, policy, sectorflow, Path(work)))
+        log_line(runs[-1])
+    return runs
+
+
+def log_line(run: RateRun) -> None:
+    log.info("log %s: %d updates in %.2f s, %.0f updates/s", run.log, run.updates, run.seconds, run.per_s)
+
+
+def log_cost_result(runs: list[RateRun], build: str) -> BenchmarkResult:
+    base = runs[0].per_s
+    rows = [[run.log, run.updates, round(run.seconds, 2), round(run.per_s), f"{run.per_s / base:.2f}",
+             run.log_bytes // 1024] for run in runs]
+    return BenchmarkResult(
+        columns=["log", "updates", "seconds", "updates/s", "vs no log", "files KiB"],
+        rows=rows,
+        notes=[f"{build}; one client writes updates of {VALUE_BYTES} bytes over {KEYS} keys (set_once) as fast as "
+               "it can; seconds from the first sent to the last published back to a second client; a fresh server "
+               "per row, its log in a temporary directory; log_max_bytes at its default."],
+        details={"runs": [dataclasses.asdict(run) for run in runs], "build": build},
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.kvstore_flood", description=__doc__.splitlines()[0])
     parser.add_argument("--sectorflow", metavar="PATH", default=None,
                         help="the sectorflow command of the build to measure (default: this checkout's)")
     parser.add_argument("--config", metavar="FILE", default=None, help="configuration (default: configs/local.toml)")
+    parser.add_argument("--log-cost", action="store_true",
+                        help="measure the update rate without the durable log and with each log_fsync policy instead")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s %(message)s")
     from bench.report import table
 
     command = [args.sectorflow] if args.sectorflow else [sys.executable, "-m", "sectorflow"]
-    result = result_of(measure(load_config(args.config), command), args.sectorflow or "this checkout")
+    build = args.sectorflow or "this checkout"
+    if args.log_cost:
+        result = log_cost_result(measure_log_cost(load_config(args.config), command), build)
+    else:
+        result = result_of(measure(load_config(args.config), command), build)
     print(table(result.columns, result.rows))
     for note in result.notes:
         print(f"- {note}")

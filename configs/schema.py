@@ -104,6 +104,20 @@ class KvstoreConfig:
     scan_record_ttl_s: float = setting(
         86400.0, "how long a scan's record (scans/<n>/..., what became of every sector) stays in the kvstore "
         "after it was written; at most max_ttl_s", min=1.0, max=1e9)
+    log_dir: str = setting(
+        "", "directory of the server's durable records (kvstore/SPEC.md, 'Durable records'): every update it "
+        "publishes is appended to a log there, and a restarted server loads them; '' keeps the map in memory only. "
+        "One directory per server (a second server refuses a directory in use)")
+    log_fsync: str = setting(
+        "interval", "when the log is forced to disk: every record ('always'), at most every log_fsync_interval_ms "
+        "('interval') or by the kernel ('never'); a record is written before its update is published in every "
+        "policy, so a killed server loses nothing, and the policy decides what a crash of the machine may take",
+        choices=("always", "interval", "never"))
+    log_fsync_interval_ms: int = setting(1000, "the longest time an appended record waits for its fsync with "
+                                         "log_fsync = 'interval'", min=1, max=3_600_000)
+    log_max_bytes: int = setting(
+        64 << 20, "bytes the log may reach before it is compacted: the live map written as a new snapshot and a "
+        "new log begun, so the directory holds at most the map's records plus this", min=64 << 10, max=64 << 30)
 
 
 @dataclass(frozen=True)

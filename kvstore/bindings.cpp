@@ -150,7 +150,9 @@ void bind_server(py::module_& m) {
       .def(py::init([](std::string bind_host, std::uint16_t port, std::uint32_t heartbeat_ms, std::string status_name,
                        std::size_t max_value_bytes, std::size_t max_keys, std::size_t max_map_bytes,
                        std::size_t max_keys_per_address, std::size_t max_map_bytes_per_address, double max_ttl_s,
-                       std::size_t max_stack_keys, std::size_t max_stack_bytes) {
+                       std::size_t max_stack_keys, std::size_t max_stack_bytes, std::string log_dir,
+                       const std::string& log_fsync, std::uint32_t log_fsync_interval_ms,
+                       std::uint64_t log_max_bytes) {
              ServerOptions options;
              options.bind_host = std::move(bind_host);
              options.port = port;
@@ -164,13 +166,21 @@ void bind_server(py::module_& m) {
              options.max_ttl_s = max_ttl_s;
              options.max_stack_keys = max_stack_keys;
              options.max_stack_bytes = max_stack_bytes;
+             options.log.dir = std::move(log_dir);
+             options.log.fsync = parse_log_fsync(log_fsync);
+             options.log.fsync_interval = std::chrono::milliseconds(log_fsync_interval_ms);
+             options.log.max_bytes = log_max_bytes;
              return options;
            }),
            py::kw_only(), py::arg("bind_host"), py::arg("port"), py::arg("heartbeat_ms"),
            py::arg("status_name") = defaults.status_name, py::arg("max_value_bytes"), py::arg("max_keys"),
            py::arg("max_map_bytes"), py::arg("max_keys_per_address"), py::arg("max_map_bytes_per_address"),
            py::arg("max_ttl_s"), py::arg("max_stack_keys") = defaults.max_stack_keys,
-           py::arg("max_stack_bytes") = defaults.max_stack_bytes, "Every value but status_name from [kvstore] (server_options).")
+           py::arg("max_stack_bytes") = defaults.max_stack_bytes, py::arg("log_dir") = defaults.log.dir,
+           py::arg("log_fsync") = std::string(to_string(defaults.log.fsync)),
+           py::arg("log_fsync_interval_ms") = static_cast<std::uint32_t>(defaults.log.fsync_interval.count()),
+           py::arg("log_max_bytes") = defaults.log.max_bytes,
+           "Every value but status_name from [kvstore] (server_options); log_dir '' keeps no durable records.")
       .def_readwrite("bind_host", &ServerOptions::bind_host)
       .def_readwrite("port", &ServerOptions::port)
       .def_readwrite("heartbeat_ms", &ServerOptions::heartbeat_ms)
@@ -183,6 +193,8 @@ void bind_server(py::module_& m) {
       .def_readwrite("max_stack_keys", &ServerOptions::max_stack_keys)
       .def_readwrite("max_stack_bytes", &ServerOptions::max_stack_bytes)
       .def_readwrite("max_ttl_s", &ServerOptions::max_ttl_s)
+      .def_property_readonly("log_dir", [](const ServerOptions& o) { return o.log.dir; })
+      .def_property_readonly("log_fsync", [](const ServerOptions& o) { return std::string(to_string(o.log.fsync)); })
       .def_readwrite("curve", &ServerOptions::curve, "[security]: CurveServer (off by default).");
 
   py::list kinds;
@@ -208,6 +220,15 @@ void bind_server(py::module_& m) {
       .def_readonly("unauthenticated", &ServerStats::unauthenticated)
       .def_readonly("unauthorised", &ServerStats::unauthorised)
       .def_readonly("creates_refused", &ServerStats::creates_refused)
+      .def_readonly("log_records_loaded", &ServerStats::log_records_loaded)
+      .def_readonly("log_tails_cut", &ServerStats::log_tails_cut)
+      .def_readonly("log_bytes_cut", &ServerStats::log_bytes_cut)
+      .def_readonly("log_cuts", &ServerStats::log_cuts, "One line per file whose tail was cut at start.")
+      .def_readonly("log_compactions", &ServerStats::log_compactions)
+      .def_readonly("log_write_errors", &ServerStats::log_write_errors)
+      .def_readonly("log_failing", &ServerStats::log_failing)
+      .def_readonly("log_error", &ServerStats::log_error)
+      .def_readonly("log_bytes", &ServerStats::log_bytes)
       .def_readonly("first_refusals", &ServerStats::first_refusals,
                     "kind (REFUSAL_KINDS) -> why the first refusal of that kind happened.")
       .def("refusals", &ServerStats::refusals, py::arg("kind"), "The counter of one of REFUSAL_KINDS.");

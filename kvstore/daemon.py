@@ -49,7 +49,9 @@ def run_server(config: Config) -> int:
     try:
         server = Server(options)
     except KvstoreError as error:
-        raise SectorflowError(f"{error}; ports are set by [kvstore] port in {config.source}") from None
+        # The message names the address (ports: [kvstore] port) or the log directory ([kvstore] log_dir).
+        raise SectorflowError(f"{error}; in {config.source}") from None
+    _report_log_load(server)
     state = ServiceState(logger, publish=server.set_state)
 
     failures: list[BaseException] = []
@@ -93,11 +95,32 @@ def run_server(config: Config) -> int:
     return 0
 
 
+def _report_log_load(server: Server) -> None:
+    """Log what the server loaded from its durable records at start, and every tail it cut."""
+    options, stats = server.options, server.stats()
+    if not options.log_dir:
+        logger.info("no durable records ([kvstore] log_dir is empty): a restart starts from an empty map")
+        return
+    logger.info("durable records in %s (fsync %s): loaded %d records, sequence continues above %d",
+                options.log_dir, options.log_fsync, stats.log_records_loaded, stats.sequence)
+    for line in stats.log_cuts:
+        logger.warning("log tail cut at start (counted in log_tails_cut): %s", line)
+
+
 def _report_refusals(server: Server, reported: dict[str, int]) -> None:
     """Log what the server refused since the last report, one line per kind; updates ``reported``."""
     for line in server.take_security_refusals():
         logger.warning("%s", line)
     stats = server.stats()
+    new_errors = stats.log_write_errors - reported.get("log_write_errors", 0)
+    if new_errors > 0:
+        reported["log_write_errors"] = stats.log_write_errors
+        logger.warning("%d write(s) of the durable records failed, %d in all (%s); last: %s", new_errors,
+                       stats.log_write_errors, "serving from memory, retrying at every heartbeat" if stats.log_failing
+                       else "the log resumed with a new snapshot", stats.log_error)
+    if reported.get("log_failing", 0) and not stats.log_failing:
+        logger.info("durable records resumed: a new snapshot holds the whole map")
+    reported["log_failing"] = int(stats.log_failing)
     for kind in REFUSAL_KINDS:
         count = stats.refusals(kind)
         new = count - reported.get(kind, 0)

@@ -24,6 +24,10 @@ def server_options(config: Config) -> ServerOptions:
         max_stack_keys=kv.max_stack_keys,
         max_stack_bytes=kv.max_stack_bytes,
         max_ttl_s=kv.max_ttl_s,
+        log_dir=kv.log_dir,
+        log_fsync=kv.log_fsync,
+        log_fsync_interval_ms=kv.log_fsync_interval_ms,
+        log_max_bytes=kv.log_max_bytes,
     )
     options.curve = kvstore_server_curve(config)
     return options

@@ -29,7 +29,8 @@ def make_config(tmp_path: Path) -> Callable[..., tuple[Config, Path]]:
         # back the same (the dashboard once got the kvstore's).
         n_receivers = len(overrides.get("receivers", data["receivers"]))
         first = free_port_block(LOOPBACK, 3 + n_receivers + 1)
-        data["kvstore"].update(port=first, heartbeat_ms=200, ttl_s=1.0)
+        # No durable records unless a test asks (kvstore={"log_dir": ...}): every test's server starts empty.
+        data["kvstore"].update(port=first, heartbeat_ms=200, ttl_s=1.0, log_dir="")
         data["aggregator"]["base_port"] = first + 3
         data["producer"]["fallback_dir"] = str(tmp_path / "raw")
         data["nodegroup"]["output_dir"] = str(tmp_path / "counted")

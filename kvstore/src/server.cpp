@@ -16,6 +16,7 @@
 #include "map_usage.hpp"
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
+#include "sectorflow/kvstore/record_log.hpp"
 #include "sectorflow/protocol/records.hpp"
 #include "sectorflow/protocol/scan_records.hpp"
 #include "sectorflow/kvstore/wakeup.hpp"
@@ -27,6 +28,12 @@ namespace sectorflow::kvstore {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Wall-clock milliseconds since the Unix epoch: the log's deadlines outlive the steady clock.
+std::int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // Messages read from one socket per wakeup, so that a flood on one port cannot starve the other
 // port, the heartbeat or the ttl expiry.
@@ -169,6 +176,7 @@ struct Server::Impl {
   mutable std::mutex stats_mutex;
   ServerStats stats;
   std::optional<protocol::ServiceStatus> published_status;  // without its time stamp
+  std::optional<RecordLog> log;  // with a log_dir: the durable records
 
   std::string endpoint(int offset) const {
     return "tcp://" + options.bind_host + ":" + std::to_string(options.port + offset);
@@ -217,9 +225,134 @@ struct Server::Impl {
     }
   }
 
-  void publish(KvMsg& msg) {
+  // Publishes an update with the next sequence, after appending it to the log (deadline_ms: when
+  // a set expires, Unix ms, 0 never; writer and account: who wrote it and who it is charged to).
+  void publish(KvMsg& msg, std::int64_t deadline_ms = 0, const std::string& writer = {},
+               const std::string& account = {}) {
     msg.sequence = ++sequence;
+    if (log && log->open()) {
+      LogRecord record;
+      record.kind = msg.is_delete() ? LogRecord::Kind::kDelete : LogRecord::Kind::kSet;
+      record.sequence = msg.sequence;
+      record.key = msg.key;
+      if (!msg.is_delete()) {
+        record.deadline_ms = deadline_ms;
+        record.uuid = msg.uuid;
+        record.properties = encode_properties(msg.properties);
+        record.body = msg.body;
+        record.writer = writer;
+        record.account = account;
+      }
+      try {
+        log->append(record);
+        count([this](ServerStats& s) { s.log_bytes = log->log_bytes(); });
+      } catch (const KvstoreError& error) {
+        log_failed(error.what());
+      }
+    }
     send_kvmsg(publisher, msg);
+  }
+
+  void log_failed(const std::string& why) {
+    count([&why](ServerStats& s) {
+      ++s.log_write_errors;
+      s.log_failing = true;
+      s.log_error = why;
+    });
+  }
+
+  // Applies one record of the log at start: the map becomes what it was when the record was written.
+  void restore(LogRecord&& record) {
+    sequence = std::max(sequence, record.sequence);
+    if (record.key == own_status_key) return;  // the server writes its status anew
+    const auto existing = map.find(record.key);
+    if (record.kind == LogRecord::Kind::kDelete) {
+      if (existing != map.end()) drop(existing);
+      return;
+    }
+    KvMsg msg;
+    msg.key = record.key;
+    msg.sequence = record.sequence;
+    msg.uuid = std::move(record.uuid);
+    msg.properties = decode_properties(record.properties);
+    msg.body = std::move(record.body);
+    std::optional<Clock::time_point> expires;
+    if (record.deadline_ms > 0) {
+      // What is left of its ttl; a deadline passed while the server was down expires at the first turn.
+      const double left_s = std::clamp(static_cast<double>(record.deadline_ms - wall_ms()) / 1000.0, 0.0,
+                                       options.max_ttl_s);
+      expires = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(left_s));
+    }
+    const bool stack = in_stack_room(msg.key);
+    const detail::MapUsage::Held held{stack ? kStackRoom : record.account, footprint(msg)};
+    if (existing != map.end()) forget_expiry(existing);
+    (stack ? stack_usage : usage).charge(held, existing != map.end() ? &existing->second.held : nullptr);
+    if (expires) expiries.emplace(*expires, msg.key);
+    if (const std::optional<std::uint32_t> scan = scan_of(msg.key)) {
+      const auto [born, added] = scan_born.emplace(*scan, record.sequence);
+      if (!added && record.sequence < born->second) {
+        scans_by_age.erase({born->second, *scan});
+        born->second = record.sequence;
+      }
+      scans_by_age.emplace(born->second, *scan);
+    }
+    std::string key = msg.key;
+    map[std::move(key)] = Entry{std::make_shared<const KvMsg>(std::move(msg)), expires, held, record.writer};
+  }
+
+  // Writes the live map as a new snapshot and begins a new log; a failure is counted, not thrown.
+  bool compact() {
+    try {
+      const auto now_steady = Clock::now();
+      const std::int64_t now_wall = wall_ms();
+      log->compact(sequence, [&](const RecordLog::Sink& sink) {
+        for (const auto& [key, entry] : map) {
+          if (key == own_status_key) continue;
+          LogRecord record;
+          record.kind = LogRecord::Kind::kSet;
+          record.sequence = entry.msg->sequence;
+          record.key = key;
+          record.uuid = entry.msg->uuid;
+          record.properties = encode_properties(entry.msg->properties);
+          record.body = entry.msg->body;
+          record.writer = entry.writer;
+          record.account = entry.held.address;
+          if (entry.expires) {
+            record.deadline_ms =
+                std::max<std::int64_t>(1, now_wall + std::chrono::ceil<std::chrono::milliseconds>(
+                                                         std::max(*entry.expires - now_steady, Clock::duration{}))
+                                                         .count());
+          }
+          sink(record);
+        }
+      });
+    } catch (const KvstoreError& error) {
+      log_failed(error.what());
+      return false;
+    }
+    count([this](ServerStats& s) {
+      ++s.log_compactions;
+      s.log_failing = false;
+      s.log_bytes = log->log_bytes();
+    });
+    return true;
+  }
+
+  // Between turns of the loop: syncs the log as its policy says, compacts it when it passed its
+  // bound, and after a failure tries a compaction at every heartbeat (`heartbeat`).
+  void tend_log(Clock::time_point now, bool heartbeat) {
+    if (!log) return;
+    if (!log->open()) {
+      if (heartbeat) compact();
+      return;
+    }
+    try {
+      log->sync(now);
+    } catch (const KvstoreError& error) {
+      log_failed(error.what());
+      return;
+    }
+    if (log->compaction_due()) compact();
   }
 
   void handle_snapshot_request() {
@@ -341,13 +474,15 @@ struct Server::Impl {
     }
     const std::size_t body_bytes = msg.body.size();
     if (existing != map.end()) forget_expiry(existing);
-    publish(msg);
     std::optional<Clock::time_point> expires;
+    std::int64_t deadline_ms = 0;
     if (ttl_s > 0.0) {
       // ttl_s <= max_ttl_s <= kTtlCeilingS: the conversion cannot overflow.
       expires = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_s));
       expiries.emplace(*expires, msg.key);
+      deadline_ms = wall_ms() + static_cast<std::int64_t>(std::ceil(ttl_s * 1000.0));
     }
+    publish(msg, deadline_ms, identity, account);
     room.charge(held, old);
     if (scan && scan_born.emplace(*scan, sequence).second) scans_by_age.emplace(sequence, *scan);
     std::string key = msg.key;  // not map[msg.key] = ...move(msg): the right side is evaluated first
@@ -499,6 +634,16 @@ struct Server::Impl {
     status.extra["refused_stack"] = static_cast<std::int64_t>(now.refused_stack);
     status.extra["creates_refused"] = static_cast<std::int64_t>(now.creates_refused);
     for (const char* kind : kRefusalKinds) status.extra[kind] = static_cast<std::int64_t>(now.refusals(kind));
+    status.extra["log"] = std::string(!log ? "off" : now.log_failing ? "failing: serving from memory" : "on");
+    if (log) {
+      status.extra["log_fsync"] = std::string(to_string(log->options().fsync));
+      status.extra["log_records_loaded"] = static_cast<std::int64_t>(now.log_records_loaded);
+      status.extra["log_tails_cut"] = static_cast<std::int64_t>(now.log_tails_cut);
+      status.extra["log_bytes_cut"] = static_cast<std::int64_t>(now.log_bytes_cut);
+      status.extra["log_compactions"] = static_cast<std::int64_t>(now.log_compactions);
+      status.extra["log_write_errors"] = static_cast<std::int64_t>(now.log_write_errors);
+      if (!now.log_error.empty()) status.extra["log_error"] = now.log_error;
+    }
     if (published_status == status) return;
     published_status = status;
     status.updated_s = protocol::wall_clock_s();
@@ -540,6 +685,23 @@ Server::Server(ServerOptions options) {
   s.bind(s.snapshot, 0, "snapshot (ROUTER)");
   s.bind(s.publisher, 1, "publisher (PUB)");
   s.bind(s.collector, 2, "collector (SUB)");
+  if (!s.options.log.dir.empty()) {
+    s.log.emplace(s.options.log);
+    const LogLoad load = s.log->load([&s](LogRecord&& record) { s.restore(std::move(record)); });
+    s.sequence = std::max(s.sequence, load.sequence);
+    s.count([&load](ServerStats& st) {
+      st.log_records_loaded = load.records;
+      st.log_tails_cut = load.tails_cut;
+      st.log_bytes_cut = load.bytes_cut;
+      st.log_cuts = load.cuts;
+    });
+    // The records loaded become one snapshot, and the log starts empty: a cut tail is gone from the
+    // files, and the directory holds what the map holds.
+    if (!s.compact()) {
+      throw KvstoreError("kvstore log: cannot write a snapshot in '" + s.options.log.dir +
+                         "': " + s.stats.log_error + " ([kvstore] log_dir)");
+    }
+  }
 }
 
 Server::~Server() = default;
@@ -552,6 +714,9 @@ void Server::run() {
     auto wake = next_heartbeat;
     if (const auto expiry = s.next_expiry(); expiry && *expiry < wake) wake = *expiry;
     if (!s.replies.empty()) wake = std::min(wake, Clock::now() + kSnapshotRetry);
+    if (s.log) {
+      if (const auto sync = s.log->next_sync(); sync && *sync < wake) wake = *sync;
+    }
     const auto timeout = std::chrono::ceil<std::chrono::milliseconds>(std::max(wake - Clock::now(), Clock::duration{}));
     zmq_pollitem_t items[] = {{s.snapshot.handle(), 0, ZMQ_POLLIN, 0},
                               {s.collector.handle(), 0, ZMQ_POLLIN, 0},
@@ -573,6 +738,8 @@ void Server::run() {
     for (int i = 0; i < kBatch && (items[1].revents & ZMQ_POLLIN); ++i) {
       if (!(s.collector.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
       s.guarded("update", [&s] { s.handle_update(); });
+      // Between messages, not per batch: the log passes its bound by one message's records at most.
+      if (s.log && s.log->open() && s.log->compaction_due()) s.compact();
     }
     const auto now = Clock::now();
     if (!s.replies.empty()) {
@@ -583,11 +750,22 @@ void Server::run() {
       });
     }
     s.guarded("expiry", [&s, now] { s.expire(now); });
-    if (now >= next_heartbeat) {
+    const bool heartbeat = now >= next_heartbeat;
+    if (heartbeat) {
       s.guarded("status", [&s] { s.publish_status(); });
       s.guarded("heartbeat", [&s] { s.heartbeat(); });
       next_heartbeat = now + std::chrono::milliseconds(s.options.heartbeat_ms);
     }
+    s.guarded("log", [&s, now, heartbeat] { s.tend_log(now, heartbeat); });
+  }
+  if (s.log && s.log->open()) {
+    s.guarded("log", [&s] {
+      try {
+        s.log->sync(Clock::now(), true);
+      } catch (const KvstoreError& error) {
+        s.log_failed(error.what());
+      }
+    });
   }
 }
 

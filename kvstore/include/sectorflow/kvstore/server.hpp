@@ -40,6 +40,14 @@
 //     any map.
 //   - one message that throws (std::exception) in the loop is counted (errors) and skipped; the
 //     loop ends only on stop() or a socket failure.
+// Durable records (ServerOptions::log, record_log.hpp; kvstore/SPEC.md, "Durable records"): with a
+// log_dir every update the server publishes, its own status included, is appended to the log before
+// it is sent, with its sequence and its ttl as an absolute deadline; a log past log_max_bytes is
+// compacted (the live map written as a new snapshot, a new log begun). At start the server loads
+// snapshot and log (a torn or corrupt tail cut and counted), continues the sequence above the last
+// record, and compacts. A write that fails later is counted (log_write_errors), the log is closed
+// and the server serves from memory (log_failing), trying a compaction at every heartbeat until
+// one succeeds, which writes the whole map and resumes the log.
 // The server publishes its own ServiceStatus under status/kvstore/<name> (extra fields: malformed,
 // snapshots, expired, keys, map_bytes and the refusal counters of ServerStats) at the first
 // heartbeat after it changes.
@@ -52,6 +60,7 @@
 #include <string>
 #include <vector>
 
+#include "sectorflow/kvstore/record_log.hpp"
 #include "sectorflow/protocol/service_state.hpp"
 #include "sectorflow/security/curve.hpp"
 
@@ -84,6 +93,9 @@ struct ServerOptions {
   /// plain TCP and no authorisation. On: a ZAP handler refuses unknown keys at the handshake, and
   /// each write is checked against its writer's role (write_policy.hpp).
   security::CurveServer curve;
+  /// [kvstore] log_dir, log_fsync, log_fsync_interval_ms, log_max_bytes: the durable records
+  /// (record_log.hpp); an empty dir keeps the map in memory only.
+  RecordLogOptions log;
 };
 
 /// The refusal counters of ServerStats, by the names the status fields and first_refusals use.
@@ -116,15 +128,27 @@ struct ServerStats {
   std::uint64_t creates_refused = 0;
   std::map<std::string, std::string> first_refusals;  ///< kind (kRefusalKinds) -> why the first one happened
 
+  // The durable records (all 0 without a log_dir).
+  std::uint64_t log_records_loaded = 0;  ///< records applied from the snapshot and the log at start
+  std::uint64_t log_tails_cut = 0;       ///< files whose torn or corrupt tail was cut at start
+  std::uint64_t log_bytes_cut = 0;       ///< bytes cut from them
+  std::vector<std::string> log_cuts;     ///< one line per cut: the file, where, why
+  std::uint64_t log_compactions = 0;     ///< snapshots written (the one at start included)
+  std::uint64_t log_write_errors = 0;    ///< appends, syncs or compactions that failed
+  bool log_failing = false;  ///< the last write failed: serving from memory until a compaction succeeds
+  std::string log_error;     ///< the last write failure
+  std::uint64_t log_bytes = 0;  ///< bytes of the log file now
+
   /// The counter of one of kRefusalKinds; throws KvstoreError for another name.
   std::uint64_t refusals(const std::string& kind) const;
 };
 
 class Server {
  public:
-  /// Binds the three sockets. Throws KvstoreError for options out of range (naming the option), or
-  /// naming the address if a socket cannot be bound (port taken, unknown interface); nothing stays
-  /// bound then.
+  /// Binds the three sockets and, with a log_dir, loads the durable records (snapshot and log) and
+  /// compacts them into a new snapshot. Throws KvstoreError for options out of range (naming the
+  /// option), naming the address if a socket cannot be bound (port taken, unknown interface), or
+  /// naming the log_dir if it cannot be used; nothing stays bound then.
   explicit Server(ServerOptions options);
   ~Server();
   Server(const Server&) = delete;

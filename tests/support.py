@@ -9,11 +9,13 @@ what it waited for when the deadline passes.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -126,3 +128,28 @@ def stack_up(config: Any, path: Path, run_dir: Path, output: Path, start_s: floa
     finally:
         down = sectorflow_command("down", "--config", str(path), "--run-dir", str(run_dir))
         assert down.returncode == 0, down.stderr
+
+
+@contextmanager
+def small_disk(where: Path, size: str = "1m") -> Iterator[SimpleNamespace]:
+    """A tmpfs of ``size`` mounted at ``where`` (made) for the test, unmounted after it; ``fill()``
+    fills it up to the last byte, ``free()`` gives that room back. Mounting needs root, which the
+    test suite runs as (as the Slurm tests do)."""
+    if os.geteuid() != 0:
+        pytest.fail("mounting a tmpfs needs root, which the test suite runs as (as the Slurm tests do)")
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
+    filler = where / "filler"
+
+    def fill() -> None:
+        with open(filler, "ab", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+
+    try:
+        yield SimpleNamespace(path=where, fill=fill, free=lambda: filler.unlink(missing_ok=True))
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)

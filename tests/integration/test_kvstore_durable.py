@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import msgpack
 import pytest
 from kvstore_support import SYNC_S, KvServer, clients, server_status, start_kvstore  # noqa: F401 (fixtures)
 from support import Processes, sectorflow_command, wait_until
+from support import small_disk as tmpfs
 
 from sectorflow.kvstore import Client, client_options
 
@@ -191,26 +191,9 @@ def test_a_log_dir_that_cannot_be_used_stops_the_server_at_start_with_one_line(
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[SimpleNamespace]:
-    """A 1 MiB tmpfs the test mounts (as root), with a way to fill it up and to free it."""
-    if os.geteuid() != 0:
-        pytest.fail("mounting a tmpfs needs root, which the test suite runs as (as the Slurm tests do)")
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
-    filler = mount / "filler"
-
-    def fill() -> None:
-        with open(filler, "ab", buffering=0) as f:
-            try:
-                while True:
-                    f.write(b"\0" * 4096)
-            except OSError:
-                pass
-
-    try:
-        yield SimpleNamespace(path=mount, fill=fill, free=lambda: filler.unlink(missing_ok=True))
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True)
+    """A 1 MiB tmpfs, with a way to fill it up and to free it."""
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        yield disk
 
 
 def test_a_full_disk_is_counted_the_server_serves_from_memory_and_its_log_resumes_when_there_is_room(

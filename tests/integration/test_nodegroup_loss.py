@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 from nodegroup_support import AggregatorStandin, merged, stack, start_job  # noqa: F401  (stack: fixture)
+from support import small_disk as tmpfs
 from support import wait_until
 
 from sectorflow.counting import read_counted_scan
@@ -124,25 +125,9 @@ def test_a_job_that_cannot_write_its_files_registers_nothing(stack, tmp_path) ->
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 2 MiB tmpfs the test mounts itself, and a way to fill it up and free it."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
-    filler = mount / "filler"
-
-    def fill() -> None:
-        with open(filler, "ab") as f:
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-            except OSError:
-                pass
-
-    try:
-        yield SimpleNamespace(path=mount, fill=fill, free=lambda: filler.unlink(missing_ok=True))
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True)
+    """A 2 MiB tmpfs, with a way to fill it up and free it."""
+    with tmpfs(tmp_path / "disk", "2m") as disk:
+        yield disk
 
 
 def test_a_full_disk_keeps_the_scan_pending_then_fails_it_leaving_nothing_partial(stack, processes, small_disk,

@@ -6,7 +6,6 @@ the others stream, and a raw file that could not be completed is never passed as
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from producer_support import (
     start_kvstore,
     upstream_for,  # noqa: F401  (fixture)
 )
+from support import small_disk as tmpfs
 from support import wait_until
 
 from sectorflow.kvstore import Client
@@ -229,16 +229,9 @@ def test_a_relay_record_that_does_not_decode_is_counted_and_streaming_goes_on(
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs mounted for the test (as root), unmounted after it."""
-    if os.geteuid() != 0:
-        pytest.fail("mounting a tmpfs needs root, which the test suite runs as (as the Slurm tests do)")
-    mount = tmp_path / "small-disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
+    """A 1 MiB tmpfs mounted for the test."""
+    with tmpfs(tmp_path / "small-disk", "1m") as disk:
+        yield disk.path
 
 
 def test_a_full_disk_leaves_a_partial_file_and_an_error_record(make_config, processes, small_disk: Path) -> None:

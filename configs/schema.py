@@ -311,6 +311,11 @@ class SlurmConfig:
     tasks_per_node: int = setting(1, "MPI ranks per node", min=1)
     launcher: str = setting("mpiexec", "how ranks are started", choices=("srun", "mpiexec"))
     environment: dict = setting({}, "environment variables exported in the job")
+    image: str = setting(
+        "", "an OCI image (`make image`) to run each NodeGroup rank from, in a container of its own under the "
+        "job's mpiexec (image/mpi-rank), with the configuration's directory, the output directory, the session's "
+        "keys and the [counting] maps mounted at their paths; '' runs the submitting venv's sectorflow")
+    podman: str = setting("podman", "the podman command on the compute nodes (with image)")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 from harness import deep_update, free_port_block, write_toml
+from slurm_cluster import SlurmCluster, slurm_available
 from support import LOOPBACK, Processes
 
 from sectorflow.configs import DEFAULT_CONFIG, Config, load_config
@@ -56,3 +58,22 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
 @pytest.fixture
 def local_config() -> Config:
     return load_config()
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    if os.geteuid() != 0 or not slurm_available():
+        pytest.fail("the Slurm tests need root and Debian's slurm-wlm and munge (make deps installs them)")
+    cluster = SlurmCluster(Path(tmp_path_factory.mktemp("slurm")))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def slurm_env(slurm: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Point this test's Slurm client commands (and its subprocesses) at the test cluster."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    return slurm.env

@@ -167,3 +167,39 @@ def containers(label: str, prefix: str = "") -> list[str]:
     listed = subprocess.run([PODMAN, "ps", "-a", "--filter", f"label={label}", "--format", "{{.Names}}"],
                             capture_output=True, text=True, timeout=60)
     return [name for name in listed.stdout.split() if name.startswith(prefix)]
+
+
+@pytest.mark.slurm
+def test_a_slurm_session_with_the_image_runs_each_rank_in_a_container_of_its_own(slurm_env, make_config, image: str,
+                                                                                  tmp_path: Path) -> None:
+    """`sectorflow session submit` with [slurm] image on the real Slurm of the tests: the job's mpiexec
+    runs each rank through image/mpi-rank; a scan through them is counted; scancel ends the containers."""
+    config, path = make_config(slurm={"image": image, "podman": PODMAN, "tasks_per_node": 2})
+    out, logs = tmp_path / "session-h5", tmp_path / "logs"
+    with stack_up(config, path, tmp_path / "run", tmp_path / "unused-h5", nodegroups=False) as client:
+        submitted = subprocess.run([sys.executable, "-m", "sectorflow", "session", "submit", "--config", str(path),
+                                    "--time", "00:10:00", "--log-dir", str(logs), "--output", str(out)],
+                                   capture_output=True, text=True, env=slurm_env, timeout=60)
+        assert submitted.returncode == 0, submitted.stderr
+        job_id = submitted.stdout.split()[3]
+        try:
+            wait_until(lambda: len(client.nodegroups()) == 2, 240, "the session's two ranks registered")
+            _acquire([sys.executable, "-m", "sectorflow"], path)
+            wait_until(lambda: (out / scan_file_name(SCAN)).exists(), 60, "the session's file")
+        finally:
+            cancelled = subprocess.run([sys.executable, "-m", "sectorflow", "session", "cancel", "--config",
+                                        str(path), job_id], capture_output=True, text=True, env=slurm_env, timeout=60)
+            for log in logs.glob("*.log"):  # shown by pytest when the test fails
+                print(log.read_text(errors="replace")[-3000:])
+        assert cancelled.returncode == 0, cancelled.stderr
+        wait_until(lambda: not client.nodegroups(), 60, "the ranks to deregister")
+    wait_until(lambda: not rank_containers(), 60, "the rank containers to end")
+    counted = read_counted_scan(out / scan_file_name(SCAN))
+    assert counted.scan_shape == (8, 8) and counted.metadata["scan"]["frames_complete"] == 64
+
+
+def rank_containers() -> list[str]:
+    """image/mpi-rank's containers (sectorflow-rank-<host>-<pid>) that still exist."""
+    listed = subprocess.run([PODMAN, "ps", "-a", "--filter", "name=sectorflow-rank-", "--format", "{{.Names}}"],
+                            capture_output=True, text=True, timeout=60)
+    return listed.stdout.split()

@@ -60,3 +60,27 @@ def test_missing_template_names_the_path(make_config, tmp_path: Path) -> None:
     config, _ = make_config(slurm={"template": str(tmp_path / "nope.j2")})
     with pytest.raises(SectorflowError, match=f"Slurm template {tmp_path / 'nope.j2'} not found"):
         render_script(SessionRequest.from_config(config, tmp_path))
+
+
+def test_with_an_image_each_rank_runs_in_its_container_with_what_it_reads_mounted(make_config, tmp_path: Path) -> None:
+    dark = tmp_path / "maps" / "dark.npy"
+    dark.parent.mkdir()
+    _, path = make_config(slurm={"image": "localhost/sectorflow:latest", "podman": "/opt/bin/podman"},
+                          counting={"dark_reference": str(dark)})
+    out = tmp_path / "counted"
+    result = dry_run("--config", str(path), "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert f"mkdir -p {out}  # a container mounts it: it must exist" in lines
+    assert "export PODMAN=/opt/bin/podman" in lines
+    wrapper = CONFIG_DIR.parent / "image" / "mpi-rank"
+    assert wrapper.is_file()
+    assert (f'exec mpiexec -n "$SLURM_NTASKS" sh {wrapper} -v {path.parent}:{path.parent}:ro '
+            f"-v {dark.parent}:{dark.parent}:ro -v {out}:{out} localhost/sectorflow:latest nodegroup --config {path} "
+            f"--output {out}") in lines
+    assert "-m sectorflow" not in result.stdout  # the image's sectorflow, not the venv's
+
+    _, srun = make_config(slurm={"image": "localhost/sectorflow:latest", "launcher": "srun"})
+    refused = dry_run("--config", str(srun))
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+    assert 'set [slurm] launcher = "mpiexec"' in refused.stderr

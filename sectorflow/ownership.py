@@ -71,7 +71,13 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # another user's process
-    return True
+    # A killed process its parent has not reaped yet (a supervisor between two polls) is a zombie:
+    # signals reach it, but it serves nothing.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
 
 
 def live_owner(statuses: Mapping[tuple[str, str], ServiceStatus],

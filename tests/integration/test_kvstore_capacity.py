@@ -114,7 +114,7 @@ def test_a_flooded_kvstore_still_accounts_every_scan_whole_and_the_oldest_scans_
 
     status = sectorflow_command("status", "--config", str(stack.path))
     assert status.returncode == 0, status.stderr
-    row = next(line for line in status.stdout.splitlines() if " 4 " in line and "complete" in line)
+    row = next(line for line in status.stdout.splitlines() if line.split()[:1] == ["4"] and "complete" in line)
     assert "pending" not in row
 
 

@@ -7,7 +7,6 @@ serving the next client."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import socket
 import subprocess
@@ -20,9 +19,6 @@ from support import Processes, sectorflow_command, stack_up, wait_until
 
 from sectorflow.counting import read_counted_scan
 from sectorflow.nodegroup import scan_file_name
-
-if importlib.util.find_spec("libertem_live") is None:
-    pytest.skip("the optional group 'libertem' is not installed", allow_module_level=True)
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ def random_frames(seed: int, frames: int, pixels: int, most: int) -> tuple[np.nd
 
 
 def test_the_bridges_bytes_equal_the_packages_reference_encoder() -> None:
-    tpx3 = pytest.importorskip("libertem_asi_tpx3", reason="the optional group 'libertem' is not installed")
+    import libertem_asi_tpx3 as tpx3  # the lock's `libertem` group, which `make test` installs
     # make_sim_data writes one acquisition of sequence 1, 512 x 512 pixels, one chunk, u32 arrays.
     nav_shape = (5, 7)
     indptr, indices = random_frames(3, 35, 512 * 512, 40)

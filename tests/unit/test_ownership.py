@@ -14,7 +14,8 @@ from sectorflow.waiting import wait_until
 def test_a_killed_process_its_parent_has_not_reaped_is_not_alive() -> None:
     # The fault suite's supervisor reaps between polls: an aggregator restarted at once after a kill
     # found its predecessor's pid still in the process table and refused to start.
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # A child that lives until it is killed: it waits on a pipe nobody writes to.
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
         assert _pid_alive(child.pid)
         child.kill()
@@ -22,6 +23,7 @@ def test_a_killed_process_its_parent_has_not_reaped_is_not_alive() -> None:
                    "the child to be a zombie")
         assert not _pid_alive(child.pid)
     finally:
+        child.stdin.close()
         child.wait()
     assert not _pid_alive(child.pid)
     assert _pid_alive(os.getpid())

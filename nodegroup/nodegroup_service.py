@@ -487,6 +487,8 @@ class NodeGroupService:
         self.watch: JobWatch | None = None
         self.launcher = LauncherWatch()
         self.launcher_gone = False
+        # Ranks that gave rank 0 no goodbye when it stopped: MPI_Finalize would wait for them forever.
+        self.silent_ranks = 0
         self.aborts: AbortWatch | None = None
 
     def start(self) -> list[str]:
@@ -601,7 +603,7 @@ class NodeGroupService:
                     break
         finally:
             self._leave()
-        return EXIT_SIBLING_GONE if self.watch.dead_ranks() or self.launcher_gone else 0
+        return EXIT_SIBLING_GONE if self.watch.dead_ranks() or self.launcher_gone or self.silent_ranks else 0
 
     def dead_ranks(self) -> set[int]:
         """The other ranks found dead or hung."""
@@ -712,7 +714,11 @@ class NodeGroupService:
             try:
                 wait_until(all_said_goodbye, BYE_TIMEOUT_S, "the other ranks' goodbyes", LOOP_WAIT_S)
             except WaitTimeout:
-                log.warning("stopping without the goodbye of %d ranks", expected - byes)
+                # Seen under scancel: Hydra's proxy killed one rank's wrapper before it passed the
+                # stop on, and that rank's container served on until the proxy was gone.
+                self.silent_ranks = expected - byes
+                log.error("stopping without the goodbye of %d ranks: the job ends by MPI_Abort (MPI_Finalize "
+                          "would wait for them)", self.silent_ranks)
             # Scans still waiting for parts are written with the missing NodeGroups recorded.
             self._write_ready(flush=True)
         for group in self.groups:

@@ -197,6 +197,29 @@ def test_a_hung_rank_takes_its_job_out_of_the_kvstore_and_rank_0_writes_what_it_
     print(f"registrations gone {left_s:.2f} s after rank 1 hung (liveness_ttl_s 1.0)")
 
 
+def test_a_rank_stopped_while_another_gives_no_goodbye_ends_the_job_instead_of_waiting_forever(
+        stack, processes, tmp_path) -> None:
+    """Seen in CI under scancel: rank 0 was stopped, rank 1 never passed on its goodbye; rank 0
+    must not sit in MPI_Finalize, which waits for every rank, for ever."""
+    config, path, standin = stack(**merged(SMALL, nodegroup={"liveness_ttl_s": 60.0}))
+    job = start_job(processes, path, tmp_path / "out")
+    records = standin.wait_nodegroups(2, job, processes)
+    zero, one = sorted(records, key=lambda r: r.rank)
+    # Registered before the ranks exchange their uids: rank 1 stopped sooner would hang rank 0 there.
+    wait_until(lambda: "job of 2 ranks" in processes.output(job), RECORD_S, "rank 0 to learn every rank's uids")
+    # Its registration outlives rank 0's wait for goodbyes (10 s): rank 0 sees no death.
+    os.kill(rank_pid(one.uid), signal.SIGSTOP)
+    try:
+        os.kill(rank_pid(zero.uid), signal.SIGTERM)
+        wait_until(lambda: job.poll() is not None, RECORD_S, "the job to exit")
+    finally:
+        if job.poll() is None:
+            os.kill(rank_pid(one.uid), signal.SIGCONT)
+        print(processes.output(job))  # shown by pytest when the test fails
+    assert job.returncode != 0
+    assert "stopping without the goodbye of 1 ranks: the job ends by MPI_Abort" in processes.output(job)
+
+
 def test_a_killed_rank_leaves_no_registration_behind(stack, processes, tmp_path) -> None:
     config, path, standin = stack(**SMALL)
     job = start_job(processes, path, tmp_path / "out")

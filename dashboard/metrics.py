@@ -44,6 +44,9 @@ COUNTERS = {
     "dead_nodegroups": ("dead_nodegroups", "NodeGroups declared dead for a scan (aggregator)"),
     "evicted_scans": ("evicted_scans", "open scans closed to open a newer one (aggregator)"),
     "bad_records": ("bad_records", "kvstore entries skipped because they do not decode"),
+    "positions_total": ("positions_counted", "scan positions (frames) the NodeGroup counted since it started"),
+    "electrons_total": ("electrons_counted", "electrons the NodeGroup counted since it started (rate over "
+                        "positions_counted: electrons per frame)"),
 }
 # Status fields published as gauges: field -> (metric name, help).
 GAUGES = {
@@ -54,6 +57,8 @@ GAUGES = {
     "received": ("scan_received_messages", "messages the NodeGroup received of its current scan"),
     "keys": ("kvstore_keys", "keys in the kvstore server's map"),
     "map_bytes": ("kvstore_map_bytes", "bytes of the kvstore server's map"),
+    "electrons_per_frame": ("scan_electrons_per_frame", "mean electrons per frame the NodeGroup counted in its part "
+                            "of its last finished scan"),
 }
 # A producer thread's numbers of its current scan, as gauges: status attribute or extra field -> (name, help).
 PRODUCER_SCAN_GAUGES = {

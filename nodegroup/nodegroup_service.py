@@ -272,6 +272,10 @@ class LocalGroup:
                                   live_curve(config)) if self.group.settings.live else None
         self.scan = 0
         self.last_file = ""
+        # The science of what it counted, for /metrics: since it started, and its last scan's part.
+        self.positions_total = 0
+        self.electrons_total = 0
+        self.electrons_per_frame = 0.0
         self._published = 0.0
         self._published_refused = 0
         self._published_subscribers: dict[str, int] = {}
@@ -335,6 +339,11 @@ class LocalGroup:
     def finished(self, result: Any) -> GroupResult:
         """A finished scan's part: its record ``scans/<n>/nodegroup/<uid>`` written, ready for rank 0."""
         part = GroupResult.from_scan_result(result, self.uid, self.rank, self.host)
+        positions, electrons = len(part.positions), len(part.events)
+        self.positions_total += positions
+        self.electrons_total += electrons
+        if positions:
+            self.electrons_per_frame = electrons / positions
         if self.live is not None:
             self.live.scan_finished(part.scan_number, (part.scan_y, part.scan_x))
         self.client.set_once(scan_nodegroup_key(part.scan_number, self.uid), part.scan_record().encode(),
@@ -351,6 +360,9 @@ class LocalGroup:
             "rank": self.rank,
             "unannounced_scans": self.unannounced_scans,
             "unannounced_messages": self.unannounced_messages,
+            "positions_total": self.positions_total,
+            "electrons_total": self.electrons_total,
+            "electrons_per_frame": round(self.electrons_per_frame, 3),
             **self.owner,
             **{key: int(counters[key]) for key in PUBLISHED_COUNTERS},
             **refusal_fields(counters["malformed"]),

@@ -26,7 +26,9 @@ from harness import free_port
 from support import LOOPBACK, REPO, Processes, sectorflow_command, stack_up, wait_until
 
 from sectorflow.configs import Config
+from sectorflow.counting import read_counted_scan
 from sectorflow.dashboard import address
+from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
@@ -141,6 +143,12 @@ def acquire(processes: Processes, stack: Stack, scan: int, rate_hz: float = RATE
     return processes.sectorflow("acquire", "--config", str(stack.path), "--scan-number", str(scan),
                                 "--scan-shape", f"{x}x{y}", "--rate", str(rate_hz), "--wait", "--timeout",
                                 str(SCAN_S), name=f"acquire-{scan}")
+
+
+def prometheus_sum(port: int, metric: str) -> float | None:
+    """The sum of ``metric`` over its series, as Prometheus holds it; None before its first scrape."""
+    result = prometheus_query(port, f"sum({metric})")
+    return float(result[0]["value"][1]) if result else None
 
 
 def assert_follows_prometheus_rules(exposition: str, scans: int) -> None:
@@ -309,6 +317,15 @@ def test_prometheus_scrapes_the_scans_message_count(stack: Stack, processes: Pro
     assert float(relayed[0]["value"][1]) == sectors
     wait_until(lambda: prometheus_query(port, "sectorflow_scan_duration_seconds_count == 1"), PAGE_S,
                "the scan's duration in the histogram")
+    # The science of the scan: its positions and electrons, as many as its file holds.
+    counted = read_counted_scan(tmp_path / "h5" / scan_file_name(1))  # the stack fixture's output
+    electrons = sum(len(position) for position in counted.events)
+    assert electrons > 0
+    wait_until(lambda: prometheus_sum(port, "sectorflow_positions_counted_total") == len(counted.events), PAGE_S,
+               f"Prometheus to hold the scan's {len(counted.events)} positions counted")
+    assert prometheus_sum(port, "sectorflow_electrons_counted_total") == electrons
+    per_frame = prometheus_query(port, "sectorflow_scan_electrons_per_frame")
+    assert sum(float(series["value"][1]) for series in per_frame) > 0
 
     # A second scan: the producers' counters go on growing (their status numbers start again), and
     # every family of /metrics still follows Prometheus' rules.

@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # The one list of Python versions: every package pyproject.toml names (all extras, the `tools`
 # group), and all they pull in, at exact versions with hashes. `make lock` writes it again.
 LOCK := requirements.lock
-# The lock's versions without their hashes, as pip constraints (README "Deployment"): hashes in a
+# The lock's versions without their hashes, as pip constraints (docs/deployment.md): hashes in a
 # constraints file put pip in hash-checking mode, which cannot install a source directory.
 CONSTRAINTS := $(VENV)/constraints.txt
 LOCK_TO_CONSTRAINTS := sed '/^ *[\#-]/d; s/ \\$$//'
@@ -27,7 +27,7 @@ endif
 
 # Debian, what `make demo` needs: a C++ toolchain, libzmq + cppzmq + msgpack-cxx for the C++
 # core, toml++ (header-only) for its reader of beamline files (sectorflow::configs), MPICH for the
-# NodeGroups' mpi4py (README "Why Debian's MPICH").
+# NodeGroups' mpi4py (docs/building.md "Why Debian's MPICH").
 DEMO_DEB := g++ cmake ninja-build pkg-config libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libtomlplusplus-dev \
             mpich libmpich-dev
 # What `make test` adds: GoogleTest (the C++ tests), Slurm + munge (streaming sessions), iproute2
@@ -39,7 +39,7 @@ TEST_DEB := libgtest-dev slurm-wlm munge iproute2 \
             clang-14 libclang-rt-14-dev libfuzzer-14-dev llvm-14 dpkg-dev \
             chromium chromium-driver prometheus
 
-# Sanitizer and fuzz builds (README "Sanitizers and fuzzing"): clang-14, the C++ libraries and
+# Sanitizer and fuzz builds (docs/building.md "Sanitizers and fuzzing"): clang-14, the C++ libraries and
 # tests only (no Python extension), one build directory each.
 FUZZ_SECONDS ?= 60
 # Seconds per fuzz target in `make test`'s short pass.
@@ -114,7 +114,7 @@ lock: venv
 	$(VENV)/bin/uv pip compile -q pyproject.toml --all-extras --group tools --generate-hashes \
 	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" -o $(LOCK)
 
-# The OCI image (README "Running from the image"): a base of Debian packages only, made by
+# The OCI image (docs/deployment.md "Running from the image"): a base of Debian packages only, made by
 # mmdebstrap and imported into podman (no registry is reachable), tagged by its package list; on
 # it, sectorflow's wheel built here (in build/, beside the editable install's objects) and the
 # lock's versions of its Python packages.

@@ -1,4 +1,4 @@
-# Instrumented builds of the C++ libraries and their tests (README "Sanitizers and fuzzing").
+# Instrumented builds of the C++ libraries and their tests (docs/building.md "Sanitizers and fuzzing").
 #
 #   SECTORFLOW_SANITIZE  "address,undefined" or "thread" (any -fsanitize= list the compiler takes):
 #                        every target of this tree is compiled and linked with it. UBSan halts on

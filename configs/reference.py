@@ -1,6 +1,6 @@
-"""Render the configuration reference (README.md, "Configuration") from the schema.
+"""Render the configuration reference (docs/configuration.md) from the schema.
 
-Run ``python -m sectorflow.configs.reference`` to print it; a test checks the README matches.
+Run ``python -m sectorflow.configs.reference`` to print it; a test checks docs/configuration.md matches.
 """
 
 from __future__ import annotations

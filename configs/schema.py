@@ -132,8 +132,8 @@ class AggregatorConfig:
         "frame-order spread a NodeGroup's pool must hold", min=1)
     sndbuf_bytes: int = setting(
         0, "kernel send buffer (ZMQ_SNDBUF) of each socket to a NodeGroup, the WAN hop: at least the link's "
-        "bandwidth-delay product per stream for a long fat link (README, 'Long fat links'); capped by the host's "
-        "net.core.wmem_max; 0 leaves the kernel's autotuning (net.ipv4.tcp_wmem) in charge", min=0,
+        "bandwidth-delay product per stream for a long fat link (docs/deployment.md, 'Long fat links'); capped by the "
+        "host's net.core.wmem_max; 0 leaves the kernel's autotuning (net.ipv4.tcp_wmem) in charge", min=0,
         max=2_147_483_647)
     send_timeout_ms: int = setting(
         5000, "backpressure policy of the relay: a send to a NodeGroup that stays blocked this long (connected but "
@@ -183,7 +183,7 @@ class NodegroupConfig:
     recv_hwm: int = setting(16, "high-water mark of the NodeGroup's PULL sockets (messages held per receiver)", min=1)
     rcvbuf_bytes: int = setting(
         0, "kernel receive buffer (ZMQ_RCVBUF) of the NodeGroup's PULL sockets, the WAN hop's window: at least "
-        "the bandwidth-delay product per stream (README, 'Long fat links'); capped by the node's "
+        "the bandwidth-delay product per stream (docs/deployment.md, 'Long fat links'); capped by the node's "
         "net.core.rmem_max; 0 leaves the kernel's autotuning (net.ipv4.tcp_rmem) in charge", min=0,
         max=2_147_483_647)
     pool_frames: int = setting(
@@ -333,7 +333,7 @@ class LimitsConfig:
 
 @dataclass(frozen=True)
 class SecurityConfig:
-    """CurveZMQ on every TCP socket: who may stream, register, command or read (README, "Keys")."""
+    """CurveZMQ on every TCP socket: who may stream, register, command or read (docs/deployment.md, "Keys")."""
 
     enabled: bool = setting(
         False, "encrypt every TCP socket (CURVE) and admit only the keys of key_dir: producers to the aggregator, "

@@ -82,7 +82,8 @@ def render_script(request: SessionRequest) -> str:
         raise SectorflowError(f"Slurm template {template_path} not found (set [slurm] template)")
     mpiexec_env = dict(request.mpiexec_environment)
     if slurm.image:
-        # Each rank in a container of its own; its sectorflow is the image's (README "Running from the image").
+        # Each rank in a container of its own; its sectorflow is the image's (docs/deployment.md, "Running
+        # from the image").
         volumes = list(request.image_volumes)
         if request.key_dir is not None:
             volumes.append(f"{request.key_dir}:{request.key_dir}:ro")

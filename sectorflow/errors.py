@@ -45,7 +45,7 @@ def import_mpi() -> ModuleType:
 
     PyPI's mpi4py wheel looks for ``libmpi.so.12``, which Debian's MPICH ships as
     ``libmpich.so.12``: without the Makefile's link its import fails with an ImportError naming the
-    library (README, "Why Debian's MPICH").
+    library (docs/building.md, "Why Debian's MPICH").
     """
     try:
         return importlib.import_module("mpi4py.MPI")

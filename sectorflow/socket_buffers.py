@@ -31,6 +31,6 @@ def warn_if_capped(setting: str, requested: int, sysctl: str, sysctl_dir: Path =
         return None
     message = (f"{setting} = {requested} is above this host's net.core.{sysctl} = {granted // 2}: each socket gets "
                f"{granted} bytes (the kernel's double of its ceiling) and no autotuning; raise net.core.{sysctl} "
-               "(README, 'Long fat links') or lower the setting")
+               "(docs/deployment.md, 'Long fat links') or lower the setting")
     log.warning(message)
     return message

@@ -28,7 +28,7 @@ Downstream::Downstream(zmq::context_t& context, std::string uid, std::string end
       grace_end_(std::chrono::steady_clock::now() + settings.grace) {
   socket_.set(zmq::sockopt::sndhwm, settings.hwm);
   // A long fat link needs a window of bandwidth x round trip; an explicit size replaces the
-  // kernel's autotuning and is capped by net.core.wmem_max (README "Deployment: long fat links").
+  // kernel's autotuning and is capped by net.core.wmem_max (docs/deployment.md "Long fat links").
   if (settings.sndbuf_bytes > 0) socket_.set(zmq::sockopt::sndbuf, settings.sndbuf_bytes);
   socket_.set(zmq::sockopt::immediate, 1);
   socket_.set(zmq::sockopt::linger, 0);

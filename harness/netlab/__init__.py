@@ -1,5 +1,5 @@
 """The beamline on one machine: network namespaces for its hosts and a packet-level WAN between the
-aggregator side and the compute side (README "Testing many hosts"). Shared by tests/netlab and
+aggregator side and the compute side (docs/deployment.md "Testing many hosts"). Shared by tests/netlab and
 bench/wan.py; needs root.
 """
 

@@ -1,6 +1,6 @@
 """The image `make image` builds runs the stack: a scan through services started in a container,
 and through every service in a container of its own (as a facility deploys them), equals the scan
-the venv's stack writes (README "Running from the image").
+the venv's stack writes (docs/deployment.md "Running from the image").
 
 Containers get the host's network and the test's directory at the same path, so the configuration
 written by make_config serves every stack unchanged.

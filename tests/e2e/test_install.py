@@ -1,4 +1,4 @@
-"""The README's deployment install, run as written from a read-only checkout: the package builds
+"""The deployment install of docs/deployment.md, run as written from a read-only checkout: the package builds
 outside the source tree, at the lock's versions, and its command and C++ core work."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ pytestmark = pytest.mark.slow
 
 
 def readme_install_lines() -> list[str]:
-    """The shell lines between the README's deployment-install markers."""
-    readme = (ROOT / "README.md").read_text()
+    """The shell lines between docs/deployment.md's deployment-install markers."""
+    readme = (ROOT / "docs" / "deployment.md").read_text()
     begin = readme.index("<!-- deployment-install:begin")
     block = readme[readme.index("```sh\n", begin) + len("```sh\n"): readme.index("```", readme.index("```sh\n", begin) + 5)]
     assert "<!-- deployment-install:end -->" in readme[begin:]

@@ -151,10 +151,10 @@ def test_config_objects_are_frozen() -> None:
         config.kvstore.port = 1  # type: ignore[misc]
 
 
-def test_readme_configuration_reference_matches_the_schema() -> None:
+def test_the_configuration_reference_matches_the_schema() -> None:
     from sectorflow.configs.reference import reference_markdown
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     begin = readme.index("<!-- reference:begin")
     section = readme[readme.index("\n", begin) + 1 : readme.index("<!-- reference:end -->")]
     assert section.strip() == reference_markdown().strip(), "regenerate with python -m sectorflow.configs.reference"

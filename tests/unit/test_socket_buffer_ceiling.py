@@ -25,7 +25,7 @@ def test_a_buffer_above_the_ceiling_is_logged_once_with_the_value_obtained(
         message = warn_if_capped("[nodegroup] rcvbuf_bytes", 8 << 20, "rmem_max", tmp_path)
     assert message == ("[nodegroup] rcvbuf_bytes = 8388608 is above this host's net.core.rmem_max = 212992: each "
                        "socket gets 425984 bytes (the kernel's double of its ceiling) and no autotuning; raise "
-                       "net.core.rmem_max (README, 'Long fat links') or lower the setting")
+                       "net.core.rmem_max (docs/deployment.md, 'Long fat links') or lower the setting")
     assert [r.getMessage() for r in caplog.records] == [message]
 
 

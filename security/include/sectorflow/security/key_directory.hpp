@@ -1,4 +1,4 @@
-// A beamline's key directory (README, "Keys"): one folder per role, each holding the certificates
+// A beamline's key directory (docs/deployment.md, "Keys"): one folder per role, each holding the certificates
 // of that role's parties, `<dir>/<role>/<name>.key` (public) and, on the host that is that party,
 // `<name>.key_secret` (mode 0600):
 //

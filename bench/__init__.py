@@ -45,6 +45,15 @@ class Target:
     met: bool
 
 
+@dataclass(frozen=True)
+class Table:
+    """A further table of a result, below the main one, under its title."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+
+
 @dataclass
 class BenchmarkResult:
     """What one benchmark measured: a table (column names, rows) plus free-form notes."""
@@ -54,6 +63,7 @@ class BenchmarkResult:
     notes: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     targets: list[Target] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
 
 
-__all__ = ["BENCHMARKS", "BenchmarkResult", "RunOptions", "Target"]
+__all__ = ["BENCHMARKS", "BenchmarkResult", "RunOptions", "Table", "Target"]

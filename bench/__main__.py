@@ -72,6 +72,7 @@ def record(name: str, module: Any, result: BenchmarkResult, command: str, host: 
         "rows": result.rows,
         "notes": result.notes,
         "targets": [vars(t) for t in result.targets],
+        "tables": [vars(t) for t in result.tables],
         "details": result.details,
     }, indent=2, default=str) + "\n")
     module.plot(result, png_path)
@@ -135,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         seconds = time.monotonic() - clock
         print(table(result.columns, result.rows))
+        for extra in result.tables:
+            print(f"\n{extra.title}:\n{table(extra.columns, extra.rows)}")
         for note in result.notes:
             print(f"- {note}")
         for target in result.targets:

@@ -28,7 +28,7 @@ import numpy as np
 from bench import BenchmarkResult, RunOptions, Target
 from bench.stack_run import run_stack_scan
 from sectorflow.configs import Config
-from sectorflow.counting import Counter, calculate_thresholds
+from sectorflow.counting import Counter, ThresholdStatistics, calculate_thresholds
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,28 @@ def best_time(work: Callable[[], object], frames: int, min_s: float) -> float:
     return best
 
 
+def thresholds(config: Config, frames: np.ndarray, dark: np.ndarray, gain: np.ndarray | None) -> ThresholdStatistics:
+    """The thresholds both counters use: from the first SAMPLE frames at the configured n_sigma."""
+    return calculate_thresholds(
+        frames[:SAMPLE],
+        dark_reference=dark,
+        gain=gain,
+        background_threshold_n_sigma=config.counting.background_sigma,
+        x_ray_threshold_n_sigma=config.counting.xray_sigma,
+    )
+
+
+def seconds_per_frame(config: Config, electrons: float) -> float:
+    """CPU seconds of sectorflow's counter for one 576 x 576 frame on one thread (one core) at
+    ``electrons`` per frame, dark reference, no gain: the "ours frames/s/core" column alone, for
+    the full-detector table of bench/transport.py."""
+    rng = np.random.default_rng(config.simulator.seed)
+    dark = rng.normal(20.0, 1.0, size=SHAPE).astype(np.float32)
+    frames = simulated_frames(rng, FRAMES, dark, electrons)
+    single = Counter.from_thresholds(thresholds(config, frames, dark, None), SHAPE, dark_reference=dark, threads=1)
+    return best_time(lambda: single.count_flat(frames), FRAMES, MIN_REPEAT_S)
+
+
 def run(config: Config, options: RunOptions) -> BenchmarkResult:
     """Time both counters on every scenario, then the pipeline; see the module docstring."""
     import stempy.image as stim
@@ -96,13 +118,7 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
     for electrons, with_gain in SCENARIOS:
         gain = gain_map if with_gain else None
         frames = simulated_frames(rng, FRAMES, dark, electrons)
-        statistics = calculate_thresholds(
-            frames[:SAMPLE],
-            dark_reference=dark,
-            gain=gain,
-            background_threshold_n_sigma=config.counting.background_sigma,
-            x_ray_threshold_n_sigma=config.counting.xray_sigma,
-        )
+        statistics = thresholds(config, frames, dark, gain)
         background, x_ray = statistics.background_threshold, statistics.x_ray_threshold
 
         expected = [

@@ -14,7 +14,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD_DIR = REPO / "build" / "bench-cpp"
-TARGETS = ("zmq_hop", "producer_feed")
+TARGETS = ("zmq_hop", "producer_feed", "cipher_floor")
 BUILD_TIMEOUT_S = 600.0
 
 

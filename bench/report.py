@@ -54,6 +54,8 @@ def section(name: str, result: BenchmarkResult, command: str, host: dict[str, An
         table(result.columns, result.rows),
         "",
     ]
+    for extra in result.tables:
+        lines += [f"{extra.title}:", "", table(extra.columns, extra.rows), ""]
     lines += [f"- {note}" for note in result.notes]
     if result.targets:
         lines += [f"- target: {t.name}: {t.goal}, measured {t.measured}: {'met' if t.met else 'MISSED'}"

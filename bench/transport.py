@@ -12,6 +12,8 @@
     NodeGroup assembling 576 x 576 frames), the same number of messages;
 encrypted, beside them in the same run (CurveZMQ, keys made for the run, a kvstore of its own):
     raw-curve: (a) with CURVE (the sink a CURVE server with a ZAP handler, as the aggregator is);
+    proxy-curve: (b) with CURVE on both sides of zmq_proxy (it decrypts and encrypts, as the
+    aggregator does in pipeline-curve);
     pipeline-curve-wan: (c) with CURVE on the aggregator -> NodeGroup hop only ([security]
     plain_receivers, the wide-area hop of a deployment);
     pipeline-curve: (c) with CURVE on every hop.
@@ -21,27 +23,35 @@ Every path carries ``MESSAGES`` data messages: a header of the real wire format 
 the path, from the first data message to the last (for (c), to the last frame assembled). The
 paths run interleaved, ``ROUNDS`` times each; every run is bounded in messages and in time and
 starts its own processes (the kvstore is shared). Beside the rate, each run records the CPU
-seconds of every process during the transfer: where the time goes. ``zmq_hop check`` times what
-the aggregator does per message beyond a plain relay (decode and check the header as every
-receiving thread does, pick a NodeGroup).
+seconds of every process during the transfer, and CPU seconds per GB is the currency of the
+results (issue 34): each service of (c) against its anchor in the same run (bench/cpu_per_gb.py),
+each encrypted hop against its plain hop plus the cipher's own cost (``cipher_floor``: libsodium
+on one core), and the cores the full detector needs (bench/full_detector.py, with bench/counting.py's
+counting cost per frame). ``zmq_hop check`` times what the aggregator does per message beyond a
+plain relay (decode and check the header as every receiving thread does, pick a NodeGroup).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import BenchmarkResult, RunOptions, Target
+from bench import BenchmarkResult, RunOptions, Table, full_detector
+from bench.counting import seconds_per_frame as counting_seconds_per_frame
+from bench.cpu_per_gb import (ENCRYPTED_GOAL, PAIRINGS, Comparison, Floor, RunCpu, compare, hops,
+                              path_cpu_per_gb, process_cpu_per_gb, targets)
 from bench.config_file import with_free_ports, write_config
 from harness import free_port_block
 from bench.processes import STOP_TIMEOUT_S, read_json, start_reporting
 from bench.proc_stats import cpu_seconds
 from bench.programs import build_programs
-from bench.ratios import median, per_gb, ratio
+from bench.full_detector import Costs
+from bench.ratios import median, ratio
 from sectorflow.configs import Config, ReceiverConfig, SecurityConfig
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
@@ -53,14 +63,17 @@ from sectorflow.waiting import wait_until
 log = logging.getLogger(__name__)
 
 DESCRIPTION = ("one stream of sector-sized messages: raw cppzmq hop, zmq_proxy, the aggregator, "
-               "producer -> aggregator -> NodeGroup (counting off); GB/s")
+               "producer -> aggregator -> NodeGroup (counting off), plain and CURVE; CPU seconds per GB of "
+               "each service vs its anchor, and the cores of the full detector")
 
 MESSAGES = 12_000       # data messages per run (2.0 GB)
-ROUNDS = 3              # runs of each path, interleaved
+ROUNDS = 5              # runs of each path, interleaved (medians: the spread between runs is large)
 RUN_TIMEOUT_S = 60.0    # a run not finished by then fails the benchmark
 START_TIMEOUT_S = 30.0  # for a process to say it is ready
 SCAN_X = 100            # probe positions per row; the scan has as many rows as the messages need
 PEEKS = 10_000_000      # headers zmq_hop check decodes and routes (a few seconds)
+CIPHER_MESSAGES = 2_000  # sector-sized messages cipher_floor seals and opens per repetition (0.33 GB)
+CIPHER_REPEATS = 5
 
 PATHS = {
     "raw": "(a) C++ PUSH -> PULL, one hop",
@@ -69,11 +82,12 @@ PATHS = {
     "pipeline": "(c) producer -> aggregator -> NodeGroup, counting off",
     "pipeline-4": "(c) at the real geometry: 4 producers -> aggregator -> NodeGroup, counting off",
     "raw-curve": "(a) with CURVE",
+    "proxy-curve": "(b) with CURVE on both sides of zmq_proxy",
     "pipeline-curve-wan": "(c) with CURVE on aggregator -> NodeGroup only",
     "pipeline-curve": "(c) with CURVE on every hop",
 }
 # The paths whose services run with [security] on (their own kvstore).
-SECURED = ("raw-curve", "pipeline-curve-wan", "pipeline-curve")
+SECURED = ("raw-curve", "proxy-curve", "pipeline-curve-wan", "pipeline-curve")
 
 
 @dataclass
@@ -110,8 +124,11 @@ class Bench:
     def __init__(self, config: Config, workdir: Path) -> None:
         self.programs = build_programs()
         self.workdir = workdir
+        # Two kvstores run side by side (plain and secure), in memory: a configured [kvstore] log_dir
+        # would be one directory for both (the second refuses it) and the runs' records need no disk.
         sectors = with_free_ports(dataclasses.replace(
-            config, receivers=tuple(ReceiverConfig(host=r.host, threads=1) for r in config.receivers)))
+            config, receivers=tuple(ReceiverConfig(host=r.host, threads=1) for r in config.receivers),
+            kvstore=dataclasses.replace(config.kvstore, log_dir="")))
         self.sectors = write_config(sectors, workdir / "sectors.toml")
         self.single = write_config(single_sector(sectors), workdir / "single.toml")
         self.host = self.single.aggregator.bind_host
@@ -203,12 +220,14 @@ class Bench:
                     self.aggregator(processes, client, config)
                     relays.append("aggregator")
                 else:
-                    entry = self.sink(processes, curve=path == "raw-curve")
+                    curve = path in SECURED
+                    entry = self.sink(processes, curve=curve)
                     sink_ready = {}  # the C++ sink's CPU before the data is nil
-                    if path == "proxy":
+                    if path in ("proxy", "proxy-curve"):
                         start_reporting(processes, "proxy", [str(self.programs["zmq_hop"]), "proxy", "--bind",
                                                              f"tcp://{self.host}:0", "--connect", entry,
-                                                             "--hwm", str(self.hwm)])
+                                                             "--hwm", str(self.hwm)]
+                                        + (["--key-dir", str(self.keys)] if curve else []))
                         entry = read_json(processes, "proxy", START_TIMEOUT_S)["endpoint"]
                         relays.append("proxy")
                     elif path == "aggregator":
@@ -224,7 +243,7 @@ class Bench:
                     senders = self.feed(processes, config, uid)
                 else:
                     senders = ["sender"]
-                    self.sender(processes, entry, uid if path == "aggregator" else None, curve=path == "raw-curve")
+                    self.sender(processes, entry, uid if path == "aggregator" else None, curve=path in SECURED)
                 end = read_json(processes, "sink", RUN_TIMEOUT_S + 10)
                 cpu = {name: (cpu_seconds(processes.process(name).pid) or 0.0) - before[name] for name in relays}
                 for name in senders:
@@ -240,7 +259,7 @@ class Bench:
 
 
 def run(config: Config, options: RunOptions) -> BenchmarkResult:
-    """Every path ``ROUNDS`` times, interleaved; see the module docstring."""
+    """Every path ``ROUNDS`` times, interleaved, then the cipher floor and the counting cost (module docstring)."""
     with tempfile.TemporaryDirectory(prefix="bench-transport-") as work:
         bench = Bench(config, Path(work))
         runs: dict[str, list[Run]] = {path: [] for path in PATHS}
@@ -261,7 +280,13 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
                         log.info("round %d, %s: %.2f GB/s", round_ + 1, path, runs[path][-1].gb_s)
             start_reporting(services, "check", [str(bench.programs["zmq_hop"]), "check", "--messages", str(PEEKS)])
             peek_ns = float(read_json(services, "check", RUN_TIMEOUT_S)["ns_per_message"])
-    return summarize(runs, config, peek_ns)
+            start_reporting(services, "cipher", [str(bench.programs["cipher_floor"]), "--bytes",
+                                                 str(config.detector.sector_bytes), "--messages",
+                                                 str(CIPHER_MESSAGES), "--repeats", str(CIPHER_REPEATS)])
+            cipher = read_json(services, "cipher", RUN_TIMEOUT_S)
+    floor = Floor(seal=float(cipher["seal_cpu_s_per_gb"]), open=float(cipher["open_cpu_s_per_gb"]))
+    counting = {dose: counting_seconds_per_frame(config, dose) for dose in full_detector.DOSES}
+    return summarize(runs, config, peek_ns, floor, counting)
 
 
 def per_round(runs: dict[str, list[Run]], path: str, reference: str) -> list[float]:
@@ -269,68 +294,133 @@ def per_round(runs: dict[str, list[Run]], path: str, reference: str) -> list[flo
     return [ratio(a.gb_s, b.gb_s) for a, b in zip(runs[path], runs[reference])]
 
 
-def summarize(runs: dict[str, list[Run]], config: Config, peek_ns: float) -> BenchmarkResult:
-    """The table, ratios, CPU profile and targets of the runs; ``peek_ns``: the aggregator's routing work per message."""
-    rows = []
+def cpu_figures(runs: dict[str, list[Run]]) -> dict[str, list[RunCpu]]:
+    """Each path's runs as bench.cpu_per_gb reads them: (CPU seconds by process, bytes moved)."""
+    return {path: [(r.cpu_s, r.bytes) for r in path_runs] for path, path_runs in runs.items()}
+
+
+def comparison_rows(comparisons: list[Comparison], gb_s: dict[str, float]) -> list[list[object]]:
+    """The main table: each service against its anchor, plain and with CURVE."""
+    goals = {p.service: p.goal for p in PAIRINGS}
+    rows: list[list[object]] = []
+    for c in comparisons:
+        goal = "-"
+        if c.curve:
+            goal = f"<= {ENCRYPTED_GOAL:.2f} of plain + floor (hop targets below)"
+        elif goals[c.service] > 0:
+            goal = f"<= {goals[c.service]:.2f}"
+        rows.append([
+            c.service, "yes" if c.curve else "no", f"{c.service_at[0]}: {c.service_at[1]}", c.cpu,
+            f"{c.anchor} ({c.anchor_at[0]})", c.anchor_cpu,
+            f"{c.ratio:.2f} (" + ", ".join(f"{r:.2f}" for r in c.rounds) + ")", goal,
+            c.floor if c.curve else "-", c.over_plain if c.curve else "-", c.anchor_over_plain if c.curve else "-",
+            gb_s[c.service_at[0]], gb_s[c.anchor_at[0]],
+        ])
+    return rows
+
+
+def summarize(runs: dict[str, list[Run]], config: Config, peek_ns: float, floor: Floor,
+              counting: dict[int, float]) -> BenchmarkResult:
+    """The tables, ratios, CPU profile and targets of the runs; ``peek_ns``: the aggregator's routing work per
+    message; ``floor``: the cipher's CPU per GB; ``counting``: e/frame -> counting CPU seconds per frame."""
+    figures = cpu_figures(runs)
     gb_s = {path: median(r.gb_s for r in path_runs) for path, path_runs in runs.items()}
     profile: dict[str, dict[str, float]] = {}
+    path_rows = []
     for path, path_runs in runs.items():
         best = max(path_runs, key=lambda r: r.gb_s)
-        moved = sum(r.bytes for r in path_runs)
         processes = sorted({name for r in path_runs for name in r.cpu_s})
-        profile[path] = {name: per_gb(sum(r.cpu_s.get(name, 0.0) for r in path_runs), moved) for name in processes}
+        profile[path] = {name: process_cpu_per_gb(figures[path], name) for name in processes}
         cores = median(sum(r.cpu_s.values()) / r.seconds for r in path_runs if r.seconds > 0)
-        rows.append([PATHS[path], gb_s[path], median(r.messages_s for r in path_runs), min(r.gb_s for r in path_runs),
-                     best.gb_s, ratio(gb_s[path], gb_s["raw"]), cores,
-                     "yes" if all(r.messages == MESSAGES for r in path_runs) else "NO"])
+        path_rows.append([PATHS[path], gb_s[path], median(r.messages_s for r in path_runs),
+                          min(r.gb_s for r in path_runs), best.gb_s, ratio(gb_s[path], gb_s["raw"]), cores,
+                          path_cpu_per_gb(figures[path]),
+                          "yes" if all(r.messages == MESSAGES for r in path_runs) else "NO"])
+    comparisons = compare(figures, floor)
+    encrypted = hops(figures, floor)
     c_a = ratio(gb_s["pipeline"], gb_s["raw"])
-    c_b = ratio(gb_s["pipeline"], gb_s["proxy"])
     agg_b = ratio(gb_s["aggregator"], gb_s["proxy"])
     wan_c = ratio(gb_s["pipeline-curve-wan"], gb_s["pipeline"])
     sector_bytes = config.detector.sector_bytes
-    rounds_c_a, rounds_agg_b = per_round(runs, "pipeline", "raw"), per_round(runs, "aggregator", "proxy")
     # GB/s of payload: a payload of B bytes takes B / (GB/s) nanoseconds.
     message_ns = sector_bytes / gb_s["aggregator"] if gb_s["aggregator"] > 0 else 0.0
+    d = config.detector
+    frame_bytes = d.frame_rows * d.frame_cols * d.itemsize
+    by_service = {(c.service, c.curve): c.cpu for c in comparisons}
+    costs = Costs(producer=by_service[("producer", False)], aggregator=by_service[("aggregator", False)],
+                  nodegroup=by_service[("NodeGroup, counting off", False)],
+                  producer_curve=by_service[("producer", True)], aggregator_curve=by_service[("aggregator", True)],
+                  nodegroup_curve=by_service[("NodeGroup, counting off", True)])
+    detector_rows = full_detector.rows(costs, counting, frame_bytes)
     notes = [
         f"{MESSAGES:,} two-part messages (header + {sector_bytes:,}-byte payload, zero-copy) per run, {ROUNDS} runs "
-        "per path interleaved; medians; every process on tcp 127.0.0.1; GB/s of payload, from the first data "
-        "message to the last at the end of the path ((c): to the last frame assembled).",
-        f"(c)/(a) = {c_a:.2f}; (c)/(b) = {c_b:.2f}; aggregator/(b) proxy = {agg_b:.2f}; "
-        f"(c) at the real geometry/(a) = {ratio(gb_s['pipeline-4'], gb_s['raw']):.2f}; round by round, (c)/(a) "
-        + ", ".join(f"{r:.2f}" for r in rounds_c_a) + " and aggregator/proxy " + ", ".join(f"{r:.2f}" for r in rounds_agg_b),
+        "per path interleaved; every process on tcp 127.0.0.1. CPU-s/GB: a process's user + system CPU seconds "
+        "during the transfer over the GB of payload that reached the end of its path, the median of the rounds "
+        "(in brackets: service / anchor round by round). The aggregator's plain figure is from the aggregator "
+        "path (sender -> aggregator -> C++ sink, as zmq_proxy's); with CURVE both relays decrypt and encrypt "
+        "(pipeline-curve against proxy-curve).",
+        f"cipher floor (bench/cpp/cipher_floor, libsodium {sodium_version()}, one thread, the cheapest of "
+        f"{CIPHER_REPEATS} x {CIPHER_MESSAGES:,} messages of {sector_bytes:,} bytes): crypto_box_easy_afternm "
+        f"{floor.seal:.2f} CPU-s/GB ({ratio(1.0, floor.seal):.2f} GB/s per core), crypto_box_open_easy_afternm "
+        f"{floor.open:.2f} CPU-s/GB ({ratio(1.0, floor.open):.2f} GB/s per core); '/ (plain + floor)' is the "
+        "process with CURVE over the same process plain plus the floor of what it ciphers (senders seal, "
+        "receivers open, relays both).",
+        f"rates (the paths' table): (c)/(a) = {c_a:.2f}; aggregator/(b) proxy = {agg_b:.2f}; (c) at the real geometry"
+        f"/(a) = {ratio(gb_s['pipeline-4'], gb_s['raw']):.2f}; (c) with CURVE on the aggregator -> NodeGroup hop/(c) = "
+        f"{wan_c:.2f}, on every hop/(c) = {ratio(gb_s['pipeline-curve'], gb_s['pipeline']):.2f}. Every path here "
+        "shares the machine's cores, so a ratio of rates is a ratio of the paths' CPU per GB (cores busy x "
+        "seconds / GB) more than of their speed: the targets are on CPU per GB.",
         f"the aggregator's work per message beyond a plain relay's receive and send (decode and check the header, "
         f"pick the NodeGroup; `zmq_hop check`): {peek_ns:.0f} ns, {100 * peek_ns / message_ns:.2f}% of a message's "
         f"{message_ns / 1000:.0f} us at the aggregator's rate" if message_ns > 0 else "no aggregator rate measured",
-        f"CurveZMQ: raw hop with CURVE/(a) = {ratio(gb_s['raw-curve'], gb_s['raw']):.2f}; (c) with CURVE on the "
-        f"aggregator -> NodeGroup hop/(c) = {wan_c:.2f}, on every hop/(c) = "
-        f"{ratio(gb_s['pipeline-curve'], gb_s['pipeline']):.2f}; round by round, WAN hop/(c) "
-        + ", ".join(f"{r:.2f}" for r in per_round(runs, "pipeline-curve-wan", "pipeline"))
-        + " (every message is encrypted by the sender's and decrypted by the receiver's ZeroMQ I/O thread: "
-        "the CPU seconds per GB below say where it goes)",
         f"hwm {config.aggregator.hwm} (aggregator and sinks), producer send_hwm {config.producer.send_hwm}, "
         f"NodeGroup pool {config.nodegroup.pool_frames} frames, {config.nodegroup.counting_threads} assembling "
         "thread(s); (c) uses a detector of one 144 x 576 sector so that it carries the stream of (a) and (b).",
-        "cores busy = CPU seconds of every process of the path during the transfer / its duration; CPU seconds "
-        "per GB by process: " + "; ".join(
+        "CPU seconds per GB by process (medians): " + "; ".join(
             f"{path}: " + ", ".join(f"{name} {value:.2f}" for name, value in profile[path].items())
             for path in PATHS),
+        *full_detector.notes(frame_bytes),
+        "counting cost per frame: bench.counting's counter on one thread (576 x 576 frames, dark reference), "
+        + ", ".join(f"{dose:,} e/frame {s * 1e3:.3f} ms" for dose, s in sorted(counting.items()))
+        + " (best of its repetitions).",
     ]
-    targets = [
-        Target("transport (c)/(a): producer -> aggregator -> NodeGroup vs one raw hop", ">= 0.45",
-               f"{c_a:.2f}", c_a >= 0.45),
-        Target("transport: aggregator relay vs libzmq zmq_proxy relay", ">= 1.00", f"{agg_b:.2f}", agg_b >= 1.0),
-        Target("security: (c) with CURVE on the aggregator -> NodeGroup hop vs (c) plain", ">= 0.75",
-               f"{wan_c:.2f}", wan_c >= 0.75),
+    tables = [
+        Table("every path: rates, and the CPU per GB of all its processes",
+              ["path", "GB/s (median)", "messages/s (median)", "GB/s min", "GB/s max", "/ (a)", "cores busy",
+               "CPU-s/GB, all processes", "all arrived"], path_rows),
+        Table("encrypted hops: CPU per GB of the path with the hop encrypted vs the path with it plain + the "
+              "cipher floor (seal + open)",
+              ["hop", "encrypted path", "CPU-s/GB", "plain path", "CPU-s/GB", "floor", "/ (plain + floor)", "goal"],
+              [[h.name, h.encrypted, h.cpu, h.plain, h.plain_cpu, h.floor, h.ratio, f"<= {ENCRYPTED_GOAL:.2f}"]
+               for h in encrypted]),
+        Table(f"{full_detector.TITLE} ({full_detector.detector_gb_s(frame_bytes):.1f} GB/s), from this run's "
+              "CPU per GB and counting cost", full_detector.COLUMNS, detector_rows),
     ]
     return BenchmarkResult(
-        columns=["path", "GB/s (median)", "messages/s (median)", "GB/s min", "GB/s max", "/ (a)", "cores busy",
-                 "all arrived"],
-        rows=rows, notes=notes, targets=targets,
-        details={"messages": MESSAGES, "rounds": ROUNDS, "gb_s": gb_s, "ratio_c_a": c_a, "ratio_c_b": c_b,
-                 "ratio_aggregator_proxy": agg_b, "ratio_wan_curve": wan_c, "rounds_c_a": rounds_c_a, "rounds_aggregator_proxy": rounds_agg_b,
+        columns=["service", "CURVE", "measured as", "CPU-s/GB", "anchor", "anchor CPU-s/GB", "/ anchor (rounds)",
+                 "goal", "cipher floor", "/ (plain + floor)", "anchor / (plain + floor)", "GB/s (its path)",
+                 "anchor GB/s"],
+        rows=comparison_rows(comparisons, gb_s), notes=notes, targets=targets(comparisons, encrypted), tables=tables,
+        details={"messages": MESSAGES, "rounds": ROUNDS, "gb_s": gb_s, "ratio_c_a": c_a,
+                 "ratio_aggregator_proxy": agg_b, "ratio_wan_curve": wan_c,
+                 "rounds_c_a": per_round(runs, "pipeline", "raw"),
+                 "rounds_aggregator_proxy": per_round(runs, "aggregator", "proxy"),
                  "peek_ns_per_message": peek_ns, "cpu_s_per_gb": profile,
+                 "cipher_floor": dataclasses.asdict(floor), "counting_s_per_frame": counting,
+                 "comparisons": [dataclasses.asdict(c) | {"ratio": c.ratio} for c in comparisons],
+                 "hops": [dataclasses.asdict(h) | {"ratio": h.ratio} for h in encrypted],
+                 "full_detector": full_detector.quoted(detector_rows),
                  "runs": {path: [dataclasses.asdict(r) for r in path_runs] for path, path_runs in runs.items()}},
     )
+
+
+def sodium_version() -> str:
+    """Debian's libsodium version, as the cipher floor program links it (pkg-config), or 'unknown'."""
+    try:
+        done = subprocess.run(["pkg-config", "--modversion", "libsodium"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return done.stdout.strip() if done.returncode == 0 else "unknown"
 
 
 def plot(result: BenchmarkResult, path: Path) -> None:

@@ -94,9 +94,10 @@ def thresholds(config: Config, frames: np.ndarray, dark: np.ndarray, gain: np.nd
 
 
 def seconds_per_frame(config: Config, electrons: float) -> float:
-    """CPU seconds of sectorflow's counter for one 576 x 576 frame on one thread (one core) at
-    ``electrons`` per frame, dark reference, no gain: the "ours frames/s/core" column alone, for
-    the full-detector table of bench/transport.py."""
+    """Seconds of sectorflow's counter for one 576 x 576 frame on one thread at ``electrons`` per
+    frame, dark reference, no gain: the "ours frames/s/core" column alone, for the full-detector
+    table of bench/transport.py. Wall clock, the best of REPEATS: one core's CPU per frame when a
+    repetition ran undisturbed, more on a busy machine."""
     rng = np.random.default_rng(config.simulator.seed)
     dark = rng.normal(20.0, 1.0, size=SHAPE).astype(np.float32)
     frames = simulated_frames(rng, FRAMES, dark, electrons)

@@ -25,10 +25,11 @@ ifeq ($(CI),true)
 export PIP_NO_CACHE_DIR := 1
 endif
 
-# Debian, what `make demo` needs: a C++ toolchain, libzmq + cppzmq + msgpack-cxx for the C++
+# Debian, what `make demo` needs: a C++ toolchain, libzmq (and its cipher, libsodium, which the
+# benchmarks time alone) + cppzmq + msgpack-cxx for the C++
 # core, toml++ (header-only) for its reader of beamline files (sectorflow::configs), MPICH for the
 # NodeGroups' mpi4py (docs/building.md "Why Debian's MPICH").
-DEMO_DEB := g++ cmake ninja-build pkg-config libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libtomlplusplus-dev \
+DEMO_DEB := g++ cmake ninja-build pkg-config libzmq3-dev libsodium-dev cppzmq-dev libmsgpack-cxx-dev libtomlplusplus-dev \
             mpich libmpich-dev
 # What `make test` adds: GoogleTest (the C++ tests), Slurm + munge (streaming sessions), iproute2
 # (network namespaces); clang-14 with its sanitizer runtimes, libFuzzer and llvm-symbolizer, and

@@ -27,9 +27,9 @@ from bench.proc_stats import rss_kib
 from sectorflow.configs import load_config
 from sectorflow.kvstore import Client
 from sectorflow.orchestration import load_running
-from sectorflow.producer.acquire import publish_request, wait_for_account
+from sectorflow.operations.acquire import publish_request, wait_for_account
 from sectorflow.protocol import ServiceStatus, status_key
-from sectorflow.scan_account import COMPLETE
+from sectorflow.operations.scan_account import COMPLETE
 from sectorflow.waiting import wait_until
 
 START_S = 120.0

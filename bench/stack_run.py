@@ -23,7 +23,7 @@ from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
 from sectorflow.orchestration.stack import start_stack
 from sectorflow.orchestration.summary import summarize
-from sectorflow.producer import publish_request
+from sectorflow.operations.acquire import publish_request
 from sectorflow.waiting import WaitTimeout, wait_until
 
 from bench.config_file import with_free_ports, write_config

@@ -381,6 +381,13 @@ class DashboardConfig:
                                    "'sectorflow session submit --log-dir'), relative to the dashboard's working directory")
     recent_scans: int = setting(10, "scans listed under 'recent scans'", min=1, max=1000)
 
+    def url(self) -> str:
+        """The page's URL (what `up` prints and the tests open): loopback for a wildcard bind."""
+        host = self.bind_host
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else f"[{host}]" if ":" in host else host
+        scheme = "https" if self.ssl_certfile else "http"
+        return f"{scheme}://{shown}:{self.port}/"
+
 
 @dataclass(frozen=True)
 class LibertemConfig:

@@ -40,14 +40,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def address(config: Config) -> str:
-    """The page's URL for ``config``."""
-    host = config.dashboard.bind_host
-    shown = "127.0.0.1" if host in ("0.0.0.0", "") else f"[{host}]" if ":" in host else host
-    scheme = "https" if config.dashboard.ssl_certfile else "http"
-    return f"{scheme}://{shown}:{config.dashboard.port}/"
-
-
 def check_tls(config: Config) -> None:
     """With [security] on, a dashboard beyond loopback speaks only TLS: refuse to start without a
     certificate rather than serve the viewer's token and the beamline's state in the clear."""
@@ -110,8 +102,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
                                            timeout_graceful_shutdown=GRACEFUL_S, http=_protocol(d.idle_timeout_s),
                                            timeout_keep_alive=d.idle_timeout_s, **tls))
-    log.info("dashboard at %s (metrics at %smetrics), following the kvstore at %s:%d", address(config),
-             address(config), config.kvstore.host, config.kvstore.port)
+    log.info("dashboard at %s (metrics at %smetrics), following the kvstore at %s:%d", config.dashboard.url(),
+             config.dashboard.url(), config.kvstore.host, config.kvstore.port)
     # uvicorn stops on SIGTERM/SIGINT and then raises the signal again under the handler it found:
     # this one, so that a stop ends in exit code 0, as the other services' do.
     for stop in (signal.SIGTERM, signal.SIGINT):

@@ -84,7 +84,7 @@ class Controller:
 
     def request_scan(self, body: dict[str, Any]) -> str:
         """``sectorflow acquire`` without --wait: publishes the request; returns what was asked."""
-        from sectorflow.producer.acquire import publish_request
+        from sectorflow.operations.acquire import publish_request
 
         scan = _integer(body, "scan_number", 0, 0xFFFFFFFF)
         scan_x, scan_y = _integer(body, "scan_x", 1, 65535), _integer(body, "scan_y", 1, 65535)
@@ -99,8 +99,8 @@ class Controller:
 
     def submit_session(self, body: dict[str, Any]) -> str:
         """``sectorflow session submit``: renders the batch script and submits it; returns the job id line."""
-        from sectorflow.orchestration.session_script import SessionRequest, render_script
-        from sectorflow.orchestration.slurm import submit
+        from sectorflow.operations.session_script import SessionRequest, render_script
+        from sectorflow.operations.slurm import submit
         from sectorflow.security.session_keys import make_session_key_dir
 
         nodes = _integer(body, "nodes", 1, 100000) if body.get("nodes") not in (None, "") else None
@@ -116,7 +116,7 @@ class Controller:
         return f"submitted session job {job_id} ({request.slurm.nodes} node(s), {request.slurm.time})"
 
     def cancel_session(self, job_id: str) -> str:
-        from sectorflow.orchestration.slurm import cancel
+        from sectorflow.operations.slurm import cancel
 
         with self._lock:
             cancel(job_id)

@@ -20,7 +20,7 @@ from sectorflow._core.protocol import wall_clock_s
 from sectorflow.configs import Config
 from sectorflow.kvstore import Client
 from sectorflow.nodegroup.nodegroup_service import detector_attrs, detectors_from
-from sectorflow.scan_account import config_argument
+from sectorflow.operations.scan_account import config_argument
 
 from .images_source import ImageSource
 from .png import RAMP

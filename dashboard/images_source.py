@@ -5,7 +5,7 @@ live/SPEC.md): the virtual images (bright field, dark field, centre of mass) and
 diffraction pattern so far, NaN where a position is not counted yet. Once a scan's file is
 written, its images are read from the file (its /virtual_images group, written by the NodeGroups;
 for a file without one, the bright field and pattern are computed from its events by
-``orchestration/images.py``). The newer scan of the two is shown; for the same scan, the file.
+``counting/images.py``). The newer scan of the two is shown; for the same scan, the file.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
 from sectorflow.errors import SectorflowError
 from sectorflow.live import LiveView, subscribe
-from sectorflow.orchestration.images import summed_diffraction, virtual_bright_field
-from sectorflow.scan_account import records_of
+from sectorflow.counting.images import summed_diffraction, virtual_bright_field
+from sectorflow.operations.scan_account import records_of
 
 from .png import array_png
 from .scan_groups import ScanGroups

@@ -1,6 +1,6 @@
 """A replica's keys split by scan in one pass: ``scans/<n:010d>/...`` grouped per scan, the rest apart.
 
-``sectorflow.scan_account.records_of`` looks through the whole map for one scan; the dashboard
+``sectorflow.operations.scan_account.records_of`` looks through the whole map for one scan; the dashboard
 accounts many scans every update, so the follower groups the map once per update and every reader
 of that update (the page's state, the images, the scan-duration histogram) takes its scans from it.
 """

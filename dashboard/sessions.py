@@ -1,6 +1,6 @@
 """Streaming sessions (Slurm jobs running NodeGroups) with their time left, for the page.
 
-Read through ``orchestration/slurm.py`` (``squeue``) on a thread of its own every ``poll_s``, so a
+Read through ``operations/slurm.py`` (``squeue``) on a thread of its own every ``poll_s``, so a
 slow Slurm controller never holds the page. The page shows its card only where Slurm is configured:
 ``squeue`` is on the PATH and has answered once (a host with Slurm's commands but no cluster, such
 as a local stack, has none); once it has answered, a later failure is shown, not hidden.
@@ -14,7 +14,7 @@ import threading
 from dataclasses import asdict, dataclass
 
 from sectorflow.errors import SectorflowError
-from sectorflow.orchestration.slurm import list_sessions
+from sectorflow.operations.slurm import list_sessions
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Pure reading: the services' statuses (``status/...``), the registered NodeGroups (``nodegroups/``),
 the acquire request and the scans' records (``scans/<n>/...``, accounted by
-``sectorflow.scan_account``), plus what the dashboard remembers between updates (rates, NodeGroups
+``sectorflow.operations.scan_account``), plus what the dashboard remembers between updates (rates, NodeGroups
 seen) to tell a NodeGroup that left from one that was lost.
 """
 
@@ -16,8 +16,8 @@ from sectorflow._core import protocol as _records
 from sectorflow.kvstore.status_records import StatusEntry, status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
-from sectorflow.producer.progress import ReceiverRates
-from sectorflow.scan_account import COMPLETE, PENDING, account, producers_final, records_of
+from sectorflow.operations.progress import ReceiverRates
+from sectorflow.operations.scan_account import COMPLETE, PENDING, account, producers_final, records_of
 
 from .rates import Rates
 from .scan_groups import ScanGroups
@@ -117,7 +117,7 @@ def _nodegroups(entries: Mapping[str, bytes]) -> list[dict[str, Any]]:
 def _scans(by_scan: Mapping[int, Mapping[str, bytes]], registered: set[str], memory: Remembered, now_s: float,
            config: str = "") -> list[dict[str, Any]]:
     """Every scan with records, oldest request first, with its account, its times and, per receiver,
-    the sectors moved, the rate and the time left (``producer.progress``, as ``acquire --wait`` shows
+    the sectors moved, the rate and the time left (``operations.progress``, as ``acquire --wait`` shows
     them). The sectors' fates are the account's words, as ``acquire --wait`` and ``status`` print
     them: counted, spilled (a fault), on disk (no NodeGroup, as planned), pending (the scan still
     runs), missing."""

@@ -1,30 +1,18 @@
-"""The ``sectorflow kvstore`` (run the state server) and ``sectorflow status`` subcommands."""
+"""The ``sectorflow kvstore`` subcommand: run the state server (``sectorflow status`` reads it:
+sectorflow.operations)."""
 
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 from typing import Any
 
 from sectorflow.configs import Config
-from sectorflow.errors import SectorflowError
-from sectorflow.scan_account import config_argument
-from sectorflow.service import stop_on_signals
 
-from .client import Client
 from .daemon import run_server
-from .options import client_options
-from .status_table import render
-
-logger = logging.getLogger(__name__)
-
-# `sectorflow status` waits at least this long for a server before giving up (seconds).
-MIN_STATUS_TIMEOUT_S = 2.0
 
 
 def register(subparsers: Any) -> None:
-    """Add the ``kvstore`` and ``status`` subcommands."""
+    """Add the ``kvstore`` subcommand."""
     from sectorflow.cli import add_config_argument
 
     server = subparsers.add_parser(
@@ -38,66 +26,7 @@ def register(subparsers: Any) -> None:
     add_config_argument(server)
     server.set_defaults(run=run_kvstore)
 
-    status = subparsers.add_parser(
-        "status",
-        help="print who is registered and what each service is doing",
-        description="Print the live state of the kvstore as tables: every service's state, scan, "
-        "message and byte counts, the registered NodeGroups and the acquire request, what the server "
-        "refused (by kind) and the entries that do not decode. Exits non-zero "
-        "with one line if no server answers within the timeout.",
-    )
-    add_config_argument(status)
-    status.add_argument("--watch", action="store_true", help="keep refreshing until Ctrl-C")
-    status.add_argument("--interval", type=_positive, default=1.0, metavar="S",
-                        help="seconds between refreshes with --watch (default: 1)")
-    status.add_argument("--timeout", type=_positive, default=None, metavar="S",
-                        help="seconds to wait for the server (default: silence_heartbeats x "
-                        f"heartbeat_ms, at least {MIN_STATUS_TIMEOUT_S:g})")
-    status.set_defaults(run=run_status)
-
 
 def run_kvstore(args: argparse.Namespace, config: Config) -> int:
     """``sectorflow kvstore``: serve until SIGTERM/SIGINT."""
     return run_server(config)
-
-
-def run_status(args: argparse.Namespace, config: Config) -> int:
-    """``sectorflow status``: print the tables once, or every ``--interval`` with ``--watch``."""
-    kv = config.kvstore
-    timeout_s = args.timeout or max(MIN_STATUS_TIMEOUT_S, kv.silence_heartbeats * kv.heartbeat_ms / 1000)
-    address = f"tcp://{kv.host}:{kv.port}"
-    with Client(client_options(config, log=lambda message: logger.debug("kvstore client: %s", message))) as client:
-        if not client.wait_synced(timeout_s):
-            raise SectorflowError(
-                f"no kvstore server answered at {address} within {timeout_s:g} s; "
-                f"start one with 'sectorflow kvstore --config {config.source}'"
-            )
-        if not args.watch:
-            _show(client, address, config.source, clear=False)
-            return 0
-        # Ctrl-C ends the loop between two refreshes, never in the middle of the kvstore client's
-        # work (a KeyboardInterrupt raised anywhere could leave it unable to close).
-        with stop_on_signals(logger) as stop:
-            while not stop.is_set():
-                _show(client, address, config.source, clear=sys.stdout.isatty())
-                stop.wait(args.interval)  # the refresh period the user asked for
-        return 0
-
-
-def _show(client: Client, address: str, config_source: str, clear: bool) -> None:
-    from sectorflow._core.protocol import wall_clock_s
-
-    state = "live" if client.synced() else "SERVER SILENT, last known state"
-    title = f"kvstore {address}: sequence {client.sequence()}, {state}"
-    text = render(client.subtree(), wall_clock_s(), title, config_argument(config_source))
-    print(("\x1b[2J\x1b[H" if clear else "") + text + ("" if clear else "\n"), flush=True)
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds > 0")
-    return value

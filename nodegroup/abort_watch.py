@@ -1,6 +1,6 @@
 """A NodeGroup rank's watch of aborted scans: closes them by what the relays forwarded, not by timeout.
 
-``sectorflow abort N`` writes ``scans/<n>/abort`` (sectorflow/scan_life.py). The producer threads stop
+``sectorflow abort N`` writes ``scans/<n>/abort`` (protocol/scan_life.py). The producer threads stop
 sending; each relay thread closes the scan once what they sent has come through, and writes
 ``scans/<n>/aggregator/t<r>`` with what it forwarded to each NodeGroup (aggregator/src/relay.hpp).
 This watch hands those counts to the NodeGroups of the rank (``NodeGroup.close_aborted``) once they

@@ -58,8 +58,7 @@ from sectorflow.counting import (
     write_counted_scan,
 )
 from sectorflow.errors import SectorflowError
-from sectorflow.protocol import NodeGroupScanRecord, ScanFileRecord
-from sectorflow.scan_account import ABORTED
+from sectorflow.protocol import OUTCOME_ABORTED, NodeGroupScanRecord, ScanFileRecord
 
 from .output_dir import counted_files, next_part, scan_file_name
 
@@ -429,7 +428,7 @@ class ScanGatherer:
                         frame_shape=self.frame_shape, statistics=metadata.get("statistics"),
                         incomplete=scan.incomplete, counting=self.counting,
                         metadata={k: v for k, v in metadata.items() if k != "statistics"},
-                        outcome=ABORTED if ABORTED_REASON in reasons else None if not reasons else "incomplete",
+                        outcome=OUTCOME_ABORTED if ABORTED_REASON in reasons else None if not reasons else "incomplete",
                         reason=_reason(scan, reasons),
                         virtual_images=scan.images, diffraction=scan.diffraction, detectors=self.detectors,
                     )

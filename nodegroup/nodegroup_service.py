@@ -97,7 +97,7 @@ from sectorflow.protocol import (
     status_key,
 )
 from sectorflow.ownership import machine_id, owner_fields, refuse_if_running
-from sectorflow.scan_life import abort_key
+from sectorflow.protocol.scan_life import abort_key
 from sectorflow.security.options import data_client_curve, live_curve
 from sectorflow.service import ServiceState
 from sectorflow.socket_buffers import warn_if_capped

@@ -19,10 +19,10 @@ from sectorflow.errors import SectorflowError, require
 from sectorflow.kvstore import Client
 from sectorflow.protocol import SERVICE_NODEGROUP
 from sectorflow.nodegroup import scan_file_name
-from sectorflow.producer import publish_request
+from sectorflow.operations.acquire import publish_request
 from sectorflow.waiting import WaitTimeout, every, wait_until
 
-from .images import write_overview_png
+from sectorflow.counting.images import write_overview_png
 from .readiness import sectors_sent
 from .stack import DASHBOARD, dashboard_url, start_stack
 from .summary import ScanSummary, summarize

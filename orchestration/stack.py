@@ -86,9 +86,7 @@ def dashboard_service(config: Config) -> ServiceSpec:
 
 def dashboard_url(config: Config) -> str:
     """Where the page of ``config``'s dashboard is."""
-    from sectorflow.dashboard import address
-
-    return address(config)
+    return config.dashboard.url()
 
 
 def _dashboard_serving(config: Config) -> bool:

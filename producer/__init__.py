@@ -11,7 +11,7 @@ p % T == t, as frame numbers ``ScanRequest.first_frame`` + p (the detector's cou
 ``Producer.send`` takes that frame number. Sources:
 ``simulator_source`` (the detector simulator) and ``ReplaySource`` (raw files of a scan); a
 ``SiblingGate`` keeps a receiver's threads within ``producer.max_lead_frames`` of each other.
-``ProducerDaemon`` runs ``sectorflow producer``; ``sectorflow acquire`` requests a scan.
+``ProducerDaemon`` runs ``sectorflow producer``; ``sectorflow acquire`` (sectorflow.operations) requests a scan.
 """
 
 from sectorflow._core.producer import (
@@ -35,12 +35,10 @@ from sectorflow._core.producer import (
     thread_share,
 )
 
-from .acquire import PublishedRequest, expected_producers, publish_request, wait_for_account
 from .daemon import ProducerDaemon
 from .options import aggregator_endpoint, check_receiver, producer_options
 
 __all__ = [
-    "PublishedRequest",
     "STOP_CHECK_MS",
     "Mode",
     "Producer",
@@ -59,11 +57,8 @@ __all__ = [
     "check_receiver",
     "check_routing",
     "count_routes",
-    "expected_producers",
-    "publish_request",
     "producer_options",
     "routing_from_replica",
     "simulator_source",
     "thread_share",
-    "wait_for_account",
 ]

@@ -113,6 +113,10 @@ from sectorflow._core.protocol import (
 
 from .refusals import refusal_fields
 
+#: A scan an operator aborted (``sectorflow abort``) before every sector was counted: an outcome the
+#: account gives and the file records, beside the C++ records' complete, incomplete and failed.
+OUTCOME_ABORTED = "aborted"
+
 __all__ = [
     "ACQUIRE_PREFIX",
     "ACQUIRE_REQUEST_KEY",
@@ -127,6 +131,7 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "MAX_UID_BYTES",
     "NODEGROUPS_PREFIX",
+    "OUTCOME_ABORTED",
     "OUTCOME_COMPLETE",
     "OUTCOME_FAILED",
     "OUTCOME_INCOMPLETE",

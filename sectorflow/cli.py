@@ -22,13 +22,14 @@ from sectorflow.logs import configure_logging
 # Modules that contribute subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.orchestration.cli",
-    "sectorflow.producer.acquire",
-    "sectorflow.producer.abort",
+    "sectorflow.operations.acquire",
+    "sectorflow.operations.abort",
     "sectorflow.kvstore.cli",
+    "sectorflow.operations.status_cli",
     "sectorflow.aggregator.cli",
     "sectorflow.producer.cli",
     "sectorflow.nodegroup.cli",
-    "sectorflow.orchestration.session_cli",
+    "sectorflow.operations.session_cli",
     "sectorflow.simulator.cli",
     "sectorflow.live.cli",
     "sectorflow.libertem_bridge.cli",

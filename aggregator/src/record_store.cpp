@@ -51,7 +51,7 @@ std::vector<protocol::ProducerScanRecord> RecordStore::producer_records(std::uin
 
 std::optional<std::uint64_t> RecordStore::aborted_sent(std::uint32_t scan, std::uint32_t receiver,
                                                       std::uint32_t threads) const {
-  // Written by `sectorflow abort` (sectorflow/scan_life.py); its presence is the abort.
+  // Written by `sectorflow abort` (protocol/scan_life.py); its presence is the abort.
   if (!client_.get(protocol::scan_prefix(scan) + "abort")) return std::nullopt;
   const std::string finished(protocol::to_string(protocol::ServiceState::kFinished));
   const std::string error(protocol::to_string(protocol::ServiceState::kError));

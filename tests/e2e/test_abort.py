@@ -18,7 +18,7 @@ from support import Processes, sectorflow_command, stack_up, wait_until
 from sectorflow.counting import read_counted_scan
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.protocol import scan_prefix
-from sectorflow.scan_account import records_of
+from sectorflow.operations.scan_account import records_of
 
 pytestmark = pytest.mark.mpi
 

@@ -27,7 +27,6 @@ from support import LOOPBACK, REPO, Processes, sectorflow_command, stack_up, wai
 
 from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
-from sectorflow.dashboard import address
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
 
@@ -62,7 +61,7 @@ def stack(make_config, tmp_path: Path) -> Iterator[Stack]:
         analysis={"bright_field_radius_px": 12.0, "dark_field_inner_px": 14.0, "dark_field_outer_px": 30.0})
     run_dir = tmp_path / "run"
     with stack_up(config, path, run_dir, tmp_path / "h5", START_S):
-        yield Stack(config, path, run_dir, address(config))
+        yield Stack(config, path, run_dir, config.dashboard.url())
 
 
 @pytest.fixture

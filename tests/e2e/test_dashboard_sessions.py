@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from support import Processes, wait_until
 
-from sectorflow.dashboard import address
 
 pytestmark = pytest.mark.slurm
 pytest.importorskip("starlette", reason="the dashboard extra (starlette, uvicorn, prometheus-client)")
@@ -53,7 +52,7 @@ def test_an_operator_submits_and_cancels_a_session_and_the_page_shows_its_time_l
                                           "update_ms": 200})
     processes.sectorflow("kvstore", "--config", str(path), name="kvstore", env=slurm_env)
     processes.sectorflow("dashboard", "--config", str(path), name="dashboard", env=slurm_env)
-    url = address(config)
+    url = config.dashboard.url()
     wait_until(lambda: state(url).get("sessions", {}).get("available"), WAIT_S, "the dashboard to list sessions")
 
     code, answer = post(url + "api/sessions", {"time": "00:05:00"})

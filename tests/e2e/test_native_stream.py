@@ -22,7 +22,7 @@ from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client, client_options
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.protocol import REFUSAL_KINDS, SOURCE_NATIVE, ServiceStatus, scan_prefix, status_key
-from sectorflow.scan_account import COMPLETE, INCOMPLETE, account, records_of
+from sectorflow.operations.scan_account import COMPLETE, INCOMPLETE, account, records_of
 from sectorflow.simulator import simulator_from_config
 
 pytestmark = pytest.mark.mpi

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from support import sectorflow_command, stack_up, wait_until
 
-from sectorflow.dashboard import address
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration.stack import stack_services
 
@@ -57,7 +56,7 @@ def test_on_disk_then_progress_pending_not_missing_then_the_replay_command_count
         make_config, processes, tmp_path: Path) -> None:
     config, path = make_config(detector=SMALL_DETECTOR, dashboard={"update_ms": 200})
     output = tmp_path / "h5"
-    url = address(config)
+    url = config.dashboard.url()
     sectors_of = {1: 4 * 4 * config.n_receivers, 2: SLOW_SHAPE[0] * SLOW_SHAPE[1] * config.n_receivers}
     with stack_up(config, path, tmp_path / "run", output, START_S, nodegroups=False) as client:
         # 1. No NodeGroup registered: the producers write the scan to disk, as planned: exit 0, and the

@@ -105,10 +105,9 @@ def test_the_live_stream_of_a_secured_stack_serves_the_viewer_key_and_no_keyless
             import re
             import urllib.request
 
-            from sectorflow.dashboard import address
 
             def metric_total() -> int:
-                with urllib.request.urlopen(address(config) + "metrics", timeout=10) as answer:
+                with urllib.request.urlopen(config.dashboard.url() + "metrics", timeout=10) as answer:
                     text = answer.read().decode()
                 return sum(int(float(v)) for v in re.findall(
                     r'sectorflow_refused_messages_total\{[^}]*kind="live_handshakes_refused"[^}]*\} (\S+)', text))

@@ -23,7 +23,7 @@ from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.protocol import DataHeader, ServiceStatus, encode_header, scan_prefix, status_key
-from sectorflow.scan_account import account, records_of
+from sectorflow.operations.scan_account import account, records_of
 
 pytestmark = pytest.mark.mpi
 

@@ -18,7 +18,6 @@ import pytest
 from harness import write_toml
 from support import Processes, wait_until
 
-from sectorflow.dashboard import address
 from sectorflow.kvstore import Client
 from sectorflow.protocol import ACQUIRE_REQUEST_KEY, AcquireRequest
 
@@ -96,7 +95,7 @@ def test_without_a_kvstore_the_page_says_unreachable_and_sigterm_stops_it_cleanl
         make_config: Callable, processes: Processes) -> None:
     config, path = make_config()
     dashboard = processes.sectorflow("dashboard", "--config", str(path), name="dashboard")
-    url = address(config)
+    url = config.dashboard.url()
     state = wait_until(lambda: get(url + "api/state") not in (None, b"{}") and json.loads(get(url + "api/state")),
                        RUN_S, "the dashboard's state")
     assert state["kvstore"]["reachable"] is False
@@ -114,7 +113,7 @@ def test_with_the_token_an_operator_requests_a_scan_and_without_it_is_refused(
     config, path = make_config(dashboard={"control_token_file": str(token_file)})
     processes.sectorflow("kvstore", "--config", str(path), name="kvstore")
     processes.sectorflow("dashboard", "--config", str(path), name="dashboard")
-    url = address(config)
+    url = config.dashboard.url()
     wait_until(lambda: get(url + "healthz") == b"ok", RUN_S, "the dashboard to serve")
     scan = {"scan_number": 12, "scan_x": 3, "scan_y": 2, "rate_hz": 5}
     assert post(url + "api/scans", scan, None)[0] == 401
@@ -178,7 +177,7 @@ def test_every_malformed_body_of_an_authorised_post_is_400_never_500(
     config, path = make_config(dashboard={"control_token_file": str(token_file)})
     processes.sectorflow("kvstore", "--config", str(path), name="kvstore")
     dashboard = processes.sectorflow("dashboard", "--config", str(path), name="dashboard")
-    url = address(config)
+    url = config.dashboard.url()
     wait_until(lambda: get(url + "healthz") == b"ok", RUN_S, "the dashboard to serve")
     answers = {(route, body[:40]): post_raw(url + route, body, TOKEN) for route, body in MALFORMED}
     assert {key: code for key, (code, _) in answers.items() if code != 400} == {}
@@ -193,7 +192,7 @@ def test_a_connection_that_sends_nothing_is_closed_after_the_idle_timeout(
     config, path = make_config(dashboard={"idle_timeout_s": 1})
     processes.sectorflow("kvstore", "--config", str(path), name="kvstore")
     processes.sectorflow("dashboard", "--config", str(path), name="dashboard")
-    url = address(config)
+    url = config.dashboard.url()
     wait_until(lambda: get(url + "healthz") == b"ok", RUN_S, "the dashboard to serve")
     idle = socket.create_connection(("127.0.0.1", config.dashboard.port))
     partial = socket.create_connection(("127.0.0.1", config.dashboard.port))

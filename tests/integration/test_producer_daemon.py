@@ -31,7 +31,7 @@ from sectorflow.protocol import (
     scan_prefix,
     scan_producer_key,
 )
-from sectorflow.scan_account import records_of
+from sectorflow.operations.scan_account import records_of
 from sectorflow.simulator import simulator_from_config
 
 ACQUIRE_S = 60.0

@@ -13,8 +13,8 @@ from support import wait_until
 
 from sectorflow.kvstore import Client
 from sectorflow.protocol import ServiceStatus, scan_prefix, status_key
-from sectorflow.scan_account import records_of
-from sectorflow.scan_life import ScanClaim, claim_key
+from sectorflow.operations.scan_account import records_of
+from sectorflow.protocol.scan_life import ScanClaim, claim_key
 
 ACQUIRES = 4
 ACQUIRE_S = 60.0

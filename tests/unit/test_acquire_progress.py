@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import io
 
-from sectorflow.producer.progress import ScanProgress, duration
-from sectorflow.scan_account import PENDING, ReceiverAccount, ScanAccount
+from sectorflow.operations.progress import ScanProgress, duration
+from sectorflow.operations.scan_account import PENDING, ReceiverAccount, ScanAccount
 
 
 def running(sent: list[int], sectors: int = 1000, on_disk: bool = False) -> ScanAccount:

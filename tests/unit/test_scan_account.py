@@ -8,7 +8,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from sectorflow.kvstore.status_table import render
+from sectorflow.operations.status_table import render
 from sectorflow.protocol import (
     OUTCOME_COMPLETE,
     OUTCOME_FAILED,
@@ -29,7 +29,7 @@ from sectorflow.protocol import (
     scan_relay_key,
     scan_request_key,
 )
-from sectorflow.scan_account import (
+from sectorflow.operations.scan_account import (
     ABORTED,
     COMPLETE,
     FAILED,
@@ -42,7 +42,7 @@ from sectorflow.scan_account import (
     records_of,
     scans_in,
 )
-from sectorflow.scan_life import ScanAbort, abort_key, claim_key
+from sectorflow.protocol.scan_life import ScanAbort, abort_key, claim_key
 
 SCAN = 7
 POSITIONS = 16  # a 4 x 4 scan

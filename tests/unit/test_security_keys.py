@@ -13,7 +13,7 @@ import zmq.auth
 from harness import write_toml
 
 from sectorflow.configs import CONFIG_DIR, DEFAULT_CONFIG, ConfigError, config_from_dict, load_config
-from sectorflow.orchestration import SessionRequest, render_script
+from sectorflow.operations import SessionRequest, render_script
 from sectorflow.security import KeyDirectory, SecurityError, read_certificate
 from sectorflow.security.keys import generate
 from sectorflow.security.options import aggregator_curves, data_client_curve, kvstore_client_curve

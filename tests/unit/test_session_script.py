@@ -10,7 +10,7 @@ import pytest
 
 from sectorflow.configs import CONFIG_DIR, load_config
 from sectorflow.errors import SectorflowError
-from sectorflow.orchestration import SessionRequest, render_script
+from sectorflow.operations import SessionRequest, render_script
 
 
 def dry_run(*args: str) -> subprocess.CompletedProcess:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sectorflow.protocol import AcquireRequest, NodeGroupRecord, ServiceStatus, nodegroup_key, status_key
-from sectorflow.kvstore.status_table import render
+from sectorflow.operations.status_table import render
 
 
 def test_tables_show_every_service_and_nodegroup() -> None:

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sectorflow._core import protocol as _records
-from sectorflow.scan_life import ScanAbort, ScanClaim
+from sectorflow.protocol import OUTCOME_ABORTED
+from sectorflow.protocol.scan_life import ScanAbort, ScanClaim
 
 # The outcome of a scan as acquire and status report it.
 COMPLETE = "complete"      # every sector counted in the file
@@ -30,7 +31,7 @@ ON_DISK = "on disk, not counted"  # no NodeGroup was registered: every sector in
 INCOMPLETE = "incomplete"  # sectors missing
 FAILED = "failed"          # no file was written
 PENDING = "pending"        # not over yet
-ABORTED = "aborted"        # an operator aborted it (sectorflow abort) before every sector was counted
+ABORTED = OUTCOME_ABORTED    # an operator aborted it (sectorflow abort) before every sector was counted
 
 # `sectorflow acquire --wait`'s exit code by outcome (2 is taken by usage errors).
 EXIT_CODES = {COMPLETE: 0, ON_DISK: 0, SPILLED: 3, INCOMPLETE: 1, FAILED: 1, PENDING: 1, ABORTED: 4}

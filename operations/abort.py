@@ -1,6 +1,6 @@
 """``sectorflow abort N``: stop a running scan everywhere.
 
-Writes ``scans/<n>/abort`` (``sectorflow.scan_life.ScanAbort``). The producer daemons watch it: every
+Writes ``scans/<n>/abort`` (``sectorflow.protocol.scan_life.ScanAbort``). The producer daemons watch it: every
 thread stops sending the scan at its next sector and records ``error`` with the abort and what it sent
 and spilled before (a scan not begun yet is refused). The aggregator's relay threads close the
 scan once what the producers sent has come through, the NodeGroups once what the relays forwarded has
@@ -23,8 +23,8 @@ from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError, UsageError
 from sectorflow.kvstore import Client
 from sectorflow.protocol import scan_prefix, wall_clock_s
-from sectorflow.scan_account import PENDING, account, records_of
-from sectorflow.scan_life import ScanAbort, abort_key, who
+from sectorflow.operations.scan_account import PENDING, account, records_of
+from sectorflow.protocol.scan_life import ScanAbort, abort_key, who
 
 from .acquire import MAX_SCAN_NUMBER, SYNC_TIMEOUT_S, await_taken
 

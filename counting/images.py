@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 import numpy as np
 
-from sectorflow.counting import CountedScan
+from .counted_file import CountedScan
 from sectorflow.errors import require
 
 

@@ -13,7 +13,7 @@ import jinja2
 from sectorflow.configs import CONFIG_DIR, Config, SlurmConfig
 from sectorflow.errors import SectorflowError, UsageError
 
-from .stack import mpiexec_environment
+from sectorflow.orchestration.stack import mpiexec_environment
 
 JOB_NAME = "sectorflow-session"
 _WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}(:\d{2})?$")

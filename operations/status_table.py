@@ -10,16 +10,16 @@ from collections.abc import Mapping, Sequence
 
 from sectorflow._core import kvstore as _core
 from sectorflow._core import protocol as _records
-from sectorflow.scan_account import ScanAccount, account, kvstore_full, records_of, scans_in
+from sectorflow.operations.scan_account import ScanAccount, account, kvstore_full, records_of, scans_in
 
-from .status_records import status_entries
+from sectorflow.kvstore.status_records import status_entries
 
 SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "REFUSED")
 # The extra fields in which a service counts the messages it refused: "malformed" and
 # "malformed_<kind>" (sectorflow.protocol.refusals); shown in the REFUSED column, not in the details.
 REFUSED_FIELD = "malformed"
 NODEGROUP_HEADERS = ("UID", "HOST", "PORTS", "NODE", "RANK", "STATUS")
-# The sectors' fates in sectorflow.scan_account's words: acquire --wait and the dashboard use the same.
+# The sectors' fates in sectorflow.operations.scan_account's words: acquire --wait and the dashboard use the same.
 SCAN_HEADERS = ("SCAN", "SHAPE", "OUTCOME", "COUNTED", "SPILLED", "ON DISK", "PENDING", "MISSING", "FILE")
 RECENT_SCANS = 10
 # The services' further fields are listed under the table, one service a paragraph of this width:
@@ -150,7 +150,7 @@ def _nodegroup_rows(entries: Mapping[str, bytes]) -> list[tuple[str, ...]]:
 
 
 def _scan_accounts(entries: Mapping[str, bytes], registered: set[str]) -> list[tuple[tuple[str, ...], ScanAccount]]:
-    """The last RECENT_SCANS scans with records: where their sectors ended (sectorflow.scan_account)."""
+    """The last RECENT_SCANS scans with records: where their sectors ended (sectorflow.operations.scan_account)."""
     rows = []
     for scan in scans_in(entries)[-RECENT_SCANS:]:
         records = records_of(entries, scan)

@@ -8,14 +8,14 @@ The scan's request record (``scans/<n>/request``) is written with it; each produ
 request by writing its part of the scan's record, and until all have, a request that a kvstore
 restart took away is published again. ``--wait`` shows each receiver's progress (``progress``: the
 producers' records carry it while the scan runs), waits for the scan's outcome, which the scan's
-records give (``sectorflow.scan_account``), and exits with it: 0 complete (every sector counted in
+records give (``sectorflow.operations.scan_account``), and exits with it: 0 complete (every sector counted in
 the file), or "on disk, not counted" (no NodeGroup was registered: every sector in raw files, as
 planned; the line names the ``--replay`` command that counts it), 3 nothing missing but some
 sectors spilled to raw files (``--replay`` completes the scan), 4 aborted (``sectorflow abort``), 1
 sectors missing, no file, or not over within ``--timeout``; 2 is a usage error.
 
 The scan number is claimed first (``scans/<n>/claim``, written create-only: the kvstore takes one claim
-per number, ``sectorflow.scan_life``): without ``--scan-number`` the next unused number is claimed, the
+per number, ``sectorflow.protocol.scan_life``): without ``--scan-number`` the next unused number is claimed, the
 one after if another acquire won it, so concurrent acquires never share a number.
 """
 
@@ -46,7 +46,7 @@ from sectorflow.protocol import (
     status_key,
     wall_clock_s,
 )
-from sectorflow.scan_account import (
+from sectorflow.operations.scan_account import (
     COMPLETE,
     PENDING,
     ScanAccount,
@@ -56,7 +56,7 @@ from sectorflow.scan_account import (
     kvstore_full,
     records_of,
 )
-from sectorflow.scan_life import ScanClaim, claim_key
+from sectorflow.protocol.scan_life import ScanClaim, claim_key
 from sectorflow.simulator import parse_scan_shape
 from sectorflow.waiting import WaitTimeout, wait_until
 

@@ -1,5 +1,5 @@
 """What ``sectorflow acquire --wait`` shows while a scan runs: each receiver's sectors moved so far,
-the rate and the time left, from the scan's account (``sectorflow.scan_account``), which the
+the rate and the time left, from the scan's account (``sectorflow.operations.scan_account``), which the
 producer threads' records keep current (kvstore/SPEC.md, "Producer records": every 500 ms at most).
 
 On a terminal: one live bar per receiver, redrawn in place. Otherwise (a log, a pipe): plain lines,
@@ -13,7 +13,7 @@ import time
 from collections import deque
 from typing import TextIO
 
-from sectorflow.scan_account import PENDING, ReceiverAccount, ScanAccount
+from sectorflow.operations.scan_account import PENDING, ReceiverAccount, ScanAccount
 
 BAR_WIDTH = 30
 LINE_PERIOD_S = 2.0

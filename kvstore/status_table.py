@@ -127,12 +127,13 @@ def _refused(extra: Mapping[str, object]) -> str:
 
 
 def kvstore_stack_id(entries: Mapping[str, bytes]) -> str:
-    """The stack id the kvstore server's status names ("" if none does)."""
-    for _, _, _, status, _ in status_entries(entries, _records.SERVICE_KVSTORE):
-        stack = status.extra.get(_core.STACK_ID_FIELD) if status is not None else None
-        if isinstance(stack, str) and stack:
-            return stack
-    return ""
+    """The stack id the kvstore server's own status names ("" if none does)."""
+    raw = entries.get(_records.status_key(_records.SERVICE_KVSTORE, "server"))
+    try:
+        stack = _records.ServiceStatus.decode(raw).extra.get(_core.STACK_ID_FIELD) if raw is not None else None
+    except _records.ProtocolError:
+        return ""  # shown as invalid in the table already
+    return stack if isinstance(stack, str) and _core.is_stack_id(stack) else ""
 
 
 def _stack_lines(entries: Mapping[str, bytes]) -> list[str]:

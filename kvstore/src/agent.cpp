@@ -5,6 +5,7 @@
 #include <zmq_addon.hpp>
 
 #include "sectorflow/kvstore/errors.hpp"
+#include "sectorflow/kvstore/server.hpp"
 #include "sectorflow/protocol/records.hpp"
 
 namespace sectorflow::kvstore::detail {
@@ -23,9 +24,12 @@ bool readable(const zmq::socket_t& socket) {
 
 bool starts_with(const std::string& text, std::string_view prefix) { return text.compare(0, prefix.size(), prefix) == 0; }
 
-// The statuses of kvstore servers: where a snapshot names its stack. Clients write no key there.
+// The statuses of kvstore servers: a client stamps none of them.
 const std::string kServerStatusPrefix =
     std::string(protocol::kStatusPrefix) + std::string(protocol::kServiceKvstore) + "/";
+// Where a snapshot names its stack: the one key under that prefix the server refuses to any client
+// (a status/kvstore/<other> written by a peer without security names nothing).
+const std::string kServerStatusKey = protocol::status_key(protocol::kServiceKvstore, ServerOptions().status_name);
 
 }  // namespace
 
@@ -378,7 +382,7 @@ void Agent::handle_snapshot(const KvMsg& msg) {
   if (state_ != ClientState::kSyncing) return;  // a late reply to an abandoned request
   sync_deadline_ = silence_deadline_;
   if (msg.key != kSnapshotEnd) {
-    if (!msg.body.empty() && starts_with(msg.key, kServerStatusPrefix)) {
+    if (!msg.body.empty() && msg.key == kServerStatusKey) {
       // Sent whatever the subtree (server.hpp). One that does not decode names no stack.
       try {
         snapshot_stack_ = stack_id_of(protocol::ServiceStatus::decode(msg.body));

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kvstore_support import SYNC_S, KvServer, server_status, start_kvstore
+from kvstore_support import SYNC_S, KvServer, RawPeer, server_status, start_kvstore
 from producer_support import SMALL_DETECTOR, START_S, small_receivers
 from support import Processes, sectorflow_command, wait_until
 
@@ -171,3 +171,27 @@ def test_a_stack_id_file_that_holds_no_id_stops_the_server_with_one_line(make_co
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert f"{log_dir}/stack_id holds no stack id (16 hex digits) on its first line; remove the file" in lines[0]
+
+
+def test_a_peer_cannot_name_the_stack_with_a_status_of_its_own(
+    make_config: Callable, processes: Processes, watched: Callable[..., Watched]
+) -> None:
+    server = start_kvstore(make_config, processes)
+    observer = watched(server)
+    assert observer.client.wait_synced(SYNC_S)
+    stack = observer.client.stack_id
+    fake = ServiceStatus(state="idle", extra={STACK_ID_FIELD: "f" * 16}).encode()
+    peer = RawPeer(server.port)
+    try:
+        # Without security a peer may write beside the server's status (not over it: refused as malformed).
+        peer.kvset_until(b"status/kvstore/zzz", fake, lambda: observer.client.get("status/kvstore/zzz") == fake,
+                         "the peer's status beside the server's")
+        peer.kvset_until(b"status/kvstore/server", fake,
+                         lambda: (server_status(observer.client).extra.get("malformed") or 0) > 0,
+                         "the server to refuse its own status key")
+    finally:
+        peer.close()
+    fresh = watched(server)
+    assert fresh.client.wait_synced(SYNC_S)
+    assert fresh.client.stack_id == stack == server_status(fresh.client).extra[STACK_ID_FIELD]
+    assert observer.warnings == [] and fresh.warnings == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ from kvstore_support import SYNC_S, KvServer, RawPeer, server_status, start_kvst
 from producer_support import SMALL_DETECTOR, START_S, small_receivers
 from support import Processes, sectorflow_command, wait_until
 
+from sectorflow.configs import Config
 from sectorflow.kvstore import STACK_CHANGED_FIELD, STACK_ID_FIELD, Client, client_options, is_stack_id
 from sectorflow.protocol import ServiceStatus, status_key
 
@@ -31,7 +32,7 @@ class Watched:
 
 
 @pytest.fixture
-def watched() -> Callable[..., Watched]:
+def watched() -> Iterator[Callable[..., Watched]]:
     made: list[Watched] = []
 
     def make(server: KvServer, subtree: str = "") -> Watched:
@@ -49,7 +50,7 @@ def restart(server: KvServer, sig: signal.Signals = signal.SIGKILL) -> None:
     server.start()
 
 
-def stack_fields(config, key: str) -> dict[str, object]:
+def stack_fields(config: Config, key: str) -> dict[str, object]:
     """The stack fields of ``key``'s status as a new client of the server reads them."""
     with Client(client_options(config)) as reader:
         assert reader.wait_synced(SYNC_S)

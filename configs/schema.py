@@ -106,7 +106,8 @@ class KvstoreConfig:
         "after it was written; at most max_ttl_s", min=1.0, max=1e9)
     log_dir: str = setting(
         "", "directory of the server's durable records (kvstore/SPEC.md, 'Durable records'): every update it "
-        "publishes is appended to a log there, and a restarted server loads them; '' keeps the map in memory only. "
+        "publishes is appended to a log there, and a restarted server loads them and keeps its stack id (file "
+        "stack_id: the same stack); '' keeps the map in memory only, and every start is a new stack. "
         "One directory per server (a second server refuses a directory in use)")
     log_fsync: str = setting(
         "interval", "when the log is forced to disk: every record ('always'), at most every log_fsync_interval_ms "

@@ -133,7 +133,7 @@ class Follower:
         view = build_view(recent, wall_clock_s(),
                           self._memory, reachable=reachable, address=self.address,
                           sequence=int(self._client.sequence()), recent_scans=self.config.dashboard.recent_scans,
-                          config=config_argument(self.config.source))
+                          config=config_argument(self.config.source), stack=self._client.stack_id)
         images = self.images.latest()
         view["images"] = None if images is None else {
             "scan": images.scan, "scan_shape": list(images.scan_shape), "complete": images.complete,

@@ -45,10 +45,11 @@ class Remembered:
 
 
 def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachable: bool,
-               address: str, sequence: int, recent_scans: int, config: str = "") -> dict[str, Any]:
+               address: str, sequence: int, recent_scans: int, config: str = "", stack: str = "") -> dict[str, Any]:
     """The page's state from ``groups`` (a replica's content, grouped by scan) at ``now_s`` (Unix seconds).
 
     ``config``: the configuration file, for a scan on disk's replay command (``scan_account.config_argument``).
+    ``stack``: the kvstore's stack id ("" while unknown; kvstore/SPEC.md, "The stack's identity").
     """
     others, by_scan = groups.others, groups.scans
     statuses = list(status_entries(others))
@@ -60,7 +61,7 @@ def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachabl
     relay = [s for s in services if s["service"] == _records.SERVICE_AGGREGATOR]
     counting = [s for s in services if s["service"] == _records.SERVICE_NODEGROUP]
     return {
-        "kvstore": {"address": address, "reachable": reachable, "sequence": sequence},
+        "kvstore": {"address": address, "reachable": reachable, "sequence": sequence, "stack": stack},
         "now_s": now_s,
         "services": services,
         "nodegroups": nodegroups,

@@ -12,7 +12,9 @@ Client semantics: ``set(key, value_bytes, ttl_s)`` makes the key this client's o
 ttl/3 while it lives, republished after a server restart, deleted when the client closes);
 ``set_once`` writes without owning; ``get``/``subtree`` read the local replica and never touch the
 network; ``on_change(prefix, callback)`` calls ``callback(key, value_or_None)`` on the agent
-thread. The server counts every refusal by kind (``REFUSAL_KINDS``) and publishes them in
+thread. Every snapshot names the server's stack (``Client.stack_id``): a client warns when it finds
+another stack than the last one, and every status it writes says its stack (``STACK_ID_FIELD``,
+``STACK_CHANGED_FIELD``). The server counts every refusal by kind (``REFUSAL_KINDS``) and publishes them in
 ``status/kvstore/server``.
 """
 
@@ -23,6 +25,8 @@ from sectorflow._core.kvstore import (
     MAX_PROPERTIES_BYTES,
     REFUSAL_KINDS,
     SEQUENCE_BYTES,
+    STACK_CHANGED_FIELD,
+    STACK_ID_FIELD,
     SNAPSHOT_END,
     SNAPSHOT_REQUEST,
     TTL_CEILING_S,
@@ -44,6 +48,8 @@ from sectorflow._core.kvstore import (
     encode_kvmsg,
     encode_properties,
     encode_sequence,
+    is_stack_id,
+    new_stack_id,
     new_uuid,
 )
 
@@ -57,6 +63,8 @@ __all__ = [
     "MAX_PROPERTIES_BYTES",
     "REFUSAL_KINDS",
     "SEQUENCE_BYTES",
+    "STACK_CHANGED_FIELD",
+    "STACK_ID_FIELD",
     "SNAPSHOT_END",
     "SNAPSHOT_REQUEST",
     "TTL_CEILING_S",
@@ -80,6 +88,8 @@ __all__ = [
     "encode_kvmsg",
     "encode_properties",
     "encode_sequence",
+    "is_stack_id",
+    "new_stack_id",
     "new_uuid",
     "server_options",
 ]

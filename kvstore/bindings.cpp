@@ -11,6 +11,7 @@
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
 #include "sectorflow/kvstore/server.hpp"
+#include "sectorflow/kvstore/stack_id.hpp"
 #include "sectorflow/protocol/service_state.hpp"
 
 namespace py = pybind11;
@@ -79,6 +80,14 @@ py::dict bytes_dict(const std::map<std::string, std::string>& entries) {
   py::dict out;
   for (const auto& [key, value] : entries) out[py::str(key)] = py::bytes(value);
   return out;
+}
+
+void bind_stack_id(py::module_& m) {
+  m.attr("STACK_ID_FIELD") = std::string(kStackIdField);
+  m.attr("STACK_CHANGED_FIELD") = std::string(kStackChangedField);
+  m.attr("STACK_ID_FILE") = std::string(kStackIdFile);
+  m.def("new_stack_id", &new_stack_id, "A new random stack id (16 hex digits).");
+  m.def("is_stack_id", [](const std::string& text) { return is_stack_id(text); }, py::arg("text"));
 }
 
 void bind_kvmsg(py::module_& m) {
@@ -249,6 +258,8 @@ void bind_server(py::module_& m) {
       .def("take_security_refusals", &Server::take_security_refusals,
            "One line per peer key refused at the handshake for the first time since the last call.")
       .def_property_readonly("options", &Server::options)
+      .def_property_readonly("stack_id", &Server::stack_id,
+                             "The stack's id: kept in the log_dir, or new at every start without one.")
       .def("endpoint", &Server::endpoint, py::arg("offset"),
            "tcp://host:P+offset: 0 snapshots (ROUTER), 1 updates published (PUB), 2 updates collected (SUB).");
 }
@@ -265,21 +276,30 @@ void bind_client(py::module_& m) {
   py::class_<ClientOptions>(m, "ClientOptions", "Where the server is and how the replica behaves.")
       .def(py::init([](std::string host, std::uint16_t port, std::string subtree, std::uint32_t heartbeat_ms,
                        int silence_heartbeats, const std::optional<py::function>& log, std::size_t max_value_bytes,
-                       double max_ttl_s) {
-             ClientOptions options{std::move(host), port, std::move(subtree), heartbeat_ms, silence_heartbeats, {},
-                                   max_value_bytes, max_ttl_s, {}};
-             if (log) {
-               options.log = [call = PyCallable(*log)](const std::string& message) {
+                       double max_ttl_s, const std::optional<py::function>& warn) {
+             ClientOptions options;
+             options.host = std::move(host);
+             options.port = port;
+             options.subtree = std::move(subtree);
+             options.heartbeat_ms = heartbeat_ms;
+             options.silence_heartbeats = silence_heartbeats;
+             options.max_value_bytes = max_value_bytes;
+             options.max_ttl_s = max_ttl_s;
+             const auto forward = [](const py::function& function) {
+               return [call = PyCallable(function)](const std::string& message) {
                  call.invoke([&message](const py::function& f) { f(message); });
                };
-             }
+             };
+             if (log) options.log = forward(*log);
+             if (warn) options.warn = forward(*warn);
              return options;
            }),
            py::kw_only(), py::arg("host"), py::arg("port"), py::arg("subtree") = defaults.subtree,
            py::arg("heartbeat_ms"), py::arg("silence_heartbeats"), py::arg("log") = py::none(),
-           py::arg("max_value_bytes"), py::arg("max_ttl_s"),
+           py::arg("max_value_bytes"), py::arg("max_ttl_s"), py::arg("warn") = py::none(),
            "host, port, heartbeat_ms, silence_heartbeats, max_value_bytes and max_ttl_s from [kvstore] "
-           "(client_options). log(message: str) is called on the agent thread on each state change and resync.")
+           "(client_options). log(message: str) is called on the agent thread on each state change and resync; "
+           "warn(message: str) when a sync finds the server another stack than the last (log without it).")
       .def_readwrite("host", &ClientOptions::host)
       .def_readwrite("port", &ClientOptions::port)
       .def_readwrite("subtree", &ClientOptions::subtree)
@@ -332,6 +352,10 @@ void bind_client(py::module_& m) {
            },
            py::arg("timeout_s"), "Wait until the replica is complete and live; returns synced().")
       .def("stats", &Client::stats)
+      .def_property_readonly("stack_id", [](const Client& c) { return c.stack().id; },
+                             "The stack id of the server's last snapshot; \"\" before one named a stack.")
+      .def_property_readonly("first_stack_id", [](const Client& c) { return c.stack().first; },
+                             "The stack id of the first snapshot that named one: the stack this client joined.")
       .def_property_readonly("options", &Client::options)
       .def("on_change", [](Client& c, const std::string& prefix, const py::function& callback) {
              return c.on_change(prefix, [call = PyCallable(callback)](const std::string& key,
@@ -353,6 +377,7 @@ void bind_kvstore(py::module_& m) {
   py::register_exception<KvstoreError>(m, "KvstoreError",
                                        py::module_::import("sectorflow.errors").attr("SectorflowError").ptr());
   bind_kvmsg(m);
+  bind_stack_id(m);
   bind_server(m);
   bind_client(m);
 }

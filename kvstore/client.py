@@ -41,7 +41,8 @@ class Client(_core.Client):
 
     @classmethod
     def from_config(cls, config: Config, subtree: str = "", name: str = "client", role: str = "viewer") -> Client:
-        """A client of the configured server; its state changes are logged as ``kvstore <name>: ...``.
+        """A client of the configured server; its state changes are logged as ``kvstore <name>: ...``,
+        a server of another stack than the last sync's as a warning (kvstore/SPEC.md, "The stack's identity").
 
         Args:
             config: the loaded configuration ([kvstore] host, port, heartbeat_ms, silence_heartbeats).
@@ -53,7 +54,10 @@ class Client(_core.Client):
         def log(message: str) -> None:
             logger.info("kvstore %s: %s", name, message)
 
-        return cls(client_options(config, subtree, log, role), name)
+        def warn(message: str) -> None:
+            logger.warning("kvstore %s: %s", name, message)
+
+        return cls(client_options(config, subtree, log, role, warn), name)
 
     def __enter__(self) -> Client:
         return self

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from sectorflow._core.kvstore import REFUSAL_KINDS, KvstoreError, Server
+from sectorflow._core.kvstore import REFUSAL_KINDS, STACK_ID_FILE, KvstoreError, Server
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.protocol import STATE_IDLE, STATE_STOPPED, STATE_STOPPING
@@ -99,8 +99,11 @@ def _report_log_load(server: Server) -> None:
     """Log what the server loaded from its durable records at start, and every tail it cut."""
     options, stats = server.options, server.stats()
     if not options.log_dir:
-        logger.info("no durable records ([kvstore] log_dir is empty): a restart starts from an empty map")
+        logger.info("stack %s, new: no durable records ([kvstore] log_dir is empty), so a restart starts a new, "
+                    "empty stack", server.stack_id)
         return
+    logger.info("stack %s, kept in %s/%s: a restart with this log_dir is the same stack", server.stack_id,
+                options.log_dir, STACK_ID_FILE)
     logger.info("durable records in %s (fsync %s): loaded %d records, sequence continues above %d",
                 options.log_dir, options.log_fsync, stats.log_records_loaded, stats.sequence)
     for line in stats.log_cuts:

@@ -34,7 +34,8 @@ def server_options(config: Config) -> ServerOptions:
 
 
 def client_options(
-    config: Config, subtree: str = "", log: Callable[[str], None] | None = None, role: str = "viewer"
+    config: Config, subtree: str = "", log: Callable[[str], None] | None = None, role: str = "viewer",
+    warn: Callable[[str], None] | None = None,
 ) -> ClientOptions:
     """How a client reaches the server (``host``, port P), when it declares it silent, what it may send.
 
@@ -43,6 +44,8 @@ def client_options(
         subtree: key prefix the replica holds ("" for everything).
         log: called on the agent thread with each state change and resync.
         role: the process's role ([security]): whose key it connects with, so what it may write.
+        warn: called on the agent thread when a sync finds the server another stack than the last
+            (``log`` is, without it).
     """
     kv = config.kvstore
     options = ClientOptions(
@@ -52,6 +55,7 @@ def client_options(
         heartbeat_ms=kv.heartbeat_ms,
         silence_heartbeats=kv.silence_heartbeats,
         log=log,
+        warn=warn,
         max_value_bytes=kv.max_value_bytes,
         max_ttl_s=kv.max_ttl_s,
     )

@@ -28,8 +28,9 @@ def register(subparsers: Any) -> None:
     status = subparsers.add_parser(
         "status",
         help="print who is registered and what each service is doing",
-        description="Print the live state of the kvstore as tables: every service's state, scan, "
-        "message and byte counts, the registered NodeGroups and the acquire request, what the server "
+        description="Print the live state of the kvstore as tables under a header naming the server, "
+        "its stack id and sequence: every service's state, scan, message and byte counts (a service "
+        "of another stack, or moved to a new one, flagged), the registered NodeGroups and the acquire request, what the server "
         "refused (by kind) and the entries that do not decode. Exits non-zero "
         "with one line if no server answers within the timeout.",
     )
@@ -70,7 +71,8 @@ def _show(client: Client, address: str, config_source: str, clear: bool) -> None
     from sectorflow._core.protocol import wall_clock_s
 
     state = "live" if client.synced() else "SERVER SILENT, last known state"
-    title = f"kvstore {address}: sequence {client.sequence()}, {state}"
+    stack = client.stack_id or "unknown (the server names none)"
+    title = f"kvstore {address}: stack {stack}, sequence {client.sequence()}, {state}"
     text = render(client.subtree(), wall_clock_s(), title, config_argument(config_source))
     print(("\x1b[2J\x1b[H" if clear else "") + text + ("" if clear else "\n"), flush=True)
 

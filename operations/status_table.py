@@ -26,6 +26,7 @@ RECENT_SCANS = 10
 # as a column they made every row as wide as the longest service's fields.
 DETAILS_WIDTH = 100
 INVALID = "invalid"
+QUIET_FIELDS = frozenset({"machine", _core.STACK_ID_FIELD, _core.STACK_CHANGED_FIELD})
 
 
 def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str = "") -> str:
@@ -50,6 +51,10 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str =
         lines.append("")
         for who, fields in details:
             lines.extend(_paragraph(f"{who}: ", fields.split(", ")))
+    stack = _stack_lines(entries)
+    if stack:
+        lines.append("")
+        lines.extend(stack)
     lines.extend(_refusal_lines(entries))
     lines.append("")
     nodegroups = _nodegroup_rows(entries)
@@ -81,9 +86,10 @@ def _service_rows(entries: Mapping[str, bytes], now_s: float) -> list[tuple[str,
         if status is None:
             rows.append((key, "", INVALID, "", "", "", "", "-", error))  # the reason under the table
             continue
-        # A NodeGroup's machine id only tells two machines of one host name apart (sectorflow.ownership).
+        # A NodeGroup's machine id only tells two machines of one host name apart (sectorflow.ownership);
+        # the stack is the title's, and a service of another one has a line of its own (_stack_lines).
         extra = ", ".join(f"{k} {v}" for k, v in sorted(status.extra.items())
-                          if not _is_refusal_field(k) and k != "machine")
+                          if not _is_refusal_field(k) and k not in QUIET_FIELDS)
         age = f"{max(0.0, now_s - status.updated_s):.1f}s"
         rows.append((service, name, status.state, str(status.scan), f"{status.messages:,}",
                      _human_bytes(status.bytes), age, _refused(status.extra), extra))
@@ -118,6 +124,35 @@ def _refused(extra: Mapping[str, object]) -> str:
     kinds = [f"{key[len(prefix):]} {value}" for key, value in sorted(extra.items())
              if key.startswith(prefix) and value]
     return f"{total} ({', '.join(kinds)})" if kinds else str(total)
+
+
+def kvstore_stack_id(entries: Mapping[str, bytes]) -> str:
+    """The stack id the kvstore server's own status names ("" if none does)."""
+    raw = entries.get(_records.status_key(_records.SERVICE_KVSTORE, "server"))
+    try:
+        stack = _records.ServiceStatus.decode(raw).extra.get(_core.STACK_ID_FIELD) if raw is not None else None
+    except _records.ProtocolError:
+        return ""  # shown as invalid in the table already
+    return stack if isinstance(stack, str) and _core.is_stack_id(stack) else ""
+
+
+def _stack_lines(entries: Mapping[str, bytes]) -> list[str]:
+    """One line per service whose status names another stack than the kvstore's, or says that the
+    stack it joined is gone (kvstore/SPEC.md, "The stack's identity")."""
+    server = kvstore_stack_id(entries)
+    lines = []
+    for _, service, name, status, _ in status_entries(entries):
+        if status is None or service == _records.SERVICE_KVSTORE:
+            continue
+        ours, joined = status.extra.get(_core.STACK_ID_FIELD), status.extra.get(_core.STACK_CHANGED_FIELD)
+        if server and isinstance(ours, str) and ours != server:
+            lines.append(f"{service} {name}: OTHER STACK: stack {ours}, not the kvstore's {server}: a service of "
+                         "another stack writes here, or it has not synced since the kvstore restarted")
+        elif isinstance(joined, str):
+            lines.append(f"{service} {name}: STACK CHANGED: joined stack {joined}, now in stack {ours}: the kvstore "
+                         "restarted without its log (a new, empty stack: the scans of the old one are gone) or "
+                         "another stack's kvstore took its ports; it re-registered")
+    return lines
 
 
 def _refusal_lines(entries: Mapping[str, bytes]) -> list[str]:

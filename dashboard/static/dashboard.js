@@ -287,7 +287,8 @@ function drawDetectors(svg, images) {
 function render(state) {
   const live = state.kvstore.reachable;
   badge($("connection"), live ? "live" : "kvstore unreachable", live ? "live" : "unreachable");
-  $("kvstore-address").textContent = `kvstore ${state.kvstore.address}, sequence ${state.kvstore.sequence}`;
+  const stack = state.kvstore.stack ? `, stack ${state.kvstore.stack}` : "";
+  $("kvstore-address").textContent = `kvstore ${state.kvstore.address}${stack}, sequence ${state.kvstore.sequence}`;
   $("updated").textContent = `updated ${new Date(state.now_s * 1000).toLocaleTimeString()}`;
   $("control").hidden = !state.control;
   renderAlerts(state);

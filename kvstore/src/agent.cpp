@@ -5,6 +5,8 @@
 #include <zmq_addon.hpp>
 
 #include "sectorflow/kvstore/errors.hpp"
+#include "sectorflow/kvstore/server.hpp"
+#include "sectorflow/protocol/records.hpp"
 
 namespace sectorflow::kvstore::detail {
 namespace {
@@ -19,6 +21,15 @@ constexpr int kPublisherHwm = 100000;
 bool readable(const zmq::socket_t& socket) {
   return (socket.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
 }
+
+bool starts_with(const std::string& text, std::string_view prefix) { return text.compare(0, prefix.size(), prefix) == 0; }
+
+// The statuses of kvstore servers: a client stamps none of them.
+const std::string kServerStatusPrefix =
+    std::string(protocol::kStatusPrefix) + std::string(protocol::kServiceKvstore) + "/";
+// Where a snapshot names its stack: the one key under that prefix the server refuses to any client
+// (a status/kvstore/<other> written by a peer without security names nothing).
+const std::string kServerStatusKey = protocol::status_key(protocol::kServiceKvstore, ServerOptions().status_name);
 
 }  // namespace
 
@@ -57,6 +68,48 @@ void Agent::run() noexcept {
 
 void Agent::log(const std::string& message) const {
   if (options_.log) options_.log(message);
+}
+
+void Agent::warn(const std::string& message) const {
+  if (options_.warn) {
+    options_.warn(message);
+  } else {
+    log(message);
+  }
+}
+
+void Agent::learn_stack(const std::string& id) {
+  if (id.empty() || id == stack_.id) return;  // a server that names no stack changes nothing
+  const std::string previous = stack_.id;
+  stack_.id = id;
+  if (stack_.first.empty()) stack_.first = id;
+  status_.set_stack(stack_);
+  if (previous.empty()) {
+    log("stack " + id);
+  } else if (stack_.changed()) {
+    warn("the kvstore at " + endpoint(0) + " is stack " + id + ", not stack " + previous + " of the last sync" +
+         (previous != stack_.first ? " (this client joined stack " + stack_.first + ")" : std::string()) +
+         ": it restarted without its log (a new, empty stack) or another stack's kvstore answers on these ports; "
+         "re-registering (statuses say stack_changed " + stack_.first + ")");
+  } else {
+    warn("the kvstore at " + endpoint(0) + " is stack " + id + " again, the stack this client joined, after stack " +
+         previous + "; re-registering");
+  }
+  for (auto& [key, own] : own_) stamp(key, own.value);  // sent again by the sync's republication
+}
+
+void Agent::stamp(const std::string& key, std::string& value) {
+  if (!starts_with(key, protocol::kStatusPrefix) || starts_with(key, kServerStatusPrefix)) return;
+  try {
+    protocol::ServiceStatus status = protocol::ServiceStatus::decode(value);
+    set_stack_fields(status, stack_);
+    value = status.encode();
+  } catch (const std::exception& error) {
+    // Sent as written: a status that does not decode is its reader's to report (BadEntries).
+    if (error_kinds_logged_.insert("stamp").second) {
+      log("the status '" + key + "' is sent without its stack fields (logged once): " + error.what());
+    }
+  }
 }
 
 std::string Agent::endpoint(int offset) const {
@@ -198,6 +251,7 @@ void Agent::handle_commands() {
         OwnKey& own = found->second;
         if (!is_new) pending_.erase(own.order);  // an unsent older value of this key is replaced
         own.value = std::move(command.value);
+        stamp(command.key, own.value);
         own.ttl_s = command.ttl_s;
         own.order = order;
         pending_[order] = Pending{std::move(command.key), std::nullopt};
@@ -207,6 +261,7 @@ void Agent::handle_commands() {
         KvMsg msg;
         msg.key = command.key;
         msg.body = std::move(command.value);
+        stamp(msg.key, msg.body);
         msg.set_ttl_s(command.ttl_s);
         if (command.create) msg.properties[std::string(kCreateProperty)] = "1";
         pending_[order] = Pending{std::move(command.key), std::move(msg)};
@@ -313,6 +368,7 @@ void Agent::resync(const std::string& why) {
   }
   snapshot_entries_.clear();
   buffered_.clear();
+  snapshot_stack_.clear();
   sync_deadline_ = Clock::now() + silence_;
   const std::vector<zmq::const_buffer> request{zmq::buffer(kSnapshotRequest), zmq::buffer(options_.subtree)};
   if (!zmq::send_multipart(*snapshot_, request, zmq::send_flags::dontwait)) {
@@ -326,6 +382,14 @@ void Agent::handle_snapshot(const KvMsg& msg) {
   if (state_ != ClientState::kSyncing) return;  // a late reply to an abandoned request
   sync_deadline_ = silence_deadline_;
   if (msg.key != kSnapshotEnd) {
+    if (!msg.body.empty() && msg.key == kServerStatusKey) {
+      // Sent whatever the subtree (server.hpp). One that does not decode names no stack.
+      try {
+        snapshot_stack_ = stack_id_of(protocol::ServiceStatus::decode(msg.body));
+      } catch (const std::exception&) {
+        snapshot_stack_.clear();
+      }
+    }
     if (!msg.body.empty() && in_subtree(msg.key)) snapshot_entries_[msg.key] = msg.body;
     return;
   }
@@ -333,9 +397,10 @@ void Agent::handle_snapshot(const KvMsg& msg) {
   sequence_ = msg.sequence;
   replica_.replace(std::exchange(snapshot_entries_, {}), sequence_);
   status_.count([](ClientStats& s) { ++s.snapshots; });
-  enter(ClientState::kActive);
   log("synced: " + std::to_string(keys) + " keys at sequence " + std::to_string(sequence_));
-  republish_own_keys();  // the server may have lost them
+  learn_stack(snapshot_stack_);  // before active: who waited for the sync reads the stack
+  enter(ClientState::kActive);
+  republish_own_keys();  // the server may have lost them; a new stack surely did
   for (const KvMsg& update : std::exchange(buffered_, {})) {
     if (state_ != ClientState::kActive) break;  // a gap in the buffer started another resync
     if (update.sequence > sequence_) apply_published(update);

@@ -53,6 +53,12 @@ class Agent {
   void disconnect();
   void enter(ClientState state);
   void log(const std::string& message) const;
+  void warn(const std::string& message) const;
+  /// At the end of a sync: the stack its snapshot named ("" if none). A new one is kept, said
+  /// (warned if it replaces another) and stamped into the own statuses.
+  void learn_stack(const std::string& id);
+  /// `value` of `key` with this client's stack fields if it is a status (client.hpp, "Stack").
+  void stamp(const std::string& key, std::string& value);
   std::string endpoint(int offset) const;
 
   void handle_commands();
@@ -92,6 +98,8 @@ class Agent {
   std::int64_t sequence_ = 0;
   std::map<std::string, std::string> snapshot_entries_;
   std::vector<KvMsg> buffered_;  // published while syncing
+  std::string snapshot_stack_;   // syncing: the stack id the snapshot's server status names
+  StackIdentity stack_;          // a copy lives in status_ for the frontend
   int server_subscriptions_ = 0;  // live subscriptions of the server's collector to our XPUB
   bool publisher_full_ = false;   // the XPUB reached its high-water mark: wait until it is writable
   bool server_seen_ = false;      // the server subscribed at least once on these sockets

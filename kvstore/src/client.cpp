@@ -150,6 +150,8 @@ bool Client::wait_synced(std::chrono::milliseconds timeout) const { return impl_
 
 ClientStats Client::stats() const { return impl_->status.stats(); }
 
+StackIdentity Client::stack() const { return impl_->status.stack(); }
+
 const ClientOptions& Client::options() const { return impl_->options; }
 
 std::uint64_t Client::on_change(const std::string& prefix, ChangeCallback callback) {

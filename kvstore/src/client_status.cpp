@@ -1,5 +1,7 @@
 #include "client_status.hpp"
 
+#include <utility>
+
 namespace sectorflow::kvstore::detail {
 
 void ClientStatus::set_state(ClientState state) {
@@ -30,6 +32,16 @@ void ClientStatus::count(const std::function<void(ClientStats&)>& change) {
 ClientStats ClientStatus::stats() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
+}
+
+void ClientStatus::set_stack(StackIdentity stack) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  stack_ = std::move(stack);
+}
+
+StackIdentity ClientStatus::stack() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return stack_;
 }
 
 }  // namespace sectorflow::kvstore::detail

@@ -1,4 +1,5 @@
-// What the agent tells the frontend: its state (with a wait for "active") and its counters.
+// What the agent tells the frontend: its state (with a wait for "active"), its counters and the
+// stack its server is.
 #pragma once
 
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <mutex>
 
 #include "sectorflow/kvstore/client.hpp"
+#include "sectorflow/kvstore/stack_id.hpp"
 
 namespace sectorflow::kvstore::detail {
 
@@ -20,11 +22,15 @@ class ClientStatus {
   void count(const std::function<void(ClientStats&)>& change);
   ClientStats stats() const;
 
+  void set_stack(StackIdentity stack);
+  StackIdentity stack() const;
+
  private:
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   ClientState state_ = ClientState::kConnecting;
   ClientStats stats_;
+  StackIdentity stack_;
 };
 
 }  // namespace sectorflow::kvstore::detail

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "sectorflow/kvstore/errors.hpp"
+#include "sectorflow/kvstore/stack_id.hpp"
 
 namespace sectorflow::kvstore {
 namespace {
@@ -110,8 +111,8 @@ RecordLog::RecordLog(RecordLogOptions options) : options_(std::move(options)) {
     ::close(lock_fd_);
     throw refuse(why == EWOULDBLOCK ? "another kvstore server uses it (its kvstore.lock is held)" : errno_text(why));
   }
-  for (const char* name : {kSnapshotName, kLogName}) {
-    std::filesystem::remove(options_.dir + "/" + name + ".tmp", error);  // a compaction a crash cut short
+  for (const char* name : {kSnapshotName, kLogName, kStackIdFile}) {
+    std::filesystem::remove(options_.dir + "/" + name + ".tmp", error);  // a write a crash cut short
   }
 }
 
@@ -176,7 +177,6 @@ void RecordLog::write_file(const std::string& name, const std::function<void(Fil
   const std::string path = options_.dir + "/" + name;
   try {
     File file(path + ".tmp", O_CREAT | O_TRUNC);
-    file.write(kLogMagic);
     fill(file);
     file.sync();
     file.close();
@@ -201,10 +201,29 @@ void RecordLog::sync_directory() {
   if (synced != 0) throw KvstoreError("kvstore log: cannot sync the directory " + options_.dir + ": " + errno_text(why));
 }
 
+std::string RecordLog::keep_stack_id(const std::string& fresh) {
+  const std::string name(kStackIdFile);
+  const std::string path = options_.dir + "/" + name;
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    write_file(name, [&fresh](File& file) { file.write(fresh + "\n"); });
+    return fresh;
+  }
+  std::ifstream in(path);
+  std::string id;
+  std::getline(in, id);
+  if (!is_stack_id(id)) {
+    throw KvstoreError("kvstore log: " + path + " holds no stack id (" + std::to_string(kStackIdChars) +
+                       " hex digits) on its first line; remove the file to make this a new stack ([kvstore] log_dir)");
+  }
+  return id;
+}
+
 void RecordLog::compact(std::int64_t sequence, const std::function<void(const Sink&)>& entries) {
   log_.reset();  // no appends until the new log is there
   std::uint64_t bytes = kLogMagic.size();
   write_file(kSnapshotName, [&](File& file) {
+    file.write(kLogMagic);
     LogRecord head;
     head.kind = LogRecord::Kind::kSnapshot;
     head.sequence = std::max<std::int64_t>(sequence, 1);
@@ -218,7 +237,7 @@ void RecordLog::compact(std::int64_t sequence, const std::function<void(const Si
     });
   });
   snapshot_bytes_ = bytes;
-  write_file(kLogName, [](File&) {});
+  write_file(kLogName, [](File& file) { file.write(kLogMagic); });
   log_ = std::make_unique<File>(options_.dir + "/" + kLogName, O_APPEND);
   log_bytes_ = kLogMagic.size();
   dirty_ = false;

@@ -17,6 +17,7 @@
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
 #include "sectorflow/kvstore/record_log.hpp"
+#include "sectorflow/kvstore/stack_id.hpp"
 #include "sectorflow/protocol/records.hpp"
 #include "sectorflow/protocol/scan_records.hpp"
 #include "sectorflow/kvstore/wakeup.hpp"
@@ -177,6 +178,7 @@ struct Server::Impl {
   ServerStats stats;
   std::optional<protocol::ServiceStatus> published_status;  // without its time stamp
   std::optional<RecordLog> log;  // with a log_dir: the durable records
+  std::string stack_id;          // kept in the log_dir, or new at every start without one
 
   std::string endpoint(int offset) const {
     return "tcp://" + options.bind_host + ":" + std::to_string(options.port + offset);
@@ -371,6 +373,11 @@ struct Server::Impl {
     }
     const std::string subtree(views[2]);
     std::vector<std::shared_ptr<const KvMsg>> entries;
+    // Every snapshot carries the server's status, whatever its subtree: its stack_id is how each
+    // client learns, at every sync, which stack it joined (stack_id.hpp).
+    if (own_status_key.compare(0, subtree.size(), subtree) != 0) {
+      if (const auto own = map.find(own_status_key); own != map.end()) entries.push_back(own->second.msg);
+    }
     for (auto it = map.lower_bound(subtree); it != map.end() && it->first.compare(0, subtree.size(), subtree) == 0;
          ++it) {
       entries.push_back(it->second.msg);
@@ -625,6 +632,7 @@ struct Server::Impl {
     status.state = std::string(protocol::to_string(state.load()));
     status.messages = now.updates;
     status.bytes = now.bytes;
+    status.extra[std::string(kStackIdField)] = stack_id;
     status.extra["snapshots"] = static_cast<std::int64_t>(now.snapshots);
     status.extra["expired"] = static_cast<std::int64_t>(now.expired);
     status.extra["keys"] = static_cast<std::int64_t>(map.size());
@@ -685,8 +693,10 @@ Server::Server(ServerOptions options) {
   s.bind(s.snapshot, 0, "snapshot (ROUTER)");
   s.bind(s.publisher, 1, "publisher (PUB)");
   s.bind(s.collector, 2, "collector (SUB)");
+  s.stack_id = new_stack_id();
   if (!s.options.log.dir.empty()) {
     s.log.emplace(s.options.log);
+    s.stack_id = s.log->keep_stack_id(s.stack_id);  // a restart with its log is the same stack
     const LogLoad load = s.log->load([&s](LogRecord&& record) { s.restore(std::move(record)); });
     s.sequence = std::max(s.sequence, load.sequence);
     s.count([&load](ServerStats& st) {
@@ -792,6 +802,8 @@ std::vector<std::string> Server::take_security_refusals() {
 }
 
 const ServerOptions& Server::options() const { return impl_->options; }
+
+const std::string& Server::stack_id() const { return impl_->stack_id; }
 
 std::string Server::endpoint(int offset) const { return impl_->endpoint(offset); }
 

@@ -1,7 +1,8 @@
 // The kvstore's durable records (kvstore/log_records.hpp, record_log.hpp): the golden log written
 // by an independent encoder (tests/data/kvstore_log_v1.log, made with Python's struct and a
 // bit-by-bit CRC32C), the reader on hostile bytes (every truncation, every flipped byte, lengths
-// that lie, checksums that match records that do not decode), and the files of a directory.
+// that lie, checksums that match records that do not decode), and the files of a directory (the
+// stack id kept there included).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/log_records.hpp"
 #include "sectorflow/kvstore/record_log.hpp"
+#include "sectorflow/kvstore/stack_id.hpp"
 
 namespace kv = sectorflow::kvstore;
 namespace fs = std::filesystem;
@@ -274,4 +276,58 @@ TEST(RecordLog, RefusesADirectoryItCannotUse) {
   } catch (const kv::KvstoreError& error) {
     EXPECT_NE(std::string(error.what()).find("another kvstore server uses it"), std::string::npos) << error.what();
   }
+}
+
+TEST(RecordLog, KeepsTheStackIdItWasFirstGivenAndRefusesAFileWithoutOne) {
+  TempDir dir;
+  const kv::RecordLogOptions options{dir.path().string(), kv::LogFsync::kNever, std::chrono::milliseconds(1000), 1 << 20};
+  const std::string first = kv::new_stack_id();
+  {
+    kv::RecordLog log(options);
+    EXPECT_EQ(log.keep_stack_id(first), first);
+  }
+  EXPECT_EQ(read_file(dir.path() / "stack_id"), first + "\n");
+  {
+    kv::RecordLog log(options);
+    EXPECT_EQ(log.keep_stack_id(kv::new_stack_id()), first) << "a restart with the directory is the same stack";
+  }
+  write_file(dir.path() / "stack_id", "0123456789ABCDEF\n");  // upper case: not what a server writes
+  kv::RecordLog log(options);
+  try {
+    log.keep_stack_id(first);
+    FAIL() << "a stack_id file without a stack id";
+  } catch (const kv::KvstoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("stack_id holds no stack id (16 hex digits) on its first line; remove the "
+                                             "file to make this a new stack"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(StackId, IsSixteenLowercaseHexDigitsAndNewAtEveryCall) {
+  const std::string a = kv::new_stack_id();
+  EXPECT_TRUE(kv::is_stack_id(a)) << a;
+  EXPECT_NE(a, kv::new_stack_id());
+  for (const std::string bad : {"", "0123456789abcde", "0123456789abcdef0", "0123456789abcdeg", "0123456789ABCDEF"}) {
+    EXPECT_FALSE(kv::is_stack_id(bad)) << bad;
+  }
+}
+
+TEST(StackId, StatusFieldsSayTheStackAndOnlyAChangedOneSaysWhereItStarted) {
+  sectorflow::protocol::ServiceStatus status;
+  status.state = "idle";
+  status.extra["stack_changed"] = std::string("stale");
+  kv::set_stack_fields(status, {});
+  EXPECT_TRUE(status.extra.empty()) << "no stack known: no stack fields";
+  kv::set_stack_fields(status, {"bbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbb"});
+  EXPECT_EQ(status.extra, (decltype(status.extra){{"stack_id", std::string("bbbbbbbbbbbbbbbb")}}));
+  kv::set_stack_fields(status, {"cccccccccccccccc", "bbbbbbbbbbbbbbbb"});
+  EXPECT_EQ(status.extra, (decltype(status.extra){{"stack_id", std::string("cccccccccccccccc")},
+                                                  {"stack_changed", std::string("bbbbbbbbbbbbbbbb")}}));
+  sectorflow::protocol::ServiceStatus server;
+  server.state = "idle";
+  server.extra["stack_id"] = std::string("cccccccccccccccc");
+  EXPECT_EQ(kv::stack_id_of(server), "cccccccccccccccc");
+  server.extra["stack_id"] = std::int64_t{7};
+  EXPECT_EQ(kv::stack_id_of(server), "") << "a field that is no stack id names no stack";
 }

@@ -27,6 +27,7 @@ from support import LOOPBACK, REPO, Processes, sectorflow_command, stack_up, wai
 
 from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
+from sectorflow.kvstore import Client, client_options
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
 
@@ -183,6 +184,10 @@ def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alert
     browser.get(stack.url)
     wait_until(lambda: text(browser, "connection") == "live", PAGE_S, "the page to show the kvstore live")
     wait_until(lambda: "producer" in text(browser, "services"), PAGE_S, "the producers in the services table")
+    # The header names the kvstore and its stack (kvstore/SPEC.md, "The stack's identity").
+    with Client(client_options(stack.config)) as client:
+        assert client.wait_synced(PAGE_S)
+        assert f":{stack.config.kvstore.port}, stack {client.stack_id}, sequence " in text(browser, "kvstore-address")
     # A local stack has no Slurm: no sessions card (squeue, if installed, answers nothing here).
     assert browser.execute_script("return document.getElementById('sessions-card').hidden") is True
 

@@ -1,5 +1,6 @@
 """A kvstore with durable records (kvstore/SPEC.md, "Durable records") killed and restarted between
-scans of a running `sectorflow up` stack: the operator's view of earlier scans survives it."""
+scans of a running `sectorflow up` stack: the operator's view of earlier scans survives it, and so
+does the stack's id: no service says it was moved to another stack ("The stack's identity")."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from support import Processes, sectorflow_command, stack_up, wait_until
 
+from sectorflow.kvstore import STACK_CHANGED_FIELD, STACK_ID_FIELD
 from sectorflow.orchestration import load_running
 
 pytestmark = pytest.mark.mpi
@@ -25,6 +27,11 @@ def scan_row(status_output: str, scan: int) -> str:
     return rows[0]
 
 
+def header_stack(status_output: str) -> str:
+    """The stack id in the first line of ``sectorflow status``."""
+    return status_output.split(": stack ", 1)[1].split(",", 1)[0]
+
+
 def acquire(path: Path) -> str:
     """``sectorflow acquire --wait`` of the next scan number; its output."""
     acquired = sectorflow_command("acquire", "--config", str(path), "--scan-shape", "4x4", "--wait", "--timeout", "120")
@@ -38,7 +45,7 @@ def test_a_kvstore_killed_and_restarted_between_scans_keeps_the_earlier_scan_and
     run_dir = tmp_path / "run"
     config, path = make_config(detector=SMALL_DETECTOR, kvstore={"log_dir": str(run_dir / "kvstore")},
                                dashboard={"with_stack": False})
-    with stack_up(config, path, run_dir, tmp_path / "h5", START_S):
+    with stack_up(config, path, run_dir, tmp_path / "h5", START_S) as client:
         acquire(path)
         before = sectorflow_command("status", "--config", str(path))
         assert before.returncode == 0, before.stderr
@@ -63,6 +70,16 @@ def test_a_kvstore_killed_and_restarted_between_scans_keeps_the_earlier_scan_and
         assert "scan 2" in acquire(path)
         final = sectorflow_command("status", "--config", str(path)).stdout
         assert scan_row(final, 1) == row and "complete" in scan_row(final, 2), final
+
+        # The same stack: the same id in the header, every service's status in it, none flagged or warned.
+        stack = header_stack(before.stdout)
+        assert header_stack(final) == stack and "STACK" not in final, final
+        statuses = client.statuses()
+        assert {status.extra.get(STACK_ID_FIELD) for (service, _), status in statuses.items()
+                if service != "kvstore"} == {stack}, statuses
+        assert not any(STACK_CHANGED_FIELD in status.extra for status in statuses.values())
+        for service in load_running(run_dir):
+            assert "another stack" not in Path(service.log).read_text(errors="replace"), service.name
 
 
 def _zombie(pid: int) -> bool:

@@ -15,7 +15,7 @@ import zmq
 from support import wait_until
 from kvstore_support import KvServer, clients, kvstore, server_status  # noqa: F401  (fixtures)
 
-from sectorflow.kvstore import Client
+from sectorflow.kvstore import Client, is_stack_id
 from sectorflow.protocol import ServiceStatus, status_key
 
 SYNC_S = 10.0
@@ -148,7 +148,9 @@ def test_guide_client_ttl_expires_and_the_deletion_is_published(
     assert b"ephemeral" not in guide_client.kvmap
 
 
-def test_snapshot_of_a_subtree_holds_only_that_subtree(kvstore: KvServer, clients: Callable[..., Client]) -> None:
+def test_snapshot_of_a_subtree_holds_only_that_subtree_and_the_servers_status(
+    kvstore: KvServer, clients: Callable[..., Client]
+) -> None:
     writer = clients(kvstore.config)
     for key in ("nodegroups/a", "nodegroups/b", "status/producer/r0t0", "acquire/request"):
         writer.set(key, msgpack.packb(key))
@@ -157,7 +159,10 @@ def test_snapshot_of_a_subtree_holds_only_that_subtree(kvstore: KvServer, client
     guide = GuideClient(zmq.Context.instance(), kvstore.port, subtree=b"nodegroups/")
     try:
         guide.get_snapshot()
-        assert sorted(guide.kvmap) == [b"nodegroups/a", b"nodegroups/b"]
+        # The server's status comes with every snapshot: its stack_id names the stack (SPEC, "Wire").
+        assert sorted(guide.kvmap) == [b"nodegroups/a", b"nodegroups/b", b"status/kvstore/server"]
+        stack = ServiceStatus.decode(guide.kvmap[b"status/kvstore/server"]).extra["stack_id"]
+        assert is_stack_id(stack) and stack == writer.stack_id
     finally:
         guide.close()
 

@@ -69,7 +69,7 @@ def scan_entries(producer_state: str = STATE_STREAMING, with_file: bool = False,
 def view(entries: dict[str, bytes], memory: Remembered | None = None, now_s: float = 100.5,
          reachable: bool = True) -> dict[str, Any]:
     return build_view(group_scans(entries), now_s, memory or Remembered(), reachable=reachable,
-                      address="tcp://127.0.0.1:1", sequence=5, recent_scans=10)
+                      address="tcp://127.0.0.1:1", sequence=5, recent_scans=10, stack="0123456789abcdef")
 
 
 def test_the_scan_in_progress_shows_what_each_receiver_has_sent_of_its_sectors() -> None:
@@ -77,7 +77,8 @@ def test_the_scan_in_progress_shows_what_each_receiver_has_sent_of_its_sectors()
     scan = state["scan"]
     assert (scan["scan"], scan["in_progress"], scan["outcome"]) == (SCAN, True, "pending")
     assert [(r["receiver"], r["done"], r["total"]) for r in scan["receivers"]] == [(0, 10, 16), (1, 16, 16)]
-    assert state["kvstore"] == {"address": "tcp://127.0.0.1:1", "reachable": True, "sequence": 5}
+    assert state["kvstore"] == {"address": "tcp://127.0.0.1:1", "reachable": True, "sequence": 5,
+                                "stack": "0123456789abcdef"}
 
 
 def test_a_running_scan_shows_each_receivers_rate_and_time_left_as_acquire_wait_computes_them() -> None:

@@ -78,3 +78,33 @@ def test_the_kvstore_servers_refusals_are_shown_by_kind() -> None:
     lines = render({status_key("kvstore", "server"): server}, now_s=0.0, title="t").splitlines()
     assert ("kvstore/server refused: malformed 4, oversized 1, refused_quota 2, refused_full 0, ttl_clamped 1, "
             "snapshots_dropped 1990, errors 0") in lines
+
+
+def test_the_stack_is_the_titles_and_a_service_of_another_or_a_changed_stack_is_flagged() -> None:
+    server = ServiceStatus(state="idle", extra={"stack_id": "cccccccccccccccc"}, updated_s=1.0).encode()
+    here = {"stack_id": "cccccccccccccccc", "host": "h"}
+    entries = {
+        status_key("kvstore", "server"): server,
+        status_key("producer", "r0t0"): ServiceStatus(state="idle", extra=here, updated_s=1.0).encode(),
+        status_key("producer", "r1t0"): ServiceStatus(
+            state="idle", extra={**here, "stack_changed": "bbbbbbbbbbbbbbbb"}, updated_s=1.0).encode(),
+        status_key("aggregator", "t0"): ServiceStatus(
+            state="idle", extra={"stack_id": "aaaaaaaaaaaaaaaa"}, updated_s=1.0).encode(),
+    }
+    lines = render(entries, now_s=1.0, title="t").splitlines()
+    assert "producer r0t0: host h" in lines, "the stack fields stay out of the details"
+    assert not any("stack_id" in line or "stack_changed" in line for line in lines)
+    flagged = [line for line in lines if "STACK" in line]
+    assert flagged == [
+        "aggregator t0: OTHER STACK: stack aaaaaaaaaaaaaaaa, not the kvstore's cccccccccccccccc: a service of another "
+        "stack writes here, or it has not synced since the kvstore restarted",
+        "producer r1t0: STACK CHANGED: joined stack bbbbbbbbbbbbbbbb, now in stack cccccccccccccccc: the kvstore "
+        "restarted without its log (a new, empty stack: the scans of the old one are gone) or another stack's "
+        "kvstore took its ports; it re-registered",
+    ]
+
+
+def test_no_stack_is_flagged_when_the_kvstore_names_none() -> None:
+    entries = {status_key("producer", "r0t0"): ServiceStatus(state="idle", extra={"stack_id": "aaaaaaaaaaaaaaaa"},
+                                                            updated_s=1.0).encode()}
+    assert "STACK" not in render(entries, now_s=1.0, title="t")

@@ -28,6 +28,15 @@
 // agent sends it coalesce into the last value. Nothing is dropped on the way: writes wait in the
 // agent until the server listens and while the XPUB's queue is full.
 //
+// Stack: every snapshot carries the server's status, whose stack_id names the stack (stack_id.hpp).
+// The client keeps the id of its first one and of its last one (stack()). When a sync finds another
+// id than the last (the server restarted without its log_dir, or another stack's server answers on
+// these ports), `warn` is told once, naming both. Every status the client writes (a key under
+// status/ that decodes as a ServiceStatus, own or set_once) leaves with the stack fields set
+// (set_stack_fields: stack_id, and stack_changed with the first id once the stack changed); own
+// statuses are stamped again and sent when the stack changes. So every service says which stack
+// it is in, and that it was moved to another, without a line of its own.
+//
 // Threads: every public method is thread-safe. set(), set_once() and erase() only queue a command
 // and never wait for the network; get(), subtree() and sequence() read the replica under a shared
 // lock. Change callbacks and the log function run on the agent thread: keep them short, and do not
@@ -43,6 +52,7 @@
 #include <optional>
 #include <string>
 
+#include "sectorflow/kvstore/stack_id.hpp"
 #include "sectorflow/security/curve.hpp"
 
 namespace sectorflow::kvstore {
@@ -58,6 +68,9 @@ struct ClientOptions {
   int silence_heartbeats = 0;        ///< silence_heartbeats: missed heartbeats before reconnecting
   /// Optional; told about each state change and resync, on the agent thread.
   std::function<void(const std::string& message)> log;
+  /// Optional; told, on the agent thread, when a sync finds the server another stack than the
+  /// last one (a warning: see "Stack" above). Without it, `log` is told.
+  std::function<void(const std::string& message)> warn;
   std::size_t max_value_bytes = 0;   ///< max_value_bytes, the server's: larger values are refused here
   double max_ttl_s = 0.0;            ///< max_ttl_s, the server's: longer ttls are refused here
   /// [security]: this process's key pair and the server's public key; off: plain TCP.
@@ -124,6 +137,8 @@ class Client {
   /// Waits until synced() or the timeout; returns synced().
   bool wait_synced(std::chrono::milliseconds timeout) const;
   ClientStats stats() const;
+  /// The stack of the server's last snapshot and the stack this client first synced with.
+  StackIdentity stack() const;
   const ClientOptions& options() const;
 
   /// Calls `callback` on the agent thread after each change of a key starting with `prefix`

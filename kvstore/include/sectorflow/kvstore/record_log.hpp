@@ -5,6 +5,8 @@
 //                            server's sequence then), then one kSet record per key
 //   <dir>/kvstore.log        every update published since, in order
 //   <dir>/kvstore.lock       held (flock) while a server uses the directory: one writer only
+//   <dir>/stack_id           the stack's id (stack_id.hpp), written once: a restart with this
+//                            directory is the same stack
 //
 // Compaction writes the map to kvstore.snapshot.tmp, syncs it, renames it over kvstore.snapshot,
 // syncs the directory, then does the same with an empty kvstore.log.tmp: a crash at any point leaves
@@ -66,6 +68,9 @@ class RecordLog {
   /// Reads the snapshot, then the log, calling `apply` with each record to apply in order (the
   /// snapshot's kSnapshot record aside). Throws KvstoreError if a file exists but cannot be read.
   LogLoad load(const std::function<void(LogRecord&&)>& apply);
+  /// The stack id kept in the directory; `fresh` is written there (synced) and returned when none
+  /// is. Throws KvstoreError naming the file if it cannot be written, or holds no stack id.
+  std::string keep_stack_id(const std::string& fresh);
   /// Replaces the snapshot by `sequence` and the records `entries` gives the sink, and starts an
   /// empty log (see the top of this file). Throws KvstoreError (naming the file and errno) on a
   /// failure; the files on disk then still hold what they held, and no log is open for appends.

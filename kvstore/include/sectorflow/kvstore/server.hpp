@@ -2,7 +2,8 @@
 // the frames). It holds the map and the sequence and binds three sockets on consecutive ports:
 //
 //   P     ROUTER  snapshots: ["ICANHAZ?", subtree] is answered with one KVSYNC per key starting
-//                 with the subtree, then KTHXBAI carrying the current sequence and the subtree
+//                 with the subtree (and one of the server's own status if it does not), then
+//                 KTHXBAI carrying the current sequence and the subtree
 //   P + 1 PUB     every accepted update (KVPUB, a new sequence each), and HUGZ every heartbeat
 //                 carrying the current sequence
 //   P + 2 SUB     client updates (KVSET) from PUB sockets (the Guide's clone client) or XPUB
@@ -48,9 +49,10 @@
 // record, and compacts. A write that fails later is counted (log_write_errors), the log is closed
 // and the server serves from memory (log_failing), trying a compaction at every heartbeat until
 // one succeeds, which writes the whole map and resumes the log.
-// The server publishes its own ServiceStatus under status/kvstore/<name> (extra fields: malformed,
-// snapshots, expired, keys, map_bytes and the refusal counters of ServerStats) at the first
-// heartbeat after it changes.
+// The server publishes its own ServiceStatus under status/kvstore/<name> (extra fields: stack_id,
+// malformed, snapshots, expired, keys, map_bytes and the refusal counters of ServerStats) at the
+// first heartbeat after it changes. Every snapshot reply carries that status, whatever its subtree:
+// its stack_id tells each client which stack it synced with (stack_id.hpp).
 #pragma once
 
 #include <cstddef>
@@ -169,6 +171,9 @@ class Server {
   /// (ZapHandler::take_refusals); empty without CURVE. Thread-safe.
   std::vector<std::string> take_security_refusals();
   const ServerOptions& options() const;
+  /// The stack's id (stack_id.hpp): kept in the log_dir (made at the first start there), or new
+  /// at every start without one. Published as the stack_id of the server's status.
+  const std::string& stack_id() const;
   /// "tcp://<bind_host>:<port + offset>": offset 0 snapshots, 1 publisher, 2 collector.
   std::string endpoint(int offset) const;
 

@@ -44,6 +44,13 @@ COUNTERS = {
     "dead_nodegroups": ("dead_nodegroups", "NodeGroups declared dead for a scan (aggregator)"),
     "evicted_scans": ("evicted_scans", "open scans closed to open a newer one (aggregator)"),
     "bad_records": ("bad_records", "kvstore entries skipped because they do not decode"),
+    "scans_served": ("libertem_scans_served", "scans sent whole to a LiberTEM client (LiberTEM bridge)"),
+    "positions_empty": ("libertem_positions_empty", "positions sent to LiberTEM empty: never came in time "
+                        "(LiberTEM bridge)"),
+    "frames_dropped": ("libertem_frames_dropped", "frames not sent: their client was disconnected by the bridge's "
+                       "bounded queue (LiberTEM bridge)"),
+    "clients_dropped": ("libertem_clients_dropped", "LiberTEM clients disconnected for reading too slowly "
+                        "(LiberTEM bridge)"),
 }
 # Status fields published as gauges: field -> (metric name, help).
 GAUGES = {

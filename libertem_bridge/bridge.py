@@ -164,9 +164,11 @@ class Bridge:
                 scan.connection = self.server.connection
                 head = [asi_wire.acquisition_start(sequence, scan.scan_shape, scan.frame_shape),
                         asi_wire.scan_start(sequence)]
-                if self.server.send(scan.connection, head) != QUEUED:
+                sent = self.server.send(scan.connection, head)
+                if sent != QUEUED:
+                    scan.dropped = sent == DROPPED
                     scan.connection = 0
-            if not scan.connection:
+            if not scan.connection and not scan.dropped:
                 log.warning("libertem: scan %d not served: no LiberTEM client connected at its start", scan.number)
         if scan.connection:
             parts: list[bytes] = []

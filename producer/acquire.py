@@ -12,7 +12,9 @@ records give (``sectorflow.scan_account``), and exits with it: 0 complete (every
 the file), or "on disk, not counted" (no NodeGroup was registered: every sector in raw files, as
 planned; the line names the ``--replay`` command that counts it), 3 nothing missing but some
 sectors spilled to raw files (``--replay`` completes the scan), 4 aborted (``sectorflow abort``), 1
-sectors missing, no file, or not over within ``--timeout``; 2 is a usage error.
+sectors missing, no file, or not over within ``--timeout``; 2 is a usage error. When a LiberTEM
+bridge (``sectorflow libertem``) had the scan, a line under the account says how many positions
+LiberTEM got empty (``libertem_account``).
 
 The scan number is claimed first (``scans/<n>/claim``, written create-only: the kvstore takes one claim
 per number, ``sectorflow.scan_life``): without ``--scan-number`` the next unused number is claimed, the

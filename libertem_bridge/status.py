@@ -9,6 +9,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from sectorflow.configs import Config
+from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.ownership import owner_fields
 from sectorflow.scan_account import LIBERTEM_SERVICE
@@ -30,13 +31,18 @@ def status_name(config: Config) -> str:
     without, this host's name.
 
     :raises SecurityError: no viewer or operator secret in the key directory.
+    :raises SectorflowError: its public certificate is not beside it.
     """
     if not config.security.enabled:
         return socket.gethostname().split(".")[0] or "libertem"
     keys = key_directory(config)
     role = own_role(keys, ROLE)
-    public_key = keys.own(role).public_key
-    identity = keys.allowlist([role])[public_key]
+    identity = keys.allowlist([role]).get(keys.own(role).public_key)
+    if identity is None:
+        # The name is the public certificate's (the kvstore's identity of the key): without it
+        # here, this host cannot know what the kvstore calls it.
+        raise SectorflowError(f"{keys.path}/{role}/: no public certificate (.key) beside this host's secret; "
+                              f"copy it back from the beamline's key directory (sectorflow keys list)")
     return identity.partition("/")[2]
 
 

@@ -15,8 +15,7 @@ import pytest
 from support import wait_until
 
 from sectorflow.configs import Config
-from sectorflow.libertem_bridge import AcquisitionServer, Bridge
-from sectorflow.libertem_bridge import asi_wire
+from sectorflow.libertem_bridge import AcquisitionServer, Bridge, asi_wire
 from sectorflow.live import wire
 from sectorflow.protocol import ServiceStatus
 

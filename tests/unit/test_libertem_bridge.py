@@ -4,6 +4,8 @@ the receiver's slots, and a listening address beyond loopback is refused with on
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -159,3 +161,19 @@ def test_the_status_says_what_the_bridge_did_and_the_last_scan_only_once_there_i
         assert bridge_status(counters, server, None).scan == 4
     finally:
         server.close()
+
+
+def test_the_status_is_named_after_the_viewer_key_or_the_operator_key_standing_in(make_config, tmp_path: Path) -> None:
+    from keyring import Keyring
+
+    from sectorflow.errors import SectorflowError
+    from sectorflow.libertem_bridge.status import status_name
+
+    keyring = Keyring(tmp_path / "keys")
+    config, _ = make_config(security={"enabled": True, "key_dir": str(keyring.beamline)})
+    assert status_name(config) == "bob"
+    (keyring.beamline / "viewer" / "bob.key_secret").unlink()  # a host that may command may also look
+    assert status_name(config) == "alice"
+    (keyring.beamline / "operator" / "alice.key").unlink()
+    with pytest.raises(SectorflowError, match="operator/: no public certificate"):
+        status_name(config)

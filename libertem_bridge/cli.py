@@ -55,8 +55,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     finally:
         server.close()
     # Totals over the bridge's life; the last scan's fields are the status's (libertem_bridge/status.py).
-    counters = {name: value for name, value in dataclasses.asdict(bridge.counters).items()
-                if not name.startswith("last_scan")}
+    counters = {field: value for field, value in dataclasses.asdict(bridge.counters).items()
+                if not field.startswith("last_scan")}
     counters.update(clients_refused=server.clients_refused, clients_dropped=server.clients_dropped,
                     clients_gone=server.clients_gone)
     print("served: " + ", ".join(f"{name} {value}" for name, value in counters.items()), flush=True)

@@ -12,8 +12,8 @@ from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.ownership import owner_fields
-from sectorflow.scan_account import LIBERTEM_SERVICE
 from sectorflow.protocol import STATE_IDLE, STATE_STREAMING, ServiceStatus, status_key
+from sectorflow.scan_account import LIBERTEM_SERVICE
 from sectorflow.security.options import key_directory, own_role
 
 if TYPE_CHECKING:

@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "wan": "bench.wan",
     "dashboard": "bench.dashboard",
     "libertem_bridge": "bench.libertem_bridge",
+    "libertem_attached": "bench.libertem_attached",
     "time_to_science": "bench.time_to_science",  # last: its raw files leave the page cache busy
 }
 

@@ -10,6 +10,7 @@ return, also on error.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -105,6 +106,9 @@ def run_stack_scan(config: Config, scan_x: int, scan_y: int, workdir: Path, *, r
 
     Raises SectorflowError if a service dies or the file is not there after ``timeout_s``.
     """
+    # The kvstore's durable records in this run's folder (local.toml's runs/local/kvstore is the
+    # working directory's): every run starts with no scan, so scan SCAN_NUMBER is never "acquired before".
+    config = dataclasses.replace(config, kvstore=dataclasses.replace(config.kvstore, log_dir=str(workdir / "kv")))
     config = write_config(with_free_ports(config), workdir / "config.toml")
     output_dir = workdir / "counted"
     run_dir = workdir / "run"

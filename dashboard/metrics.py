@@ -47,6 +47,13 @@ COUNTERS = {
     "positions_total": ("positions_counted", "scan positions (frames) the NodeGroup counted since it started"),
     "electrons_total": ("electrons_counted", "electrons the NodeGroup counted since it started (rate over "
                         "positions_counted: electrons per frame)"),
+    "scans_served": ("libertem_scans_served", "scans sent whole to a LiberTEM client (LiberTEM bridge)"),
+    "positions_empty": ("libertem_positions_empty", "positions sent to LiberTEM empty: never came in time "
+                        "(LiberTEM bridge)"),
+    "frames_dropped": ("libertem_frames_dropped", "frames not sent: their client was disconnected by the bridge's "
+                       "bounded queue (LiberTEM bridge)"),
+    "clients_dropped": ("libertem_clients_dropped", "LiberTEM clients disconnected for reading too slowly "
+                        "(LiberTEM bridge)"),
 }
 # Status fields published as gauges: field -> (metric name, help).
 GAUGES = {

@@ -15,10 +15,13 @@ import numpy as np
 from sectorflow.configs import Config
 from sectorflow.live import wire
 from sectorflow.live.subscriber import LiveStream
+from sectorflow.protocol import STATE_IDLE, STATE_STOPPED, STATE_STOPPING, STATE_STREAMING
+from sectorflow.service import ServiceState
 
 from . import asi_wire
 from .in_order import InOrder, Released
-from .server import AcquisitionServer
+from .server import DROPPED, QUEUED, AcquisitionServer
+from .status import StatusPublisher, bridge_status
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +35,18 @@ class BridgeCounters:
 
     scans_served: int = 0  # acquisitions sent whole to a client
     scans_unserved: int = 0  # scans with no client at their start, or whose client went during them
-    frames_sent: int = 0  # counted frames sent with their events
+    positions_sent: int = 0  # positions queued to a client, with their events or empty
+    frames_sent: int = 0  # counted frames queued to a client with their events
     positions_empty: int = 0  # positions sent empty: never came, or came too late
     frames_late: int = 0  # frames that came after their position was given up, left out
-    frames_unsent: int = 0  # frames of unserved scans
+    frames_unsent: int = 0  # frames of scans with no client at their start, or whose client went
+    frames_dropped: int = 0  # frames of a scan whose client was disconnected by the queue's bound, from there on
+    # The last scan over, for its account (sectorflow/scan_account.py): its number, whether a
+    # client got it whole, its positions and how many of them were sent empty.
+    last_scan: int = -1
+    last_scan_served: bool = False
+    last_scan_positions: int = 0
+    last_scan_empty: int = 0
 
 
 @dataclass
@@ -50,6 +61,7 @@ class _Scan:
     ended: set[str] = field(default_factory=set)
     connection: int = 0  # the client connection it is sent on; 0: none (unserved)
     started: bool = False
+    dropped: bool = False  # its client was disconnected for reading too slowly
 
 
 class FrameSource(Protocol):
@@ -68,15 +80,20 @@ class Bridge:
     :raises SectorflowError: no kvstore answers (``source`` None: the live stream of ``config``).
     """
 
-    def __init__(self, config: Config, server: AcquisitionServer, source: FrameSource | None = None) -> None:
+    def __init__(self, config: Config, server: AcquisitionServer, source: FrameSource | None = None,
+                 publisher: StatusPublisher | None = None) -> None:
         self.settings = config.libertem
         self.server = server
         self.stream: FrameSource = source if source is not None else LiveStream(config, wire.FRAMES)
+        self.publisher = publisher
         self.counters = BridgeCounters()
+        self.state = ServiceState(log)
         self._scans: dict[int, _Scan] = {}  # open scans, in the order their first frame came
         self._finished: set[int] = set()
 
     def run(self, stop: threading.Event) -> None:
+        """Serve until ``stop``; the status says stopped at the end (the counters' last word)."""
+        self.state.enter(STATE_IDLE)
         try:
             while not stop.is_set():
                 batch = self.stream.receive(int(RECEIVE_WAIT_S * 1000))
@@ -84,8 +101,22 @@ class Bridge:
                 if batch is not None:
                     self._take(batch, now)
                 self._serve(now)
+                self._publish(now)
         finally:
+            self.state.enter(STATE_STOPPING)
             self.stream.close()
+            self.state.enter(STATE_STOPPED)
+            self._publish(time.monotonic(), force=True)
+
+    def _publish(self, now: float, force: bool = False) -> None:
+        scan = next(iter(self._scans)) if self._scans else None
+        status = bridge_status(self.counters, self.server, scan)
+        if self.state.state in (STATE_IDLE, STATE_STREAMING):
+            self.state.enter(status.state, why=f"scan {status.scan}")
+        else:
+            status.state = self.state.state
+        if self.publisher is not None:
+            self.publisher.publish(status, now, force)
 
     def _take(self, batch: wire.Batch, now: float) -> None:
         if batch.scan in self._finished:
@@ -133,9 +164,11 @@ class Bridge:
                 scan.connection = self.server.connection
                 head = [asi_wire.acquisition_start(sequence, scan.scan_shape, scan.frame_shape),
                         asi_wire.scan_start(sequence)]
-                if not self.server.send(scan.connection, head):
+                sent = self.server.send(scan.connection, head)
+                if sent != QUEUED:
+                    scan.dropped = sent == DROPPED
                     scan.connection = 0
-            if not scan.connection:
+            if not scan.connection and not scan.dropped:
                 log.warning("libertem: scan %d not served: no LiberTEM client connected at its start", scan.number)
         if scan.connection:
             parts: list[bytes] = []
@@ -143,13 +176,19 @@ class Bridge:
                 parts += asi_wire.array_chunk(indptr, indices)
             if scan.order.done:
                 parts += [asi_wire.scan_end(sequence), asi_wire.acquisition_end(sequence)]
-            if not self.server.send(scan.connection, parts):
-                log.warning("libertem: scan %d: its client went during the scan, the rest is not sent", scan.number)
+            sent = self.server.send(scan.connection, parts)
+            if sent != QUEUED:
+                scan.dropped = sent == DROPPED
+                log.warning("libertem: scan %d: its client %s during the scan, the rest is not sent", scan.number,
+                            "was disconnected for reading too slowly" if scan.dropped else "went")
                 scan.connection = 0
         empty = released.empty
         self.counters.positions_empty += empty
         if scan.connection:
             self.counters.frames_sent += released.frames - empty
+            self.counters.positions_sent += released.frames
+        elif scan.dropped:
+            self.counters.frames_dropped += released.frames - empty
         else:
             self.counters.frames_unsent += released.frames - empty
 
@@ -162,6 +201,10 @@ class Bridge:
             self.counters.scans_served += 1
         else:
             self.counters.scans_unserved += 1
+        self.counters.last_scan = scan.number
+        self.counters.last_scan_served = bool(scan.connection)
+        self.counters.last_scan_positions = order.positions
+        self.counters.last_scan_empty = order.empty
         log.info("libertem: scan %d %s: %d of %d positions sent empty (never came in time), %d late frames left out",
                  scan.number, "served" if scan.connection else "not served", order.empty, order.positions,
                  order.late)

@@ -8,10 +8,12 @@ import logging
 from typing import Any
 
 from sectorflow.configs import Config
+from sectorflow.kvstore import Client
 from sectorflow.service import stop_on_signals
 
 from .bridge import Bridge
 from .server import AcquisitionServer, parse_listen
+from .status import ROLE, SERVICE_LIBERTEM, StatusPublisher, status_name
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +42,21 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     host, port = parse_listen(args.listen or config.libertem.listen, args.allow_remote)
+    name = status_name(config)  # before listening: a host with no viewer key fails in one line
     server = AcquisitionServer(host, port, config.libertem.queue_mib << 20)
     try:
-        bridge = Bridge(config, server)
-        shown = f"[{server.address[0]}]" if ":" in server.address[0] else server.address[0]
-        print(f"listening on {shown}:{server.address[1]}", flush=True)
-        with stop_on_signals(log) as stop:
-            bridge.run(stop)
+        with Client.from_config(config, subtree=f"status/{SERVICE_LIBERTEM}/{name}", name="libertem",
+                                role=ROLE) as client:
+            bridge = Bridge(config, server, publisher=StatusPublisher(config, client))
+            shown = f"[{server.address[0]}]" if ":" in server.address[0] else server.address[0]
+            print(f"listening on {shown}:{server.address[1]}", flush=True)
+            with stop_on_signals(log) as stop:
+                bridge.run(stop)
     finally:
         server.close()
-    counters = dataclasses.asdict(bridge.counters)
+    # Totals over the bridge's life; the last scan's fields are the status's (libertem_bridge/status.py).
+    counters = {field: value for field, value in dataclasses.asdict(bridge.counters).items()
+                if not field.startswith("last_scan")}
     counters.update(clients_refused=server.clients_refused, clients_dropped=server.clients_dropped,
                     clients_gone=server.clients_gone)
     print("served: " + ", ".join(f"{name} {value}" for name, value in counters.items()), flush=True)

@@ -18,6 +18,11 @@ log = logging.getLogger(__name__)
 ACCEPT_POLL_S = 0.1
 
 
+#: What ``send`` did with the parts: queued for the client; refused as that connection had ended
+#: (or none was held); refused as the queue would pass its bound, and the client disconnected.
+QUEUED, ENDED, DROPPED = "queued", "ended", "dropped"
+
+
 def parse_listen(address: str, allow_remote: bool) -> tuple[str, int]:
     """``HOST:PORT`` (port 0: the OS chooses) as (host, port).
 
@@ -66,6 +71,7 @@ class AcquisitionServer:
         self.clients_refused = 0  # a second client while one is connected
         self.clients_dropped = 0  # disconnected for reading slower than the queue allows
         self.clients_gone = 0  # connections the client closed (or that failed)
+        self.bytes_sent = 0  # written to clients' sockets
         self._threads = [threading.Thread(target=self._accept, name="libertem-accept", daemon=True),
                          threading.Thread(target=self._write, name="libertem-write", daemon=True)]
         for thread in self._threads:
@@ -76,23 +82,23 @@ class AcquisitionServer:
         with self._lock:
             return self._client is not None
 
-    def send(self, connection: int, parts: list[bytes]) -> bool:
-        """Queue ``parts`` for client connection ``connection``; False if that connection has ended
-        or the queue would pass its bound (then the client is disconnected)."""
+    def send(self, connection: int, parts: list[bytes]) -> str:
+        """Queue ``parts`` for client connection ``connection``: QUEUED, ENDED (that connection has
+        ended) or DROPPED (the queue would pass its bound: the client is disconnected)."""
         size = sum(len(part) for part in parts)
         with self._lock:
             if connection != self.connection or self._client is None:
-                return False
+                return ENDED
             if self._queued + size > self.queue_bytes:
                 self.clients_dropped += 1
                 log.warning("libertem: the client reads slower than the scans come (%d MiB queued): disconnected",
                             self._queued >> 20)
                 self._end_client_locked()
-                return False
+                return DROPPED
             self._queue.append((connection, b"".join(parts)))
             self._queued += size
             self._lock.notify_all()
-            return True
+            return QUEUED
 
     def drained(self) -> bool:
         """Nothing queued is left unsent (to the current client, or discarded)."""
@@ -169,6 +175,8 @@ class AcquisitionServer:
                 continue
             try:
                 client.sendall(data)
+                with self._lock:
+                    self.bytes_sent += len(data)
             except OSError as error:
                 with self._lock:
                     if connection == self.connection and self._client is client:

@@ -12,7 +12,9 @@ records give (``sectorflow.operations.scan_account``), and exits with it: 0 comp
 the file), or "on disk, not counted" (no NodeGroup was registered: every sector in raw files, as
 planned; the line names the ``--replay`` command that counts it), 3 nothing missing but some
 sectors spilled to raw files (``--replay`` completes the scan), 4 aborted (``sectorflow abort``), 1
-sectors missing, no file, or not over within ``--timeout``; 2 is a usage error.
+sectors missing, no file, or not over within ``--timeout``; 2 is a usage error. When a LiberTEM
+bridge (``sectorflow libertem``) had the scan, a line under the account says how many positions
+LiberTEM got empty (``libertem_account``).
 
 The scan number is claimed first (``scans/<n>/claim``, written create-only: the kvstore takes one claim
 per number, ``sectorflow.protocol.scan_life``): without ``--scan-number`` the next unused number is claimed, the
@@ -38,9 +40,12 @@ from sectorflow.protocol import (
     SERVICE_PRODUCER,
     SOURCE_REPLAY,
     SOURCE_SIMULATOR,
+    STATE_IDLE,
+    STATE_STREAMING,
     AcquireRequest,
     ProtocolError,
     ScanRequestRecord,
+    ServiceStatus,
     scan_prefix,
     scan_request_key,
     status_key,
@@ -48,12 +53,14 @@ from sectorflow.protocol import (
 )
 from sectorflow.operations.scan_account import (
     COMPLETE,
+    LIBERTEM_SERVICE,
     PENDING,
     ScanAccount,
     ScanRecords,
     account,
     config_argument,
     kvstore_full,
+    libertem_notes,
     records_of,
 )
 from sectorflow.protocol.scan_life import ScanClaim, claim_key
@@ -162,10 +169,41 @@ def run(args: argparse.Namespace, config: Config) -> int:
                   f"'sectorflow status{config_option}' shows it, 'sectorflow abort{config_option} {scan}' stops it",
                   file=sys.stderr, flush=True)
             return 130
+        if result.outcome != PENDING:
+            result.notes += libertem_account(client, config, scan)
     print(result.line(config_argument(config.source)))
     if result.outcome != COMPLETE or result.missing or result.spilled:
         print("\n".join(result.breakdown()))
+    else:
+        for note in result.notes:
+            if note.startswith("LiberTEM "):
+                print(f"  {note}")
     return result.exit_code
+
+
+def libertem_account(client: Client, config: Config, scan: int) -> list[str]:
+    """What the LiberTEM bridges say of ``scan`` once they finished it (scan_account's
+    ``libertem_notes``); none when no bridge had it.
+
+    A bridge is behind the file by the live stream's period, and gives a missing position up
+    ``[libertem] empty_after_s`` after the scan's end at the latest: it is waited for that long,
+    and a heartbeat more, before this says it has not finished the scan.
+    """
+    def behind() -> dict[str, ServiceStatus]:
+        # A bridge has the scan (or one before it) open, or holds a client and has not had it yet.
+        return {name: status for (_, name), status in client.statuses(LIBERTEM_SERVICE).items()
+                if (status.state == STATE_STREAMING and status.scan <= scan)
+                or (status.extra.get("client_connected") and status.state == STATE_IDLE
+                    and int(status.extra.get("last_scan", -1)) < scan)}
+
+    wait_s = config.libertem.empty_after_s + 2 * config.kvstore.heartbeat_ms / 1000
+    late: list[str] = []
+    try:
+        wait_until(lambda: not behind(), wait_s, f"the LiberTEM bridges to finish scan {scan}", POLL_S)
+    except WaitTimeout:
+        late = [f"LiberTEM (bridge {name}): has not finished the scan {wait_s:g} s after it (at scan "
+                f"{status.scan}): 'sectorflow status' shows it when it has" for name, status in sorted(behind().items())]
+    return libertem_notes(client.statuses(LIBERTEM_SERVICE), scan) + late
 
 
 @dataclass

@@ -38,6 +38,7 @@ EXIT_CODES = {COMPLETE: 0, ON_DISK: 0, SPILLED: 3, INCOMPLETE: 1, FAILED: 1, PEN
 
 SOURCE_REPLAY = _records.SOURCE_REPLAY
 SOURCE_NATIVE = _records.SOURCE_NATIVE  # the aggregator wrote the request: a native receiver's stream began the scan
+LIBERTEM_SERVICE = "libertem"  # status/libertem/<name>: libertem_bridge/status.py
 _FINAL_PRODUCER_STATES = {_records.STATE_FINISHED, _records.STATE_ERROR}
 _PRODUCER_NAME = re.compile(r"r(\d+)t(\d+)")
 _RELAY_NAME = re.compile(r"t(\d+)")
@@ -277,6 +278,23 @@ def kvstore_full(server_status: bytes | None) -> str:
         return ""
     return (f"{refused} of the stack's records refused, its room holds no older scan to erase "
             "([kvstore] max_stack_keys, max_stack_bytes)")
+
+
+def libertem_notes(statuses: Mapping[tuple[str, str], _records.ServiceStatus], scan: int) -> list[str]:
+    """What the LiberTEM bridges (``status/libertem/<name>``, libertem_bridge/SPEC.md) say of ``scan``
+    when it is the last scan one of them finished: how many positions LiberTEM got empty."""
+    notes = []
+    for (service, name), status in sorted(statuses.items()):
+        extra = status.extra
+        if service != LIBERTEM_SERVICE or extra.get("last_scan") != scan:
+            continue
+        if extra.get("last_scan_served"):
+            notes.append(f"LiberTEM (bridge {name}): {extra.get('last_scan_empty', 0)} of "
+                         f"{extra.get('last_scan_positions', 0)} positions sent empty (never came in time)")
+        else:
+            notes.append(f"LiberTEM (bridge {name}): not served (no client at its start, or the client went "
+                         "or was too slow)")
+    return notes
 
 
 def account(records: ScanRecords, nodegroups_gone: bool = False,

@@ -10,7 +10,15 @@ from collections.abc import Mapping, Sequence
 
 from sectorflow._core import kvstore as _core
 from sectorflow._core import protocol as _records
-from sectorflow.operations.scan_account import ScanAccount, account, kvstore_full, records_of, scans_in
+from sectorflow.operations.scan_account import (
+    LIBERTEM_SERVICE,
+    ScanAccount,
+    account,
+    kvstore_full,
+    libertem_notes,
+    records_of,
+    scans_in,
+)
 
 from sectorflow.kvstore.status_records import status_entries
 
@@ -69,6 +77,10 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str =
         lines.append(_table(SCAN_HEADERS, [row for row, _ in accounts]))
         lines.extend(f"scan {result.scan}: {result.outcome}; count it with: {result.replay_command(config)}"
                      for _, result in accounts if result.replayable)
+        bridges = {(entry.service, entry.name): entry.status for entry in status_entries(entries, LIBERTEM_SERVICE)
+                   if entry.status is not None}
+        lines.extend(f"scan {result.scan}: {note}" for _, result in accounts
+                     for note in libertem_notes(bridges, result.scan))
     invalid = ([row[0] for row in services if row[2] == INVALID]
                + [row[0] for row in nodegroups if row[5].startswith(f"{INVALID}: ")])
     if request is not None and _describe_request(request).startswith(f"{INVALID}:"):

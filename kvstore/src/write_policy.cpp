@@ -10,6 +10,7 @@ struct Rule {
   std::string_view prefix;   // a pattern (matches() below)
   std::vector<std::string_view> roles;
   bool held;                 // only the identity that holds the key may write it again
+  bool own_name = false;     // the key's last part must be the writer's name: one key per identity
 };
 
 // The table of kvstore/SPEC.md, "Security". A scan's request and its file may be written again by
@@ -21,6 +22,11 @@ const std::vector<Rule>& rules() {
       {"status/producer/", {"producer"}, true},
       {"status/aggregator/", {"aggregator"}, true},
       {"status/nodegroup/", {"nodegroup"}, true},
+      // The LiberTEM bridge runs beside LiberTEM with the host's viewer key (its operator key where
+      // the host has no viewer key): it may publish its own status and nothing else. Its own name
+      // only, so that a viewer key, handed out to every screen, cannot fill the stack's room with
+      // made-up statuses and so push out scans.
+      {"status/libertem/", {"viewer", "operator"}, true, true},
       {"acquire/", {"operator"}, false},
       {"scans/*/request", {"operator", "aggregator"}, false},
       {"scans/*/claim", {"operator"}, false},
@@ -64,6 +70,11 @@ std::string write_refusal(const std::string& identity, const std::string& key, c
       roles += (roles.empty() ? "" : " or ") + std::string(r);
     }
     if (!allowed) return "only a " + roles + " may write " + std::string(rule.prefix) + "..., not " + identity;
+    if (rule.own_name) {
+      const std::string name = identity.substr(role.size() + (role.size() < identity.size() ? 1 : 0));
+      if (key.substr(rule.prefix.size()) != name)
+        return "a " + role + " may write only " + std::string(rule.prefix) + name + " (its own name), not " + key;
+    }
     if (rule.held && !holder.empty() && holder != identity) return "the key is held by " + holder;
     return {};
   }

@@ -102,6 +102,19 @@ TEST(WritePolicy, EachRoleWritesItsOwnPrefixes) {
   EXPECT_NE(write_refusal("", "status/producer/r0t0", ""), "");
 }
 
+TEST(WritePolicy, AViewerWritesOnlyItsOwnLibertemStatus) {
+  EXPECT_EQ(write_refusal("viewer/beamline-pc", "status/libertem/beamline-pc", ""), "");
+  EXPECT_EQ(write_refusal("operator/alice", "status/libertem/alice", ""), "");  // a host with no viewer key
+  EXPECT_EQ(write_refusal("viewer/beamline-pc", "status/libertem/other", ""),
+            "a viewer may write only status/libertem/beamline-pc (its own name), not status/libertem/other");
+  EXPECT_NE(write_refusal("viewer/beamline-pc", "status/libertem/beamline-pc/more", ""), "");
+  EXPECT_EQ(write_refusal("nodegroup/beamline-pc", "status/libertem/beamline-pc", ""),
+            "only a viewer or operator may write status/libertem/..., not nodegroup/beamline-pc");
+  EXPECT_NE(write_refusal("viewer/beamline-pc", "status/nodegroup/beamline-pc", ""), "");
+  EXPECT_NE(write_refusal("viewer/beamline-pc", "status/kvstore/server", ""), "");
+  EXPECT_NE(write_refusal("", "status/libertem/beamline-pc", ""), "");
+}
+
 TEST(ZapHandler, CountsAPeerWithNoKeyOnAWatchedSocket) {
   const security::Certificate server_pair = security::generate_keypair();
   const security::CurveServer server{server_pair.public_key, server_pair.secret_key, "producers", {}};

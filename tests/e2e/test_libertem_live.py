@@ -2,8 +2,9 @@
 a scan through the whole stack, read by LiberTEM-live's asi_tpx3 detector with stock UDFs
 (examples/libertem_udfs.py), gives per position the events the HDF5 file holds, its summed
 pattern, masked sums and centre of mass; positions the live stream lost reach LiberTEM empty and
-are counted; a LiberTEM client that vanishes during a scan leaves the file complete and the bridge
-serving the next client."""
+are counted; a LiberTEM client that vanishes during a scan, or that never reads, leaves the file
+complete and the bridge serving the next client; the bridge's status and the scan's account count
+what LiberTEM got."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from support import Processes, sectorflow_command, stack_up, wait_until
 
 from sectorflow.counting import read_counted_scan
+from sectorflow.protocol import ServiceStatus
 from sectorflow.nodegroup import scan_file_name
 
 pytestmark = pytest.mark.slow
@@ -153,3 +155,83 @@ def test_positions_the_live_stream_lost_arrive_empty_and_counted_and_a_vanished_
     assert scan2 is not None, log[-3000:]
     assert (int(scan2.group(1)), int(scan2.group(2))) == (empty, SCAN_X * SCAN_Y)
     assert counters["scans_served"] + counters["scans_unserved"] == 2 and counters["clients_gone"] >= 1
+
+
+def bridge_status(client) -> ServiceStatus | None:  # type: ignore[no-untyped-def]
+    """The one bridge's status in the kvstore (None before it published)."""
+    statuses = client.statuses("libertem")
+    assert len(statuses) <= 1, statuses
+    return next(iter(statuses.values()), None)
+
+
+def bridge_finished(client, scan: int) -> ServiceStatus:  # type: ignore[no-untyped-def]
+    """The bridge's status once it has finished ``scan``."""
+    def finished() -> ServiceStatus | None:
+        status = bridge_status(client)
+        return status if status is not None and status.extra.get("last_scan") == scan else None
+    return wait_until(finished, 60, f"the bridge to finish scan {scan}")
+
+
+def bridge_connected(client) -> bool:  # type: ignore[no-untyped-def]
+    status = bridge_status(client)
+    return status is not None and status.extra["client_connected"] is True
+
+
+def test_a_client_that_never_reads_is_disconnected_counted_and_the_next_client_is_served(
+        make_config, processes: Processes, tmp_path: Path) -> None:
+    # The smallest queue the bridge may hold (1 MiB), and a scan whose stream passes it with the
+    # socket buffers of a client that never reads: 96 x 96 positions of some 200 events each, about
+    # 15 MB of the asi_tpx3 stream, more than loopback's largest send buffer (4 MiB) and the queue.
+    config, path = make_config(detector=DETECTOR, simulator=SIMULATOR | {"dose_per_frame": 400.0}, counting=COUNTING,
+                               analysis={"live_rate_hz": 5.0}, libertem={"queue_mib": 1})
+    output = tmp_path / "h5"
+    with stack_up(config, path, tmp_path / "run", output) as client:
+        bridge, port = start_bridge(processes, path)
+        wait_bridge_subscribed(client)
+        first = wait_until(lambda: bridge_status(client), 30, "the bridge's status")
+        assert first.state == "idle" and first.extra["client_connected"] is False
+
+        # How a stuck LiberTEM looks from the bridge: connected, reading nothing, with the smallest
+        # receive buffer the kernel gives.
+        stuck = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            stuck.connect(("127.0.0.1", port))
+            wait_until(lambda: bridge_connected(client), 30, "the stuck client in the status")
+            big = sectorflow_command("acquire", "--config", str(path), "--scan-number", "1", "--scan-shape", "96x96",
+                                     "--wait", "--timeout", "180")
+            assert big.returncode == 0, big.stdout + big.stderr
+            dropped = bridge_finished(client, 1)
+        finally:
+            stuck.close()
+        assert dropped.extra["clients_dropped"] == 1 and dropped.extra["client_connected"] is False, (dropped, big.stdout)
+        assert dropped.extra["frames_dropped"] > 0 and dropped.extra["last_scan_served"] is False
+        assert dropped.extra["scans_unserved"] == 1 and dropped.extra["scans_served"] == 0
+        assert "LiberTEM (bridge " in big.stdout and "not served" in big.stdout, big.stdout
+        wait_until(lambda: (output / scan_file_name(1)).exists(), 60, "scan 1's file")
+
+        libertem = start_libertem(processes, tmp_path / "result.npz", port)
+        wait_until(lambda: "connected (connection 2)" in processes.output(bridge), 120, "LiberTEM to connect")
+        wait_until(lambda: bridge_connected(client), 30, "LiberTEM in the status")
+        scan2 = sectorflow_command("acquire", "--config", str(path), "--scan-number", "2", "--scan-shape",
+                                   f"{SCAN_X}x{SCAN_Y}", "--wait", "--timeout", "120")
+        assert scan2.returncode == 0, scan2.stdout + scan2.stderr
+        finish(processes, libertem)
+        wait_until(lambda: (output / scan_file_name(2)).exists(), 60, "scan 2's file")
+        served_2 = bridge_finished(client, 2)
+        status = sectorflow_command("status", "--config", str(path))
+        counters = served(processes, bridge)
+
+    counted = read_counted_scan(output / scan_file_name(1))  # whole, whatever the client did
+    assert counted.metadata["completeness"]["outcome"] == "complete" and len(counted.events) == 96 * 96
+    counts, _ = per_position_counts(output / scan_file_name(2))
+    np.testing.assert_array_equal(np.load(tmp_path / "result.npz")["intensity"], counts)
+    empty = served_2.extra["last_scan_empty"]
+    assert served_2.extra["last_scan_served"] is True and served_2.extra["last_scan_positions"] == SCAN_X * SCAN_Y
+    notes = [line.strip() for line in scan2.stdout.splitlines() if "LiberTEM (bridge " in line]
+    assert len(notes) == 1 and f"{empty} of {SCAN_X * SCAN_Y} positions sent empty" in notes[0], scan2.stdout
+    assert status.returncode == 0, status.stderr
+    assert re.search(r"^libertem\s+\S+\s+idle\s+2\s", status.stdout, re.M), status.stdout
+    assert "clients_dropped 1" in status.stdout
+    assert f"scan 2: LiberTEM (bridge " in status.stdout
+    assert counters["clients_dropped"] == 1 and counters["scans_served"] == 1 and counters["scans_unserved"] == 1

@@ -228,6 +228,34 @@ def test_the_kvstore_lets_each_role_write_only_its_own_keys(secured, keyring: Ke
     wait_until(lambda: not shows("nodegroups/ng-1"), SYNC_S, "the holder's deletion")
 
 
+def test_a_viewer_writes_only_its_own_libertem_status_and_the_bridge_publishes_there(
+        secured, keyring: Keyring, processes: Processes, clients) -> None:
+    carol_dir = keyring.stranger("carol", "viewer", admitted=True)  # a second screen's viewer key
+    config, path = secured()
+    start_kvstore(config, path, processes)
+    operator = clients(config, "operator")
+    carol = clients(config, "viewer", carol_dir)
+
+    # The bridge connects with this host's viewer key (bob's) and publishes under its name.
+    bridge = processes.sectorflow("libertem", "--config", str(path), "--listen", "127.0.0.1:0", name="libertem")
+    published = wait_until(lambda: operator.statuses("libertem"), SYNC_S, "the bridge's status")
+    assert list(published) == [("libertem", "bob")]
+    assert published[("libertem", "bob")].extra["client_connected"] is False
+
+    # Another viewer may not write the bridge's key nor make up others; its own name it may.
+    write_then_mark(carol, [("status/libertem/bob", packed(1)), ("status/libertem/mallory", packed(1)),
+                            ("status/libertem/carol/x", packed(1)), ("status/nodegroup/carol", packed(1))],
+                    "status/libertem/carol")
+    wait_until(lambda: operator.get("status/libertem/carol") is not None, SYNC_S, "carol's own status")
+    for key in ("status/libertem/mallory", "status/libertem/carol/x", "status/nodegroup/carol"):
+        assert operator.get(key) is None, key
+    assert ServiceStatus.decode(operator.get("status/libertem/bob")).state == "idle"
+    wait_until(lambda: kv_status(operator).extra.get("unauthorised") == 4, SYNC_S, "4 unauthorised writes counted")
+
+    assert processes.stop(bridge) == 0, processes.output(bridge)[-3000:]
+    assert "served: scans_served 0" in processes.output(bridge)
+
+
 def acquire(config_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "sectorflow", "acquire", "--config", str(config_path),
                            "--scan-number", "7", "--scan-shape", "4x4"], capture_output=True, text=True, timeout=120)

@@ -93,6 +93,10 @@ def test_metrics_carry_every_published_counter_with_service_receiver_and_nodegro
                    "malformed_header": 2}).encode(),
         status_key("kvstore", "server"): ServiceStatus(state="idle", scan=0, messages=0, bytes=0, updated_s=1.0,
                                                        extra={"unauthorised": 6, "keys": 12}).encode(),
+        status_key("libertem", "pc"): ServiceStatus(
+            state="idle", scan=4, messages=4, bytes=400, updated_s=1.0,
+            extra={"client_connected": True, "scans_served": 1, "positions_empty": 2, "frames_dropped": 0,
+                   "clients_dropped": 1}).encode(),
         nodegroup_key("ng-a"): NodeGroupRecord(uid="ng-a", host="h", ports=[1], node="n", rank=0,
                                                status="idle").encode(),
         scan_request_key(4): ScanRequestRecord(scan_number=4, scan_x=2, scan_y=2, source="simulator",
@@ -114,6 +118,11 @@ def test_metrics_carry_every_published_counter_with_service_receiver_and_nodegro
     assert (group, 9.0) in samples["sectorflow_frames_complete_total"]
     assert (group, 1.0) in samples["sectorflow_frames_incomplete_total"]
     assert (group, 5.0) in samples["sectorflow_pool_frames"]
+    bridge = {"service": "libertem", "name": "pc"}
+    assert (bridge, 4.0) in samples["sectorflow_messages_total"]  # positions sent to LiberTEM
+    assert samples["sectorflow_libertem_positions_empty_total"] == [(bridge, 2.0)]
+    assert samples["sectorflow_libertem_clients_dropped_total"] == [(bridge, 1.0)]
+    assert samples["sectorflow_libertem_frames_dropped_total"] == [(bridge, 0.0)]
     assert ({**group, "kind": "header"}, 2.0) in samples["sectorflow_refused_messages_total"]
     assert ({"service": "kvstore", "name": "server", "kind": "unauthorised"},
             6.0) in samples["sectorflow_refused_messages_total"]

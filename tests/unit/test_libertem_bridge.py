@@ -4,6 +4,8 @@ the receiver's slots, and a listening address beyond loopback is refused with on
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -137,3 +139,41 @@ def test_a_scan_holds_a_bounded_number_of_frames_and_counts_the_rest(monkeypatch
     for position in range(1, 6):  # position 0 missing: nothing can go yet
         order.add(position, events(position), now=0.0)
     assert len(order.pending) == 3 and order.late == 2
+
+
+def test_the_status_says_what_the_bridge_did_and_the_last_scan_only_once_there_is_one() -> None:
+    from sectorflow.libertem_bridge import AcquisitionServer, BridgeCounters
+    from sectorflow.libertem_bridge.status import bridge_status
+
+    server = AcquisitionServer("127.0.0.1", 0, 1 << 20)
+    try:
+        fresh = bridge_status(BridgeCounters(), server, None)
+        assert (fresh.state, fresh.scan, fresh.messages) == ("idle", 0, 0)
+        assert fresh.extra["client_connected"] is False and fresh.extra["listen"] == f"127.0.0.1:{server.address[1]}"
+        assert "last_scan" not in fresh.extra and "last_scan_empty" not in fresh.extra
+        counters = BridgeCounters(scans_served=1, positions_sent=12, frames_sent=10, positions_empty=2, last_scan=4,
+                                  last_scan_served=True, last_scan_positions=12, last_scan_empty=2)
+        streaming = bridge_status(counters, server, 5)
+        assert (streaming.state, streaming.scan, streaming.messages) == ("streaming", 5, 12)
+        assert {k: streaming.extra[k] for k in ("last_scan", "last_scan_served", "last_scan_empty", "frames_dropped",
+                                                "clients_dropped")} == {
+            "last_scan": 4, "last_scan_served": True, "last_scan_empty": 2, "frames_dropped": 0, "clients_dropped": 0}
+        assert bridge_status(counters, server, None).scan == 4
+    finally:
+        server.close()
+
+
+def test_the_status_is_named_after_the_viewer_key_or_the_operator_key_standing_in(make_config, tmp_path: Path) -> None:
+    from keyring import Keyring
+
+    from sectorflow.errors import SectorflowError
+    from sectorflow.libertem_bridge.status import status_name
+
+    keyring = Keyring(tmp_path / "keys")
+    config, _ = make_config(security={"enabled": True, "key_dir": str(keyring.beamline)})
+    assert status_name(config) == "bob"
+    (keyring.beamline / "viewer" / "bob.key_secret").unlink()  # a host that may command may also look
+    assert status_name(config) == "alice"
+    (keyring.beamline / "operator" / "alice.key").unlink()
+    with pytest.raises(SectorflowError, match="operator/: no public certificate"):
+        status_name(config)

@@ -28,6 +28,7 @@ from sectorflow.protocol import (
     scan_producer_key,
     scan_relay_key,
     scan_request_key,
+    status_key,
 )
 from sectorflow.operations.scan_account import (
     ABORTED,
@@ -39,6 +40,7 @@ from sectorflow.operations.scan_account import (
     SPILLED,
     account,
     kvstore_full,
+    libertem_notes,
     records_of,
     scans_in,
 )
@@ -277,6 +279,25 @@ def test_status_lists_the_recent_scans_with_their_outcome(spilled_scan: bool) ->
     replay = [line for line in text.splitlines() if "count it with" in line]
     assert replay == (["scan 7: on disk, not counted; count it with: sectorflow acquire --scan-number 7 --scan-shape "
                        "4x4 --replay --wait"] if spilled_scan else [])
+
+
+def bridge(last_scan: int, served: bool, empty: int = 0) -> ServiceStatus:
+    return ServiceStatus(state="idle", scan=last_scan, updated_s=1.0,
+                         extra={"last_scan": last_scan, "last_scan_served": served, "last_scan_positions": 16,
+                                "last_scan_empty": empty, "client_connected": served})
+
+
+def test_the_account_says_how_many_positions_a_bridge_that_served_the_scan_sent_libertem_empty() -> None:
+    statuses = {("libertem", "beamline-pc"): bridge(SCAN, True, empty=3), ("libertem", "other"): bridge(SCAN - 1, True),
+                ("nodegroup", "ng-a"): ServiceStatus(state="idle", extra={"last_scan": SCAN})}
+    assert libertem_notes(statuses, SCAN) == [
+        "LiberTEM (bridge beamline-pc): 3 of 16 positions sent empty (never came in time)"]
+    assert libertem_notes({("libertem", "b"): bridge(SCAN, False)}, SCAN) == [
+        "LiberTEM (bridge b): not served (no client at its start, or the client went or was too slow)"]
+    assert libertem_notes(statuses, SCAN + 1) == []
+    records = whole_stream() | {status_key("libertem", "beamline-pc"): bridge(SCAN, True, empty=3).encode()}
+    assert "scan 7: LiberTEM (bridge beamline-pc): 3 of 16 positions sent empty (never came in time)" in \
+        render(records, 2.0, "title").splitlines()
 
 
 def test_a_producer_that_died_mid_scan_ends_its_part_where_its_record_stopped() -> None:

@@ -32,7 +32,7 @@ from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration import ServiceSpec, Supervisor
 from sectorflow.orchestration.stack import start_stack
 from sectorflow.orchestration.summary import summarize
-from sectorflow.producer import publish_request
+from sectorflow.operations.acquire import publish_request
 from sectorflow.waiting import wait_until
 
 log = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ class BridgeCounters:
     frames_late: int = 0  # frames that came after their position was given up, left out
     frames_unsent: int = 0  # frames of scans with no client at their start, or whose client went
     frames_dropped: int = 0  # frames of a scan whose client was disconnected by the queue's bound, from there on
-    # The last scan over, for its account (sectorflow/scan_account.py): its number, whether a
+    # The last scan over, for its account (operations/scan_account.py): its number, whether a
     # client got it whole, its positions and how many of them were sent empty.
     last_scan: int = -1
     last_scan_served: bool = False

@@ -12,15 +12,13 @@ from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.ownership import owner_fields
-from sectorflow.protocol import STATE_IDLE, STATE_STREAMING, ServiceStatus, status_key
-from sectorflow.scan_account import LIBERTEM_SERVICE
+from sectorflow.protocol import SERVICE_LIBERTEM, STATE_IDLE, STATE_STREAMING, ServiceStatus, status_key
 from sectorflow.security.options import key_directory, own_role
 
 if TYPE_CHECKING:
     from .bridge import BridgeCounters
     from .server import AcquisitionServer
 
-SERVICE_LIBERTEM = LIBERTEM_SERVICE
 #: The kvstore role the bridge connects with: it reads as a viewer, and may write only its status.
 ROLE = "viewer"
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sectorflow._core import protocol as _records
-from sectorflow.protocol import OUTCOME_ABORTED
+from sectorflow.protocol import OUTCOME_ABORTED, SERVICE_LIBERTEM
 from sectorflow.protocol.scan_life import ScanAbort, ScanClaim
 
 # The outcome of a scan as acquire and status report it.
@@ -38,7 +38,7 @@ EXIT_CODES = {COMPLETE: 0, ON_DISK: 0, SPILLED: 3, INCOMPLETE: 1, FAILED: 1, PEN
 
 SOURCE_REPLAY = _records.SOURCE_REPLAY
 SOURCE_NATIVE = _records.SOURCE_NATIVE  # the aggregator wrote the request: a native receiver's stream began the scan
-LIBERTEM_SERVICE = "libertem"  # status/libertem/<name>: libertem_bridge/status.py
+LIBERTEM_SERVICE = SERVICE_LIBERTEM  # status/libertem/<name>: libertem_bridge/status.py
 _FINAL_PRODUCER_STATES = {_records.STATE_FINISHED, _records.STATE_ERROR}
 _PRODUCER_NAME = re.compile(r"r(\d+)t(\d+)")
 _RELAY_NAME = re.compile(r"t(\d+)")

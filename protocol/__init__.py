@@ -116,6 +116,9 @@ from .refusals import refusal_fields
 #: A scan an operator aborted (``sectorflow abort``) before every sector was counted: an outcome the
 #: account gives and the file records, beside the C++ records' complete, incomplete and failed.
 OUTCOME_ABORTED = "aborted"
+#: The LiberTEM-live bridge's status prefix, ``status/libertem/<name>`` (libertem_bridge/SPEC.md):
+#: a Python service, so its name is not among the C++ records' services.
+SERVICE_LIBERTEM = "libertem"
 
 __all__ = [
     "ACQUIRE_PREFIX",
@@ -143,6 +146,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SERVICE_AGGREGATOR",
     "SERVICE_KVSTORE",
+    "SERVICE_LIBERTEM",
     "SERVICE_NODEGROUP",
     "SERVICE_PRODUCER",
     "SERVICE_STATES",

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = ("producer", "aggregator", "nodegroup", "kvstore", "live", "counting", "protocol", "simulator")
+SERVICES = ("producer", "aggregator", "nodegroup", "kvstore", "live", "counting", "protocol", "simulator",
+            "libertem_bridge")
 
 
 def imported_components(component: str) -> dict[str, set[str]]:

@@ -125,7 +125,19 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 
     def stop(self, timeout_s: float = 15.0) -> None:
         subprocess.run(["scancel", "--full", "--user=root"], capture_output=True, env=self.env)
+        # A slurmstepd still ending its step when slurmd stops is orphaned for good (seen after a CI
+        # run): wait, bounded, for the queue to empty and every step's socket in our spool to go.
+        try:
+            wait_until(lambda: not self._jobs_or_steps(), timeout_s, "the cluster's jobs and steps to end", 0.1)
+        except WaitTimeout:
+            pass  # the daemons are stopped all the same; what is left shows in _jobs_or_steps()
         self._daemons.stop_all(timeout_s)
+
+    def _jobs_or_steps(self) -> list[str]:
+        """The jobs squeue still lists and the step sockets slurmstepd still holds in the spool."""
+        queue = subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True, env=self.env)
+        steps = [path.name for path in (self.root / "spool").iterdir() if path.is_socket()]
+        return queue.stdout.split() + steps
 
 
 def slurm_available() -> bool:

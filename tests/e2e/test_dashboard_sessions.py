@@ -14,7 +14,7 @@ from support import Processes, wait_until
 
 
 pytestmark = pytest.mark.slurm
-pytest.importorskip("starlette", reason="the dashboard extra (starlette, uvicorn, prometheus-client)")
+import starlette  # noqa: E402,F401  (the dashboard extra, which make test installs: absent is a failure)
 
 TOKEN = "a-token-of-at-least-16-characters"
 WAIT_S = 60.0

@@ -21,7 +21,7 @@ from support import Processes, wait_until
 from sectorflow.kvstore import Client
 from sectorflow.protocol import ACQUIRE_REQUEST_KEY, AcquireRequest
 
-pytest.importorskip("starlette", reason="the dashboard extra (starlette, uvicorn, prometheus-client)")
+import starlette  # noqa: E402,F401  (the dashboard extra, which make test installs: absent is a failure)
 
 RUN_S = 60.0  # deadline of a one-shot command; a failure guard only
 TOKEN = "a-token-of-at-least-16-characters"

@@ -30,7 +30,8 @@ from sectorflow.protocol import (
 
 
 def test_encode_png_gives_a_file_an_image_reader_reads_back_pixel_for_pixel() -> None:
-    image_module = pytest.importorskip("matplotlib.image")
+    import matplotlib.image as image_module  # the plot extra, which make test installs
+
     rgb = np.random.default_rng(1).integers(0, 256, size=(7, 5, 3), dtype=np.uint8)
     decoded = image_module.imread(io.BytesIO(encode_png(rgb)), format="png")
     assert decoded.shape == (7, 5, 3)

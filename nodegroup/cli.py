@@ -78,8 +78,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 
 def _end_broken_job(comm: Any, code: int, rank: int, rank0_gone: bool) -> None:
-    """A rank of the job vanished, or gave rank 0 no goodbye: MPI cannot finalize without it (MPI_Finalize would wait for it
-    forever), so the job ends by MPI_Abort, which the launcher turns into the end of every rank.
+    """A rank of the job vanished, or gave rank 0 no goodbye: MPI cannot finalize without it
+    (MPI_Finalize would wait for it forever), so the job ends by MPI_Abort, which the launcher turns into the end of every rank.
     Rank 0 aborts once it has written what it held; the other ranks wait in MPI_Finalize for that,
     unless rank 0 is the one gone."""
     if rank == 0 or rank0_gone:

@@ -30,8 +30,8 @@ def register(subparsers: Any) -> None:
         help="print who is registered and what each service is doing",
         description="Print the live state of the kvstore as tables under a header naming the server, "
         "its stack id and sequence: every service's state, scan, message and byte counts (a service "
-        "of another stack, or moved to a new one, flagged), the registered NodeGroups and the acquire request, what the server "
-        "refused (by kind) and the entries that do not decode. Exits non-zero "
+        "of another stack, or moved to a new one, flagged), the registered NodeGroups and the acquire "
+        "request, what the server refused (by kind) and the entries that do not decode. Exits non-zero "
         "with one line if no server answers within the timeout.",
     )
     add_config_argument(status)

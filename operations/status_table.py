@@ -205,7 +205,9 @@ def _scan_accounts(entries: Mapping[str, bytes], registered: set[str]) -> list[t
         result = account(records, nodegroups_gone=bool(routing) and not routing & registered,
                          full=kvstore_full(entries.get(_records.status_key("kvstore", "server"))))
         shape = f"{records.request.scan_x} x {records.request.scan_y}" if records.request is not None else "?"
-        outcome = ("kvstore full" if result.kvstore_full else result.outcome) + (f" ({len(records.rejected)} records invalid)" if records.rejected else "")
+        outcome = "kvstore full" if result.kvstore_full else result.outcome
+        if records.rejected:
+            outcome += f" ({len(records.rejected)} records invalid)"
         row = (str(scan), shape, outcome, f"{result.counted:,}", f"{result.spilled:,}", f"{result.on_disk:,}",
                f"{result.pending:,}", f"{result.missing:,}", result.path or "-")
         rows.append((row, result))

@@ -27,7 +27,7 @@ from prometheus_client.registry import Collector
 from sectorflow._core import protocol as _records
 from sectorflow.kvstore.status_records import status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
-from sectorflow.protocol import SERVICE_STATES
+from sectorflow.protocol import SERVICE_LIBERTEM, SERVICE_STATES
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
 from .scan_groups import ScanGroups
 
@@ -47,13 +47,17 @@ COUNTERS = {
     "positions_total": ("positions_counted", "scan positions (frames) the NodeGroup counted since it started"),
     "electrons_total": ("electrons_counted", "electrons the NodeGroup counted since it started (rate over "
                         "positions_counted: electrons per frame)"),
-    "scans_served": ("libertem_scans_served", "scans sent whole to a LiberTEM client (LiberTEM bridge)"),
-    "positions_empty": ("libertem_positions_empty", "positions sent to LiberTEM empty: never came in time "
-                        "(LiberTEM bridge)"),
-    "frames_dropped": ("libertem_frames_dropped", "frames not sent: their client was disconnected by the bridge's "
-                       "bounded queue (LiberTEM bridge)"),
-    "clients_dropped": ("libertem_clients_dropped", "LiberTEM clients disconnected for reading too slowly "
-                        "(LiberTEM bridge)"),
+}
+# Counters of one service only (status field names are not unique across services): service -> field
+# -> (metric name, help).
+SERVICE_COUNTERS = {
+    SERVICE_LIBERTEM: {
+        "scans_served": ("libertem_scans_served", "scans sent whole to a LiberTEM client"),
+        "positions_empty": ("libertem_positions_empty", "positions sent to LiberTEM empty: never came in time"),
+        "frames_dropped": ("libertem_frames_dropped", "frames not sent: their client was disconnected by the "
+                           "bridge's bounded queue"),
+        "clients_dropped": ("libertem_clients_dropped", "LiberTEM clients disconnected for reading too slowly"),
+    },
 }
 # Status fields published as gauges: field -> (metric name, help).
 GAUGES = {
@@ -99,6 +103,8 @@ class StatusCollector(Collector):
             "scan": GaugeMetricFamily("sectorflow_service_scan", "the scan the service works on or finished last"),
         }
         counters = {f: CounterMetricFamily(f"sectorflow_{n}", h) for f, (n, h) in COUNTERS.items()}
+        service_counters = {service: {f: CounterMetricFamily(f"sectorflow_{n}", h) for f, (n, h) in table.items()}
+                            for service, table in SERVICE_COUNTERS.items()}
         gauges = {f: GaugeMetricFamily(f"sectorflow_{n}", h) for f, (n, h) in GAUGES.items()}
         scan_gauges = {f: GaugeMetricFamily(f"sectorflow_{n}", h) for f, (n, h) in PRODUCER_SCAN_GAUGES.items()}
         for _, service, name, status, _ in status_entries(entries):
@@ -122,7 +128,7 @@ class StatusCollector(Collector):
             _add(families["scan"], labels, status.scan)
             for kind, count in _refusals(service, extra).items():
                 _add(families["refused"], {**labels, "kind": kind}, count)
-            for field_name, family in (*counters.items(), *gauges.items()):
+            for field_name, family in (*counters.items(), *gauges.items(), *service_counters.get(service, {}).items()):
                 _add(family, labels, extra.get(field_name))
         registered = GaugeMetricFamily("sectorflow_nodegroups_registered", "NodeGroups registered in the kvstore")
         listing = _records.nodegroups_from(
@@ -132,6 +138,8 @@ class StatusCollector(Collector):
         reachable.add_metric([], 1 if self._reachable() else 0)
         yield from families.values()
         yield from counters.values()
+        for table in service_counters.values():
+            yield from table.values()
         yield from gauges.values()
         yield from scan_gauges.values()
         yield registered

@@ -91,7 +91,7 @@ def test_metrics_carry_every_published_counter_with_service_receiver_and_nodegro
         status_key("nodegroup", "ng-a"): ServiceStatus(
             state="idle", scan=4, messages=40, bytes=4000, updated_s=1.0,
             extra={"frames_complete": 9, "frames_incomplete": 1, "pool_slots_in_use": 5, "malformed": 2,
-                   "malformed_header": 2}).encode(),
+                   "malformed_header": 2, "frames_dropped": 5}).encode(),
         status_key("kvstore", "server"): ServiceStatus(state="idle", scan=0, messages=0, bytes=0, updated_s=1.0,
                                                        extra={"unauthorised": 6, "keys": 12}).encode(),
         status_key("libertem", "pc"): ServiceStatus(
@@ -123,6 +123,7 @@ def test_metrics_carry_every_published_counter_with_service_receiver_and_nodegro
     assert (bridge, 4.0) in samples["sectorflow_messages_total"]  # positions sent to LiberTEM
     assert samples["sectorflow_libertem_positions_empty_total"] == [(bridge, 2.0)]
     assert samples["sectorflow_libertem_clients_dropped_total"] == [(bridge, 1.0)]
+    # The bridge's, not the NodeGroup's field of the same name: a service's own counters are its own.
     assert samples["sectorflow_libertem_frames_dropped_total"] == [(bridge, 0.0)]
     assert ({**group, "kind": "header"}, 2.0) in samples["sectorflow_refused_messages_total"]
     assert ({"service": "kvstore", "name": "server", "kind": "unauthorised"},

@@ -20,7 +20,7 @@ from sectorflow.service import ServiceState
 
 from . import asi_wire
 from .in_order import InOrder, Released
-from .server import DROPPED, QUEUED, AcquisitionServer
+from .server import DROPPED, QUEUED, AcquisitionServer, Delivery
 from .status import StatusPublisher, bridge_status
 
 log = logging.getLogger(__name__)
@@ -35,12 +35,12 @@ class BridgeCounters:
 
     scans_served: int = 0  # acquisitions sent whole to a client
     scans_unserved: int = 0  # scans with no client at their start, or whose client went during them
-    positions_sent: int = 0  # positions queued to a client, with their events or empty
-    frames_sent: int = 0  # counted frames queued to a client with their events
     positions_empty: int = 0  # positions sent empty: never came, or came too late
     frames_late: int = 0  # frames that came after their position was given up, left out
-    frames_unsent: int = 0  # frames of scans with no client at their start, or whose client went
-    frames_dropped: int = 0  # frames of a scan whose client was disconnected by the queue's bound, from there on
+    # Frames never queued for a client (the server counts what it wrote and what it discarded of
+    # those it queued: AcquisitionServer.delivered, discarded_dropped, discarded_gone):
+    frames_unsent: int = 0  # of scans with no client at their start, or whose client went
+    frames_dropped: int = 0  # of a scan whose client was disconnected by the queue's bound, from there on
     # The last scan over, for its account (operations/scan_account.py): its number, whether a
     # client got it whole, its positions and how many of them were sent empty.
     last_scan: int = -1
@@ -170,26 +170,24 @@ class Bridge:
                     scan.connection = 0
             if not scan.connection and not scan.dropped:
                 log.warning("libertem: scan %d not served: no LiberTEM client connected at its start", scan.number)
+        empty = released.empty
         if scan.connection:
             parts: list[bytes] = []
             for indptr, indices in _chunks(released, self.settings.chunk_bytes):
                 parts += asi_wire.array_chunk(indptr, indices)
             if scan.order.done:
                 parts += [asi_wire.scan_end(sequence), asi_wire.acquisition_end(sequence)]
-            sent = self.server.send(scan.connection, parts)
+            sent = self.server.send(scan.connection, parts, Delivery(released.frames - empty, released.frames))
             if sent != QUEUED:
                 scan.dropped = sent == DROPPED
                 log.warning("libertem: scan %d: its client %s during the scan, the rest is not sent", scan.number,
                             "was disconnected for reading too slowly" if scan.dropped else "went")
                 scan.connection = 0
-        empty = released.empty
         self.counters.positions_empty += empty
-        if scan.connection:
-            self.counters.frames_sent += released.frames - empty
-            self.counters.positions_sent += released.frames
-        elif scan.dropped:
+        # What was queued the server counts: delivered once written, or discarded with its client.
+        if scan.dropped:
             self.counters.frames_dropped += released.frames - empty
-        else:
+        elif not scan.connection:
             self.counters.frames_unsent += released.frames - empty
 
     def _finish(self, scan: _Scan) -> None:

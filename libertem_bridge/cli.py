@@ -13,7 +13,7 @@ from sectorflow.service import stop_on_signals
 
 from .bridge import Bridge
 from .server import AcquisitionServer, parse_listen
-from .status import ROLE, SERVICE_LIBERTEM, StatusPublisher, status_name
+from .status import ROLE, SERVICE_LIBERTEM, StatusPublisher, sent_fields, status_name
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     # Totals over the bridge's life; the last scan's fields are the status's (libertem_bridge/status.py).
     counters = {field: value for field, value in dataclasses.asdict(bridge.counters).items()
                 if not field.startswith("last_scan")}
+    counters.update(sent_fields(bridge.counters, server))
     counters.update(clients_refused=server.clients_refused, clients_dropped=server.clients_dropped,
                     clients_gone=server.clients_gone)
     print("served: " + ", ".join(f"{name} {value}" for name, value in counters.items()), flush=True)

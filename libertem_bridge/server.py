@@ -8,6 +8,7 @@ import logging
 import socket
 import threading
 from collections import deque
+from dataclasses import dataclass
 
 from sectorflow.configs.loader import is_loopback
 from sectorflow.errors import UsageError
@@ -21,6 +22,19 @@ ACCEPT_POLL_S = 0.1
 #: What ``send`` did with the parts: queued for the client; refused as that connection had ended
 #: (or none was held); refused as the queue would pass its bound, and the client disconnected.
 QUEUED, ENDED, DROPPED = "queued", "ended", "dropped"
+
+
+@dataclass
+class Delivery:
+    """What queued parts carry for a client, counted when they are written or discarded: a client
+    dropped or gone with parts still queued never got them, so they are not "sent"."""
+
+    frames: int = 0  # counted frames with their events
+    positions: int = 0  # positions, with events or empty
+
+    def add(self, other: Delivery) -> None:
+        self.frames += other.frames
+        self.positions += other.positions
 
 
 def parse_listen(address: str, allow_remote: bool) -> tuple[str, int]:
@@ -65,13 +79,17 @@ class AcquisitionServer:
         self._lock = threading.Condition()
         self._client: socket.socket | None = None
         self.connection = 0  # number of the current client connection; 0: none yet
-        self._queue: deque[tuple[int, bytes]] = deque()
+        self._queue: deque[tuple[int, bytes, Delivery]] = deque()
         self._queued = 0
         self._stop = threading.Event()
         self.clients_refused = 0  # a second client while one is connected
         self.clients_dropped = 0  # disconnected for reading slower than the queue allows
         self.clients_gone = 0  # connections the client closed (or that failed)
         self.bytes_sent = 0  # written to clients' sockets
+        self.delivered = Delivery()  # written whole to a client's socket
+        self.discarded_dropped = Delivery()  # queued for a client that was dropped for reading too slowly
+        self.discarded_gone = Delivery()  # queued for a client that went (closed, or its socket failed)
+        self._dropped_connection = 0  # the last connection dropped for reading too slowly
         self._threads = [threading.Thread(target=self._accept, name="libertem-accept", daemon=True),
                          threading.Thread(target=self._write, name="libertem-write", daemon=True)]
         for thread in self._threads:
@@ -82,20 +100,23 @@ class AcquisitionServer:
         with self._lock:
             return self._client is not None
 
-    def send(self, connection: int, parts: list[bytes]) -> str:
-        """Queue ``parts`` for client connection ``connection``: QUEUED, ENDED (that connection has
-        ended) or DROPPED (the queue would pass its bound: the client is disconnected)."""
+    def send(self, connection: int, parts: list[bytes], carries: Delivery | None = None) -> str:
+        """Queue ``parts`` (which carry ``carries``) for client connection ``connection``: QUEUED,
+        ENDED (that connection has ended) or DROPPED (the queue would pass its bound: the client is
+        disconnected). What is queued counts as delivered once written whole, as discarded if its
+        client is dropped or goes first."""
         size = sum(len(part) for part in parts)
         with self._lock:
             if connection != self.connection or self._client is None:
                 return ENDED
             if self._queued + size > self.queue_bytes:
                 self.clients_dropped += 1
+                self._dropped_connection = connection
                 log.warning("libertem: the client reads slower than the scans come (%d MiB queued): disconnected",
                             self._queued >> 20)
                 self._end_client_locked()
                 return DROPPED
-            self._queue.append((connection, b"".join(parts)))
+            self._queue.append((connection, b"".join(parts), carries or Delivery()))
             self._queued += size
             self._lock.notify_all()
             return QUEUED
@@ -113,9 +134,14 @@ class AcquisitionServer:
                 pass  # already gone
             self._client.close()
             self._client = None
+        for connection, _, carries in self._queue:
+            self._discard_locked(connection, carries)
         self._queue.clear()
         self._queued = 0
         self._lock.notify_all()
+
+    def _discard_locked(self, connection: int, carries: Delivery) -> None:
+        (self.discarded_dropped if connection == self._dropped_connection else self.discarded_gone).add(carries)
 
     def _forget_closed_client_locked(self) -> None:
         """A client that closed its end while nothing was sent to it is noticed here, not at the
@@ -167,9 +193,11 @@ class AcquisitionServer:
                     self._lock.wait()
                 if self._stop.is_set():
                     return
-                connection, data = self._queue.popleft()
+                connection, data, carries = self._queue.popleft()
                 self._queued -= len(data)
                 client = self._client if connection == self.connection else None
+                if client is None:
+                    self._discard_locked(connection, carries)
                 self._lock.notify_all()
             if client is None:
                 continue
@@ -177,8 +205,11 @@ class AcquisitionServer:
                 client.sendall(data)
                 with self._lock:
                     self.bytes_sent += len(data)
+                    self.delivered.add(carries)
             except OSError as error:
                 with self._lock:
+                    # Cut off while being written: the client did not get it whole.
+                    self._discard_locked(connection, carries)
                     if connection == self.connection and self._client is client:
                         self.clients_gone += 1
                         log.info("libertem: client of connection %d gone (%s)", connection, error)

@@ -49,6 +49,7 @@ def bridge_status(counters: BridgeCounters, server: AcquisitionServer, scan: int
     the positions sent to clients, ``bytes`` the bytes written to them."""
     fields = dataclasses.asdict(counters)
     last_scan = fields.pop("last_scan")
+    fields.update(sent_fields(counters, server))
     extra: dict[str, bool | int | str] = {
         "client_connected": server.connected, "listen": f"{server.address[0]}:{server.address[1]}",
         "clients_dropped": server.clients_dropped, "clients_gone": server.clients_gone,
@@ -60,7 +61,15 @@ def bridge_status(counters: BridgeCounters, server: AcquisitionServer, scan: int
             del extra[name]
     current = scan if scan is not None else max(last_scan, 0)
     return ServiceStatus(state=STATE_STREAMING if scan is not None else STATE_IDLE, scan=current,
-                         messages=counters.positions_sent, bytes=server.bytes_sent, extra=extra)
+                         messages=server.delivered.positions, bytes=server.bytes_sent, extra=extra)
+
+
+def sent_fields(counters: BridgeCounters, server: AcquisitionServer) -> dict[str, int]:
+    """What clients got of what the bridge released: positions and frames written whole to a client,
+    and the frames that did not reach one (never queued, or queued and discarded with their client)."""
+    return {"positions_sent": server.delivered.positions, "frames_sent": server.delivered.frames,
+            "frames_unsent": counters.frames_unsent + server.discarded_gone.frames,
+            "frames_dropped": counters.frames_dropped + server.discarded_dropped.frames}
 
 
 class StatusPublisher:

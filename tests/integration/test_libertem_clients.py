@@ -120,8 +120,10 @@ def test_a_client_that_never_reads_is_dropped_counted_and_the_next_one_gets_the_
     extra = statuses.extra()
     assert extra["clients_dropped"] == 1 and extra["client_connected"] is False
     assert extra["last_scan_served"] is False and extra["scans_unserved"] == 1
-    # Every frame of the scan is accounted for: queued before the drop, or dropped from there on.
+    # Every frame of the scan is accounted for: written to the client's socket before the drop, or
+    # dropped (still queued at the drop, or released after it); "sent" holds only what the socket took.
     assert extra["frames_dropped"] > 0 and extra["frames_sent"] + extra["frames_dropped"] == 640
+    assert extra["frames_sent"] * 8 * EVENTS_PER_FRAME <= statuses.last.bytes  # each event: index, value (u32)
     assert extra["positions_empty"] == 0 and extra["frames_unsent"] == 0
 
     with socket.create_connection(("127.0.0.1", port)) as reader:

@@ -143,6 +143,7 @@ def test_a_scan_holds_a_bounded_number_of_frames_and_counts_the_rest(monkeypatch
 
 def test_the_status_says_what_the_bridge_did_and_the_last_scan_only_once_there_is_one() -> None:
     from sectorflow.libertem_bridge import AcquisitionServer, BridgeCounters
+    from sectorflow.libertem_bridge.server import Delivery
     from sectorflow.libertem_bridge.status import bridge_status
 
     server = AcquisitionServer("127.0.0.1", 0, 1 << 20)
@@ -151,8 +152,9 @@ def test_the_status_says_what_the_bridge_did_and_the_last_scan_only_once_there_i
         assert (fresh.state, fresh.scan, fresh.messages) == ("idle", 0, 0)
         assert fresh.extra["client_connected"] is False and fresh.extra["listen"] == f"127.0.0.1:{server.address[1]}"
         assert "last_scan" not in fresh.extra and "last_scan_empty" not in fresh.extra
-        counters = BridgeCounters(scans_served=1, positions_sent=12, frames_sent=10, positions_empty=2, last_scan=4,
-                                  last_scan_served=True, last_scan_positions=12, last_scan_empty=2)
+        counters = BridgeCounters(scans_served=1, positions_empty=2, last_scan=4, last_scan_served=True,
+                                  last_scan_positions=12, last_scan_empty=2)
+        server.delivered = Delivery(frames=10, positions=12)  # what its writer thread wrote to a client
         streaming = bridge_status(counters, server, 5)
         assert (streaming.state, streaming.scan, streaming.messages) == ("streaming", 5, 12)
         assert {k: streaming.extra[k] for k in ("last_scan", "last_scan_served", "last_scan_empty", "frames_dropped",

@@ -10,6 +10,7 @@
 #include "sectorflow/kvstore/client.hpp"
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
+#include "sectorflow/kvstore/pair_state.hpp"
 #include "sectorflow/kvstore/server.hpp"
 #include "sectorflow/kvstore/stack_id.hpp"
 #include "sectorflow/protocol/service_state.hpp"
@@ -80,6 +81,26 @@ py::dict bytes_dict(const std::map<std::string, std::string>& entries) {
   py::dict out;
   for (const auto& [key, value] : entries) out[py::str(key)] = py::bytes(value);
   return out;
+}
+
+void bind_pair_table(py::module_& m) {
+  m.def(
+      "pair_table",
+      [] {
+        py::list rows;
+        for (std::size_t state = 0; state < kPairStates; ++state) {
+          for (std::size_t event = 0; event < kPairEvents; ++event) {
+            const PairStep& step = kPairTable[state][event];
+            rows.append(py::make_tuple(std::string(name(static_cast<PairState>(state))),
+                                       std::string(name(static_cast<PairEvent>(event))),
+                                       std::string(name(step.primary)), std::string(name(step.backup)), step.serve,
+                                       std::string(step.why)));
+          }
+        }
+        return rows;
+      },
+      "The kvstore pair's state machine (pair_state.hpp) as (state, event, primary's next, backup's next, "
+      "serve, why) rows: kvstore/SPEC.md prints it.");
 }
 
 void bind_stack_id(py::module_& m) {
@@ -378,6 +399,7 @@ void bind_kvstore(py::module_& m) {
                                        py::module_::import("sectorflow.errors").attr("SectorflowError").ptr());
   bind_kvmsg(m);
   bind_stack_id(m);
+  bind_pair_table(m);
   bind_server(m);
   bind_client(m);
 }

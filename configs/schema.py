@@ -402,9 +402,12 @@ class LibertemConfig:
         "as an empty frame and counted (positions_empty); at the scan's end every missing one is", min=0.0, max=3600.0)
     queue_mib: int = setting(256, "stream held for a LiberTEM client that reads slower than the scans come; beyond, "
                              "the client is disconnected and its scan's frames counted as dropped", min=1, max=65536)
-    chunk_bytes: int = setting(65536, "largest array chunk sent (a frame larger goes alone): a chunk must fit one "
+    chunk_bytes: int = setting(384 << 10, "largest array chunk sent (a frame larger goes alone): a chunk must fit one "
                                "shared-memory slot of LiberTEM-live's receiver (bytes_per_chunk x chunks_per_stack, "
-                               "384 KiB by default)", min=1024, max=1 << 30)
+                               "384 KiB by default: the default fills one). Fewer, larger chunks cost LiberTEM less at "
+                               "high dose: with 4 MiB (and the connection's bytes_per_chunk at 174763) SumUDF takes "
+                               "about 3x the frames/s at 2,000 e/frame (BENCHMARKS.md, libertem_bridge)",
+                               min=1024, max=1 << 30)
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,13 @@ from pathlib import Path
 import numpy as np
 
 
+# The asi_tpx3 connection's shared-memory slot is bytes_per_chunk x CHUNKS_PER_STACK (24, its default):
+# each chunk the bridge sends must fit one (libertem_bridge/SPEC.md).
+CHUNKS_PER_STACK = 24
+
+
 def run(host: str, port: int, scans: int, timeout_s: float, workers: int, mask_radius: float | None,
-        out: Path | None) -> int:
+        out: Path | None, chunk_bytes: int) -> int:
     # Imported here: the optional group's packages are only needed to run this, not to read it.
     from libertem import masks
     from libertem.executor.pipelined import PipelinedExecutor
@@ -35,7 +40,9 @@ def run(host: str, port: int, scans: int, timeout_s: float, workers: int, mask_r
 
     executor = PipelinedExecutor(spec=PipelinedExecutor.make_spec(cpus=range(workers), cudas=[]))
     with LiveContext(executor=executor) as ctx:
-        with ctx.make_connection("asi_tpx3").open(data_host=host, data_port=port) as conn:
+        bytes_per_chunk = max(16 << 10, -(-chunk_bytes // CHUNKS_PER_STACK))
+        with ctx.make_connection("asi_tpx3").open(data_host=host, data_port=port, bytes_per_chunk=bytes_per_chunk,
+                                                  chunks_per_stack=CHUNKS_PER_STACK) as conn:
             for _ in range(scans):
                 pending = conn.wait_for_acquisition(timeout_s)
                 if pending is None:
@@ -73,8 +80,11 @@ def main() -> int:
     parser.add_argument("--mask-radius", type=float, default=None, help="ApplyMasksUDF's disk, pixels "
                         "(default: a quarter of the frame)")
     parser.add_argument("--out", type=Path, default=None, help="save the last scan's results here (.npz)")
+    parser.add_argument("--chunk-bytes", type=int, default=384 << 10, help="the bridge's [libertem] chunk_bytes "
+                        "(default 393216, the bridge's): LiberTEM's shared-memory slots are sized to hold one chunk")
     args = parser.parse_args()
-    return run(args.host, args.port, args.scans, args.timeout, args.workers, args.mask_radius, args.out)
+    return run(args.host, args.port, args.scans, args.timeout, args.workers, args.mask_radius, args.out,
+               args.chunk_bytes)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,11 @@ from typing import Any
 from sectorflow._core import protocol as _records
 from sectorflow.kvstore.status_records import StatusEntry, status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
+from sectorflow.protocol import SERVICE_LIBERTEM
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
 from sectorflow.operations.progress import ReceiverRates
-from sectorflow.operations.scan_account import COMPLETE, PENDING, account, producers_final, records_of
+from sectorflow.operations.scan_account import (COMPLETE, PENDING, account, bridge_last_scan, producers_final,
+                                                records_of)
 
 from .rates import Rates
 from .scan_groups import ScanGroups
@@ -74,6 +76,7 @@ def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachabl
         "refused": sum(s["refused"] for s in services),
         "scan": current,
         "recent": list(reversed(scans[-recent_scans:])),
+        "libertem": _bridges(services),
         "alerts": alerts,
     }
 
@@ -107,6 +110,29 @@ def _services(statuses: list[StatusEntry], now_s: float, rates: Rates) -> list[d
         })
     rates.forget_except({f"{row['service']}/{row['name']}" for row in rows})
     return rows
+
+
+# A LiberTEM bridge's counters the page shows (libertem_bridge/SPEC.md, "Status").
+BRIDGE_FIELDS = ("positions_sent", "frames_sent", "positions_empty", "frames_late", "frames_dropped", "frames_unsent",
+                 "clients_dropped", "clients_gone", "clients_refused", "scans_served", "scans_unserved")
+
+
+def _bridges(services: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The LiberTEM bridges (``status/libertem/<name>``): where each listens, whether a LiberTEM client
+    is connected, what it did, and its last scan in the words ``acquire --wait`` prints."""
+    bridges = []
+    for service in services:
+        if service["service"] != SERVICE_LIBERTEM:
+            continue
+        extra = service["extra"]
+        bridges.append({
+            "name": service["name"], "state": service["state"], "age_s": service["age_s"],
+            "listen": str(extra.get("listen", "")), "client_connected": bool(extra.get("client_connected")),
+            "last_scan": extra.get("last_scan"),
+            "last": f"scan {extra['last_scan']}: {bridge_last_scan(extra)}" if "last_scan" in extra else "",
+            **{name: int(extra.get(name, 0)) for name in BRIDGE_FIELDS},
+        })
+    return bridges
 
 
 def _nodegroups(entries: Mapping[str, bytes]) -> list[dict[str, Any]]:

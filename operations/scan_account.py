@@ -19,6 +19,7 @@ import shlex
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sectorflow._core import protocol as _records
 from sectorflow.protocol import OUTCOME_ABORTED, SERVICE_LIBERTEM
@@ -283,18 +284,17 @@ def kvstore_full(server_status: bytes | None) -> str:
 def libertem_notes(statuses: Mapping[tuple[str, str], _records.ServiceStatus], scan: int) -> list[str]:
     """What the LiberTEM bridges (``status/libertem/<name>``, libertem_bridge/SPEC.md) say of ``scan``
     when it is the last scan one of them finished: how many positions LiberTEM got empty."""
-    notes = []
-    for (service, name), status in sorted(statuses.items()):
-        extra = status.extra
-        if service != LIBERTEM_SERVICE or extra.get("last_scan") != scan:
-            continue
-        if extra.get("last_scan_served"):
-            notes.append(f"LiberTEM (bridge {name}): {extra.get('last_scan_empty', 0)} of "
-                         f"{extra.get('last_scan_positions', 0)} positions sent empty (never came in time)")
-        else:
-            notes.append(f"LiberTEM (bridge {name}): not served (no client at its start, or the client went "
-                         "or was too slow)")
-    return notes
+    return [f"LiberTEM (bridge {name}): {bridge_last_scan(status.extra)}"
+            for (service, name), status in sorted(statuses.items())
+            if service == LIBERTEM_SERVICE and status.extra.get("last_scan") == scan]
+
+
+def bridge_last_scan(extra: Mapping[str, Any]) -> str:
+    """What a bridge's status (its ``extra`` fields) says of the last scan it finished."""
+    if extra.get("last_scan_served"):
+        return (f"{extra.get('last_scan_empty', 0)} of {extra.get('last_scan_positions', 0)} positions sent empty "
+                "(never came in time)")
+    return "not served (no client at its start, or the client went or was too slow)"
 
 
 def account(records: ScanRecords, nodegroups_gone: bool = False,

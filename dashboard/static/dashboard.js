@@ -168,6 +168,18 @@ function renderHistory(state) {
   }));
 }
 
+// The LiberTEM bridges (sectorflow libertem): shown only where one runs.
+function renderLibertem(state) {
+  const bridges = state.libertem || [];
+  $("libertem-card").hidden = !bridges.length;
+  fillTable("libertem", bridges.map((b) => {
+    const client = el("span");
+    badge(client, b.client_connected ? "client connected" : "no client", b.client_connected ? "live" : "unknown");
+    return [b.name, b.listen, client, b.last || "no scan yet", b.positions_sent, b.positions_empty, b.frames_dropped,
+            b.clients_dropped];
+  }));
+}
+
 function renderSessions(state) {
   const box = $("sessions"), info = state.sessions || { configured: false, available: false, error: "unknown", sessions: [] };
   // Only where Slurm is configured: a local stack has no sessions to show.
@@ -297,6 +309,7 @@ function render(state) {
   renderServices(state);
   renderHistory(state);
   renderSessions(state);
+  renderLibertem(state);
   renderImages(state);
 }
 

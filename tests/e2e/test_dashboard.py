@@ -14,6 +14,8 @@ import json
 import os
 import re
 import signal
+import socket
+import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -123,6 +125,12 @@ def thumbnails(driver: Any) -> list[bool]:
         "return [...document.querySelectorAll('#history img.thumbnail')].map(i => i.complete && i.naturalWidth > 0)")
 
 
+def table_rows(driver: Any, table_id: str) -> list[list[str]]:
+    """A table's body rows as the page shows their cells' text."""
+    return driver.execute_script(
+        f"return [...document.querySelectorAll('#{table_id} tbody tr')].map(r => [...r.cells].map(c => c.textContent))")
+
+
 def alert_ids(driver: Any) -> list[str]:
     return driver.execute_script("return [...document.querySelectorAll('#alerts .alert')].map(a => a.dataset.id)")
 
@@ -191,6 +199,22 @@ def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alert
     # A local stack has no Slurm: no sessions card (squeue, if installed, answers nothing here).
     assert browser.execute_script("return document.getElementById('sessions-card').hidden") is True
 
+    # No LiberTEM bridge, no LiberTEM card; a bridge with a client connected has one.
+    assert browser.execute_script("return document.getElementById('libertem-card').hidden") is True
+    bridge = processes.sectorflow("libertem", "--config", str(stack.path), "--listen", "127.0.0.1:0", name="libertem")
+    port = int(wait_until(lambda: re.search(r"listening on 127\.0\.0\.1:(\d+)", processes.output(bridge)), PAGE_S,
+                          "the bridge to listen").group(1))
+    reader = socket.create_connection((LOOPBACK, port))  # reads the acquisitions as LiberTEM would, to the end
+    drained = threading.Thread(target=lambda: all(iter(lambda: reader.recv(1 << 16), b"")), daemon=True)
+    drained.start()
+    bridge_row = wait_until(lambda: (r := table_rows(browser, "libertem")) and "client connected" in r[0][2] and r[0],
+                            PAGE_S, "the bridge and its client on the page")
+    assert bridge_row[1] == f"127.0.0.1:{port}" and bridge_row[3] == "no scan yet"
+    with Client(client_options(stack.config)) as client:
+        wait_until(lambda: client.wait_synced(PAGE_S) and all(
+            int(s.extra.get("live_frames_subscribers", 0)) >= 1 for s in client.statuses("nodegroup").values()),
+            PAGE_S, "the bridge subscribed to the NodeGroups' live stream")
+
     acquiring = acquire(processes, stack, 1)
     positions = SCAN_SHAPE[0] * SCAN_SHAPE[1]
     seen_midway = wait_until(
@@ -240,6 +264,11 @@ def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alert
     assert (scan, outcome) == ("1", "complete") and started != "-" and duration.endswith(" s") and to_file.endswith(" s")
     assert float(per_frame) > 0
     assert wait_until(lambda: thumbnails(browser) == [True], PAGE_S, "scan 1's thumbnail in the history")
+    # The bridge's last scan, in the words acquire --wait prints under its account.
+    bridge_row = wait_until(lambda: (r := table_rows(browser, "libertem")) and r[0][3].startswith("scan 1: ") and r[0], PAGE_S,
+                            "the bridge's last scan on the page")
+    assert bridge_row[3] == f"scan 1: 0 of {positions} positions sent empty (never came in time)", bridge_row
+    assert bridge_row[4] == str(positions)  # positions sent
     keep_screenshot(browser, tmp_path, "dashboard.png")
     # Every choice of image draws, with its colour bar: the centre of mass's magnitude, say.
     browser.execute_script("const s = document.querySelector('#panel-0 select'); s.value = 'com_magnitude';"
@@ -276,6 +305,7 @@ def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alert
     wait_until(lambda: "kvstore-unreachable" not in alert_ids(browser), PAGE_S, "the kvstore's alert to clear")
     wait_until(lambda: text(browser, "services").count("producer") == stack.config.n_receivers, PAGE_S,
                "every producer back in the services table (they publish again to the new server)")
+    reader.close()
 
 
 def test_a_read_only_dashboard_refuses_to_act(stack: Stack) -> None:

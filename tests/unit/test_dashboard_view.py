@@ -211,3 +211,19 @@ def test_a_scan_whose_records_change_is_accounted_again() -> None:
     assert view(scan_entries(), memory)["scan"]["outcome"] == "pending"
     assert view(scan_entries(), memory)["scan"]["outcome"] == "pending"  # unchanged: from the last update
     assert view(scan_entries(STATE_FINISHED, with_file=True), memory)["scan"]["outcome"] == "complete"
+
+
+def test_a_libertem_bridge_has_its_own_entry_with_its_client_counters_and_last_scan_as_acquire_says_it() -> None:
+    entries = scan_entries()
+    assert view(entries)["libertem"] == []  # no bridge: the page shows no LiberTEM card
+    entries[status_key("libertem", "pc")] = status(
+        STATE_IDLE, messages=16, listen="127.0.0.1:8283", client_connected=True, last_scan=2, last_scan_served=True,
+        last_scan_positions=16, last_scan_empty=3, positions_sent=16, frames_sent=13, positions_empty=3,
+        frames_dropped=0, clients_dropped=1)
+    [bridge] = view(entries)["libertem"]
+    assert (bridge["name"], bridge["listen"], bridge["client_connected"]) == ("pc", "127.0.0.1:8283", True)
+    assert (bridge["positions_sent"], bridge["positions_empty"], bridge["clients_dropped"]) == (16, 3, 1)
+    assert bridge["last"] == "scan 2: 3 of 16 positions sent empty (never came in time)"
+    entries[status_key("libertem", "pc")] = status(STATE_IDLE, listen="127.0.0.1:8283", last_scan=4,
+                                                   last_scan_served=False)
+    assert view(entries)["libertem"][0]["last"].startswith("scan 4: not served")

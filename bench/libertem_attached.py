@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench import BenchmarkResult, RunOptions, Target
 from bench.config_file import with_free_ports, write_config
-from bench.libertem_bridge import CLIENT
+from bench.libertem_bridge import CLIENT, bytes_per_chunk
 from bench.ratios import median, ratio
 from bench.stack_run import READY_TIMEOUT_S
 from sectorflow.configs import Config
@@ -70,7 +70,9 @@ def _attach(supervisor: Supervisor, client: Client, config: Config, round_index:
     listening = re.search(r"listening on 127\.0\.0\.1:(\d+)", supervisor.read_line(bridge, ATTACH_TIMEOUT_S))
     if listening is None:
         raise RuntimeError(f"{bridge} did not say where it listens")
-    supervisor.start(ServiceSpec(libertem, (sys.executable, "-c", CLIENT, listening.group(1))), capture_stdout=True)
+    supervisor.start(ServiceSpec(libertem, (sys.executable, "-c", CLIENT, listening.group(1),
+                                            str(bytes_per_chunk(config.libertem.chunk_bytes)), "1")),
+                     capture_stdout=True)
     if supervisor.read_line(libertem, ATTACH_TIMEOUT_S).strip() != "ready":
         raise RuntimeError(f"{libertem} did not start")
 

@@ -38,6 +38,7 @@ QUICK_SIDE = 64
 CHUNKS_PER_STACK = 24
 # The warm-up scan's side: LiberTEM compiles its decoders at its first acquisition.
 WARM_UP_SIDE = 16
+# LiberTEM-live running SumUDF on the bridge's acquisitions: python -c CLIENT PORT BYTES_PER_CHUNK ACQUISITIONS.
 CLIENT = """
 import sys, time
 from libertem.executor.pipelined import PipelinedExecutor
@@ -48,7 +49,7 @@ with LiveContext(executor=executor) as ctx:
     with ctx.make_connection("asi_tpx3").open(data_host="127.0.0.1", data_port=int(sys.argv[1]),
                                               bytes_per_chunk=int(sys.argv[2])) as conn:
         print("ready", flush=True)
-        for _ in ("warm-up", "measured"):
+        for _ in range(int(sys.argv[3])):  # acquisitions to serve
             pending = conn.wait_for_acquisition(300)
             aq = ctx.make_acquisition(conn=conn, pending_aq=pending)
             result = ctx.run_udf(dataset=aq, udf=SumUDF())
@@ -113,7 +114,7 @@ def _one(config: Config, side: int, electrons: int, chunk_bytes: int) -> tuple[f
     batches, total = _batches(rng, 2, side, electrons)
     server = AcquisitionServer("127.0.0.1", 0, config.libertem.queue_mib << 20)
     client = subprocess.Popen([sys.executable, "-c", CLIENT, str(server.address[1]),
-                               str(bytes_per_chunk(chunk_bytes))], stdout=subprocess.PIPE, text=True)
+                               str(bytes_per_chunk(chunk_bytes)), "2"], stdout=subprocess.PIPE, text=True)
     stop = threading.Event()
     thread: threading.Thread | None = None
     try:

@@ -144,7 +144,8 @@ def run_aggregator(config: Config) -> int:
             # Bound but not relaying yet: an aggregator of this stack that runs elsewhere keeps it (a
             # kvstore that answers the relays' replicas answers this client at once).
             if _wait_synced(aggregator, config, stop) and client.wait_synced(SYNC_TIMEOUT_S):
-                refuse_if_running(client.statuses(SERVICE_AGGREGATOR), lambda _name, _status: True, "the aggregator")
+                refuse_if_running(client.statuses(SERVICE_AGGREGATOR), lambda _name, _status: True, "the aggregator",
+                                  stack=client.stack_id)
             aggregator.start()
             for r in range(aggregator.threads()):
                 logger.info("thread %d: pulling on %s from %d producer thread(s)", r, aggregator.endpoint(r),

@@ -4,10 +4,13 @@
 NodeGroup (:class:`LocalGroup`):
 
 - binds one PULL socket per aggregator thread on ``[nodegroup] host`` (ports chosen by the OS),
-- registers ``nodegroups/<uid>`` (a ``NodeGroupRecord``: uid, host, ports, node, rank, status)
-  with ``[nodegroup] liveness_ttl_s``, refreshed by this rank's service loop (not the kvstore
-  client's thread): a rank that dies or hangs loses its registrations within the ttl, and the
-  other ranks, which watch them (job_watch.py), leave at once: the job is one unit,
+- registers ``nodegroups/<uid>`` (a ``NodeGroupRecord``: uid, host, ports, node, rank, status,
+  and the stack id its kvstore client last synced with) with ``[nodegroup] liveness_ttl_s``,
+  refreshed by this rank's service loop (not the kvstore client's thread): a rank that dies or
+  hangs loses its registrations within the ttl, and the other ranks, which watch them
+  (job_watch.py), leave at once: the job is one unit. When the client finds its kvstore another
+  stack (restarted without its log: an empty map), the loop registers again at its next turn,
+  in the new stack, rather than a quarter ttl later,
 - writes ``scans/<n>/nodegroup/<uid>`` (a ``NodeGroupScanRecord``) when its part of scan n is
   counted, with ``[kvstore] scan_record_ttl_s`` and no owner (it outlives the job),
 - publishes ``status/nodegroup/<uid>`` (a ``ServiceStatus``) on every state change and at most
@@ -282,6 +285,7 @@ class LocalGroup:
         self._logged_kinds: set[str] = set()
         self._refused_before = 0  # refusals counted up to the previous scan's summary
         self._registered_at: float | None = None  # when the registration was last written; None: not registered
+        self._registered_stack = ""  # the stack id the registration last written names
         # Parts of scans whose request record the replica does not show yet, with the deadline after
         # which they are refused: a native scan's record is written as its data is forwarded, and the
         # replica may be a moment behind a tiny scan's whole stream.
@@ -299,8 +303,9 @@ class LocalGroup:
         return list(self.group.ports)
 
     def record(self, state: str) -> NodeGroupRecord:
+        # The stack is the client's last sync's ("" before the first: the field is left out).
         return NodeGroupRecord(uid=self.uid, host=self.host, ports=self.ports, node=self.node, rank=self.rank,
-                               status=state)
+                               status=state, stack_id=self.client.stack_id)
 
     def transition(self, state: str) -> None:
         """Enter ``state`` (the one state machine): logged, registration updated, status published.
@@ -328,12 +333,20 @@ class LocalGroup:
                 self.client.erase(key)
                 self._registered_at = None
             return
-        self.client.set_once(key, self.record(state).encode(), self.config.nodegroup.liveness_ttl_s)
+        record = self.record(state)
+        self.client.set_once(key, record.encode(), self.config.nodegroup.liveness_ttl_s)
         self._registered_at = time.monotonic()
+        self._registered_stack = record.stack_id
 
     def refresh(self, now: float) -> None:
-        """Called by the service loop: rewrite the registration every quarter of its ttl."""
-        if self._registered_at is not None and now - self._registered_at >= self.config.nodegroup.liveness_ttl_s / 4:
+        """Called by the service loop: rewrite the registration every quarter of its ttl, and at once
+        when the client synced with another stack than the registration names. A set_once key is not
+        the client's own: a kvstore restarted without its log has lost it, and a registration
+        written while the client was still syncing with the new server names the old stack."""
+        if self._registered_at is None:
+            return
+        if (self.client.stack_id != self._registered_stack
+                or now - self._registered_at >= self.config.nodegroup.liveness_ttl_s / 4):
             self.register()
 
     def finished(self, result: Any) -> GroupResult:
@@ -563,7 +576,7 @@ class NodeGroupService:
         try:
             if self.rank == 0:
                 refuse_if_running(statuses, lambda _uid, status: status.extra.get("job") == self.options.job,
-                                  f"NodeGroup job {self.options.job!r} of this stack")
+                                  f"NodeGroup job {self.options.job!r} of this stack", stack=self.client.stack_id)
         except SectorflowError as error:
             return str(error)
         advertised, machine = advertised_host(self.config.nodegroup.host), machine_id()

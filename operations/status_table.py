@@ -150,9 +150,20 @@ def kvstore_stack_id(entries: Mapping[str, bytes]) -> str:
 
 def _stack_lines(entries: Mapping[str, bytes]) -> list[str]:
     """One line per service whose status names another stack than the kvstore's, or says that the
-    stack it joined is gone (kvstore/SPEC.md, "The stack's identity")."""
+    stack it joined is gone, and per NodeGroup registration of another stack (kvstore/SPEC.md, "The
+    stack's identity")."""
     server = kvstore_stack_id(entries)
     lines = []
+    for key, raw in sorted(entries.items()):
+        if not server or not key.startswith(_records.NODEGROUPS_PREFIX):
+            continue
+        try:
+            registered = _records.NodeGroupRecord.decode(raw).stack_id
+        except _records.ProtocolError:
+            continue  # shown as invalid in the NodeGroup table already
+        if registered and registered != server:
+            lines.append(f"{key}: OTHER STACK: registered in stack {registered}, not the kvstore's {server}: its "
+                         "NodeGroup had not synced with this kvstore when it wrote it, and writes it again once it has")
     for _, service, name, status, _ in status_entries(entries):
         if status is None or service == _records.SERVICE_KVSTORE:
             continue

@@ -131,7 +131,7 @@ class ProducerDaemon:
                 # Before anything is written: a second daemon of the receiver would share its scans.
                 refuse_if_running(client.statuses(SERVICE_PRODUCER),
                                   lambda _name, status: status.extra.get("receiver") == self.receiver,
-                                  f"a producer daemon for receiver {self.receiver}")
+                                  f"a producer daemon for receiver {self.receiver}", stack=client.stack_id)
                 self._skip_existing_request(client)
                 self._mark_abandoned_files()
                 # Only now: each Producer publishes its idle status, which is what `sectorflow acquire`

@@ -79,18 +79,20 @@ void bind_records(py::module_& m) {
   const NodeGroupRecord ng;
   py::class_<NodeGroupRecord>(m, "NodeGroupRecord", "nodegroups/<uid>: where a NodeGroup receives data.")
       .def(py::init([](std::string uid, std::string host, std::vector<std::uint16_t> ports, std::string node,
-                       std::uint32_t rank, std::string status) {
+                       std::uint32_t rank, std::string status, std::string stack_id) {
              return NodeGroupRecord{std::move(uid), std::move(host), std::move(ports), std::move(node), rank,
-                                    std::move(status)};
+                                    std::move(status), std::move(stack_id)};
            }),
            py::kw_only(), py::arg("uid"), py::arg("host"), py::arg("ports"), py::arg("node") = ng.node,
-           py::arg("rank") = ng.rank, py::arg("status") = ng.status)
+           py::arg("rank") = ng.rank, py::arg("status") = ng.status, py::arg("stack_id") = ng.stack_id)
       .def_readwrite("uid", &NodeGroupRecord::uid)
       .def_readwrite("host", &NodeGroupRecord::host)
       .def_readwrite("ports", &NodeGroupRecord::ports)
       .def_readwrite("node", &NodeGroupRecord::node)
       .def_readwrite("rank", &NodeGroupRecord::rank)
       .def_readwrite("status", &NodeGroupRecord::status)
+      .def_readwrite("stack_id", &NodeGroupRecord::stack_id,
+                     "The stack it registered in (16 hex digits), or '' if its writer had not synced.")
       .def("endpoint", &NodeGroupRecord::endpoint, py::arg("thread"), "'tcp://host:ports[thread]'.")
       .def("encode", [](const NodeGroupRecord& r) { return py::bytes(r.encode()); })
       .def_static("decode", [](const py::buffer& b) { return NodeGroupRecord::decode(bytes_of(b)); }, py::arg("value"),
@@ -98,7 +100,8 @@ void bind_records(py::module_& m) {
       .def("__eq__", [](const NodeGroupRecord& a, const NodeGroupRecord& b) { return a == b; })
       .def("__repr__", [](const NodeGroupRecord& r) {
         return "NodeGroupRecord(uid='" + r.uid + "', host='" + r.host + "', ports=" + ports_text(r.ports) +
-               ", node='" + r.node + "', rank=" + std::to_string(r.rank) + ", status='" + r.status + "')";
+               ", node='" + r.node + "', rank=" + std::to_string(r.rank) + ", status='" + r.status + "'" +
+               (r.stack_id.empty() ? std::string() : ", stack_id='" + r.stack_id + "'") + ")";
       });
 
   py::class_<NodeGroupList>(m, "NodeGroupList", "What nodegroups_from made of a nodegroups/ subtree.")

@@ -14,6 +14,13 @@ status outlives it by its ttl, so one of this host whose pid no longer exists is
 daemon restarted at once after a kill starts. One of another host counts until its ttl has run out.
 This is a check, not a lock: two daemons started in the same moment, before either published its
 status, both start (docs/fault-model.md, "Known gaps").
+
+A live status that names another stack (its ``stack_id``, set by its writer's kvstore client:
+kvstore/SPEC.md, "The stack's identity") than the one this daemon's client synced with still
+refuses: its process writes to this kvstore, so it serves this stack's scans whatever it says. The
+refusal names both ids: that process joined another stack (the kvstore restarted without its log, or
+another stack's kvstore took these ports) and has not synced with this one, so what an operator
+stops is a leftover of the other stack, not a rival of this one.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sectorflow.errors import SectorflowError
+from sectorflow.kvstore import STACK_ID_FIELD
 from sectorflow.protocol import STATE_STOPPED, STATE_STOPPING, ServiceStatus
 
 # Where a machine's id is kept (systemd, dbus); the boot id when neither exists (a container).
@@ -80,10 +88,10 @@ def _pid_alive(pid: int) -> bool:
     return state != "Z"
 
 
-def live_owner(statuses: Mapping[tuple[str, str], ServiceStatus],
-               mine: Callable[[str, ServiceStatus], bool], own: Callable[[Owner], bool]) -> tuple[str, Owner] | None:
+def live_owner(statuses: Mapping[tuple[str, str], ServiceStatus], mine: Callable[[str, ServiceStatus], bool],
+               own: Callable[[Owner], bool]) -> tuple[str, Owner, ServiceStatus] | None:
     """The first live status of the role and name (``mine(name, status)``) that another process
-    (``not own(owner)``) publishes, with that process; None if there is none."""
+    (``not own(owner)``) publishes, with that process and the status; None if there is none."""
     here = socket.gethostname()
     for (_, name), status in sorted(statuses.items()):
         if status.state in (STATE_STOPPING, STATE_STOPPED) or not mine(name, status):
@@ -94,19 +102,23 @@ def live_owner(statuses: Mapping[tuple[str, str], ServiceStatus],
         owner = Owner(host, pid)
         if own(owner) or (host == here and not _pid_alive(pid)):
             continue
-        return name, owner
+        return name, owner, status
     return None
 
 
 def refuse_if_running(statuses: Mapping[tuple[str, str], ServiceStatus], mine: Callable[[str, ServiceStatus], bool],
-                      what: str, own: Callable[[Owner], bool] | None = None) -> None:
+                      what: str, own: Callable[[Owner], bool] | None = None, stack: str = "") -> None:
     """Raise SectorflowError naming the process if a live ``what`` of another process publishes a status.
 
     ``own``: which processes are this one (default: this process alone; a NodeGroup job has several).
+    ``stack``: the stack id this process's client synced with; the refusal names the other one's if it differs.
     """
     found = live_owner(statuses, mine, own or (lambda owner: owner == me()))
     if found is None:
         return
-    name, owner = found
-    raise SectorflowError(f"{what} is running already ({owner}; its status {name!r} is live): one stack has one; "
-                          f"stop that one first (on {owner.host}: kill {owner.pid}), or use another configuration")
+    name, owner, status = found
+    theirs = status.extra.get(STACK_ID_FIELD)
+    where = (f"; it runs in stack {theirs}, not this one's {stack}: a leftover of another stack that has not synced "
+             "with this kvstore" if stack and isinstance(theirs, str) and theirs != stack else "")
+    raise SectorflowError(f"{what} is running already ({owner}; its status {name!r} is live{where}): one stack has "
+                          f"one; stop that one first (on {owner.host}: kill {owner.pid}), or use another configuration")

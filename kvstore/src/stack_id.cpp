@@ -15,14 +15,6 @@ std::string new_stack_id() {
   return id;
 }
 
-bool is_stack_id(std::string_view text) {
-  if (text.size() != kStackIdChars) return false;
-  for (const char c : text) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
-
 std::string stack_id_of(const protocol::ServiceStatus& server_status) {
   const auto found = server_status.extra.find(std::string(kStackIdField));
   if (found == server_status.extra.end()) return {};

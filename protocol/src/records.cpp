@@ -20,6 +20,7 @@ static_assert(kNodegroupsPrefix.size() + kMaxUidBytes == kMaxKeyBytes, "a NodeGr
 
 // The fields of each record, in the order encode() writes them: the map sizes are derived from these.
 constexpr std::string_view kNodeGroupFields[] = {"version", "uid", "host", "ports", "node", "rank", "status"};
+constexpr std::string_view kNodeGroupOptionalFields[] = {"stack_id"};
 constexpr std::string_view kStatusFields[] = {"version", "state", "scan", "messages", "bytes", "updated_s"};
 constexpr std::string_view kRequestFields[] = {"version", "scan_number", "scan_x", "scan_y", "rate_hz"};
 constexpr std::string_view kRequestOptionalFields[] = {"routing", "source"};
@@ -70,6 +71,10 @@ void check_bounds(const NodeGroupRecord& record) {
   if (!parse_service_state(record.status)) {
     throw ProtocolError(about("status") + ": " + shown(record.status) + " is not a service state");
   }
+  if (!record.stack_id.empty() && !is_stack_id(record.stack_id)) {
+    throw ProtocolError(about("stack_id") + ": " + shown(record.stack_id) + " is not a stack id (" +
+                        std::to_string(kStackIdChars) + " lowercase hex digits)");
+  }
 }
 
 void check_bounds(const ServiceStatus& status) {
@@ -109,6 +114,14 @@ StatusValue extra_value(const msgpack::object& object, const detail::MsgpackMap&
 }
 
 }  // namespace
+
+bool is_stack_id(std::string_view text) {
+  if (text.size() != kStackIdChars) return false;
+  for (const char c : text) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
 
 std::string nodegroup_key(std::string_view uid) {
   check_part(uid, "NodeGroup uid");
@@ -162,7 +175,10 @@ std::string NodeGroupRecord::encode() const {
   check_bounds(*this);
   msgpack::sbuffer buffer(128);
   Packer packer(buffer);
-  packer.pack_map(static_cast<std::uint32_t>(std::size(kNodeGroupFields)));
+  // The optional stack_id is written only when known, so that a record without it encodes to the
+  // bytes it had before the field existed.
+  const bool with_stack = !stack_id.empty();
+  packer.pack_map(static_cast<std::uint32_t>(std::size(kNodeGroupFields)) + (with_stack ? 1U : 0U));
   pack_key(packer, "version");
   packer.pack_uint32(kSchemaVersion);
   pack_key(packer, "uid");
@@ -178,6 +194,10 @@ std::string NodeGroupRecord::encode() const {
   packer.pack_uint32(rank);
   pack_key(packer, "status");
   pack_string(packer, status);
+  if (with_stack) {
+    pack_key(packer, "stack_id");
+    pack_string(packer, stack_id);
+  }
   return bytes_of(buffer);
 }
 
@@ -186,12 +206,21 @@ NodeGroupRecord NodeGroupRecord::decode(std::string_view bytes) {
   NodeGroupRecord record;
   record.uid = map.string("uid");
   map.name(record.uid);
-  map.reject_unknown({std::begin(kNodeGroupFields), std::end(kNodeGroupFields)});
+  std::vector<std::string_view> known(std::begin(kNodeGroupFields), std::end(kNodeGroupFields));
+  known.insert(known.end(), std::begin(kNodeGroupOptionalFields), std::end(kNodeGroupOptionalFields));
+  map.reject_unknown(known);
   record.host = map.string("host", kMaxNameBytes);
   record.ports = map.ports("ports", kMaxPorts);
   record.node = map.string("node", kMaxNameBytes);
   record.rank = static_cast<std::uint32_t>(map.unsigned_int("rank", std::numeric_limits<std::uint32_t>::max()));
   record.status = map.string("status", kMaxNameBytes);
+  // Present means known: a writer that had not synced leaves it out rather than writing "".
+  if (map.has("stack_id")) {
+    record.stack_id = map.string("stack_id", kStackIdChars);
+    if (record.stack_id.empty()) {
+      map.fail(map.about("stack_id") + ": empty; a writer that knows no stack leaves the field out");
+    }
+  }
   if (record.uid.empty() || record.uid.find('/') != std::string::npos) {
     throw ProtocolError(map.about("uid") + ": must be non-empty and hold no '/'");
   }
@@ -202,7 +231,8 @@ NodeGroupRecord NodeGroupRecord::decode(std::string_view bytes) {
 }
 
 bool NodeGroupRecord::operator==(const NodeGroupRecord& o) const {
-  return uid == o.uid && host == o.host && ports == o.ports && node == o.node && rank == o.rank && status == o.status;
+  return uid == o.uid && host == o.host && ports == o.ports && node == o.node && rank == o.rank && status == o.status &&
+         stack_id == o.stack_id;
 }
 
 NodeGroupList nodegroups_from(const std::map<std::string, std::string>& entries) {

@@ -109,7 +109,7 @@ TEST(FuzzFindings, KvmsgBodyClaimingBillionsOfElementsIsRefusedWithoutBuildingIt
             "body of 1 bytes is not valid msgpack (parse error)");
   EXPECT_EQ(error_of<kv::KvstoreError>([&] { kv::check_msgpack(std::string("\x01\x02", 2)); }),
             "body is not one msgpack object: 1 bytes follow the first object");
-  const std::string record = sp::NodeGroupRecord{"a", "h", {1}, "n", 0, "idle"}.encode();
+  const std::string record = sp::NodeGroupRecord{"a", "h", {1}, "n", 0, "idle", ""}.encode();
   EXPECT_EQ(error_of<kv::KvstoreError>([&] { kv::check_msgpack(record); }), "");
 }
 

@@ -202,7 +202,8 @@ TEST(ClientServer, RegistrationReachesAnotherReplicaAndLeavesWithTheClient) {
   });
   ASSERT_TRUE(watcher.wait_synced(10s));
 
-  const sp::NodeGroupRecord record{"ng-1", "127.0.0.1", {6200, 6201}, "node0", 0, std::string(sp::to_string(sp::ServiceState::kIdle))};
+  const sp::NodeGroupRecord record{"ng-1", "127.0.0.1", {6200, 6201}, "node0", 0,
+                                   std::string(sp::to_string(sp::ServiceState::kIdle)), ""};
   {
     kv::Client nodegroup(running.client());
     nodegroup.set(sp::nodegroup_key(record.uid), record.encode(), 1.0);

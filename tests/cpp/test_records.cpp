@@ -61,7 +61,8 @@ TEST(Records, MissingFieldIsNamed) {
 
 
 TEST(Records, EncodersAndDecodersShareTheBounds) {
-  sp::NodeGroupRecord record{"ng-1", "127.0.0.1", std::vector<std::uint16_t>(sp::kMaxPorts + 1, 6200), "n", 0, "idle"};
+  sp::NodeGroupRecord record{"ng-1", "127.0.0.1", std::vector<std::uint16_t>(sp::kMaxPorts + 1, 6200), "n", 0, "idle",
+                             ""};
   EXPECT_THROW(record.encode(), sp::ProtocolError);
   record.ports.resize(sp::kMaxPorts);
   EXPECT_EQ(sp::NodeGroupRecord::decode(record.encode()), record);
@@ -80,8 +81,8 @@ TEST(Records, EncodersAndDecodersShareTheBounds) {
 
 
 TEST(Records, NodeGroupsFromSkipsWhatDoesNotDecodeAndSaysWhy) {
-  const sp::NodeGroupRecord a{"a", "127.0.0.1", {6200}, "n", 0, "idle"};
-  const sp::NodeGroupRecord b{"b", "127.0.0.1", {6300}, "n", 1, "idle"};
+  const sp::NodeGroupRecord a{"a", "127.0.0.1", {6200}, "n", 0, "idle", ""};
+  const sp::NodeGroupRecord b{"b", "127.0.0.1", {6300}, "n", 1, "idle", ""};
   const sp::NodeGroupList list = sp::nodegroups_from({{"nodegroups/b", b.encode()},
                                                       {"nodegroups/a", a.encode()},
                                                       {"nodegroups/x", "\x93\x01\x02\x03"},
@@ -93,3 +94,58 @@ TEST(Records, NodeGroupsFromSkipsWhatDoesNotDecodeAndSaysWhy) {
   EXPECT_EQ(list.rejected, rejected);
 }
 
+
+
+namespace {
+
+// `record`'s encoding (no stack_id: a fixmap of 7 fields) with stack_id = `value` (msgpack bytes) added.
+std::string with_stack_field(const sp::NodeGroupRecord& record, const std::string& value) {
+  std::string bytes = record.encode();
+  EXPECT_EQ(static_cast<unsigned char>(bytes[0]), 0x87U);
+  bytes[0] = static_cast<char>(0x88);
+  return bytes + "\xa8stack_id" + value;
+}
+
+std::string decode_error(const std::string& bytes) {
+  try {
+    sp::NodeGroupRecord::decode(bytes);
+  } catch (const sp::ProtocolError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Records, NodeGroupStackIdIsOptionalBoundedAndChecked) {
+  // Good: the golden record with the field (written by msgpack itself, not by this encoder).
+  const std::string golden_stack = golden("nodegroup_record_v1_stack.msgpack");
+  const sp::NodeGroupRecord stacked = sp::NodeGroupRecord::decode(golden_stack);
+  EXPECT_EQ(stacked.stack_id, "0123456789abcdef");
+  EXPECT_EQ(stacked.encode(), golden_stack);
+  // Absent: a record of the original fields is one of no known stack, and encodes to the original bytes.
+  sp::NodeGroupRecord plain = sp::NodeGroupRecord::decode(golden("nodegroup_record_v1.msgpack"));
+  EXPECT_EQ(plain.stack_id, "");
+  EXPECT_FALSE(plain == stacked);
+  plain.stack_id = stacked.stack_id;
+  EXPECT_EQ(plain, stacked);
+
+  const sp::NodeGroupRecord record{"ng-1", "127.0.0.1", {6200}, "n", 0, "idle", ""};
+  EXPECT_EQ(sp::NodeGroupRecord::decode(with_stack_field(record, "\xb0" "fedcba9876543210")).stack_id,
+            "fedcba9876543210");
+  // Wrong type, too long, not a stack id, empty.
+  EXPECT_EQ(decode_error(with_stack_field(record, "\x07")),
+            "NodeGroupRecord 'ng-1': field 'stack_id': expected a string, got an unsigned integer");
+  EXPECT_EQ(decode_error(with_stack_field(record, "\xb1" "0123456789abcdef0")),
+            "NodeGroupRecord 'ng-1': field 'stack_id': a string of 17 bytes, expected at most 16");
+  EXPECT_EQ(decode_error(with_stack_field(record, "\xd9\xff" + std::string(255, 'a'))),
+            "NodeGroupRecord 'ng-1': field 'stack_id': a string of 255 bytes, expected at most 16");
+  EXPECT_EQ(decode_error(with_stack_field(record, "\xb0" "0123456789ABCDEF")),
+            "NodeGroupRecord 'ng-1': field 'stack_id': '0123456789ABCDEF' is not a stack id (16 lowercase hex digits)");
+  EXPECT_EQ(decode_error(with_stack_field(record, "\xa0")),
+            "NodeGroupRecord 'ng-1': field 'stack_id': empty; a writer that knows no stack leaves the field out");
+  // The encoder refuses what the decoder would.
+  sp::NodeGroupRecord bad = record;
+  bad.stack_id = "not a stack";
+  EXPECT_THROW(bad.encode(), sp::ProtocolError);
+}

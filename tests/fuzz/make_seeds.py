@@ -19,7 +19,7 @@ COPIED = {
     "fuzz_info_message": ["info_v1.bin"],
     "fuzz_kvmsg": ["kvmsg_kvpub.frames", "kvmsg_kthxbai.frames"],
     "fuzz_kvstore_log": ["kvstore_log_v1.log"],
-    "fuzz_nodegroup_record": ["nodegroup_record_v1.msgpack"],
+    "fuzz_nodegroup_record": ["nodegroup_record_v1.msgpack", "nodegroup_record_v1_stack.msgpack"],
     "fuzz_service_status": ["service_status_v1.msgpack"],
     "fuzz_acquire_request": ["acquire_request_v1.msgpack", "acquire_request_v1_routing.msgpack"],
     "fuzz_scan_request": ["scan_request_v1.msgpack"],

@@ -76,6 +76,16 @@ def test_nodegroup_record_matches_the_golden_bytes() -> None:
     assert GOLDEN_NODEGROUP.encode() == golden
 
 
+def test_nodegroup_record_with_its_stack_matches_the_golden_bytes() -> None:
+    golden = (DATA / "nodegroup_record_v1_stack.msgpack").read_bytes()
+    stacked = NodeGroupRecord.decode(golden)
+    assert stacked.stack_id == "0123456789abcdef" and stacked != GOLDEN_NODEGROUP
+    stacked.stack_id = ""
+    assert stacked == GOLDEN_NODEGROUP and stacked.encode() == (DATA / "nodegroup_record_v1.msgpack").read_bytes()
+    with pytest.raises(ProtocolError, match="field 'stack_id': 'ABC' is not a stack id"):
+        NodeGroupRecord(uid="ng-1", host="h", ports=[1], stack_id="ABC").encode()
+
+
 def test_nodegroup_endpoint_per_aggregator_thread() -> None:
     assert GOLDEN_NODEGROUP.endpoint(2) == "tcp://10.0.0.7:6202"
     with pytest.raises(ProtocolError, match="has 4 ports, none for aggregator thread 4"):

@@ -11,8 +11,8 @@
 
 namespace sectorflow::kvstore {
 
-/// Hex digits of a stack id (64 random bits).
-inline constexpr std::size_t kStackIdChars = 16;
+/// Hex digits of a stack id; defined beside the records that carry one (NodeGroupRecord).
+using protocol::kStackIdChars;
 /// The status field naming the stack: in the server's status, and in every status a client writes.
 inline constexpr std::string_view kStackIdField = "stack_id";
 /// The status field a client adds once its server is another stack than the one it first synced
@@ -24,7 +24,7 @@ inline constexpr const char* kStackIdFile = "stack_id";
 /// A new random stack id: kStackIdChars lowercase hex digits.
 std::string new_stack_id();
 /// Whether `text` is a stack id (kStackIdChars lowercase hex digits).
-bool is_stack_id(std::string_view text);
+using protocol::is_stack_id;
 
 /// What a client knows of its server's stack.
 struct StackIdentity {

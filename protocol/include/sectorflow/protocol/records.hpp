@@ -14,6 +14,10 @@
 //       node    str           compute node (host name) it runs on
 //       rank    u32           MPI rank of the process that owns it
 //       status  str           the NodeGroup's service state (service_state.hpp)
+//       stack_id str          optional: the stack id (kStackIdChars lowercase hex digits) of the
+//                             kvstore its writer's client last synced with: the stack it registered
+//                             in. Absent: written before the client synced, or before the field
+//                             existed. encode() writes it only when set, so old readers see old records.
 //
 //   status/<service>/<name>   ServiceStatus: what one service instance is doing, e.g.
 //                             status/producer/r0t1 (receiver 0, thread 1), status/aggregator/t0,
@@ -99,6 +103,11 @@ std::pair<std::string, std::string> parse_status_key(std::string_view key);
 /// The uid of a nodegroups/ key; throws ProtocolError for any other key.
 std::string parse_nodegroup_key(std::string_view key);
 
+/// Hex digits of a stack id (64 random bits; kvstore/SPEC.md, "The stack's identity").
+inline constexpr std::size_t kStackIdChars = 16;
+/// Whether `text` is a stack id (kStackIdChars lowercase hex digits).
+bool is_stack_id(std::string_view text);
+
 struct NodeGroupRecord {
   std::string uid;
   std::string host;
@@ -106,11 +115,13 @@ struct NodeGroupRecord {
   std::string node;
   std::uint32_t rank = 0;
   std::string status = std::string(to_string(ServiceState::kIdle));  ///< a service state
+  std::string stack_id;  ///< the stack it registered in (is_stack_id), or "" if its client had not synced
 
   /// "tcp://<host>:<ports[thread]>"; throws ProtocolError if the thread has no port.
   std::string endpoint(std::size_t thread) const;
   /// Throws ProtocolError for a uid that is empty, holds '/' or is longer than kMaxUidBytes, more
-  /// than kMaxPorts ports, or a host, node or status longer than kMaxNameBytes.
+  /// than kMaxPorts ports, a host, node or status longer than kMaxNameBytes, or a stack_id that is
+  /// neither "" nor a stack id.
   std::string encode() const;
   /// Throws ProtocolError naming the uid and the field if the bytes are not a valid record (the
   /// bounds of encode(), a non-empty host and at least one port).

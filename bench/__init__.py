@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, str] = {
     "dashboard": "bench.dashboard",
     "libertem_bridge": "bench.libertem_bridge",
     "libertem_attached": "bench.libertem_attached",
+    "pvapy": "bench.pvapy",
     "time_to_science": "bench.time_to_science",  # last: its raw files leave the page cache busy
 }
 

@@ -96,6 +96,9 @@ def test_a_stray_native_header_before_a_scan_opens_nothing_and_the_scan_comes_ou
     sent_s = time.monotonic()
     # It opened no run: no routing was fixed, no request record written, nothing reached a NodeGroup.
     assert records_of(stack.client.subtree(scan_prefix(7)), 7).request is None
+    assert account(records_of(stack.client.subtree(scan_prefix(7)), 7)).notes == [
+        "no request record (no 'sectorflow acquire' asked for the scan and no native stream began it, or its records "
+        "expired or were refused)"]
     assert stack.status("aggregator", "t0")["native_scans"] == 0
     if after_idle:  # the case where the stray's run, had it opened, would have closed
         wait_until(lambda: time.monotonic() - sent_s > IDLE_S, 2 * IDLE_S + WAIT_S, "native_scan_idle_s to pass")

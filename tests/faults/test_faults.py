@@ -27,7 +27,8 @@ from sectorflow.kvstore import Client
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration.stack import stack_services
 from sectorflow.orchestration.supervisor import ServiceSpec
-from sectorflow.protocol import ACQUIRE_REQUEST_KEY, AcquireRequest, find_replay_files
+from sectorflow.operations.scan_account import records_of
+from sectorflow.protocol import ACQUIRE_REQUEST_KEY, AcquireRequest, find_replay_files, scan_prefix
 from sectorflow.waiting import wait_until
 
 pytestmark = pytest.mark.mpi
@@ -241,6 +242,31 @@ def test_a_producer_killed_mid_scan(beamline) -> None:
     assert 0 < result.missing < POSITIONS, result.output  # only receiver 1's unsent sectors
     reasons_are(result, "not sent by thread 0, which died mid-scan")
     assert "producer thread 0 died mid-scan" in result.output
+    assert {k: v for k, v in line.checksums().items() if k in before} == before
+
+
+def test_a_producer_killed_before_it_took_the_request(beamline) -> None:
+    line = beamline()
+    supervisor = line.start()
+    before = first_scan(line)
+    pid = supervisor.process("producer-1").pid
+    os.kill(pid, signal.SIGSTOP)  # it cannot take the request: the others do and stream
+    with Client.from_config(line.config, name="fault-test") as client:
+        client.wait_synced(10.0)
+        acquire = line.acquire(2, SHAPE, 0.0)
+        wait_until(lambda: {r for r, _ in records_of(client.subtree(scan_prefix(2)), 2).producers} == {0, 2, 3}, 60,
+                   "receivers 0, 2 and 3 to take scan 2")
+        line.kill(pid)
+    result = checked(line, Beamline.finish(acquire), 2, "producer 1 killed before it took the request")
+    assert (result.outcome, result.exit_code, result.counted, result.missing) == \
+        ("incomplete", 1, SECTORS - POSITIONS, POSITIONS), result.output
+    reasons_are(result, "not sent by thread 0, which died before it wrote a record of the scan")
+    assert result.reasons()[1] == (POSITIONS, [f"{POSITIONS} not sent by thread 0, which died before it wrote a "
+                                               "record of the scan"])
+    # Receiver 1's count never came: each NodeGroup timed out, and the file says which frames lack it.
+    assert re.findall(r"^  NodeGroup \S+: (.*)$", result.output, re.MULTILINE) == \
+        ["timed out, 0 late, 0 duplicate sectors dropped"] * RANKS, result.output
+    assert f"  file: incomplete: {POSITIONS} frames incomplete; timed out ([nodegroup] scan_timeout_s)\n" in result.output
     assert {k: v for k, v in line.checksums().items() if k in before} == before
 
 

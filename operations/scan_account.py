@@ -401,10 +401,18 @@ def _settle_pending(records: ScanRecords, request: _records.ScanRequestRecord, r
                 account.explain(part.unaccounted, f"not sent by thread {thread}, which died mid-scan")
         relay = records.relays.get(account.receiver)
         if relay is not None:
-            for uid, lost in sorted(relay.lost.items()):
-                why = "declared dead" if uid in relay.dead else "gone"
-                account.explain(lost, f"dropped at the aggregator: NodeGroup {uid} {why}")
+            _explain_dropped(account, relay)
         account.pending = account.missing - account.explained
+
+
+def _explain_dropped(account: ReceiverAccount, relay: _records.RelayScanRecord) -> None:
+    """What the aggregator thread dropped, by NodeGroup. A relay thread declares a NodeGroup dead on
+    every failed send but one: the send it was in when the aggregator stopped (aggregator/src/relay.cpp
+    ``forward``); a scan closed there also drops its stragglers. Neither says the NodeGroup went."""
+    for uid, lost in sorted(relay.lost.items()):
+        why = ("declared dead" if uid in relay.dead else
+               "not declared dead (as the aggregator stopped, or after the scan closed there)")
+        account.explain(lost, f"dropped at the aggregator: NodeGroup {uid} {why}")
 
 
 def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord, receivers: list[ReceiverAccount],
@@ -468,10 +476,7 @@ def _follow_chain(records: ScanRecords, request: _records.ScanRequestRecord, acc
                                                     f"{account.receiver}")
         return
     forwarded = sum(relay.forwarded.values())
-    for uid, lost in sorted(relay.lost.items()):
-        if lost:
-            why = "declared dead" if uid in relay.dead else "gone"
-            account.explain(lost, f"dropped at the aggregator: NodeGroup {uid} {why}")
+    _explain_dropped(account, relay)
     unrelayed = sent - forwarded - sum(relay.lost.values())
     if unrelayed > 0:
         # The record says what one relay process forwarded in one run of the scan number: a

@@ -22,7 +22,8 @@ from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client
 from sectorflow.nodegroup import scan_file_name
-from sectorflow.protocol import DataHeader, ServiceStatus, encode_header, scan_prefix, status_key
+from sectorflow.protocol import (DataHeader, ScanFileRecord, ServiceStatus, encode_header, scan_file_key,
+                                 scan_prefix, status_key)
 from sectorflow.operations.scan_account import account, records_of
 
 pytestmark = pytest.mark.mpi
@@ -147,3 +148,21 @@ def test_data_of_a_scan_nobody_announced_makes_no_file_and_is_counted(stack: Sta
     # The stack goes on: the next scan is whole, and its file is the only one.
     stack.assert_whole(10, stack.acquire(10), unannounced=group.uid)
     assert sorted(p.name for p in stack.output.iterdir()) == [scan_file_name(10)]
+
+
+def test_a_file_record_rewritten_to_count_more_than_the_scan_has_is_named_in_the_account(stack: Stack) -> None:
+    # Without [security] anyone may write under scans/ (kvstore/SPEC.md, "Security"): a peer rewrites a
+    # whole scan's file record with 300 sectors per receiver of a 256-position scan. No run writes
+    # that; the account says the records disagree instead of calling sectors missing.
+    stack.assert_whole(11, stack.acquire(11))
+    real = ScanFileRecord.decode(stack.client.get(scan_file_key(11)))
+    forged = ScanFileRecord(outcome=real.outcome, path=real.path, extra_paths=list(real.extra_paths),
+                            positions=real.positions, frames_written=real.frames_written,
+                            positions_missing=real.positions_missing, sectors_counted=[300] * 4, reason=real.reason,
+                            written_s=real.written_s)
+    stack.client.set_once(scan_file_key(11), forged.encode())
+    result = wait_until(lambda: (a := account(records_of(stack.client.subtree(scan_prefix(11)), 11))).counted == 1200
+                        and a, WAIT_S, "the rewritten file record")
+    assert [r.reasons for r in result.receivers] == [["44 more sectors accounted than the scan has"]] * 4
+    assert (result.counted, result.spilled, result.missing) == (1200, 0, -176)
+

@@ -135,13 +135,16 @@ def test_the_aggregator_stopped_while_sending_to_nodegroups_that_do_not_read(bea
     # The NodeGroups stop reading (SIGSTOP) and the aggregator, which waits long before it declares a
     # NodeGroup dead, blocks sending to them; it is stopped (cleanly) in that send. The message in hand
     # is dropped without a NodeGroup declared dead: the account must not say the NodeGroup went.
-    line = beamline(aggregator={"send_timeout_ms": 600_000}, producer={"send_timeout_ms": 1000})
+    # Queues of one message and small kernel buffers: what a paced scan sends after the NodeGroups
+    # stop cannot all fit on the way to them, so the relay blocks.
+    line = beamline(aggregator={"send_timeout_ms": 600_000, "hwm": 1, "sndbuf_bytes": 65536},
+                    nodegroup={"recv_hwm": 1, "rcvbuf_bytes": 65536}, producer={"send_timeout_ms": 1000})
     supervisor = line.start()
     before = first_scan(line)
     with Client.from_config(line.config, name="fault-test") as client:
         client.wait_synced(10.0)
         ranks = list(line.rank_pids(client).values())
-        acquire = line.acquire(2, SHAPE, 0.0)
+        acquire = line.acquire(2, SHAPE, RATE_HZ)
         line.wait_sent(client, 2, SECTORS // 4)
         for pid in ranks:
             os.kill(pid, signal.SIGSTOP)
@@ -159,8 +162,10 @@ def test_the_aggregator_stopped_while_sending_to_nodegroups_that_do_not_read(bea
     reasons_are(result, r"dropped at the aggregator: NodeGroup \S+ not declared dead \(as the aggregator stopped, or "
                         r"after the scan closed there\)",
                 r"sent but not relayed \(not in aggregator thread \d+'s record: in flight when it stopped or "
-                r"restarted, or the scan closed unfinished there\)", r"forwarded to NodeGroup \S+ but not received")
-    assert "not declared dead" in result.output and " gone" not in result.output, result.output
+                r"restarted, or the scan closed unfinished there\)", r"forwarded to NodeGroup \S+ but not received",
+                # Stopped longer than their liveness ttl, the ranks find their job gone from the kvstore and end it.
+                r"forwarded to NodeGroup \S+, which wrote no record")
+    assert "not declared dead" in result.output, result.output  # reasons_are leaves no room for "gone"
     assert {k: v for k, v in line.checksums().items() if k in before} == before
 
 

@@ -40,6 +40,10 @@ EXIT_CODES = {COMPLETE: 0, ON_DISK: 0, SPILLED: 3, INCOMPLETE: 1, FAILED: 1, PEN
 SOURCE_REPLAY = _records.SOURCE_REPLAY
 SOURCE_NATIVE = _records.SOURCE_NATIVE  # the aggregator wrote the request: a native receiver's stream began the scan
 LIBERTEM_SERVICE = SERVICE_LIBERTEM  # status/libertem/<name>: libertem_bridge/status.py
+# Who writes a request: acquire, or the aggregator when a native stream opens a run (with
+# native_scans_requested = false); a refused write is the kvstore's (kvstore_full says so).
+NO_REQUEST = ("no request record (no 'sectorflow acquire' asked for the scan and no native stream began it, "
+              "or its records expired or were refused)")
 _FINAL_PRODUCER_STATES = {_records.STATE_FINISHED, _records.STATE_ERROR}
 _PRODUCER_NAME = re.compile(r"r(\d+)t(\d+)")
 _RELAY_NAME = re.compile(r"t(\d+)")
@@ -311,9 +315,7 @@ def account(records: ScanRecords, nodegroups_gone: bool = False,
     """
     request = records.request
     if request is None:
-        return ScanAccount(records.scan, PENDING, [], notes=["no request record (the scan was not asked for by "
-                                                              "'sectorflow acquire', or its records expired)"],
-                           kvstore_full=full)
+        return ScanAccount(records.scan, PENDING, [], notes=[NO_REQUEST], kvstore_full=full)
     positions = request.scan_x * request.scan_y
     receivers = [ReceiverAccount(r, positions) for r in range(len(request.producer_threads))]
     native = request.source == SOURCE_NATIVE
@@ -399,10 +401,18 @@ def _settle_pending(records: ScanRecords, request: _records.ScanRequestRecord, r
                 account.explain(part.unaccounted, f"not sent by thread {thread}, which died mid-scan")
         relay = records.relays.get(account.receiver)
         if relay is not None:
-            for uid, lost in sorted(relay.lost.items()):
-                why = "declared dead" if uid in relay.dead else "gone"
-                account.explain(lost, f"dropped at the aggregator: NodeGroup {uid} {why}")
+            _explain_dropped(account, relay)
         account.pending = account.missing - account.explained
+
+
+def _explain_dropped(account: ReceiverAccount, relay: _records.RelayScanRecord) -> None:
+    """What the aggregator thread dropped, by NodeGroup. A relay thread declares a NodeGroup dead on
+    every failed send but one: the send it was in when the aggregator stopped (aggregator/src/relay.cpp
+    ``forward``); a scan closed there also drops its stragglers. Neither says the NodeGroup went."""
+    for uid, lost in sorted(relay.lost.items()):
+        why = ("declared dead" if uid in relay.dead else
+               "not declared dead (as the aggregator stopped, or after the scan closed there)")
+        account.explain(lost, f"dropped at the aggregator: NodeGroup {uid} {why}")
 
 
 def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord, receivers: list[ReceiverAccount],
@@ -412,11 +422,17 @@ def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord, 
         _follow_chain(records, request, account, producers_gone)
         # A thread that died mid-scan sent nothing after its last record says so: what no later stage
         # accounts for died with it (unsent, or queued in its socket when it was killed).
-        dead = [thread for receiver, thread in sorted(producers_gone) if receiver == account.receiver
-                and (part := records.producers.get((receiver, thread))) is not None
-                and part.state not in _FINAL_PRODUCER_STATES]
+        gone = [(thread, records.producers.get((receiver, thread))) for receiver, thread in sorted(producers_gone)
+                if receiver == account.receiver]
+        dead = [thread for thread, part in gone if part is not None and part.state not in _FINAL_PRODUCER_STATES]
         if dead and account.missing > 0:
             account.explain(account.missing, f"not sent by thread {', '.join(map(str, dead))}, which died mid-scan")
+        # A thread writes its record before its info and data (producer.cpp): one gone without a
+        # record sent nothing of the scan.
+        unrecorded = [thread for thread, part in gone if part is None]
+        if unrecorded and account.missing > 0:
+            account.explain(account.missing, f"not sent by thread {', '.join(map(str, unrecorded))}, which died "
+                                             "before it wrote a record of the scan")
 
 
 def _follow_chain(records: ScanRecords, request: _records.ScanRequestRecord, account: ReceiverAccount,
@@ -436,13 +452,11 @@ def _follow_chain(records: ScanRecords, request: _records.ScanRequestRecord, acc
         # aggregator thread is all the account can tell of them.
         arrived = sum(relay.forwarded.values()) + sum(relay.lost.values()) if relay else 0
         account.explain(account.sectors - arrived, "never reached the aggregator from the native receiver")
+    # A thread with no record is gone (else the scan would be pending): _explain_missing places its sectors.
     parts = [part for (receiver, _), part in records.producers.items() if receiver == account.receiver]
-    threads = request.producer_threads[account.receiver]
-    if len(parts) < threads and request.source != SOURCE_NATIVE:
-        account.reasons.append(f"{threads - len(parts)} of its {threads} producer threads wrote no record")
     for receiver, thread in sorted(producers_gone):
         part = records.producers.get((receiver, thread))
-        if receiver == account.receiver and (part is None or part.state not in _FINAL_PRODUCER_STATES):
+        if receiver == account.receiver and part is not None and part.state not in _FINAL_PRODUCER_STATES:
             account.reasons.append(f"producer thread {thread} died mid-scan: what it sent after its last "
                                    "record is not known")
     # A replay streams what the raw files hold: the rest was counted or lost in the first run.
@@ -462,10 +476,7 @@ def _follow_chain(records: ScanRecords, request: _records.ScanRequestRecord, acc
                                                     f"{account.receiver}")
         return
     forwarded = sum(relay.forwarded.values())
-    for uid, lost in sorted(relay.lost.items()):
-        if lost:
-            why = "declared dead" if uid in relay.dead else "gone"
-            account.explain(lost, f"dropped at the aggregator: NodeGroup {uid} {why}")
+    _explain_dropped(account, relay)
     unrelayed = sent - forwarded - sum(relay.lost.values())
     if unrelayed > 0:
         # The record says what one relay process forwarded in one run of the scan number: a

@@ -254,6 +254,32 @@ std::string Relay::against_record(const protocol::DataHeader& header, std::uint3
   return {};
 }
 
+std::string Relay::against_record(const protocol::InfoMessage& info) {
+  const auto contradiction = [&]() -> std::string {
+    for (const protocol::ProducerScanRecord& record :
+         records_.producer_records(info.scan_number, settings_.receiver, std::chrono::milliseconds(0))) {
+      if (record.thread != info.thread_id) continue;
+      if (record.routing == info.routing && record.counts == info.counts) return {};
+      return scan_text(info.scan_number) + ": info of receiver " + std::to_string(info.receiver) +
+             ", producer thread " + std::to_string(info.thread_id) +
+             ": routing and counts differ from those its producer thread's scan record announced: a stray, dropped";
+    }
+    return {};
+  };
+  std::string error = contradiction();
+  auto now = std::chrono::steady_clock::now();
+  if (error.empty() || now < next_record_wait_) return error;
+  const auto deadline = now + std::min(settings_.discovery_wait, kRequestWait);
+  while (now < deadline && !stop_->load(std::memory_order_relaxed)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    error = contradiction();
+    if (error.empty()) return error;
+    now = std::chrono::steady_clock::now();
+  }
+  next_record_wait_ = now + std::min(settings_.discovery_wait, kRequestWait);
+  return error;
+}
+
 ScanState* Relay::recover(const protocol::DataHeader& header) {
   // The first lookup may come before the replica's first sync (the relay just restarted); later
   // ones never wait, so data of unknown scans cannot stall the thread.
@@ -363,14 +389,21 @@ void Relay::on_info(const zmq::message_t& message) {
     return;
   }
   ScanState* scan = scans_.find(info.scan_number);
+  const bool repeat = scan != nullptr && scan->heard(info.thread_id) && scan->add_info(info).empty();
+  if (repeat) {
+    counters_.info(info.scan_number);
+    return;
+  }
+  // Anything else opens, joins or replaces a run: only as its producer thread's record says (an
+  // info beside or after the scan that it contradicts is a stray, and must not close the real run).
+  if (const std::string error = against_record(info); !error.empty()) {
+    counters_.malformed(Refusal::kScan, error);
+    return;
+  }
   if (scan != nullptr && scan->heard(info.thread_id)) {
     // A producer thread sends one info per run of a scan: a second one (not the echo of the record
     // a restarted relay rebuilt the scan from) begins a new run, a replay of what it spilled. The
     // old run will not complete here: its missing messages are in raw files.
-    if (const std::string error = scan->add_info(info); error.empty()) {
-      counters_.info(info.scan_number);
-      return;
-    }
     report(*scan, true, "closed unfinished: producer thread " + std::to_string(info.thread_id) +
                             " began a new run of the scan (a replay)");
     scans_.close(info.scan_number);

@@ -108,6 +108,12 @@ class Relay {
   /// thread's scan record describes (another num_frames_this_thread: a stray), or "" (it is, or
   /// no record describes the thread: a receiver's own software writes none).
   std::string against_record(const protocol::DataHeader& header, std::uint32_t frames) const;
+  /// Why an SFSP info that would open a run, join one, or begin a new one is not the run its producer
+  /// thread's scan record describes (another routing or counts: a stray), or "" (it is, or no record
+  /// describes the thread yet). The thread writes its record just before its info, so a replica a
+  /// moment behind (a replay's new record) is waited for, bounded, and not again for a while after a
+  /// wait that ended contradicted.
+  std::string against_record(const protocol::InfoMessage& info);
   /// Closes the aborted scans whose producer threads sent their last message and all came.
   void close_aborted_scans();
   /// Closes the native scans with no message for native_idle.
@@ -168,6 +174,7 @@ class Relay {
   /// Before this, a native scan with no request record is refused without waiting for the record
   /// (a flood of stray scan numbers cannot make the thread wait for each).
   std::chrono::steady_clock::time_point next_request_wait_{};
+  std::chrono::steady_clock::time_point next_record_wait_{};  ///< against_record(info)'s wait, like requested()'s
 };
 
 }  // namespace sectorflow::aggregator::detail

@@ -74,6 +74,7 @@ def test_an_aborted_scan_ends_everywhere_and_the_next_is_whole(make_config, proc
         assert len(records.nodegroups) == 2 and not any(part.timed_out for part in records.nodegroups.values())
         assert missing == not_sent, out
         assert "the scan was aborted (sectorflow abort)" in out
+        assert f"\n  aborted by {records.abort.by} (sectorflow abort)\n" in out, out
         file = Path(line.group(5))
         assert file == output / scan_file_name(scan)
         counted_scan = read_counted_scan(file)

@@ -119,6 +119,11 @@ def test_real_producers_and_aggregator_to_nodegroups_equal_stempy_with_lost_sect
             assert (f"scan {scan}: {outcome}: {sectors - dropped} counted + 0 spilled + {dropped} missing = "
                     f"{sectors} sectors") in acquired.stdout, acquired.stdout
             assert ("never reached the producer" in acquired.stdout) == bool(dropped), acquired.stdout
+            # The breakdown of an incomplete scan, receiver by receiver (sector s is receiver s's).
+            for receiver in range(4) if dropped else ():
+                lost = sum(simulator.dropped(scan, f, receiver) for f in range(scan_x * scan_y))
+                assert (f"receiver {receiver}: {scan_x * scan_y - lost} counted, 0 spilled, {lost} missing"
+                        + (f" ({lost} never reached the producer)" if lost else "")) in acquired.stdout, acquired.stdout
         files = [output / scan_file_name(scan) for scan in shapes]
         wait_until(lambda: all(f.exists() for f in files), 60, "the three scans' files")
     finally:

@@ -22,7 +22,7 @@ from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client, client_options
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.protocol import REFUSAL_KINDS, SOURCE_NATIVE, ServiceStatus, scan_prefix, status_key
-from sectorflow.operations.scan_account import COMPLETE, INCOMPLETE, account, records_of
+from sectorflow.operations.scan_account import COMPLETE, FAILED, INCOMPLETE, account, records_of
 from sectorflow.simulator import simulator_from_config
 
 pytestmark = pytest.mark.mpi
@@ -60,16 +60,17 @@ class Stack:
 
 
 def native_stack(make_config, tmp_path: Path, wires: list[str], simulator: dict | None = None,
-                 requested: bool = True) -> Iterator[Stack]:
+                 requested: bool = True, nodegroups: bool = True) -> Iterator[Stack]:
     """``requested``: scans come through ``sectorflow acquire``; False: the sender starts them itself,
-    as a receiver's own software does (``[aggregator] native_scans_requested = false``)."""
+    as a receiver's own software does (``[aggregator] native_scans_requested = false``). ``nodegroups``:
+    False starts no NodeGroup job."""
     config, path = make_config(
         detector=SMALL_DETECTOR, receivers=[{"host": "127.0.0.1", "threads": THREADS, "wire": w} for w in wires],
         simulator={"bright_field_radius_px": 20.0, **(simulator or {})},
         aggregator={"native_scan_idle_s": 2.0, "native_scans_requested": requested},
         counting={"background_threshold": BACKGROUND, "xray_threshold": XRAY}, nodegroup={"pool_frames": 64})
     output = tmp_path / "h5"
-    with stack_up(config, path, tmp_path / "run", output, START_S) as client:
+    with stack_up(config, path, tmp_path / "run", output, START_S, nodegroups) as client:
         yield Stack(config, output, client)
 
 
@@ -137,6 +138,31 @@ def test_a_native_thread_that_sends_less_than_it_announced_is_closed_after_the_i
                               "the short scan's account")
     assert (scan_account.counted, scan_account.spilled, scan_account.missing) == (sent, 0, 3)
     assert scan_account.receivers[2].reasons == ["3 never reached the aggregator from the native receiver"]
+
+
+def test_a_native_stream_with_no_nodegroup_registered_is_dropped_and_accounted_as_not_streamed(
+        make_config, tmp_path: Path) -> None:
+    # The detector's software starts a scan while no NodeGroup job runs: the aggregator fixes an
+    # empty routing, drops what comes and counts it lost; the account says so for every sector.
+    for stack in native_stack(make_config, tmp_path, ["native"] * 4, requested=False, nodegroups=False):
+        simulator = simulator_from_config(stack.config)
+        scan = NativeScan.shuffled(scan=25, scan_x=6, scan_y=4, first_frame=500, seed=7)
+        sent = stream_native(stack.endpoints(), scan, THREADS, lambda p: simulator.frame(scan.scan, p),
+                             stack.config.detector.sector_rows)
+        assert sent == 6 * 4 * 4
+        wait_until(lambda: sum(stack.status("aggregator", f"t{r}").extra["lost"] for r in range(4)) == sent, FILE_S,
+                   "every sector dropped at the aggregator")
+        result = stack.account(scan.scan)
+        assert result.outcome == FAILED and result.counted + result.spilled + result.missing == sent
+        assert result.line() == f"scan 25: failed: 0 counted + 0 spilled + {sent} missing = {sent} sectors"
+        assert [r.reasons for r in result.receivers] == [
+            ["24 not streamed: no NodeGroup was registered when the native stream began (the aggregator dropped "
+             "what came)"]] * 4
+        assert result.notes == ["no file: no NodeGroup was registered when the native stream began"]
+        request = records_of(stack.client.subtree(scan_prefix(scan.scan)), scan.scan).request
+        assert (request.source, request.routing) == (SOURCE_NATIVE, [])
+        assert all(stack.refused(f"t{r}") == {} for r in range(4))
+        assert not stack.output.exists() or list(stack.output.iterdir()) == []
 
 
 def test_malformed_native_headers_are_refused_and_counted_and_a_scan_still_counts(native: Stack) -> None:

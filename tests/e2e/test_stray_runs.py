@@ -22,7 +22,8 @@ from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client
 from sectorflow.nodegroup import scan_file_name
-from sectorflow.protocol import DataHeader, ServiceStatus, encode_header, scan_prefix, status_key
+from sectorflow.protocol import (DataHeader, InfoMessage, ScanFileRecord, ServiceStatus, encode_header, encode_info,
+                                 scan_file_key, scan_prefix, status_key)
 from sectorflow.operations.scan_account import account, records_of
 
 pytestmark = pytest.mark.mpi
@@ -60,6 +61,21 @@ class Stack:
             push.send_multipart([native_header(scan, 0, 1, 16, 16, 0, 0, 0, 0),
                                  bytes(self.config.detector.sector_bytes)])
 
+    def stray_sfsp(self, scan: int, with_data: bool, receiver: int = 1) -> None:
+        """An SFSP producer thread's info (1 message for the first NodeGroup), and its one sector
+        ``with_data``, to receiver ``receiver``'s port, as a stray or a restarted sender would."""
+        agg, uid = self.config.aggregator, self.client.nodegroups()[0].uid
+        info = InfoMessage(scan_number=scan, receiver=receiver, thread_id=0, scan_x=16, scan_y=16, routing=[uid],
+                           counts={uid: 1})
+        header = DataHeader(scan_number=scan, frame_number=0, sector=receiver, scan_x=16, scan_y=16, position_x=0,
+                            position_y=0)
+        with zmq.Context() as context, context.socket(zmq.PUSH) as push:
+            push.setsockopt(zmq.LINGER, 5000)
+            push.connect(f"tcp://{agg.host}:{agg.base_port + receiver}")
+            push.send(encode_info(info))
+            if with_data:
+                push.send_multipart([encode_header(header), bytes(self.config.detector.sector_bytes)])
+
     def assert_whole(self, scan: int, acquired: subprocess.Popen, unannounced: str = "") -> None:
         """The acquire exits 0 with every sector counted, the file lacks nothing, and no NodeGroup
         refused, dropped or took for unannounced anything (but one scan, at ``unannounced``)."""
@@ -96,6 +112,9 @@ def test_a_stray_native_header_before_a_scan_opens_nothing_and_the_scan_comes_ou
     sent_s = time.monotonic()
     # It opened no run: no routing was fixed, no request record written, nothing reached a NodeGroup.
     assert records_of(stack.client.subtree(scan_prefix(7)), 7).request is None
+    assert account(records_of(stack.client.subtree(scan_prefix(7)), 7)).notes == [
+        "no request record (no 'sectorflow acquire' asked for the scan and no native stream began it, or its records "
+        "expired or were refused)"]
     assert stack.status("aggregator", "t0")["native_scans"] == 0
     if after_idle:  # the case where the stray's run, had it opened, would have closed
         wait_until(lambda: time.monotonic() - sent_s > IDLE_S, 2 * IDLE_S + WAIT_S, "native_scan_idle_s to pass")
@@ -144,3 +163,42 @@ def test_data_of_a_scan_nobody_announced_makes_no_file_and_is_counted(stack: Sta
     # The stack goes on: the next scan is whole, and its file is the only one.
     stack.assert_whole(10, stack.acquire(10), unannounced=group.uid)
     assert sorted(p.name for p in stack.output.iterdir()) == [scan_file_name(10)]
+
+
+def test_a_file_record_rewritten_to_count_more_than_the_scan_has_is_named_in_the_account(stack: Stack) -> None:
+    # Without [security] anyone may write under scans/ (kvstore/SPEC.md, "Security"): a peer rewrites a
+    # whole scan's file record with 300 sectors per receiver of a 256-position scan. No run writes
+    # that; the account says the records disagree instead of calling sectors missing.
+    stack.assert_whole(11, stack.acquire(11))
+    real = ScanFileRecord.decode(stack.client.get(scan_file_key(11)))
+    forged = ScanFileRecord(outcome=real.outcome, path=real.path, extra_paths=list(real.extra_paths),
+                            positions=real.positions, frames_written=real.frames_written,
+                            positions_missing=real.positions_missing, sectors_counted=[300] * 4, reason=real.reason,
+                            written_s=real.written_s)
+    stack.client.set_once(scan_file_key(11), forged.encode())
+    result = wait_until(lambda: (a := account(records_of(stack.client.subtree(scan_prefix(11)), 11))).counted == 1200
+                        and a, WAIT_S, "the rewritten file record")
+    assert [r.reasons for r in result.receivers] == [["44 more sectors accounted than the scan has"]] * 4
+    assert (result.counted, result.spilled, result.missing) == (1200, 0, -176)
+
+
+def test_a_stray_sfsp_info_beside_or_after_a_scan_is_refused_and_the_scan_comes_out_whole(stack: Stack) -> None:
+    # The SFSP dialect's stray: a producer thread's info whose counts its scan record does not
+    # announce. Beside the run it would close the real run unfinished (as a replay's info does: the
+    # scan lost 639 of 1024 sectors so), after it open a run whose record replaces the scan's; it is
+    # refused before either. (A stray data message beside the run joins it: docs/fault-model.md.)
+    acquired = stack.acquire(12, rate_hz=50)
+    wait_until(lambda: stack.status("aggregator", "t1").get("open_scans") == 1 or acquired.poll() is not None,
+               WAIT_S, "scan 12 to open at relay thread 1")
+    stack.stray_sfsp(12, with_data=False)
+    wait_until(lambda: stack.status("aggregator", "t1").get("malformed_scan") == 1, WAIT_S,
+               "relay thread 1 to refuse the stray info")
+    stack.assert_whole(12, acquired)
+
+    relay_record = stack.client.get(f"{scan_prefix(12)}aggregator/t1")
+    stack.stray_sfsp(12, with_data=True)
+    wait_until(lambda: stack.status("aggregator", "t1").get("malformed_scan") == 2, WAIT_S,
+               "relay thread 1 to refuse the stray info after the scan")
+    assert stack.client.get(f"{scan_prefix(12)}aggregator/t1") == relay_record
+    assert account(records_of(stack.client.subtree(scan_prefix(12)), 12)).line().startswith(f"scan 12: {WHOLE}")
+

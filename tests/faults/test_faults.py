@@ -27,7 +27,8 @@ from sectorflow.kvstore import Client
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration.stack import stack_services
 from sectorflow.orchestration.supervisor import ServiceSpec
-from sectorflow.protocol import ACQUIRE_REQUEST_KEY, AcquireRequest, find_replay_files
+from sectorflow.operations.scan_account import records_of
+from sectorflow.protocol import ACQUIRE_REQUEST_KEY, AcquireRequest, find_replay_files, scan_prefix
 from sectorflow.waiting import wait_until
 
 pytestmark = pytest.mark.mpi
@@ -106,8 +107,10 @@ def test_a_nodegroup_rank_killed_mid_scan(beamline) -> None:
         # The job is one unit: every NodeGroup of it leaves the kvstore.
         wait_until(lambda: not client.nodegroups(), 60, "every NodeGroup of the job to leave")
     result = checked(line, Beamline.finish(acquire), 2, "NodeGroup rank 1 killed mid-scan")
-    assert result.exit_code != 0 and result.outcome != "complete", result.output
-    reasons_are(result, r"dropped at the aggregator: NodeGroup \S+ (declared dead|gone)",
+    # The whole job ends with its rank: rank 0 writes no file.
+    assert (result.outcome, result.exit_code, result.counted) == ("failed", 1, 0), result.output
+    assert "\n  no file: the NodeGroups the scan was routed to are gone\n" in result.output
+    reasons_are(result, r"dropped at the aggregator: NodeGroup \S+ declared dead",
                 r"forwarded to NodeGroup \S+, which wrote no record", r"forwarded to NodeGroup \S+ but not received",
                 "received by NodeGroups but not in the file")
     assert supervisor.wait("nodegroups", 60) != 0
@@ -125,6 +128,44 @@ def test_the_aggregator_killed_and_restarted_mid_scan(beamline) -> None:
     assert result.exit_code == (0 if result.outcome == "complete" else 1 if result.missing else 3), result.output
     reasons_are(result, r"sent but not relayed \(not in aggregator thread \d+'s record: in flight when it stopped "
                         r"or restarted, or the scan closed unfinished there\)")
+    assert {k: v for k, v in line.checksums().items() if k in before} == before
+
+
+def test_the_aggregator_stopped_while_sending_to_nodegroups_that_do_not_read(beamline) -> None:
+    # The NodeGroups stop reading (SIGSTOP) and the aggregator, which waits long before it declares a
+    # NodeGroup dead, blocks sending to them; it is stopped (cleanly) in that send. The message in hand
+    # is dropped without a NodeGroup declared dead: the account must not say the NodeGroup went.
+    # Queues of one message and small kernel buffers: what a paced scan sends after the NodeGroups
+    # stop cannot all fit on the way to them, so the relay blocks.
+    line = beamline(aggregator={"send_timeout_ms": 600_000, "hwm": 1, "sndbuf_bytes": 65536},
+                    nodegroup={"recv_hwm": 1, "rcvbuf_bytes": 65536}, producer={"send_timeout_ms": 1000})
+    supervisor = line.start()
+    before = first_scan(line)
+    with Client.from_config(line.config, name="fault-test") as client:
+        client.wait_synced(10.0)
+        ranks = list(line.rank_pids(client).values())
+        acquire = line.acquire(2, SHAPE, RATE_HZ)
+        line.wait_sent(client, 2, SECTORS // 4)
+        for pid in ranks:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            # A producer spills once the aggregator took nothing for its send timeout: the relay is
+            # blocked in a send to a stopped NodeGroup (the only place it waits).
+            wait_until(lambda: any(p.spilled for p in records_of(client.subtree(scan_prefix(2)), 2).producers.values()),
+                       60, "a producer to spill behind the blocked aggregator")
+            supervisor.stop("aggregator")
+        finally:
+            for pid in ranks:
+                os.kill(pid, signal.SIGCONT)
+    result = checked(line, Beamline.finish(acquire), 2, "aggregator stopped in a send to NodeGroups not reading")
+    assert result.spilled > 0 and result.missing > 0 and result.exit_code == 1, result.output
+    reasons_are(result, r"dropped at the aggregator: NodeGroup \S+ not declared dead \(as the aggregator stopped, or "
+                        r"after the scan closed there\)",
+                r"sent but not relayed \(not in aggregator thread \d+'s record: in flight when it stopped or "
+                r"restarted, or the scan closed unfinished there\)", r"forwarded to NodeGroup \S+ but not received",
+                # Stopped longer than their liveness ttl, the ranks find their job gone from the kvstore and end it.
+                r"forwarded to NodeGroup \S+, which wrote no record")
+    assert "not declared dead" in result.output, result.output  # reasons_are leaves no room for "gone"
     assert {k: v for k, v in line.checksums().items() if k in before} == before
 
 
@@ -241,6 +282,32 @@ def test_a_producer_killed_mid_scan(beamline) -> None:
     assert 0 < result.missing < POSITIONS, result.output  # only receiver 1's unsent sectors
     reasons_are(result, "not sent by thread 0, which died mid-scan")
     assert "producer thread 0 died mid-scan" in result.output
+    assert {k: v for k, v in line.checksums().items() if k in before} == before
+
+
+def test_a_producer_killed_before_it_took_the_request(beamline) -> None:
+    line = beamline()
+    supervisor = line.start()
+    before = first_scan(line)
+    pid = supervisor.process("producer-1").pid
+    os.kill(pid, signal.SIGSTOP)  # it cannot take the request: the others do and stream
+    with Client.from_config(line.config, name="fault-test") as client:
+        client.wait_synced(10.0)
+        acquire = line.acquire(2, SHAPE, 0.0)
+        wait_until(lambda: {r for r, _ in records_of(client.subtree(scan_prefix(2)), 2).producers} == {0, 2, 3}, 60,
+                   "receivers 0, 2 and 3 to take scan 2")
+        line.kill(pid)
+    result = checked(line, Beamline.finish(acquire), 2, "producer 1 killed before it took the request")
+    assert (result.outcome, result.exit_code, result.counted, result.missing) == \
+        ("incomplete", 1, SECTORS - POSITIONS, POSITIONS), result.output
+    reasons_are(result, "not sent by thread 0, which died before it wrote a record of the scan")
+    assert result.reasons()[1] == (POSITIONS, [f"{POSITIONS} not sent by thread 0, which died before it wrote a "
+                                               "record of the scan"])
+    # Receiver 1's count never came: each NodeGroup timed out, and the file says which frames lack it.
+    assert re.findall(r"^  NodeGroup \S+: (.*)$", result.output, re.MULTILINE) == \
+        ["timed out, 0 late, 0 duplicate sectors dropped"] * RANKS, result.output
+    assert f"  file: incomplete: {POSITIONS} frames incomplete; timed out ([nodegroup] scan_timeout_s)\n" in \
+        result.output, result.output
     assert {k: v for k, v in line.checksums().items() if k in before} == before
 
 

@@ -8,6 +8,7 @@ reach the map."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,7 +21,9 @@ from kvstore_support import RawPeer, server_status
 from support import sectorflow_command, stack_up, wait_until
 
 from sectorflow.configs import Config
+from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client
+from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
 from sectorflow.protocol import scan_file_key, scan_request_key
 
@@ -157,3 +160,32 @@ def test_with_security_on_only_an_admitted_writer_floods_and_only_the_oldest_sca
         result = acquire(stack, 2)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "complete: 1024 counted" in result.stdout and "kvstore full" not in result.stdout + result.stderr
+
+
+def test_a_room_too_small_for_one_scan_says_kvstore_full_not_pending(make_config: Callable, tmp_path: Path) -> None:
+    """The smallest room (16 keys) holds the stack's registrations and statuses (12) and the first
+    few records of a scan, and no older scan is there to erase: the rest of the scan's records are
+    refused. The scan is counted on disk, but its account cannot settle: acquire and status say why."""
+    config, path = make_config(detector=SMALL, kvstore={"max_stack_keys": 16})
+    output = tmp_path / "h5"
+    with stack_up(config, path, tmp_path / "run", output, START_S) as client:
+        stack = Stack(config, path, tmp_path / "run", client)
+        result = sectorflow_command("acquire", "--config", str(path), "--scan-number", "1", "--scan-shape", "16x16",
+                                    "--rate", "0", "--wait", "--timeout", "20", timeout_s=120)
+        assert result.returncode == 1, result.stdout + result.stderr
+        line = re.search(r"^scan 1: kvstore full: (\d+) of the stack's records refused, its room holds no older scan "
+                         r"to erase \(\[kvstore\] max_stack_keys, max_stack_bytes\): (\d+) counted \+ 0 spilled \+ "
+                         r"(\d+) missing \+ (\d+) pending = 1024 sectors$", result.stdout, re.MULTILINE)
+        assert line, result.stdout + result.stderr
+        refused, counted, missing, pending = (int(line.group(i)) for i in range(1, 5))
+        assert 0 < refused <= stack.counters()["refused_stack"] and counted + missing + pending == 1024
+        assert stack.counters()["scans_evicted"] == 0  # the scan being written is never erased
+        # What could not be recorded was still counted: the file is whole.
+        wait_until(lambda: (output / scan_file_name(1)).exists(), START_S, "scan 1's file")
+        counted_scan = read_counted_scan(output / scan_file_name(1))
+        assert counted_scan.missing_positions.tolist() == [] and counted_scan.incomplete_positions.tolist() == []
+        status = sectorflow_command("status", "--config", str(path))
+        assert status.returncode == 0, status.stderr
+        row = next(text for text in status.stdout.splitlines() if text.split()[:1] == ["1"])
+        assert "kvstore full" in row and "pending" not in row, status.stdout
+

@@ -24,7 +24,7 @@ from sectorflow.configs import Config
 from sectorflow.kvstore import Client
 from sectorflow.orchestration import load_running
 from sectorflow.operations.scan_account import COMPLETE, account, records_of
-from sectorflow.protocol import scan_prefix, scan_request_key
+from sectorflow.protocol import ScanFileRecord, scan_prefix, scan_request_key
 from sectorflow.protocol.scan_summary import decode_parts, summary_key
 
 pytestmark = pytest.mark.mpi
@@ -161,6 +161,18 @@ def test_with_security_on_only_an_admitted_writer_floods_and_only_the_oldest_sca
         result = acquire(stack, 2)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "complete: 1024 counted" in result.stdout and "kvstore full" not in result.stdout + result.stderr
+
+        # An admitted NodeGroup key (the role that writes the file) forging scan 2's summary, and the
+        # summary of a scan never finished, which would erase its parts: only the server folds.
+        wait_until(lambda: client.get(summary_key(2)) is not None, FLOOD_S, "scan 2 folded")
+        folded = client.get(summary_key(2))
+        with Client.from_config(config, name="nodegroup-fold", role="nodegroup") as forger:
+            assert forger.wait_synced(30)
+            forger.set_once(summary_key(2), VALUE)
+            forger.set_once(summary_key(3), VALUE)
+            wait_until(lambda: stack.counters().get("refused_fold", 0) == 2, FLOOD_S, "the forged summaries refused")
+        assert client.get(summary_key(2)) == folded and client.get(summary_key(3)) is None
+        assert ScanFileRecord.decode(decode_parts(folded)["file"]).outcome == "complete"
 
 
 def test_a_finished_scan_folds_into_its_summary_and_acquire_and_status_read_the_same_account(stack: Stack) -> None:

@@ -95,7 +95,7 @@ class KvstoreConfig:
         "the server holds, in a room of their own that no other key takes and no address or identity quota limits "
         "(other keys are charged to their writer: its identity with [security] on, else its address); when it is full "
         "the oldest scan's records are erased to make room (scans_evicted), never the scan being written. A 16 x 16 "
-        "scan leaves about 12 keys", min=16, max=10_000_000)
+        "scan leaves about 12 keys while it runs and one (its summary, scans_kept) once it is over", min=16, max=10_000_000)
     max_stack_bytes: int = setting(
         128 << 20, "bytes of the stack's own records the server holds (max_stack_keys)", min=64 << 10, max=64 << 30)
     max_ttl_s: float = setting(

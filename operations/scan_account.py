@@ -84,7 +84,7 @@ def records_of(entries: Mapping[str, bytes], scan: int) -> ScanRecords:
     summary = entries.get(prefix + SUMMARY_PART)
     if summary is not None:
         try:
-            parts = {part: (f"{prefix}{SUMMARY_PART} ({part})", raw) for part, raw in decode_parts(summary).items()}
+            parts = {part: (prefix + part, raw) for part, raw in decode_parts(summary).items()}
         except _records.ProtocolError as error:
             records.rejected[prefix + SUMMARY_PART] = str(error)
     for key, raw in entries.items():

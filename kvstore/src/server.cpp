@@ -20,9 +20,9 @@
 #include "sectorflow/kvstore/stack_id.hpp"
 #include "sectorflow/protocol/records.hpp"
 #include "sectorflow/protocol/scan_records.hpp"
+#include "sectorflow/protocol/scan_summary.hpp"
 #include "sectorflow/kvstore/wakeup.hpp"
 #include "sectorflow/security/zap_handler.hpp"
-#include "scan_summary.hpp"
 #include "snapshots.hpp"
 #include "write_policy.hpp"
 
@@ -30,7 +30,7 @@ namespace sectorflow::kvstore {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using detail::summary_key;
+using protocol::summary_key;
 
 // Wall-clock milliseconds since the Unix epoch: the log's deadlines outlive the steady clock.
 std::int64_t wall_ms() {
@@ -528,20 +528,20 @@ struct Server::Impl {
 
   // The parts of `scan` a summary holds (none without one), and its live keys over them: a part
   // written after the fold replaces the folded one, as it would replace the key.
-  detail::ScanParts parts_of(std::uint32_t scan, detail::ScanParts* live) const {
-    detail::ScanParts parts;
+  protocol::ScanParts parts_of(std::uint32_t scan, protocol::ScanParts* live) const {
+    protocol::ScanParts found;
     const std::string prefix = protocol::scan_prefix(scan);
     if (const auto summary = map.find(summary_key(scan)); summary != map.end()) {
-      parts = detail::decode_summary(summary->second.msg->body);
+      found = protocol::decode_summary(summary->second.msg->body);
     }
     for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0;
          ++it) {
       if (it->first == summary_key(scan)) continue;
       const std::string part = it->first.substr(prefix.size());
       if (live != nullptr) (*live)[part] = it->second.msg->body;
-      parts[part] = it->second.msg->body;
+      found[part] = it->second.msg->body;
     }
-    return parts;
+    return found;
   }
 
   // Folds `scan` when it is over (scan_summary.hpp, not_over): its parts become one summary, which
@@ -549,16 +549,16 @@ struct Server::Impl {
   // takes a part written since into its summary, unless a new run of it began (its request written
   // again, a replay), which folds when that run is over.
   void maybe_fold(std::uint32_t scan) {
-    detail::ScanParts live;
-    const detail::ScanParts parts = parts_of(scan, &live);
+    protocol::ScanParts live;
+    const protocol::ScanParts whole = parts_of(scan, &live);
     if (live.empty()) return;
     const bool folded = map.count(summary_key(scan)) != 0;
-    if (folded && live.count("request") != 0 && live.count("file") == 0 && detail::not_over(live)) return;
-    if (detail::not_over(parts)) return;
+    if (folded && live.count("request") != 0 && live.count("file") == 0 && protocol::not_over(live)) return;
+    if (protocol::not_over(whole)) return;
     KvMsg msg;
     msg.key = summary_key(scan);
     msg.uuid = new_uuid();
-    msg.body = detail::encode_summary(parts, protocol::wall_clock_s());
+    msg.body = protocol::encode_summary(whole, protocol::wall_clock_s());
     if (msg.body.size() > options.max_value_bytes) {
       count([](ServerStats& s) { ++s.folds_too_large; });
       return;  // the parts stay, with their ttl
@@ -591,7 +591,7 @@ struct Server::Impl {
     if (!scan) return false;
     const auto summary = map.find(summary_key(*scan));
     if (summary == map.end()) return false;
-    return detail::decode_summary(summary->second.msg->body).count(key.substr(protocol::scan_prefix(*scan).size())) != 0;
+    return protocol::decode_summary(summary->second.msg->body).count(key.substr(protocol::scan_prefix(*scan).size())) != 0;
   }
 
   void note_summary(std::uint32_t scan, std::int64_t born) {

@@ -1,13 +1,23 @@
-#include "scan_summary.hpp"
+#include "sectorflow/protocol/scan_summary.hpp"
 
 #include <msgpack.hpp>
 
-#include "sectorflow/kvstore/errors.hpp"
+#include "sectorflow/protocol/errors.hpp"
 #include "sectorflow/protocol/service_state.hpp"
 
-namespace sectorflow::kvstore::detail {
+namespace sectorflow::protocol {
 
-std::string summary_key(std::uint32_t scan) { return protocol::scan_prefix(scan) + std::string(kSummaryPart); }
+std::string summary_key(std::uint32_t scan) { return scan_prefix(scan) + std::string(kSummaryPart); }
+
+std::string part_of(std::uint32_t scan, const std::string& key) { return key.substr(scan_prefix(scan).size()); }
+
+std::map<std::string, std::string> folded_keys(std::uint32_t scan, std::string_view summary, std::string_view prefix) {
+  std::map<std::string, std::string> out;
+  for (auto& [part, value] : decode_summary(summary)) {
+    if (part.compare(0, prefix.size(), prefix) == 0) out.emplace(scan_prefix(scan) + part, std::move(value));
+  }
+  return out;
+}
 
 std::string encode_summary(const ScanParts& parts, double folded_s) {
   msgpack::sbuffer buffer;
@@ -28,7 +38,7 @@ std::string encode_summary(const ScanParts& parts, double folded_s) {
 }
 
 ScanParts decode_summary(std::string_view body) {
-  const auto fail = [](const std::string& why) { return KvstoreError("scan summary: " + why); };
+  const auto fail = [](const std::string& why) { return ProtocolError("ScanSummary: " + why); };
   msgpack::object_handle handle;
   try {
     handle = msgpack::unpack(body.data(), body.size());
@@ -62,15 +72,15 @@ ScanParts decode_summary(std::string_view body) {
 std::optional<std::string> not_over(const ScanParts& parts) {
   const auto request_part = parts.find("request");
   if (request_part == parts.end()) return "no request record";
-  protocol::ScanRequestRecord request;
+  ScanRequestRecord request;
   try {
-    request = protocol::ScanRequestRecord::decode(request_part->second);
+    request = ScanRequestRecord::decode(request_part->second);
   } catch (const std::exception&) {
     return "its request record does not decode";
   }
-  const std::string finished(protocol::to_string(protocol::ServiceState::kFinished));
-  const std::string error(protocol::to_string(protocol::ServiceState::kError));
-  if (request.source != protocol::kSourceNative) {
+  const std::string finished(to_string(ServiceState::kFinished));
+  const std::string error(to_string(ServiceState::kError));
+  if (request.source != kSourceNative) {
     for (std::size_t receiver = 0; receiver < request.producer_threads.size(); ++receiver) {
       for (std::uint32_t thread = 0; thread < request.producer_threads[receiver]; ++thread) {
         const std::string name = "producer/r" + std::to_string(receiver) + "t" + std::to_string(thread);
@@ -78,7 +88,7 @@ std::optional<std::string> not_over(const ScanParts& parts) {
         if (part == parts.end()) return name + " is not in";
         std::string state;
         try {
-          state = protocol::ProducerScanRecord::decode(part->second).state;
+          state = ProducerScanRecord::decode(part->second).state;
         } catch (const std::exception&) {
           return name + " does not decode";
         }
@@ -86,9 +96,9 @@ std::optional<std::string> not_over(const ScanParts& parts) {
       }
     }
   }
-  const bool planned_to_disk = request.routing.empty() && request.source != protocol::kSourceNative;
+  const bool planned_to_disk = request.routing.empty() && request.source != kSourceNative;
   if (!planned_to_disk && parts.count("file") == 0) return "no file record";
   return std::nullopt;
 }
 
-}  // namespace sectorflow::kvstore::detail
+}  // namespace sectorflow::protocol

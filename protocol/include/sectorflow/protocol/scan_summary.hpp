@@ -1,7 +1,7 @@
 // A folded scan's summary, scans/<n>/summary (kvstore/SPEC.md, "Folding"): the scan's parts as
 // they were when the server folded them, in one record that replaces their keys. Written only by
 // the server, from the parts it holds; readers build the scan's records from it exactly as from
-// the parts (operations/scan_account.py, records_of). Private to the kvstore library.
+// the parts (operations/scan_account.py, records_of; the aggregator's RecordStore).
 //
 // Body: one msgpack map {"version": 1, "folded_s": float (Unix seconds), "parts": {part: bin}},
 // where part is the key's suffix after scans/<n:010d>/ ("request", "file", "producer/r0t1", ...)
@@ -16,7 +16,7 @@
 
 #include "sectorflow/protocol/scan_records.hpp"
 
-namespace sectorflow::kvstore::detail {
+namespace sectorflow::protocol {
 
 inline constexpr std::string_view kSummaryPart = "summary";
 inline constexpr std::int64_t kSummaryVersion = 1;
@@ -26,9 +26,15 @@ using ScanParts = std::map<std::string, std::string>;
 
 std::string summary_key(std::uint32_t scan);
 
+/// The part of `scan` that `key` names ("producer/r0t1" of scans/<n>/producer/r0t1).
+std::string part_of(std::uint32_t scan, const std::string& key);
+
+/// The parts a summary holds that begin with `prefix`, by their whole key (scans/<n>/...).
+std::map<std::string, std::string> folded_keys(std::uint32_t scan, std::string_view summary, std::string_view prefix);
+
 std::string encode_summary(const ScanParts& parts, double folded_s);
 
-/// The parts of a summary; throws KvstoreError if the body is not one (the server's own record:
+/// The parts of a summary; throws ProtocolError if the body is not one (the server's own record:
 /// only a damaged one fails).
 ScanParts decode_summary(std::string_view body);
 
@@ -39,4 +45,4 @@ ScanParts decode_summary(std::string_view body);
 /// only by a part written later, which the server folds in too.
 std::optional<std::string> not_over(const ScanParts& parts);
 
-}  // namespace sectorflow::kvstore::detail
+}  // namespace sectorflow::protocol

@@ -8,7 +8,7 @@ fold replaces the folded one, as it would replace the key.
 
 Layout: one msgpack map ``{"version": 1, "folded_s": float, "parts": {part: bin}}``, ``part`` the key's
 suffix after ``scans/<n:010d>/`` (``request``, ``producer/r0t1``, ...). The server's encoder is
-kvstore/src/scan_summary.cpp; ``encode`` here is for tests.
+protocol/src/scan_summary.cpp; ``encode`` here is for tests.
 """
 
 from __future__ import annotations

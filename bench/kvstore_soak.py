@@ -1,15 +1,17 @@
 """Soak: many small scans through a running local stack, and what the kvstore holds after them.
 
 Issue 30: every 16 x 16 scan left about 12 keys in the kvstore for ``scan_record_ttl_s`` (24 h),
-so routine use filled it and scans were then reported pending. This runs ``--scans`` scans of
-``--shape`` (default 2,000 of 4 x 4) one after the other through ``sectorflow up``'s stack, each
-accounted as ``sectorflow acquire --wait`` accounts it (one operator client for all), and prints
-every ``--every`` scans the kvstore's key count (in all, and in the stack's room), scans evicted,
-refusals and resident memory. It fails (exit 1) at the first scan not accounted whole.
+so routine use filled it and scans were then reported pending; now the server folds each finished
+scan into one summary (kvstore/SPEC.md, "Folding"). This runs ``--scans`` scans of ``--shape``
+(default 2,000 of 4 x 4) one after the other through ``sectorflow up``'s stack, each accounted as
+``sectorflow acquire --wait`` accounts it (one operator client for all), and prints every
+``--every`` scans the kvstore's key count (in all, and in the stack's room), scans folded,
+summaries dropped, scans evicted, refusals and resident memory. It fails (exit 1) at the first scan
+not accounted whole.
 
-``python -m bench.kvstore_soak [--config FILE] [--scans N] [--max-stack-keys K]`` (not a test: it
-takes about a second a scan on a laptop). ``--max-stack-keys`` shrinks the room of the stack's
-records so that the oldest scans are seen to go first.
+``python -m bench.kvstore_soak [--config FILE] [--scans N] [--max-stack-keys K] [--scans-kept S]`` (not
+a test: it takes about a second a scan on a laptop). ``--max-stack-keys`` shrinks the room of the
+stack's records so that the oldest scans are seen to go first; ``--scans-kept`` the summaries kept.
 """
 
 from __future__ import annotations
@@ -50,12 +52,15 @@ def main() -> int:
     parser.add_argument("--shape", type=int, nargs=2, default=(4, 4), metavar=("X", "Y"))
     parser.add_argument("--every", type=int, default=100, help="print the kvstore's figures every N scans")
     parser.add_argument("--max-stack-keys", type=int, help="[kvstore] max_stack_keys for the run")
+    parser.add_argument("--scans-kept", type=int, help="[kvstore] scans_kept for the run")
     args = parser.parse_args()
 
     config = with_free_ports(load_config(args.config))
     if args.max_stack_keys is not None:
         config = dataclasses.replace(config, kvstore=dataclasses.replace(config.kvstore,
                                                                            max_stack_keys=args.max_stack_keys))
+    if args.scans_kept is not None:
+        config = dataclasses.replace(config, kvstore=dataclasses.replace(config.kvstore, scans_kept=args.scans_kept))
     with tempfile.TemporaryDirectory(prefix="kvstore-soak-") as tmp:
         root = Path(tmp)
         path = root / "config.toml"
@@ -68,8 +73,8 @@ def main() -> int:
             with Client.from_config(config, name="soak", role="operator") as client:
                 wait_until(lambda: client.nodegroups(), START_S, "a NodeGroup to register")
                 started = time.monotonic()
-                print("scans  keys  stack_keys  scans_evicted  refused_full  refused_stack  kvstore_rss_kB  s",
-                      flush=True)
+                print("scans  keys  stack_keys  scans_folded  summaries_dropped  scans_evicted  refused_full  "
+                      "refused_stack  kvstore_rss_kB  s", flush=True)
                 for scan in range(1, args.scans + 1):
                     published = publish_request(client, config, scan, args.shape[0], args.shape[1], 0.0)
                     result = wait_for_account(client, published, SCAN_TIMEOUT_S)
@@ -80,6 +85,7 @@ def main() -> int:
                         raw = client.get(status_key("kvstore", "server"))
                         extra = ServiceStatus.decode(raw).extra if raw is not None else {}
                         print(f"{scan:5d}  {extra.get('keys', '?'):>4}  {extra.get('stack_keys', '?'):>10}  "
+                              f"{extra.get('scans_folded', '?'):>12}  {extra.get('summaries_dropped', '?'):>17}  "
                               f"{extra.get('scans_evicted', '?'):>13}  {extra.get('refused_full', '?'):>12}  "
                               f"{extra.get('refused_stack', '?'):>13}  {rss_kib(kvstore_pid):>14}  "
                               f"{time.monotonic() - started:.0f}", flush=True)

@@ -95,15 +95,21 @@ class KvstoreConfig:
         "the server holds, in a room of their own that no other key takes and no address or identity quota limits "
         "(other keys are charged to their writer: its identity with [security] on, else its address); when it is full "
         "the oldest scan's records are erased to make room (scans_evicted), never the scan being written. A 16 x 16 "
-        "scan leaves about 12 keys", min=16, max=10_000_000)
+        "scan leaves about 12 keys while it runs and one (its summary, scans_kept) once it is over", min=16, max=10_000_000)
     max_stack_bytes: int = setting(
         128 << 20, "bytes of the stack's own records the server holds (max_stack_keys)", min=64 << 10, max=64 << 30)
     max_ttl_s: float = setting(
         86400.0, "longest ttl the server grants: a longer one is clamped and counted (ttl_clamped), and a client "
         "refuses to ask for one; at least ttl_s", min=1.0, max=1e9)
     scan_record_ttl_s: float = setting(
-        86400.0, "how long a scan's record (scans/<n>/..., what became of every sector) stays in the kvstore "
-        "after it was written; at most max_ttl_s", min=1.0, max=1e9)
+        86400.0, "how long a scan's parts (scans/<n>/..., what became of every sector) stay in the kvstore "
+        "after they were written, unless the scan is folded first into its summary (scans_kept); at most max_ttl_s",
+        min=1.0, max=1e9)
+    scans_kept: int = setting(
+        10_000, "finished scans whose summary (scans/<n>/summary: the scan's account in one record, which replaced "
+        "its parts when the scan was over) the server keeps, with no ttl; past it the oldest scan's summary is erased "
+        "first (summaries_dropped). Scans not folded (running, or never finished) are not erased by it",
+        min=1, max=10_000_000)
     log_dir: str = setting(
         "", "directory of the server's durable records (kvstore/SPEC.md, 'Durable records'): every update it "
         "publishes is appended to a log there, and a restarted server loads them and keeps its stack id (file "

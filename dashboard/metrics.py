@@ -29,6 +29,8 @@ from sectorflow.kvstore.status_records import status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol import SERVICE_LIBERTEM, SERVICE_STATES
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
+from sectorflow.operations.scan_account import records_of
+
 from .scan_groups import ScanGroups
 
 # Status fields published as counters: field -> (metric name without sectorflow_, help).
@@ -201,14 +203,13 @@ class ScanDurations:
 
     def observe(self, groups: ScanGroups) -> None:
         for scan, keys in groups.scans.items():
-            raw_request, raw_file = keys.get(_records.scan_request_key(scan)), keys.get(_records.scan_file_key(scan))
-            if raw_request is None or raw_file is None:
+            # From the parts or a folded scan's summary alike; a record that does not decode is left
+            # out (the page names it).
+            records = records_of(keys, scan)
+            request, file = records.request, records.file
+            if request is None or file is None:
                 continue
-            try:
-                request = _records.ScanRequestRecord.decode(raw_request)
-                written_s = _records.ScanFileRecord.decode(raw_file).written_s
-            except _records.ProtocolError:
-                continue  # the page names records that do not decode
+            written_s = file.written_s
             key = (scan, request.requested_s)
             if key in self._seen:
                 continue

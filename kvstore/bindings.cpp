@@ -182,7 +182,7 @@ void bind_server(py::module_& m) {
                        std::size_t max_keys_per_address, std::size_t max_map_bytes_per_address, double max_ttl_s,
                        std::size_t max_stack_keys, std::size_t max_stack_bytes, std::string log_dir,
                        const std::string& log_fsync, std::uint32_t log_fsync_interval_ms,
-                       std::uint64_t log_max_bytes) {
+                       std::uint64_t log_max_bytes, std::size_t scans_kept) {
              ServerOptions options;
              options.bind_host = std::move(bind_host);
              options.port = port;
@@ -200,6 +200,7 @@ void bind_server(py::module_& m) {
              options.log.fsync = parse_log_fsync(log_fsync);
              options.log.fsync_interval = std::chrono::milliseconds(log_fsync_interval_ms);
              options.log.max_bytes = log_max_bytes;
+             options.scans_kept = scans_kept;
              return options;
            }),
            py::kw_only(), py::arg("bind_host"), py::arg("port"), py::arg("heartbeat_ms"),
@@ -209,7 +210,7 @@ void bind_server(py::module_& m) {
            py::arg("max_stack_bytes") = defaults.max_stack_bytes, py::arg("log_dir") = defaults.log.dir,
            py::arg("log_fsync") = std::string(to_string(defaults.log.fsync)),
            py::arg("log_fsync_interval_ms") = static_cast<std::uint32_t>(defaults.log.fsync_interval.count()),
-           py::arg("log_max_bytes") = defaults.log.max_bytes,
+           py::arg("log_max_bytes") = defaults.log.max_bytes, py::arg("scans_kept") = defaults.scans_kept,
            "Every value but status_name from [kvstore] (server_options); log_dir '' keeps no durable records.")
       .def_readwrite("bind_host", &ServerOptions::bind_host)
       .def_readwrite("port", &ServerOptions::port)
@@ -223,6 +224,7 @@ void bind_server(py::module_& m) {
       .def_readwrite("max_stack_keys", &ServerOptions::max_stack_keys)
       .def_readwrite("max_stack_bytes", &ServerOptions::max_stack_bytes)
       .def_readwrite("max_ttl_s", &ServerOptions::max_ttl_s)
+      .def_readwrite("scans_kept", &ServerOptions::scans_kept)
       .def_property_readonly("log_dir", [](const ServerOptions& o) { return o.log.dir; })
       .def_property_readonly("log_fsync", [](const ServerOptions& o) { return std::string(to_string(o.log.fsync)); })
       .def_readwrite("curve", &ServerOptions::curve, "[security]: CurveServer (off by default).");
@@ -250,6 +252,10 @@ void bind_server(py::module_& m) {
       .def_readonly("unauthenticated", &ServerStats::unauthenticated)
       .def_readonly("unauthorised", &ServerStats::unauthorised)
       .def_readonly("creates_refused", &ServerStats::creates_refused)
+      .def_readonly("refused_fold", &ServerStats::refused_fold)
+      .def_readonly("scans_folded", &ServerStats::scans_folded)
+      .def_readonly("summaries_dropped", &ServerStats::summaries_dropped)
+      .def_readonly("folds_too_large", &ServerStats::folds_too_large)
       .def_readonly("log_records_loaded", &ServerStats::log_records_loaded)
       .def_readonly("log_tails_cut", &ServerStats::log_tails_cut)
       .def_readonly("log_bytes_cut", &ServerStats::log_bytes_cut)

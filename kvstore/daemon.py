@@ -35,6 +35,7 @@ REFUSALS = {
     "errors": "{new} message(s) threw in the server loop, which went on",
     "unauthenticated": "refused {new} CURVE handshake(s) of key(s) in no allowlist",
     "unauthorised": "refused {new} write(s) of key(s) the writer's role may not write",
+    "refused_fold": "refused {new} write(s) of a scan's summary, which only the server folds",
 }
 
 

@@ -24,6 +24,7 @@ def server_options(config: Config) -> ServerOptions:
         max_stack_keys=kv.max_stack_keys,
         max_stack_bytes=kv.max_stack_bytes,
         max_ttl_s=kv.max_ttl_s,
+        scans_kept=kv.scans_kept,
         log_dir=kv.log_dir,
         log_fsync=kv.log_fsync,
         log_fsync_interval_ms=kv.log_fsync_interval_ms,

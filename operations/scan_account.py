@@ -24,6 +24,7 @@ from typing import Any
 from sectorflow._core import protocol as _records
 from sectorflow.protocol import OUTCOME_ABORTED, SERVICE_LIBERTEM
 from sectorflow.protocol.scan_life import ScanAbort, ScanClaim
+from sectorflow.protocol.scan_summary import SUMMARY_PART, decode_parts
 
 # The outcome of a scan as acquire and status report it.
 COMPLETE = "complete"      # every sector counted in the file
@@ -77,13 +78,24 @@ def scans_in(entries: Mapping[str, bytes]) -> list[int]:
 
 
 def records_of(entries: Mapping[str, bytes], scan: int) -> ScanRecords:
-    """The records of ``scan`` in ``entries`` (key -> value bytes, e.g. ``client.subtree(scan_prefix(n))``)."""
+    """The records of ``scan`` in ``entries`` (key -> value bytes, e.g. ``client.subtree(scan_prefix(n))``).
+
+    A folded scan's summary (protocol/scan_summary.py) gives its parts as the keys did; a part's key
+    written after the fold replaces the folded part.
+    """
     prefix = _records.scan_prefix(scan)
     records = ScanRecords(scan)
+    parts: dict[str, tuple[str, bytes]] = {}
+    summary = entries.get(prefix + SUMMARY_PART)
+    if summary is not None:
+        try:
+            parts = {part: (prefix + part, raw) for part, raw in decode_parts(summary).items()}
+        except _records.ProtocolError as error:
+            records.rejected[prefix + SUMMARY_PART] = str(error)
     for key, raw in entries.items():
-        if not key.startswith(prefix):
-            continue
-        part = key[len(prefix):]
+        if key.startswith(prefix) and key != prefix + SUMMARY_PART:
+            parts[key[len(prefix):]] = (key, raw)
+    for part, (key, raw) in parts.items():
         try:
             _add(records, part, raw)
         except _records.ProtocolError as error:

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "sectorflow/protocol/errors.hpp"
+#include "sectorflow/protocol/scan_summary.hpp"
 #include "sectorflow/protocol/service_state.hpp"
 
 namespace sectorflow::aggregator::detail {
@@ -22,6 +23,23 @@ RecordStore::RecordStore(kvstore::ClientOptions options, double ttl_s)
 
 RecordStore::~RecordStore() { close(); }
 
+std::map<std::string, std::string> RecordStore::parts(std::uint32_t scan, const std::string& prefix) const {
+  // A scan over is folded into its summary (kvstore/SPEC.md, "Folding"): its parts are read from
+  // there, and a key written since replaces the folded part, as the readers of the account do.
+  std::map<std::string, std::string> out;
+  if (const std::optional<std::string> summary = client_.get(protocol::summary_key(scan))) {
+    try {
+      out = protocol::folded_keys(scan, *summary, protocol::part_of(scan, prefix));
+    } catch (const protocol::ProtocolError& error) {
+      for (const auto& [key, why] : bad_.note(protocol::summary_key(scan), {{protocol::summary_key(scan), error.what()}})) {
+        if (client_.options().log) client_.options().log("skipped the scan record " + key + ": " + why);
+      }
+    }
+  }
+  for (auto& [key, value] : client_.subtree(prefix)) out[key] = std::move(value);
+  return out;
+}
+
 void RecordStore::close() { client_.close(); }
 
 std::vector<protocol::ProducerScanRecord> RecordStore::producer_records(std::uint32_t scan, std::uint32_t receiver,
@@ -31,7 +49,7 @@ std::vector<protocol::ProducerScanRecord> RecordStore::producer_records(std::uin
   const std::string prefix = protocol::scan_prefix(scan) + "producer/r" + std::to_string(receiver) + "t";
   std::vector<protocol::ProducerScanRecord> out;
   std::map<std::string, std::string> rejected;
-  for (const auto& [key, value] : client_.subtree(prefix)) {
+  for (const auto& [key, value] : parts(scan, prefix)) {
     try {
       protocol::ProducerScanRecord record = protocol::ProducerScanRecord::decode(value);
       if (record.receiver != receiver || record.routing.empty()) continue;  // another's, or written to disk
@@ -52,13 +70,13 @@ std::vector<protocol::ProducerScanRecord> RecordStore::producer_records(std::uin
 std::optional<std::uint64_t> RecordStore::aborted_sent(std::uint32_t scan, std::uint32_t receiver,
                                                       std::uint32_t threads) const {
   // Written by `sectorflow abort` (protocol/scan_life.py); its presence is the abort.
-  if (!client_.get(protocol::scan_prefix(scan) + "abort")) return std::nullopt;
+  if (parts(scan, protocol::scan_prefix(scan) + "abort").empty()) return std::nullopt;
   const std::string finished(protocol::to_string(protocol::ServiceState::kFinished));
   const std::string error(protocol::to_string(protocol::ServiceState::kError));
   std::vector<bool> done(threads, false);
   std::uint64_t sent = 0;
   const std::string prefix = protocol::scan_prefix(scan) + "producer/r" + std::to_string(receiver) + "t";
-  for (const auto& [key, value] : client_.subtree(prefix)) {
+  for (const auto& [key, value] : parts(scan, prefix)) {
     try {
       const protocol::ProducerScanRecord record = protocol::ProducerScanRecord::decode(value);
       if (record.receiver != receiver || record.thread >= threads || done[record.thread]) continue;
@@ -75,7 +93,10 @@ std::optional<std::uint64_t> RecordStore::aborted_sent(std::uint32_t scan, std::
 }
 
 std::optional<protocol::RelayScanRecord> RecordStore::relay_record(std::uint32_t scan, std::uint32_t thread) const {
-  const std::optional<std::string> value = client_.get(protocol::scan_relay_key(scan, thread));
+  const std::string key = protocol::scan_relay_key(scan, thread);
+  const auto found = parts(scan, key);
+  const std::optional<std::string> value =
+      found.count(key) != 0 ? std::optional<std::string>(found.at(key)) : std::nullopt;
   if (!value) return std::nullopt;
   try {
     return protocol::RelayScanRecord::decode(*value);
@@ -86,7 +107,9 @@ std::optional<protocol::RelayScanRecord> RecordStore::relay_record(std::uint32_t
 
 std::optional<protocol::ScanRequestRecord> RecordStore::request_record(std::uint32_t scan) const {
   const std::string key = protocol::scan_request_key(scan);
-  const std::optional<std::string> value = client_.get(key);
+  const auto found = parts(scan, key);
+  const std::optional<std::string> value =
+      found.count(key) != 0 ? std::optional<std::string>(found.at(key)) : std::nullopt;
   if (!value) return std::nullopt;
   std::map<std::string, std::string> rejected;
   try {

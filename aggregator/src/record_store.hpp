@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,10 @@ class RecordStore {
   void close();
 
  private:
+  /// The keys of `scan` that begin with `prefix` (a whole key or its start), read through the scan's
+  /// summary once it is folded: key -> value.
+  std::map<std::string, std::string> parts(std::uint32_t scan, const std::string& prefix) const;
+
   kvstore::Client client_;
   mutable protocol::BadEntries bad_;  // reporting what was read does not change what is known
   double ttl_s_;

@@ -20,6 +20,7 @@
 #include "sectorflow/kvstore/stack_id.hpp"
 #include "sectorflow/protocol/records.hpp"
 #include "sectorflow/protocol/scan_records.hpp"
+#include "sectorflow/protocol/scan_summary.hpp"
 #include "sectorflow/kvstore/wakeup.hpp"
 #include "sectorflow/security/zap_handler.hpp"
 #include "snapshots.hpp"
@@ -29,6 +30,7 @@ namespace sectorflow::kvstore {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using protocol::summary_key;
 
 // Wall-clock milliseconds since the Unix epoch: the log's deadlines outlive the steady clock.
 std::int64_t wall_ms() {
@@ -118,6 +120,7 @@ void check_options(const ServerOptions& o) {
   positive(o.max_map_bytes_per_address, "max_map_bytes_per_address");
   positive(o.max_stack_keys, "max_stack_keys");
   positive(o.max_stack_bytes, "max_stack_bytes");
+  positive(o.scans_kept, "scans_kept");
   if (o.max_value_bytes < kMaxKeyBytes || o.max_value_bytes > (std::size_t{1} << 30)) {
     throw KvstoreError("kvstore server: max_value_bytes " + std::to_string(o.max_value_bytes) + " out of range; " +
                        "expected " + std::to_string(kMaxKeyBytes) + " to 2^30 ([kvstore] max_value_bytes)");
@@ -134,7 +137,8 @@ std::uint64_t ServerStats::refusals(const std::string& kind) const {
   const std::map<std::string, std::uint64_t> counters{
       {"malformed", malformed},     {"oversized", oversized},     {"refused_quota", refused_quota},
       {"refused_full", refused_full}, {"ttl_clamped", ttl_clamped}, {"snapshots_dropped", snapshots_dropped},
-      {"errors", errors}, {"unauthenticated", unauthenticated}, {"unauthorised", unauthorised}};
+      {"errors", errors}, {"unauthenticated", unauthenticated}, {"unauthorised", unauthorised},
+      {"refused_fold", refused_fold}};
   const auto found = counters.find(kind);
   if (found == counters.end()) throw KvstoreError("kvstore server: no refusal counter named '" + kind + "'");
   return found->second;
@@ -171,6 +175,9 @@ struct Server::Impl {
   // the room is full.
   std::map<std::uint32_t, std::int64_t> scan_born;
   std::set<std::pair<std::int64_t, std::uint32_t>> scans_by_age;
+  // The folded scans, by the sequence of their summary: past scans_kept the oldest goes.
+  std::map<std::uint32_t, std::int64_t> summary_born;
+  std::set<std::pair<std::int64_t, std::uint32_t>> summaries_by_age;
   detail::SnapshotReplies replies;
   std::vector<zmq::message_t> parts;  // the frames of the message being handled
 
@@ -297,6 +304,7 @@ struct Server::Impl {
         born->second = record.sequence;
       }
       scans_by_age.emplace(born->second, *scan);
+      if (msg.key == summary_key(*scan)) note_summary(*scan, record.sequence);
     }
     std::string key = msg.key;
     map[std::move(key)] = Entry{std::make_shared<const KvMsg>(std::move(msg)), expires, held, record.writer};
@@ -415,6 +423,15 @@ struct Server::Impl {
     }
     const std::string address = peer_address(parts[0]);
     const std::string identity = user_id(parts[0]);
+    const std::optional<std::uint32_t> scan = scan_of(msg.key);
+    if (scan && msg.key == summary_key(*scan)) {
+      // The summary is the server's fold of parts each written by the party allowed to: a client's
+      // would claim an account nobody wrote, or erase a scan's parts (kvstore/SPEC.md, "Folding").
+      refuse(&ServerStats::refused_fold, "refused_fold",
+             "update from " + address + (identity.empty() ? "" : " (" + identity + ")") + ": kvmsg '" + msg.key +
+                 "' refused: only the kvstore server writes a scan's summary, when it folds the scan's parts");
+      return;
+    }
     const auto held_entry = map.find(msg.key);
     if (options.curve.enabled()) {
       const std::string& holder = held_entry != map.end() ? held_entry->second.writer : std::string();
@@ -431,7 +448,7 @@ struct Server::Impl {
       handle_deletion(msg);
       return;
     }
-    if (create && held_entry != map.end()) {
+    if (create && (held_entry != map.end() || folded_part(scan, msg.key))) {
       count([](ServerStats& s) { ++s.creates_refused; });
       return;
     }
@@ -455,7 +472,6 @@ struct Server::Impl {
       msg.set_ttl_s(ttl_s);
     }
     // With CURVE a writer is its identity: the services of one host share an address, not a key.
-    const std::optional<std::uint32_t> scan = scan_of(msg.key);
     const bool stack = in_stack_room(msg.key);
     const std::string account = stack ? kStackRoom : (identity.empty() ? address : identity);
     detail::MapUsage& room = stack ? stack_usage : usage;
@@ -498,6 +514,118 @@ struct Server::Impl {
       ++s.updates;
       s.bytes += body_bytes;
     });
+    if (scan) guarded("fold", [this, &scan] { maybe_fold(*scan); });
+  }
+
+  // Publishes the deletion of one key and erases it.
+  void erase_published(std::map<std::string, Entry>::iterator entry) {
+    KvMsg deletion;
+    deletion.key = entry->first;
+    deletion.uuid = entry->second.msg->uuid;
+    publish(deletion);
+    drop(entry);
+  }
+
+  // The parts of `scan` a summary holds (none without one), and its live keys over them: a part
+  // written after the fold replaces the folded one, as it would replace the key.
+  protocol::ScanParts parts_of(std::uint32_t scan, protocol::ScanParts* live) const {
+    protocol::ScanParts found;
+    const std::string prefix = protocol::scan_prefix(scan);
+    if (const auto summary = map.find(summary_key(scan)); summary != map.end()) {
+      found = protocol::decode_summary(summary->second.msg->body);
+    }
+    for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+         ++it) {
+      if (it->first == summary_key(scan)) continue;
+      const std::string part = it->first.substr(prefix.size());
+      if (live != nullptr) (*live)[part] = it->second.msg->body;
+      found[part] = it->second.msg->body;
+    }
+    return found;
+  }
+
+  // Folds `scan` when it is over (scan_summary.hpp, not_over): its parts become one summary, which
+  // the server writes, and their keys are erased (kvstore/SPEC.md, "Folding"). A scan folded before
+  // takes a part written since into its summary, unless a new run of it began (its request written
+  // again, a replay), which folds when that run is over.
+  void maybe_fold(std::uint32_t scan) {
+    protocol::ScanParts live;
+    const protocol::ScanParts whole = parts_of(scan, &live);
+    if (live.empty()) return;
+    const bool folded = map.count(summary_key(scan)) != 0;
+    if (folded && live.count("request") != 0 && live.count("file") == 0 && protocol::not_over(live)) return;
+    if (protocol::not_over(whole)) return;
+    KvMsg msg;
+    msg.key = summary_key(scan);
+    msg.uuid = new_uuid();
+    msg.body = protocol::encode_summary(whole, protocol::wall_clock_s());
+    if (msg.body.size() > options.max_value_bytes) {
+      count([](ServerStats& s) { ++s.folds_too_large; });
+      return;  // the parts stay, with their ttl
+    }
+    const auto existing = map.find(msg.key);
+    const detail::MapUsage::Held* old = existing != map.end() ? &existing->second.held : nullptr;
+    const detail::MapUsage::Held held{kStackRoom, footprint(msg)};
+    // The parts it replaces are bigger than the summary: it fits once they go, so it is charged
+    // after them, and written before them so that no reader ever sees the scan without both.
+    publish(msg, 0, {}, kStackRoom);
+    const std::int64_t born = sequence;
+    std::string key = msg.key;
+    const detail::MapUsage::Held previous = old != nullptr ? *old : detail::MapUsage::Held{};
+    if (old != nullptr) stack_usage.release(previous);
+    map[key] = Entry{std::make_shared<const KvMsg>(std::move(msg)), std::nullopt, held, {}};
+    const std::string prefix = protocol::scan_prefix(scan);
+    for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+      const auto next = std::next(it);
+      if (it->first != key) erase_published(it);
+      it = next;
+    }
+    stack_usage.charge(held, nullptr);
+    note_summary(scan, born);
+    count([](ServerStats& s) { ++s.scans_folded; });
+    while (summaries_by_age.size() > options.scans_kept) drop_oldest_summary(scan);
+  }
+
+  // Whether `key` is a part the summary of its scan holds: a claim folded away still holds its number.
+  bool folded_part(std::optional<std::uint32_t> scan, const std::string& key) const {
+    if (!scan) return false;
+    const auto summary = map.find(summary_key(*scan));
+    if (summary == map.end()) return false;
+    return protocol::decode_summary(summary->second.msg->body).count(key.substr(protocol::scan_prefix(*scan).size())) != 0;
+  }
+
+  void note_summary(std::uint32_t scan, std::int64_t born) {
+    if (const auto old = summary_born.find(scan); old != summary_born.end()) {
+      summaries_by_age.erase({old->second, scan});
+    }
+    summary_born[scan] = born;
+    summaries_by_age.emplace(born, scan);
+  }
+
+  void forget_summary(std::uint32_t scan) {
+    if (const auto old = summary_born.find(scan); old != summary_born.end()) {
+      summaries_by_age.erase({old->second, scan});
+      summary_born.erase(old);
+    }
+  }
+
+  // Erases the scan folded longest ago (not `current`, the scan just folded). A scan replayed since
+  // (its request is back) keeps its new parts, which are not over: only its summary goes.
+  void drop_oldest_summary(std::uint32_t current) {
+    auto victim = summaries_by_age.begin();
+    if (victim->second == current) ++victim;
+    if (victim == summaries_by_age.end()) return;
+    const std::uint32_t scan = victim->second;
+    const std::string prefix = protocol::scan_prefix(scan);
+    if (map.count(protocol::scan_request_key(scan)) != 0) {
+      erase_published(map.find(summary_key(scan)));
+    } else {
+      for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+           it = map.lower_bound(prefix)) {
+        erase_published(it);
+      }
+    }
+    count([](ServerStats& s) { ++s.summaries_dropped; });
   }
 
   // Why `identity` may not write `key` when it is a scan's file record: only the NodeGroup job the
@@ -556,6 +684,7 @@ struct Server::Impl {
     forget_expiry(entry);
     const std::optional<std::uint32_t> scan = scan_of(entry->first);
     (in_stack_room(entry->first) ? stack_usage : usage).release(entry->second.held);
+    if (scan && entry->first == summary_key(*scan)) forget_summary(*scan);
     map.erase(entry);
     if (!scan) return;
     const std::string prefix = protocol::scan_prefix(*scan);
@@ -641,6 +770,10 @@ struct Server::Impl {
     status.extra["scans_evicted"] = static_cast<std::int64_t>(now.scans_evicted);
     status.extra["refused_stack"] = static_cast<std::int64_t>(now.refused_stack);
     status.extra["creates_refused"] = static_cast<std::int64_t>(now.creates_refused);
+    status.extra["scans_folded"] = static_cast<std::int64_t>(now.scans_folded);
+    status.extra["summaries_dropped"] = static_cast<std::int64_t>(now.summaries_dropped);
+    status.extra["scans_summarised"] = static_cast<std::int64_t>(summaries_by_age.size());
+    status.extra["folds_too_large"] = static_cast<std::int64_t>(now.folds_too_large);
     for (const char* kind : kRefusalKinds) status.extra[kind] = static_cast<std::int64_t>(now.refusals(kind));
     status.extra["log"] = std::string(!log ? "off" : now.log_failing ? "failing: serving from memory" : "on");
     if (log) {

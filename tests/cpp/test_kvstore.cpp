@@ -350,6 +350,70 @@ TEST(ServerBounds, ScanRecordsHaveTheirOwnRoomAndTheOldestScanGoesFirst) {
             std::string::npos);
 }
 
+// The parts of a whole 4 x 4 scan of one receiver and one producer thread, as its services write them.
+std::vector<std::pair<std::string, std::string>> finished_scan(std::uint32_t scan) {
+  sp::ScanRequestRecord request;
+  request.scan_number = scan;
+  request.scan_x = request.scan_y = 4;
+  request.source = "simulator";
+  request.routing = {"ng-a"};
+  request.producer_threads = {1};
+  sp::ProducerScanRecord producer;
+  producer.state = "finished";
+  producer.routing = {"ng-a"};
+  producer.counts = {{"ng-a", 16}};
+  producer.owned = producer.sent = 16;
+  sp::ScanFileRecord file;
+  file.outcome = "complete";
+  file.path = "/data/scan.h5";
+  file.positions = file.frames_written = 16;
+  file.sectors_counted = {16};
+  return {{sp::scan_request_key(scan), request.encode()},
+          {sp::scan_producer_key(scan, 0, 0), producer.encode()},
+          {sp::scan_file_key(scan), file.encode()}};
+}
+
+TEST(ServerFold, AFinishedScanBecomesOneSummaryNoClientMayWriteAndPastScansKeptTheOldestGoes) {
+  kv::ServerOptions options = default_server_options();
+  options.scans_kept = 2;
+  RunningServer running(options);
+  kv::Server& server = running.server();
+  kv::Client watcher(running.client(std::string(sp::kScansPrefix)));
+  ASSERT_TRUE(watcher.wait_synced(10s));
+  RawWriter writer(server.options().port);
+  const std::string summary1 = sp::scan_prefix(1) + "summary";
+  // A running scan (its producer not finished) is never folded, nor erased by the retention.
+  auto running_parts = finished_scan(9);
+  running_parts.pop_back();
+  sp::ProducerScanRecord streaming = sp::ProducerScanRecord::decode(running_parts[1].second);
+  streaming.state = "streaming";
+  running_parts[1].second = streaming.encode();
+  ASSERT_TRUE(wait_for([&] {
+    for (const auto& [key, body] : running_parts) writer.kvset(key, body);
+    return watcher.subtree(sp::scan_prefix(9)).size() == 2;
+  }));
+  for (std::uint32_t scan = 1; scan <= 4; ++scan) {
+    for (const auto& [key, body] : finished_scan(scan)) writer.kvset(key, body);
+    ASSERT_TRUE(wait_for([&] {
+      return watcher.subtree(sp::scan_prefix(scan)).size() == 1 && watcher.get(sp::scan_prefix(scan) + "summary");
+    })) << scan;
+    if (scan == 1) {
+      EXPECT_EQ(watcher.subtree(sp::scan_prefix(1)).begin()->first, summary1);
+      writer.kvset(summary1, "\x01");  // a client's summary, whatever it says
+      ASSERT_TRUE(wait_for([&] { return server.stats().refused_fold == 1; }));
+    }
+  }
+  // The counters change after the updates are published.
+  ASSERT_TRUE(wait_for([&] { return server.stats().summaries_dropped == 2; }));
+  EXPECT_EQ(server.stats().scans_folded, 4u);
+  EXPECT_TRUE(watcher.subtree(sp::scan_prefix(1)).empty());
+  EXPECT_TRUE(watcher.subtree(sp::scan_prefix(2)).empty());
+  EXPECT_TRUE(watcher.get(sp::scan_prefix(4) + "summary").has_value());
+  EXPECT_EQ(watcher.subtree(sp::scan_prefix(9)).size(), 2u);
+  EXPECT_NE(server.stats().first_refusals.at("refused_fold").find("only the kvstore server writes"),
+            std::string::npos);
+}
+
 TEST(ServerBounds, OptionsOutOfRangeAreRefusedNamingTheOption) {
   const auto refused = [](const std::function<void(kv::ServerOptions&)>& change, const std::string& expected) {
     kv::ServerOptions options = default_server_options();
@@ -364,6 +428,7 @@ TEST(ServerBounds, OptionsOutOfRangeAreRefusedNamingTheOption) {
     }
   };
   refused([](kv::ServerOptions& o) { o.max_keys = 0; }, "max_keys is 0; expected at least 1");
+  refused([](kv::ServerOptions& o) { o.scans_kept = 0; }, "scans_kept is 0; expected at least 1");
   refused([](kv::ServerOptions& o) { o.max_value_bytes = 16; }, "max_value_bytes 16 out of range");
   refused([](kv::ServerOptions& o) { o.max_ttl_s = std::nan(""); }, "max_ttl_s nan out of range");
   refused([](kv::ServerOptions& o) { o.max_ttl_s = 2e9; }, "at most 1e9 seconds");

@@ -1,10 +1,11 @@
 """Issue 30, item 3: a flood of keys into the kvstore of a running stack (kvstore, aggregator, two
 NodeGroup ranks under mpiexec, four producer daemons), first from one client on the stack's own
 address, then from four more addresses until the map is full, and scans afterwards in a tiny room
-for the stack's records: every scan is accounted whole (`acquire --wait` exits 0), the oldest
-scans' records go first, and the flood never takes the room of the stack's records
-(kvstore/SPEC.md, "Bounds"); then the same with [security] on, where only an admitted writer's keys
-reach the map."""
+for the stack's records: every scan is accounted whole (`acquire --wait` exits 0), each finished
+scan is folded into its summary, whose account `acquire` and `status` read as the parts', the
+oldest summaries go first past `scans_kept`, and the flood never takes the room of the stack's
+records (kvstore/SPEC.md, "Bounds", "Folding"); then the same with [security] on, where only an
+admitted writer's keys reach the map."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
-from sectorflow.protocol import scan_file_key, scan_request_key
+from sectorflow.operations.scan_account import COMPLETE, account, records_of
+from sectorflow.protocol import ScanFileRecord, scan_prefix, scan_request_key
+from sectorflow.protocol.scan_summary import decode_parts, summary_key
 
 pytestmark = pytest.mark.mpi
 
@@ -34,9 +37,10 @@ START_S = 60.0
 FLOOD_S = 60.0  # deadline of a flood; a failure guard, not a speed requirement
 BATCH = 100  # keys sent between two looks at the server's counters
 VALUE = msgpack.packb(b"x" * 2000)  # the issue's 2 kB values
-# The room of the stack's records holds two 16 x 16 scans (12 keys each) beside the registrations
-# and statuses (about 13 keys): the third scan erases the first.
-KVSTORE = {"max_keys": 3000, "max_keys_per_address": 1000, "max_stack_keys": 40}
+# The room of the stack's records holds two running 16 x 16 scans (12 keys each) beside the
+# registrations and statuses (about 13 keys); a finished scan folds into one key, and two summaries
+# are kept: the third folded scan erases the first.
+KVSTORE = {"max_keys": 3000, "max_keys_per_address": 1000, "max_stack_keys": 40, "scans_kept": 2}
 
 
 @dataclass
@@ -107,13 +111,13 @@ def test_a_flooded_kvstore_still_accounts_every_scan_whole_and_the_oldest_scans_
         result = acquire(stack, scan)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "pending" not in result.stdout and "kvstore full" not in result.stdout + result.stderr
-    wait_until(lambda: stack.client.get(scan_file_key(4)) is not None, 30, "scan 4's file record")
+    wait_until(lambda: set(stack.client.subtree(scan_prefix(4))) == {summary_key(4)}, 30, "scan 4 folded")
+    wait_until(lambda: stack.counters().get("summaries_dropped", 0) == 2, 30, "the two oldest summaries dropped")
     after = stack.counters()
-    print(f"after 4 scans: {after['keys']} keys ({after['stack_keys']} the stack's), {after['scans_evicted']} scans "
-          f"evicted, kvstore RSS {kvstore_rss_kib(stack.run_dir)} kB")
-    assert after["scans_evicted"] >= 2
-    assert stack.client.get(scan_request_key(1)) is None  # the oldest went first
-    assert stack.client.get(scan_request_key(4)) is not None
+    print(f"after 4 scans: {after['keys']} keys ({after['stack_keys']} the stack's), {after['scans_folded']} scans "
+          f"folded, {after['summaries_dropped']} summaries dropped, kvstore RSS {kvstore_rss_kib(stack.run_dir)} kB")
+    assert not stack.client.subtree(scan_prefix(1)) and not stack.client.subtree(scan_prefix(2))  # the oldest first
+    assert stack.client.get(summary_key(3)) is not None
 
     status = sectorflow_command("status", "--config", str(stack.path))
     assert status.returncode == 0, status.stderr
@@ -161,6 +165,41 @@ def test_with_security_on_only_an_admitted_writer_floods_and_only_the_oldest_sca
         assert result.returncode == 0, result.stdout + result.stderr
         assert "complete: 1024 counted" in result.stdout and "kvstore full" not in result.stdout + result.stderr
 
+        # An admitted NodeGroup key (the role that writes the file) forging scan 2's summary, and the
+        # summary of a scan never finished, which would erase its parts: only the server folds.
+        wait_until(lambda: client.get(summary_key(2)) is not None, FLOOD_S, "scan 2 folded")
+        folded = client.get(summary_key(2))
+        with Client.from_config(config, name="nodegroup-fold", role="nodegroup") as forger:
+            assert forger.wait_synced(30)
+            forger.set_once(summary_key(2), VALUE)
+            forger.set_once(summary_key(3), VALUE)
+            wait_until(lambda: stack.counters().get("refused_fold", 0) == 2, FLOOD_S, "the forged summaries refused")
+        assert client.get(summary_key(2)) == folded and client.get(summary_key(3)) is None
+        assert ScanFileRecord.decode(decode_parts(folded)["file"]).outcome == "complete"
+
+
+def test_a_finished_scan_folds_into_its_summary_and_acquire_and_status_read_the_same_account(stack: Stack) -> None:
+    first = acquire(stack, 1)
+    assert first.returncode == 0, first.stdout + first.stderr
+    wait_until(lambda: set(stack.client.subtree(scan_prefix(1))) == {summary_key(1)}, 30, "scan 1 folded")
+    folded = stack.client.subtree(scan_prefix(1))
+    parts = decode_parts(folded[summary_key(1)])
+    assert {"claim", "request", "file", "aggregator/t0", "producer/r0t0"} <= set(parts)
+    as_parts = {scan_prefix(1) + part: raw for part, raw in parts.items()}
+    from_summary = account(records_of(folded, 1))
+    assert from_summary.outcome == COMPLETE and from_summary.line() == account(records_of(as_parts, 1)).line()
+    assert from_summary.line() in first.stdout  # what acquire --wait said, from the parts or the summary
+
+    status = sectorflow_command("status", "--config", str(stack.path))
+    assert status.returncode == 0, status.stderr
+    row = next(line.split() for line in status.stdout.splitlines() if line.split()[:1] == ["1"])
+    assert row[:5] == ["1", "16", "x", "16", "complete"] and row[5] == f"{from_summary.counted:,}", row
+
+    again = sectorflow_command("acquire", "--config", str(stack.path), "--scan-number", "1", "--scan-shape", "16x16",
+                               timeout_s=60)
+    assert again.returncode != 0
+    assert f"scan 1 was acquired before (outcome complete: {from_summary.path})" in again.stderr, again.stderr
+
 
 def test_a_room_too_small_for_one_scan_says_kvstore_full_not_pending(make_config: Callable, tmp_path: Path) -> None:
     """The smallest room (16 keys) holds the stack's registrations and statuses (12) and the first
@@ -188,4 +227,3 @@ def test_a_room_too_small_for_one_scan_says_kvstore_full_not_pending(make_config
         assert status.returncode == 0, status.stderr
         row = next(text for text in status.stdout.splitlines() if text.split()[:1] == ["1"])
         assert "kvstore full" in row and "pending" not in row, status.stdout
-

@@ -307,7 +307,7 @@ def test_quota_and_full_map_refusals_are_counted_per_address_and_shown_by_status
     result = sectorflow("status", "--config", str(server.path))
     assert result.returncode == 0, result.stderr
     assert ("kvstore/server refused: malformed 0, oversized 0, refused_quota 2, refused_full 4, ttl_clamped 0, "
-            "snapshots_dropped 0, errors 0, unauthenticated 0, unauthorised 0") in result.stdout.splitlines()
+            "snapshots_dropped 0, errors 0, unauthenticated 0, unauthorised 0, refused_fold 0") in result.stdout.splitlines()
     assert "refused 2 write(s) from an address over its quota, 2 in all; first: update from 127.0.0.2" in server.log()
 
 

@@ -30,6 +30,10 @@
 //     full the oldest scan's records (first written longest ago) are erased to make room (counted
 //     scans_evicted), never the scan being written; only what still does not fit is refused
 //     (refused_full).
+//   - folded scans: when a scan is over (its request, every producer part final, its file record)
+//     the server replaces its parts by one summary it writes itself (scans/<n>/summary), which no
+//     client may write (refused_fold); at most scans_kept scans keep a summary, the one folded
+//     longest ago is erased first (summaries_dropped). kvstore/SPEC.md, "Folding".
 //   - ttl: clamped to max_ttl_s (counted ttl_clamped); the KVPUB carries the clamped ttl.
 //   - snapshots: the ROUTER queues at most kSnapshotHwm messages per peer and is mandatory (a full
 //     pipe is seen). A reply that does not fit waits, as the list of the messages it still has to
@@ -91,6 +95,8 @@ struct ServerOptions {
   std::size_t max_stack_keys = 120000;  ///< max_stack_keys: the stack's own keys, apart from the rest
   std::size_t max_stack_bytes = std::size_t{128} << 20;  ///< max_stack_bytes: their bytes
   double max_ttl_s = 0.0;                    ///< max_ttl_s: longer ttls are clamped to this
+  /// scans_kept: folded scans (a scans/<n>/summary) kept; past it the oldest scan's summary goes.
+  std::size_t scans_kept = 10000;
   /// [security]: the server's key pair and the allowlist of every role (domain "kvstore"); off:
   /// plain TCP and no authorisation. On: a ZAP handler refuses unknown keys at the handshake, and
   /// each write is checked against its writer's role (write_policy.hpp).
@@ -103,7 +109,7 @@ struct ServerOptions {
 /// The refusal counters of ServerStats, by the names the status fields and first_refusals use.
 inline constexpr const char* kRefusalKinds[] = {"malformed",    "oversized",         "refused_quota",   "refused_full",
                                                 "ttl_clamped",  "snapshots_dropped", "errors",          "unauthenticated",
-                                                "unauthorised"};
+                                                "unauthorised", "refused_fold"};
 
 struct ServerStats {
   std::int64_t sequence = 0;    ///< sequence of the last published update
@@ -125,6 +131,10 @@ struct ServerStats {
   std::uint64_t errors = 0;             ///< messages that threw in the server loop
   std::uint64_t unauthenticated = 0;    ///< CURVE handshakes refused by the ZAP handler (unknown keys)
   std::uint64_t unauthorised = 0;       ///< KVSETs refused: the writer's role may not write that key
+  std::uint64_t refused_fold = 0;       ///< KVSETs refused: a client wrote a scan's summary, which only the server folds
+  std::uint64_t folds_too_large = 0;    ///< scans over whose summary would pass max_value_bytes: their parts stay
+  std::uint64_t scans_folded = 0;       ///< scans whose parts a summary replaced
+  std::uint64_t summaries_dropped = 0;  ///< folded scans erased past scans_kept, oldest first
   /// Create KVSETs refused because their key exists: a claim another writer won. Not a fault, so
   /// not among kRefusalKinds (no alert); published as the status field creates_refused.
   std::uint64_t creates_refused = 0;

@@ -66,6 +66,10 @@ class KvstoreConfig:
     """The Clone-pattern state server: snapshot on port, publisher on port+1, updates on port+2."""
 
     host: str = setting("127.0.0.1", "address clients connect to")
+    servers: tuple[str, ...] = setting(
+        (), "the kvstore pair clients use, as \"host:port\" (port: each server's P), primary first: a client syncs "
+        "with one and moves to the other when it falls silent, and sends every write to both (kvstore/SPEC.md, 'The "
+        "pair'); at most 2 (Binary Star is a pair). Empty: the one server at host and port")
     bind_host: str = setting("127.0.0.1", "interface the server binds (0.0.0.0 for all)")
     port: int = setting(5556, "snapshot port P; the server also uses P+1 and P+2", min=1, max=65533)
     heartbeat_ms: int = setting(1000, "HUGZ interval of the server", min=10, max=60000)

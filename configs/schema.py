@@ -124,6 +124,16 @@ class KvstoreConfig:
         64 << 20, "bytes the log may reach before it is compacted: the live map written as a new snapshot and a "
         "new log begun, so the directory holds at most the map's records plus this", min=64 << 10, max=64 << 30)
 
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """The "host:port" of each server clients use: the pair's, or the one at host and port."""
+        return self.servers or (f"{self.host}:{self.port}",)
+
+    @property
+    def address(self) -> str:
+        """The servers clients use, for messages: "host:port", or the pair's "A or B"."""
+        return " or ".join(self.addresses)
+
 
 @dataclass(frozen=True)
 class AggregatorConfig:

@@ -322,7 +322,8 @@ void bind_client(py::module_& m) {
            py::arg("max_value_bytes"), py::arg("max_ttl_s"), py::arg("warn") = py::none(),
            py::arg("servers") = std::vector<std::string>{},
            "host, port, servers, heartbeat_ms, silence_heartbeats, max_value_bytes and max_ttl_s from [kvstore] "
-           "(client_options); servers: \"host:port\" of a pair, primary first (empty: host and port). log(message: str) is called on the agent thread on each state change and resync; "
+           "(client_options); servers: \"host:port\" of a pair, primary first (empty: host and port). "
+           "log(message: str) is called on the agent thread on each state change and resync; "
            "warn(message: str) when a sync finds the server another stack than the last (log without it).")
       .def_readwrite("host", &ClientOptions::host)
       .def_readwrite("port", &ClientOptions::port)
@@ -384,7 +385,7 @@ void bind_client(py::module_& m) {
       .def_property_readonly("first_stack_id", [](const Client& c) { return c.stack().first; },
                              "The stack id of the first snapshot that named one: the stack this client joined.")
       .def_property_readonly("server", &Client::server,
-                             "\"host:port\" of the server the agent syncs with (with a pair: the one it moved to last).")
+                             "\"host:port\" of the server the agent syncs with (of a pair: the one it moved to last).")
       .def_property_readonly("options", &Client::options)
       .def("on_change", [](Client& c, const std::string& prefix, const py::function& callback) {
              return c.on_change(prefix, [call = PyCallable(callback)](const std::string& key,

@@ -14,7 +14,7 @@ import msgpack
 import pytest
 from harness import free_port_block
 from kvstore_support import SYNC_S, KvServer, server_status, start_kvstore
-from support import LOOPBACK, Processes, wait_until
+from support import LOOPBACK, Processes, sectorflow_command, wait_until
 
 from sectorflow.configs import Config
 from sectorflow.kvstore import SERVER_FIELD, STACK_ID_FIELD, Client, client_options
@@ -169,11 +169,22 @@ def test_a_client_whose_first_server_never_answers_syncs_with_the_second(
 ) -> None:
     b = start_kvstore(make_config, processes)
     nobody = f"{LOOPBACK}:{free_port_block(LOOPBACK, 3)}"
-    config, _ = make_config(kvstore={"servers": [nobody, address(b)]})
+    config, path = make_config(kvstore={"servers": [nobody, address(b)]})
     pair = logged(config)
     assert pair.client.wait_synced(SYNC_S)
     assert pair.client.server == address(b)
     assert pair.moves() == [f"kvstore at {nobody} silent for {silence_s(config):g} s: moving to {address(b)}"]
+    # `sectorflow status` of the pair names the server it read.
+    status = sectorflow_command("status", "--config", str(path))
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.startswith(f"kvstore tcp://{address(b)}: stack "), status.stdout
+    b.process.send_signal(signal.SIGTERM)
+    b.process.wait()
+    silent = sectorflow_command("status", "--config", str(path), "--timeout", "0.5")
+    assert silent.returncode == 1
+    assert silent.stderr.strip().splitlines() == [
+        f"sectorflow status: error: no kvstore server answered at tcp://{nobody} or tcp://{address(b)} within 0.5 s; "
+        f"start one with 'sectorflow kvstore --config {path}'"]
 
 
 def test_a_list_of_one_server_is_a_single_server(
@@ -192,5 +203,6 @@ def test_a_list_of_one_server_is_a_single_server(
     kill(server)
     server.start()
     again = readers(server)
-    wait_until(lambda: status_of(again, OWN_STATUS) is not None, 3 * SYNC_S, "the client's status on the restarted server")
+    wait_until(lambda: status_of(again, OWN_STATUS) is not None, 3 * SYNC_S,
+               "the client's status on the restarted server")
     assert one.client.stats().server_moves == 0 and one.moves() == []

@@ -181,12 +181,15 @@ def test_kvstore_servers_are_a_pair_of_host_and_port_at_most() -> None:
     assert load_config().kvstore.servers == ()
     pair = config_from_dict(local(kvstore={"servers": ["10.0.0.1:5556", "kv-b.example:6000"]}))
     assert pair.kvstore.servers == ("10.0.0.1:5556", "kv-b.example:6000")
+    assert pair.kvstore.address == "10.0.0.1:5556 or kv-b.example:6000"  # what messages name
+    assert load_config().kvstore.address == "127.0.0.1:5556"
     assert error_of(local(kvstore={"servers": "10.0.0.1:5556"})).startswith(
         "beamline.toml: 'kvstore.servers' = '10.0.0.1:5556': expected an array of strings (")
     assert error_of(local(kvstore={"servers": ["a:1", 2]})).startswith(
         "beamline.toml: 'kvstore.servers' = ['a:1', 2]: expected an array of strings (")
     assert error_of(local(kvstore={"servers": ["a:1", "b"]})) == (
-        "beamline.toml: 'kvstore.servers[1]' = 'b': expected \"host:port\" (a server's address and its snapshot port P)")
+        "beamline.toml: 'kvstore.servers[1]' = 'b': expected \"host:port\" (a server's address and its snapshot "
+        "port P)")
     for bad in (":5556", "a:", "a:port", "a:-1"):
         assert "expected \"host:port\"" in error_of(local(kvstore={"servers": [bad]})), bad
     assert error_of(local(kvstore={"servers": ["a:65534"]})) == (

@@ -1,7 +1,8 @@
 """Clients of a kvstore pair (kvstore/SPEC.md, "The pair", "The clients"): a client configured with
 `[kvstore] servers` = two real `sectorflow kvstore` processes on loopback (plain servers, not a pair:
 each is its own stack) syncs with the first, sends every write to both, and moves to the second when
-the first is SIGKILLed: its replica becomes the second's and its own keys are written there."""
+the first is SIGKILLed: its replica becomes the second's and its own keys are written there (and on
+the first again when it comes back)."""
 
 from __future__ import annotations
 
@@ -137,6 +138,13 @@ def test_a_client_moves_to_the_second_server_when_the_first_is_killed_and_regist
     # b stays live: the client stays there.
     reader_b.set_once("marks/later", msgpack.packb(1))
     wait_until(lambda: pair.client.get("marks/later") is not None, SYNC_S, "a later update of b")
+    assert pair.client.stats().server_moves == 1 and pair.client.server == address(b)
+
+    # a restarted (a new, empty stack) gets the client's own keys at once, the client staying on b.
+    a.start()
+    again = readers(a)
+    wait_until(lambda: server_named(again, OWN_STATUS) == address(b), SYNC_S, "the client's status on the restarted a")
+    assert f"republishing 1 own keys to {address(a)}" in pair.lines
     assert pair.client.stats().server_moves == 1 and pair.client.server == address(b)
 
 

@@ -10,11 +10,12 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import msgpack
 import pytest
 from harness import free_port_block
-from kvstore_support import SYNC_S, KvServer, server_status, start_kvstore
+from kvstore_support import SYNC_S, KvServer, server_status, start_kvstore, start_registering_client
 from support import LOOPBACK, Processes, sectorflow_command, wait_until
 
 from sectorflow.configs import Config
@@ -214,3 +215,21 @@ def test_a_list_of_one_server_is_a_single_server(
     wait_until(lambda: status_of(again, OWN_STATUS) is not None, 3 * SYNC_S,
                "the client's status on the restarted server")
     assert one.client.stats().server_moves == 0 and one.moves() == []
+
+
+def test_a_client_process_registers_on_the_second_server_when_the_first_is_killed(
+    make_config: Callable, two_servers: tuple[KvServer, KvServer], processes: Processes, tmp_path: Path,
+    readers: Callable[[KvServer], Client],
+) -> None:
+    a, b = two_servers
+    _, path = make_config(kvstore={"servers": [address(a), address(b)]})
+    service = start_registering_client(processes, tmp_path, path, "pair-service")
+    key = status_key("producer", "pair-service")
+    reader_a, reader_b = readers(a), readers(b)
+    wait_until(lambda: server_named(reader_a, key) == address(a), SYNC_S, "the service's status on a, naming a")
+    wait_until(lambda: status_of(reader_b, key) is not None, SYNC_S, "the service's status mirrored to b")
+    kill(a)
+    wait_until(lambda: server_named(reader_b, key) == address(b), 3 * SYNC_S, "the service's status on b, naming b")
+    assert service.poll() is None
+    # Two plain servers are two stacks: the move is also a stack change, which the service warns of.
+    assert f"the kvstore at tcp://{address(b)} is stack " in processes.output(service)

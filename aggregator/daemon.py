@@ -191,12 +191,12 @@ def _wait_synced(aggregator: Aggregator, config: Config, stop: threading.Event) 
     kv = config.kvstore
     try:
         # Each poll blocks in C++ for up to POLL_INTERVAL_S; a stop ends the wait between two.
-        wait_until(lambda: aggregator.wait_synced(POLL_INTERVAL_S), SYNC_TIMEOUT_S, f"kvstore at {kv.host}:{kv.port}",
+        wait_until(lambda: aggregator.wait_synced(POLL_INTERVAL_S), SYNC_TIMEOUT_S, f"kvstore at {kv.address}",
                    0.0, stop=stop)
         return not stop.is_set()
     except WaitTimeout:
-        logger.warning("kvstore at %s:%d did not answer within %.0f s: relaying anyway; NodeGroups and scan records "
-                       "are found once it answers", kv.host, kv.port, SYNC_TIMEOUT_S)
+        logger.warning("kvstore at %s did not answer within %.0f s: relaying anyway; NodeGroups and scan records "
+                       "are found once it answers", kv.address, SYNC_TIMEOUT_S)
         return False
 
 

@@ -60,6 +60,8 @@ def _toml_value(value: Any) -> str:
         return repr(value)  # a float keeps its point or exponent: C++ reads it as a float
     if isinstance(value, str):
         return json.dumps(value)  # JSON's escapes are TOML basic-string escapes
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"no TOML form for a default of type {type(value).__name__}")

@@ -87,6 +87,10 @@ def _value(hint: Any, f: dataclasses.Field, value: Any, source: str, key: str) -
         if not isinstance(value, list) or not value:
             raise ConfigError(f"{source}: '{key}' must be a non-empty array of tables ([[receivers]]), one per sector")
         return tuple(_build(ReceiverConfig, item, source, f"{key}[{i}]") for i, item in enumerate(value))
+    if typing.get_origin(hint) is tuple:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ConfigError(f"{source}: '{key}' = {value!r}: expected an array of strings ({rules.get('doc', '')})")
+        return tuple(value)
     expected = {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "a table"}[hint]
     ok = (
         isinstance(value, hint) and not (hint is int and isinstance(value, bool))
@@ -146,12 +150,44 @@ def _check_whole(config: Config, source: str) -> None:
             f"{source}: 'kvstore.scan_record_ttl_s' = {config.kvstore.scan_record_ttl_s!r} is above "
             f"'kvstore.max_ttl_s' = {config.kvstore.max_ttl_s!r}: the server would clamp it; raise max_ttl_s"
         )
+    check_kvstore_servers(config.kvstore.servers, source)
     check_binds(config, source)
     if config.aggregator.base_port + config.n_receivers - 1 > 65535:
         raise ConfigError(
             f"{source}: 'aggregator.base_port' = {config.aggregator.base_port}: thread ports up to "
             f"base_port + {config.n_receivers - 1} must stay below 65536"
         )
+
+
+# A kvstore server uses P, P + 1 and P + 2 (kvstore/SPEC.md, "Roles and sockets").
+_KVSTORE_PORT_MAX = 65533
+# Binary Star: a primary and a backup.
+_KVSTORE_SERVERS_MAX = 2
+
+
+def check_kvstore_servers(servers: tuple[str, ...], source: str) -> None:
+    """``[kvstore] servers``: each "host:port" with a kvstore port, no server twice, at most a pair."""
+    if len(servers) > _KVSTORE_SERVERS_MAX:
+        raise ConfigError(
+            f"{source}: 'kvstore.servers' lists {len(servers)} servers: a kvstore pair (Binary Star) is a primary and "
+            f"a backup, so at most {_KVSTORE_SERVERS_MAX}"
+        )
+    for i, server in enumerate(servers):
+        host, colon, port = server.rpartition(":")
+        if not colon or not host or not port.isdigit():
+            raise ConfigError(
+                f"{source}: 'kvstore.servers[{i}]' = {server!r}: expected \"host:port\" (a server's address and its "
+                "snapshot port P)"
+            )
+        if not 1 <= int(port) <= _KVSTORE_PORT_MAX:
+            raise ConfigError(
+                f"{source}: 'kvstore.servers[{i}]' = {server!r}: port {int(port)} out of range: expected 1 to "
+                f"{_KVSTORE_PORT_MAX} (the server uses P, P + 1 and P + 2)"
+            )
+        if server in servers[:i]:
+            raise ConfigError(
+                f"{source}: 'kvstore.servers[{i}]' = {server!r} is listed twice: the pair is two different servers"
+            )
 
 
 # What a bind may name and stay on this host: loopback addresses.

@@ -22,7 +22,8 @@ def reference_markdown() -> str:
         prefix = "[[receivers]]" if f.name == "receivers" else f"[{f.name}]"
         for sub in dataclasses.fields(table):
             default = sub.default if sub.default is not dataclasses.MISSING else sub.default_factory()
-            rows.append(f"| `{prefix} {sub.name}` | `{default!r}` | {meaning(sub)} |")
+            shown = list(default) if isinstance(default, tuple) else default  # as a TOML array
+            rows.append(f"| `{prefix} {sub.name}` | `{shown!r}` | {meaning(sub)} |")
     return "\n".join(rows)
 
 

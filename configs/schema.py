@@ -66,6 +66,10 @@ class KvstoreConfig:
     """The Clone-pattern state server: snapshot on port, publisher on port+1, updates on port+2."""
 
     host: str = setting("127.0.0.1", "address clients connect to")
+    servers: tuple[str, ...] = setting(
+        (), "the kvstore pair clients use, as \"host:port\" (port: each server's P), primary first: a client syncs "
+        "with one and moves to the other when it falls silent, and sends every write to both (kvstore/SPEC.md, 'The "
+        "pair'); at most 2 (Binary Star is a pair). Empty: the one server at host and port")
     bind_host: str = setting("127.0.0.1", "interface the server binds (0.0.0.0 for all)")
     port: int = setting(5556, "snapshot port P; the server also uses P+1 and P+2", min=1, max=65533)
     heartbeat_ms: int = setting(1000, "HUGZ interval of the server", min=10, max=60000)
@@ -125,6 +129,16 @@ class KvstoreConfig:
     log_max_bytes: int = setting(
         64 << 20, "bytes the log may reach before it is compacted: the live map written as a new snapshot and a "
         "new log begun, so the directory holds at most the map's records plus this", min=64 << 10, max=64 << 30)
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """The "host:port" of each server clients use: the pair's, or the one at host and port."""
+        return self.servers or (f"{self.host}:{self.port}",)
+
+    @property
+    def address(self) -> str:
+        """The servers clients use, for messages: "host:port", or the pair's "A or B"."""
+        return " or ".join(self.addresses)
 
 
 @dataclass(frozen=True)

@@ -102,8 +102,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
                                            timeout_graceful_shutdown=GRACEFUL_S, http=_protocol(d.idle_timeout_s),
                                            timeout_keep_alive=d.idle_timeout_s, **tls))
-    log.info("dashboard at %s (metrics at %smetrics), following the kvstore at %s:%d", config.dashboard.url(),
-             config.dashboard.url(), config.kvstore.host, config.kvstore.port)
+    log.info("dashboard at %s (metrics at %smetrics), following the kvstore at %s", config.dashboard.url(),
+             config.dashboard.url(), config.kvstore.address)
     # uvicorn stops on SIGTERM/SIGINT and then raises the signal again under the handler it found:
     # this one, so that a stop ends in exit code 0, as the other services' do.
     for stop in (signal.SIGTERM, signal.SIGINT):

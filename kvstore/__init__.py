@@ -14,7 +14,9 @@ ttl/3 while it lives, republished after a server restart, deleted when the clien
 network; ``on_change(prefix, callback)`` calls ``callback(key, value_or_None)`` on the agent
 thread. Every snapshot names the server's stack (``Client.stack_id``): a client warns when it finds
 another stack than the last one, and every status it writes says its stack (``STACK_ID_FIELD``,
-``STACK_CHANGED_FIELD``). The server counts every refusal by kind (``REFUSAL_KINDS``) and publishes them in
+``STACK_CHANGED_FIELD``). With a pair of servers (``[kvstore] servers``) a client moves to the other
+one when its server falls silent, and each status says which one it synced with last (``SERVER_FIELD``).
+The server counts every refusal by kind (``REFUSAL_KINDS``) and publishes them in
 ``status/kvstore/server``.
 """
 
@@ -25,6 +27,7 @@ from sectorflow._core.kvstore import (
     MAX_PROPERTIES_BYTES,
     REFUSAL_KINDS,
     SEQUENCE_BYTES,
+    SERVER_FIELD,
     STACK_CHANGED_FIELD,
     STACK_ID_FIELD,
     SNAPSHOT_END,
@@ -63,6 +66,7 @@ __all__ = [
     "MAX_PROPERTIES_BYTES",
     "REFUSAL_KINDS",
     "SEQUENCE_BYTES",
+    "SERVER_FIELD",
     "STACK_CHANGED_FIELD",
     "STACK_ID_FIELD",
     "SNAPSHOT_END",

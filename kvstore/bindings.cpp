@@ -106,6 +106,7 @@ void bind_pair_table(py::module_& m) {
 void bind_stack_id(py::module_& m) {
   m.attr("STACK_ID_FIELD") = std::string(kStackIdField);
   m.attr("STACK_CHANGED_FIELD") = std::string(kStackChangedField);
+  m.attr("SERVER_FIELD") = std::string(kServerField);
   m.attr("STACK_ID_FILE") = std::string(kStackIdFile);
   m.def("new_stack_id", &new_stack_id, "A new random stack id (16 hex digits).");
   m.def("is_stack_id", [](const std::string& text) { return is_stack_id(text); }, py::arg("text"));
@@ -303,10 +304,11 @@ void bind_client(py::module_& m) {
   py::class_<ClientOptions>(m, "ClientOptions", "Where the server is and how the replica behaves.")
       .def(py::init([](std::string host, std::uint16_t port, std::string subtree, std::uint32_t heartbeat_ms,
                        int silence_heartbeats, const std::optional<py::function>& log, std::size_t max_value_bytes,
-                       double max_ttl_s, const std::optional<py::function>& warn) {
+                       double max_ttl_s, const std::optional<py::function>& warn, std::vector<std::string> servers) {
              ClientOptions options;
              options.host = std::move(host);
              options.port = port;
+             options.servers = std::move(servers);
              options.subtree = std::move(subtree);
              options.heartbeat_ms = heartbeat_ms;
              options.silence_heartbeats = silence_heartbeats;
@@ -324,11 +326,14 @@ void bind_client(py::module_& m) {
            py::kw_only(), py::arg("host"), py::arg("port"), py::arg("subtree") = defaults.subtree,
            py::arg("heartbeat_ms"), py::arg("silence_heartbeats"), py::arg("log") = py::none(),
            py::arg("max_value_bytes"), py::arg("max_ttl_s"), py::arg("warn") = py::none(),
-           "host, port, heartbeat_ms, silence_heartbeats, max_value_bytes and max_ttl_s from [kvstore] "
-           "(client_options). log(message: str) is called on the agent thread on each state change and resync; "
+           py::arg("servers") = std::vector<std::string>{},
+           "host, port, servers, heartbeat_ms, silence_heartbeats, max_value_bytes and max_ttl_s from [kvstore] "
+           "(client_options); servers: \"host:port\" of a pair, primary first (empty: host and port). "
+           "log(message: str) is called on the agent thread on each state change and resync; "
            "warn(message: str) when a sync finds the server another stack than the last (log without it).")
       .def_readwrite("host", &ClientOptions::host)
       .def_readwrite("port", &ClientOptions::port)
+      .def_readwrite("servers", &ClientOptions::servers)
       .def_readwrite("subtree", &ClientOptions::subtree)
       .def_readwrite("heartbeat_ms", &ClientOptions::heartbeat_ms)
       .def_readwrite("silence_heartbeats", &ClientOptions::silence_heartbeats)
@@ -343,7 +348,9 @@ void bind_client(py::module_& m) {
       .def_readonly("resyncs", &ClientStats::resyncs)
       .def_readonly("malformed", &ClientStats::malformed)
       .def_readonly("sent", &ClientStats::sent)
-      .def_readonly("errors", &ClientStats::errors);
+      .def_readonly("errors", &ClientStats::errors)
+      .def_readonly("server_moves", &ClientStats::server_moves)
+      .def_readonly("unmirrored", &ClientStats::unmirrored);
 
   py::class_<Client, std::unique_ptr<Client, ReleaseGilDelete>>(
       m, "Client", "A live replica of the kvstore; a background agent thread owns the sockets.")
@@ -383,6 +390,8 @@ void bind_client(py::module_& m) {
                              "The stack id of the server's last snapshot; \"\" before one named a stack.")
       .def_property_readonly("first_stack_id", [](const Client& c) { return c.stack().first; },
                              "The stack id of the first snapshot that named one: the stack this client joined.")
+      .def_property_readonly("server", &Client::server,
+                             "\"host:port\" of the server the agent syncs with (of a pair: the one it moved to last).")
       .def_property_readonly("options", &Client::options)
       .def("on_change", [](Client& c, const std::string& prefix, const py::function& callback) {
              return c.on_change(prefix, [call = PyCallable(callback)](const std::string& key,

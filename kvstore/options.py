@@ -38,7 +38,7 @@ def client_options(
     config: Config, subtree: str = "", log: Callable[[str], None] | None = None, role: str = "viewer",
     warn: Callable[[str], None] | None = None,
 ) -> ClientOptions:
-    """How a client reaches the server (``host``, port P), when it declares it silent, what it may send.
+    """How a client reaches the server (``host``, port P, or the pair of ``servers``), when it declares it silent, what it may send.
 
     Args:
         config: the loaded configuration.
@@ -52,6 +52,7 @@ def client_options(
     options = ClientOptions(
         host=kv.host,
         port=kv.port,
+        servers=list(kv.servers),
         subtree=subtree,
         heartbeat_ms=kv.heartbeat_ms,
         silence_heartbeats=kv.silence_heartbeats,

@@ -85,7 +85,7 @@ class LiveStream:
         self.client = Client.from_config(config, subtree="status/nodegroup/", name="live viewer")
         if not self.client.wait_synced(SYNC_TIMEOUT_S):
             self.client.close()
-            raise SectorflowError(f"no kvstore server answered at {config.kvstore.host}:{config.kvstore.port} "
+            raise SectorflowError(f"no kvstore server answered at {config.kvstore.address} "
                                   f"within {SYNC_TIMEOUT_S:g} s; is the stack up ('sectorflow up')?")
         self.context = zmq.Context.instance()
         self.poller = zmq.Poller()

@@ -569,8 +569,8 @@ class NodeGroupService:
         one ``gethostname()``: the relays would send this one's sectors there); None if neither."""
         kv = self.config.kvstore
         if not self.client.wait_synced(STARTUP_SYNC_S):
-            log.warning("kvstore at %s:%d did not answer within %g s: registering without looking for another job "
-                        "named %r", kv.host, kv.port, STARTUP_SYNC_S, self.options.job)
+            log.warning("kvstore at %s did not answer within %g s: registering without looking for another job "
+                        "named %r", kv.address, STARTUP_SYNC_S, self.options.job)
             return None
         statuses = self.client.statuses(SERVICE_NODEGROUP)
         try:

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     kv = config.kvstore
     with Client.from_config(config, subtree=scan_prefix(scan), name="abort", role="operator") as client:
         if not client.wait_synced(SYNC_TIMEOUT_S):
-            raise SectorflowError(f"kvstore at {kv.host}:{kv.port} did not answer within {SYNC_TIMEOUT_S:.0f} s; "
+            raise SectorflowError(f"kvstore at {kv.address} did not answer within {SYNC_TIMEOUT_S:.0f} s; "
                                   "is 'sectorflow kvstore' running?")
         records = records_of(client.subtree(scan_prefix(scan)), scan)
         if records.request is None and not records.producers:

@@ -329,7 +329,7 @@ def publish_request(client: Client, config: Config, scan: int | None, scan_x: in
     """
     if not client.wait_synced(SYNC_TIMEOUT_S):
         kv = config.kvstore
-        raise SectorflowError(f"kvstore at {kv.host}:{kv.port} did not answer within {SYNC_TIMEOUT_S:.0f} s; "
+        raise SectorflowError(f"kvstore at {kv.address} did not answer within {SYNC_TIMEOUT_S:.0f} s; "
                               "is 'sectorflow kvstore' running?")
     if scan is None:
         scan = claim_next_scan(client, config)

@@ -47,32 +47,35 @@ def register(subparsers: Any) -> None:
 def run_status(args: argparse.Namespace, config: Config) -> int:
     """``sectorflow status``: print the tables once, or every ``--interval`` with ``--watch``."""
     kv = config.kvstore
-    timeout_s = args.timeout or max(MIN_STATUS_TIMEOUT_S, kv.silence_heartbeats * kv.heartbeat_ms / 1000)
-    address = f"tcp://{kv.host}:{kv.port}"
+    # A client of a pair whose first server is silent moves to the second after one silence period.
+    timeout_s = args.timeout or max(MIN_STATUS_TIMEOUT_S, kv.silence_heartbeats * kv.heartbeat_ms / 1000) * len(
+        kv.addresses)
+    where = " or ".join(f"tcp://{address}" for address in kv.addresses)
     with Client(client_options(config, log=lambda message: logger.debug("kvstore client: %s", message))) as client:
         if not client.wait_synced(timeout_s):
             raise SectorflowError(
-                f"no kvstore server answered at {address} within {timeout_s:g} s; "
+                f"no kvstore server answered at {where} within {timeout_s:g} s; "
                 f"start one with 'sectorflow kvstore --config {config.source}'"
             )
         if not args.watch:
-            _show(client, address, config.source, clear=False)
+            _show(client, config.source, clear=False)
             return 0
         # Ctrl-C ends the loop between two refreshes, never in the middle of the kvstore client's
         # work (a KeyboardInterrupt raised anywhere could leave it unable to close).
         with stop_on_signals(logger) as stop:
             while not stop.is_set():
-                _show(client, address, config.source, clear=sys.stdout.isatty())
+                _show(client, config.source, clear=sys.stdout.isatty())
                 stop.wait(args.interval)  # the refresh period the user asked for
         return 0
 
 
-def _show(client: Client, address: str, config_source: str, clear: bool) -> None:
+def _show(client: Client, config_source: str, clear: bool) -> None:
     from sectorflow._core.protocol import wall_clock_s
 
     state = "live" if client.synced() else "SERVER SILENT, last known state"
     stack = client.stack_id or "unknown (the server names none)"
-    title = f"kvstore {address}: stack {stack}, sequence {client.sequence()}, {state}"
+    # The server it syncs with: of a pair, the one it moved to last.
+    title = f"kvstore tcp://{client.server}: stack {stack}, sequence {client.sequence()}, {state}"
     text = render(client.subtree(), wall_clock_s(), title, config_argument(config_source))
     print(("\x1b[2J\x1b[H" if clear else "") + text + ("" if clear else "\n"), flush=True)
 

@@ -177,11 +177,11 @@ class ProducerDaemon:
         kv = self.config.kvstore
         try:
             # Each poll blocks in the client for up to POLL_S; a stop ends the wait between two.
-            wait_until(lambda: client.wait_synced(POLL_S), timeout_s, f"kvstore at {kv.host}:{kv.port}", 0.0,
+            wait_until(lambda: client.wait_synced(POLL_S), timeout_s, f"kvstore at {kv.address}", 0.0,
                        stop=self._stop)
         except WaitTimeout:
             raise SectorflowError(
-                f"kvstore at {kv.host}:{kv.port} did not answer within {timeout_s:.0f} s; "
+                f"kvstore at {kv.address} did not answer within {timeout_s:.0f} s; "
                 "start it with 'sectorflow kvstore' or fix [kvstore] in the configuration"
             ) from None
 

@@ -249,4 +249,17 @@ std::string Beamline::text(const std::string& key) const {
   wrong_type(impl_->source, key, node, "a string");
 }
 
+std::vector<std::string> Beamline::texts(const std::string& key) const {
+  const toml::node& node = lookup(impl_->file, impl_->source, key);
+  const toml::array* array = node.as_array();
+  if (array == nullptr) wrong_type(impl_->source, key, node, "an array of strings");
+  std::vector<std::string> values;
+  for (const toml::node& item : *array) {
+    const auto* value = item.as_string();
+    if (value == nullptr) wrong_type(impl_->source, key, node, "an array of strings");
+    values.push_back(value->get());
+  }
+  return values;
+}
+
 }  // namespace sectorflow::configs

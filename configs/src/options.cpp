@@ -78,6 +78,7 @@ kvstore::ClientOptions client_options(const Beamline& beamline, std::string subt
   kvstore::ClientOptions options;
   options.host = beamline.text("kvstore.host");
   options.port = whole<std::uint16_t>(beamline, "kvstore.port");
+  options.servers = beamline.texts("kvstore.servers");
   options.subtree = std::move(subtree);
   options.heartbeat_ms = whole<std::uint32_t>(beamline, "kvstore.heartbeat_ms");
   options.silence_heartbeats = whole<int>(beamline, "kvstore.silence_heartbeats");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <sstream>
 #include <zmq_addon.hpp>
 
 #include "sectorflow/kvstore/errors.hpp"
@@ -39,7 +40,11 @@ Agent::Agent(const ClientOptions& options, Replica& replica, ClientStatus& statu
       status_(status),
       commands_(commands),
       silence_(std::chrono::milliseconds(options.heartbeat_ms) * options.silence_heartbeats),
-      full_tree_(options.subtree.empty()) {}
+      full_tree_(options.subtree.empty()),
+      servers_(server_addresses(options)),
+      publishers_(servers_.size()) {
+  status_.set_server(servers_[current_].text());
+}
 
 void Agent::run() noexcept {
   while (true) {
@@ -103,6 +108,9 @@ void Agent::stamp(const std::string& key, std::string& value) {
   try {
     protocol::ServiceStatus status = protocol::ServiceStatus::decode(value);
     set_stack_fields(status, stack_);
+    if (pair() && synced_server_ < servers_.size()) {
+      status.extra[std::string(kServerField)] = servers_[synced_server_].text();
+    }
     value = status.encode();
   } catch (const std::exception& error) {
     // Sent as written: a status that does not decode is its reader's to report (BadEntries).
@@ -112,8 +120,10 @@ void Agent::stamp(const std::string& key, std::string& value) {
   }
 }
 
-std::string Agent::endpoint(int offset) const {
-  return "tcp://" + options_.host + ":" + std::to_string(options_.port + offset);
+std::string Agent::endpoint(int offset) const { return endpoint(current_, offset); }
+
+std::string Agent::endpoint(std::size_t server, int offset) const {
+  return "tcp://" + servers_[server].host + ":" + std::to_string(servers_[server].port + offset);
 }
 
 void Agent::enter(ClientState state) {
@@ -126,30 +136,63 @@ void Agent::connect() {
   // Said once per outage, not at every retry while the server stays away.
   const bool announce = state_ != ClientState::kConnecting || !snapshot_;
   disconnect();
-  server_subscriptions_ = 0;
-  server_seen_ = false;
   publisher_full_ = false;
   silence_deadline_ = Clock::now() + silence_;
   enter(ClientState::kConnecting);
   if (announce) log("connecting to " + endpoint(0) + " (subtree '" + options_.subtree + "')");
   try {
-    const std::int64_t max_frame = max_frame_bytes(options_.max_value_bytes);
-    subscriber_.emplace(context_, zmq::socket_type::sub);
-    subscriber_->set(zmq::sockopt::linger, 0);
-    subscriber_->set(zmq::sockopt::maxmsgsize, max_frame);
-    subscriber_->set(zmq::sockopt::subscribe, options_.subtree);
-    if (!full_tree_) subscriber_->set(zmq::sockopt::subscribe, std::string(kHeartbeat));
-    security::apply(*subscriber_, options_.curve);
-    subscriber_->connect(endpoint(1));
-    open_snapshot_socket();
-    publisher_.emplace(context_, zmq::socket_type::xpub);
-    publisher_->set(zmq::sockopt::linger, 0);
-    publisher_->set(zmq::sockopt::maxmsgsize, max_frame);
-    publisher_->set(zmq::sockopt::xpub_verbose, 1);  // hear every (re)subscription of the server
-    publisher_->set(zmq::sockopt::xpub_nodrop, 1);   // a full queue refuses writes instead of losing them
-    publisher_->set(zmq::sockopt::sndhwm, kPublisherHwm);
-    security::apply(*publisher_, options_.curve);
-    publisher_->connect(endpoint(2));
+    open_readers();
+    for (std::size_t server = 0; server < servers_.size(); ++server) {
+      Publisher& publisher = publishers_[server];
+      publisher.socket.emplace(context_, zmq::socket_type::xpub);
+      publisher.socket->set(zmq::sockopt::linger, 0);
+      publisher.socket->set(zmq::sockopt::maxmsgsize, max_frame_bytes(options_.max_value_bytes));
+      publisher.socket->set(zmq::sockopt::xpub_verbose, 1);  // hear every (re)subscription of the server
+      publisher.socket->set(zmq::sockopt::xpub_nodrop, 1);   // a full queue refuses writes instead of losing them
+      publisher.socket->set(zmq::sockopt::sndhwm, kPublisherHwm);
+      security::apply(*publisher.socket, options_.curve);
+      publisher.socket->connect(endpoint(server, 2));
+    }
+  } catch (const zmq::error_t& error) {
+    log("cannot connect to " + endpoint(0) + ": " + error.what() + "; retrying");
+    disconnect();
+  }
+}
+
+void Agent::open_readers() {
+  subscriber_.reset();
+  subscriber_.emplace(context_, zmq::socket_type::sub);
+  subscriber_->set(zmq::sockopt::linger, 0);
+  subscriber_->set(zmq::sockopt::maxmsgsize, max_frame_bytes(options_.max_value_bytes));
+  subscriber_->set(zmq::sockopt::subscribe, options_.subtree);
+  if (!full_tree_) subscriber_->set(zmq::sockopt::subscribe, std::string(kHeartbeat));
+  security::apply(*subscriber_, options_.curve);
+  subscriber_->connect(endpoint(1));
+  open_snapshot_socket();
+}
+
+void Agent::move_on() {
+  const std::size_t next = (current_ + 1) % servers_.size();
+  // Once per move; while neither server answers, the first move of the outage says it.
+  const bool heard = state_ != ClientState::kConnecting;
+  if (heard || !last_move_unheard_) {
+    std::ostringstream seconds;
+    seconds << std::chrono::duration<double>(silence_).count();
+    log("kvstore at " + servers_[current_].text() + " silent for " + seconds.str() + " s: moving to " +
+        servers_[next].text());
+  }
+  last_move_unheard_ = !heard;
+  status_.count([](ClientStats& s) {
+    ++s.server_moves;
+    ++s.resyncs;
+  });
+  current_ = next;
+  status_.set_server(servers_[current_].text());
+  publisher_full_ = false;
+  silence_deadline_ = Clock::now() + silence_;
+  enter(ClientState::kConnecting);
+  try {
+    open_readers();
   } catch (const zmq::error_t& error) {
     log("cannot connect to " + endpoint(0) + ": " + error.what() + "; retrying");
     disconnect();
@@ -168,7 +211,7 @@ void Agent::open_snapshot_socket() {
 void Agent::disconnect() {
   snapshot_.reset();
   subscriber_.reset();
-  publisher_.reset();
+  for (Publisher& publisher : publishers_) publisher = Publisher{};
 }
 
 void Agent::loop() {
@@ -178,8 +221,11 @@ void Agent::loop() {
     if (subscriber_) {
       items.push_back({subscriber_->handle(), 0, ZMQ_POLLIN, 0});
       items.push_back({snapshot_->handle(), 0, ZMQ_POLLIN, 0});
-      const short publisher_events = static_cast<short>(ZMQ_POLLIN | (publisher_full_ ? ZMQ_POLLOUT : 0));
-      items.push_back({publisher_->handle(), 0, publisher_events, 0});
+      for (std::size_t server = 0; server < publishers_.size(); ++server) {
+        const bool wait_writable = publisher_full_ && server == current_;
+        const short events = static_cast<short>(ZMQ_POLLIN | (wait_writable ? ZMQ_POLLOUT : 0));
+        if (publishers_[server].socket) items.push_back({publishers_[server].socket->handle(), 0, events, 0});
+      }
     }
     const auto timeout =
         std::chrono::ceil<std::chrono::milliseconds>(std::max(wake_time() - Clock::now(), Clock::duration{}));
@@ -190,7 +236,9 @@ void Agent::loop() {
     }
     guarded("command", [this] { handle_commands(); });
     if (subscriber_) {
-      guarded("subscription", [this] { handle_subscriptions(); });
+      for (std::size_t server = 0; server < publishers_.size(); ++server) {
+        guarded("subscription", [this, server] { handle_subscriptions(server); });
+      }
       for (int i = 0; i < kBatch && subscriber_ && readable(*subscriber_); ++i) {
         guarded("update", [this] {
           if (auto msg = receive(*subscriber_)) handle_published(*msg);
@@ -212,7 +260,9 @@ void Agent::loop() {
              " heartbeats while the server is alive");
     }
     if (now >= silence_deadline_) {
-      if (state_ == ClientState::kConnecting && subscriber_) {
+      if (pair() && subscriber_) {
+        move_on();
+      } else if (state_ == ClientState::kConnecting && subscriber_) {
         // Nothing was heard since these sockets were made: libzmq keeps retrying their connections
         // by itself, and new sockets would only cut off a handshake under way (which a secured
         // server counts as a refused peer). Sockets that could not be made are made again.
@@ -236,7 +286,7 @@ Agent::Clock::time_point Agent::wake_time() const {
   Clock::time_point wake = silence_deadline_;
   if (state_ == ClientState::kSyncing) wake = std::min(wake, sync_deadline_);
   if (closing_) wake = std::min(wake, closing_deadline_);
-  if (server_subscriptions_ > 0 && !publisher_full_ && !refresh_.empty()) {
+  if (current_publisher().subscriptions > 0 && !publisher_full_ && !refresh_.empty()) {
     wake = std::min(wake, refresh_.begin()->first);
   }
   return wake;
@@ -293,7 +343,7 @@ bool Agent::publisher_handshaking() const {
   // Synced, so the server is there, but its collector has not subscribed through our publisher yet:
   // that connection's handshake is still under way. Closing now would cut it off, and a secured
   // server counts a cut-off handshake as a refused peer: a short-lived client waits for it.
-  return state_ == ClientState::kActive && publisher_ && server_subscriptions_ == 0;
+  return state_ == ClientState::kActive && current_publisher().socket && current_publisher().subscriptions == 0;
 }
 
 bool Agent::one_shot_pending() const {
@@ -325,26 +375,57 @@ std::optional<KvMsg> Agent::receive(zmq::socket_t& socket) {
   }
 }
 
-// The XPUB's input: 0x01 + topic when the server's collector subscribes, 0x00 when it goes away.
-void Agent::handle_subscriptions() {
-  while (publisher_ && readable(*publisher_)) {
+// An XPUB's input: 0x01 + topic when its server's collector subscribes, 0x00 when it goes away.
+void Agent::handle_subscriptions(std::size_t server) {
+  Publisher& publisher = publishers_[server];
+  while (publisher.socket && readable(*publisher.socket)) {
     zmq::message_t message;
-    if (!publisher_->recv(message, zmq::recv_flags::dontwait)) break;
+    if (!publisher.socket->recv(message, zmq::recv_flags::dontwait)) break;
     if (message.size() == 0) continue;
     if (message.data<unsigned char>()[0] == 0) {
-      server_subscriptions_ = std::max(0, server_subscriptions_ - 1);
+      publisher.subscriptions = std::max(0, publisher.subscriptions - 1);
       continue;
     }
-    ++server_subscriptions_;
+    ++publisher.subscriptions;
+    if (server != current_) {
+      // The other server of the pair (re)started: it gets this client's own keys at once, the
+      // current one does not need them again.
+      if (publisher.seen && !own_.empty()) {
+        log("republishing " + std::to_string(own_.size()) + " own keys to " + servers_[server].text());
+      }
+      publisher.seen = true;
+      for (const auto& [key, own] : own_) {
+        KvMsg msg;
+        msg.key = key;
+        msg.body = own.value;
+        msg.set_ttl_s(own.ttl_s);
+        msg.uuid = new_uuid();
+        mirror(server, msg);
+      }
+      continue;
+    }
     republish_own_keys();
-    if (server_seen_ && state_ != ClientState::kConnecting) resync("the server subscribed again (it restarted)");
-    if (server_seen_ && !own_.empty()) log("republishing " + std::to_string(own_.size()) + " own keys");
-    server_seen_ = true;
+    if (publisher.seen && state_ != ClientState::kConnecting) resync("the server subscribed again (it restarted)");
+    if (publisher.seen && !own_.empty()) log("republishing " + std::to_string(own_.size()) + " own keys");
+    publisher.seen = true;
+  }
+}
+
+void Agent::mirror(std::size_t server, const KvMsg& msg) {
+  Publisher& publisher = publishers_[server];
+  if (!publisher.socket || publisher.subscriptions == 0) return;  // it resyncs from the active when it comes
+  if (!send_kvmsg(*publisher.socket, msg, {}, zmq::send_flags::dontwait)) {
+    status_.count([](ClientStats& s) { ++s.unmirrored; });
+    if (error_kinds_logged_.insert("unmirrored").second) {
+      log("the kvstore at " + servers_[server].text() + " takes no more writes (its queue is full): writes it "
+          "misses are counted in unmirrored (logged once)");
+    }
   }
 }
 
 void Agent::handle_published(const KvMsg& msg) {
-  silence_deadline_ = Clock::now() + silence_;
+  // A pair's passive publishes HUGZ too: while syncing only the snapshot proves the server serves.
+  if (!(pair() && state_ == ClientState::kSyncing)) silence_deadline_ = Clock::now() + silence_;
   switch (state_) {
     case ClientState::kConnecting:
       // Our subscription is live: every update after the snapshot will reach us.
@@ -397,8 +478,14 @@ void Agent::handle_snapshot(const KvMsg& msg) {
   sequence_ = msg.sequence;
   replica_.replace(std::exchange(snapshot_entries_, {}), sequence_);
   status_.count([](ClientStats& s) { ++s.snapshots; });
-  log("synced: " + std::to_string(keys) + " keys at sequence " + std::to_string(sequence_));
+  log("synced: " + std::to_string(keys) + " keys at sequence " + std::to_string(sequence_) +
+      (pair() ? " from " + servers_[current_].text() : std::string()));
+  const bool moved = synced_server_ != current_;
+  synced_server_ = current_;
   learn_stack(snapshot_stack_);  // before active: who waited for the sync reads the stack
+  if (pair() && moved) {
+    for (auto& [key, own] : own_) stamp(key, own.value);  // says the new server; sent by the republication
+  }
   enter(ClientState::kActive);
   republish_own_keys();  // the server may have lost them; a new stack surely did
   for (const KvMsg& update : std::exchange(buffered_, {})) {
@@ -444,14 +531,17 @@ bool Agent::in_subtree(const std::string& key) const {
 }
 
 bool Agent::send(KvMsg msg, zmq::send_flags flags) {
-  msg.uuid = new_uuid();
-  if (!send_kvmsg(*publisher_, msg, {}, flags)) return false;
+  msg.uuid = new_uuid();  // one uuid on both servers: a pair's passive matches it to the active's update
+  if (!send_kvmsg(*current_publisher().socket, msg, {}, flags)) return false;
   status_.count([](ClientStats& s) { ++s.sent; });
+  for (std::size_t server = 0; server < publishers_.size(); ++server) {
+    if (server != current_) mirror(server, msg);
+  }
   return true;
 }
 
 void Agent::flush(Clock::time_point now) {
-  if (!publisher_ || server_subscriptions_ == 0) return;
+  if (!current_publisher().socket || current_publisher().subscriptions == 0) return;
   publisher_full_ = false;
   const auto send_own = [this, now](const std::string& key, OwnKey& own) {
     KvMsg msg;
@@ -489,19 +579,22 @@ void Agent::flush(Clock::time_point now) {
 }
 
 void Agent::goodbye() {
-  if (!publisher_ || server_subscriptions_ == 0) return;
+  if (!current_publisher().socket || current_publisher().subscriptions == 0) return;
+  zmq::socket_t& publisher = *current_publisher().socket;
   // Block for room in the XPUB if needed, but no longer than one silence period in all.
   const auto deadline = Clock::now() + silence_;
   for (const auto& [key, own] : own_) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    publisher_->set(zmq::sockopt::sndtimeo, static_cast<int>(std::max<std::int64_t>(left, 0)));
+    publisher.set(zmq::sockopt::sndtimeo, static_cast<int>(std::max<std::int64_t>(left, 0)));
     KvMsg deletion;
     deletion.key = key;
     if (!send(std::move(deletion), zmq::send_flags::none)) break;
   }
   // Let ZeroMQ deliver the goodbye before the context closes (bounded by one silence period).
-  publisher_->set(zmq::sockopt::linger,
-                  static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(silence_).count()));
+  const int linger = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(silence_).count());
+  for (Publisher& other : publishers_) {
+    if (other.socket) other.socket->set(zmq::sockopt::linger, linger);
+  }
 }
 
 }  // namespace sectorflow::kvstore::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -46,11 +47,26 @@ class Agent {
     std::optional<KvMsg> once;
   };
 
+  /// An XPUB to one server's collector (P + 2); its input is that server's subscription.
+  struct Publisher {
+    std::optional<zmq::socket_t> socket;
+    int subscriptions = 0;  // live subscriptions of the server's collector
+    bool seen = false;      // the server subscribed at least once on this socket
+  };
+
   void loop();
+  /// New sockets to every server (XPUBs) and to the current one (SUB, DEALER); starts at connecting.
   void connect();
+  /// A new SUB to the current server's P + 1 and DEALER to its P.
+  void open_readers();
   /// A new DEALER to P (the snapshot socket), replacing the old one and what is queued in it.
   void open_snapshot_socket();
   void disconnect();
+  /// Pair: the current server was silent for a silence period; go to the other one.
+  void move_on();
+  bool pair() const { return servers_.size() > 1; }
+  Publisher& current_publisher() { return publishers_[current_]; }
+  const Publisher& current_publisher() const { return publishers_[current_]; }
   void enter(ClientState state);
   void log(const std::string& message) const;
   void warn(const std::string& message) const;
@@ -59,10 +75,12 @@ class Agent {
   void learn_stack(const std::string& id);
   /// `value` of `key` with this client's stack fields if it is a status (client.hpp, "Stack").
   void stamp(const std::string& key, std::string& value);
+  /// The current server's P + offset.
   std::string endpoint(int offset) const;
+  std::string endpoint(std::size_t server, int offset) const;
 
   void handle_commands();
-  void handle_subscriptions();
+  void handle_subscriptions(std::size_t server);
   void handle_published(const KvMsg& msg);
   void handle_snapshot(const KvMsg& msg);
   void apply_published(const KvMsg& msg);
@@ -72,7 +90,10 @@ class Agent {
   bool one_shot_pending() const;
   bool publisher_handshaking() const;
   void goodbye();
+  /// Sends to the current server (false: its XPUB is full) and mirrors to the other.
   bool send(KvMsg msg, zmq::send_flags flags = zmq::send_flags::dontwait);
+  /// Best effort to a server that is not the current one, while its collector subscribes.
+  void mirror(std::size_t server, const KvMsg& msg);
   std::optional<KvMsg> receive(zmq::socket_t& socket);
   /// Runs the handling of one message or command: what it throws is counted and the first of each
   /// `kind` logged, and the agent goes on.
@@ -86,11 +107,15 @@ class Agent {
   CommandQueue& commands_;
   const Clock::duration silence_;
   const bool full_tree_;
+  const std::vector<ServerAddress> servers_;  // primary first
 
   zmq::context_t context_{1};
-  std::optional<zmq::socket_t> snapshot_;    // DEALER -> P
-  std::optional<zmq::socket_t> subscriber_;  // SUB -> P + 1
-  std::optional<zmq::socket_t> publisher_;   // XPUB -> P + 2; its input is the server's subscription
+  std::optional<zmq::socket_t> snapshot_;    // DEALER -> the current server's P
+  std::optional<zmq::socket_t> subscriber_;  // SUB -> the current server's P + 1
+  std::vector<Publisher> publishers_;        // one XPUB per server: every write goes to each
+  std::size_t current_ = 0;                  // the server SUB and DEALER talk to
+  std::size_t synced_server_ = SIZE_MAX;     // the server of the last sync (stamped into statuses)
+  bool last_move_unheard_ = false;           // the last move left a server never heard: say no more
 
   ClientState state_ = ClientState::kConnecting;
   Clock::time_point silence_deadline_;
@@ -100,9 +125,7 @@ class Agent {
   std::vector<KvMsg> buffered_;  // published while syncing
   std::string snapshot_stack_;   // syncing: the stack id the snapshot's server status names
   StackIdentity stack_;          // a copy lives in status_ for the frontend
-  int server_subscriptions_ = 0;  // live subscriptions of the server's collector to our XPUB
-  bool publisher_full_ = false;   // the XPUB reached its high-water mark: wait until it is writable
-  bool server_seen_ = false;      // the server subscribed at least once on these sockets
+  bool publisher_full_ = false;   // the current XPUB reached its high-water mark: wait until it is writable
 
   std::map<std::string, OwnKey> own_;
   std::map<std::uint64_t, Pending> pending_;  // by call order

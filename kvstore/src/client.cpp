@@ -62,15 +62,55 @@ void check_value(const ClientOptions& options, const std::string& key, const std
   }
 }
 
+// The server uses P, P + 1 and P + 2.
+constexpr unsigned kMaxPort = 65533;
+
 }  // namespace
 
-Client::Client(ClientOptions options) {
-  if (options.host.empty()) throw KvstoreError("kvstore client: no server host given ([kvstore] host)");
-  if (options.port == 0 || options.port > 65533) {
-    throw KvstoreError("kvstore client: port " + std::to_string(options.port) +
-                       " out of range; the server uses P, P + 1 and P + 2, so P must be from 1 to 65533 "
-                       "([kvstore] port)");
+std::vector<ServerAddress> server_addresses(const ClientOptions& options) {
+  if (options.servers.empty()) {
+    if (options.host.empty()) throw KvstoreError("kvstore client: no server host given ([kvstore] host)");
+    if (options.port == 0 || options.port > kMaxPort) {
+      throw KvstoreError("kvstore client: port " + std::to_string(options.port) +
+                         " out of range; the server uses P, P + 1 and P + 2, so P must be from 1 to 65533 "
+                         "([kvstore] port)");
+    }
+    return {ServerAddress{options.host, options.port}};
   }
+  if (options.servers.size() > kMaxServers) {
+    throw KvstoreError("kvstore client: " + std::to_string(options.servers.size()) +
+                       " servers given: a kvstore pair (Binary Star) is a primary and a backup, so at most " +
+                       std::to_string(kMaxServers) + " ([kvstore] servers)");
+  }
+  std::vector<ServerAddress> addresses;
+  for (std::size_t i = 0; i < options.servers.size(); ++i) {
+    const std::string& text = options.servers[i];
+    const std::string where = "kvstore client: server " + std::to_string(i) + " '" + text + "'";
+    const std::size_t colon = text.rfind(':');
+    const std::string digits = colon == std::string::npos ? std::string() : text.substr(colon + 1);
+    if (colon == std::string::npos || colon == 0 || digits.empty() || digits.size() > 5 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      throw KvstoreError(where + ": expected \"host:port\" (a server's address and its snapshot port P; "
+                         "[kvstore] servers)");
+    }
+    const unsigned long port = std::stoul(digits);
+    if (port == 0 || port > kMaxPort) {
+      throw KvstoreError(where + ": port " + digits + " out of range: expected 1 to 65533 (the server uses P, P + 1 "
+                         "and P + 2; [kvstore] servers)");
+    }
+    ServerAddress address{text.substr(0, colon), static_cast<std::uint16_t>(port)};
+    for (const ServerAddress& earlier : addresses) {
+      if (earlier.text() == address.text()) {
+        throw KvstoreError(where + " is listed twice: the pair is two different servers ([kvstore] servers)");
+      }
+    }
+    addresses.push_back(std::move(address));
+  }
+  return addresses;
+}
+
+Client::Client(ClientOptions options) {
+  server_addresses(options);  // refuses an address it cannot use, naming it
   if (options.heartbeat_ms == 0 || options.silence_heartbeats <= 0) {
     throw KvstoreError("kvstore client: heartbeat " + std::to_string(options.heartbeat_ms) +
                        " ms and silence_heartbeats " + std::to_string(options.silence_heartbeats) +
@@ -151,6 +191,8 @@ bool Client::wait_synced(std::chrono::milliseconds timeout) const { return impl_
 ClientStats Client::stats() const { return impl_->status.stats(); }
 
 StackIdentity Client::stack() const { return impl_->status.stack(); }
+
+std::string Client::server() const { return impl_->status.server(); }
 
 const ClientOptions& Client::options() const { return impl_->options; }
 

@@ -44,4 +44,14 @@ StackIdentity ClientStatus::stack() const {
   return stack_;
 }
 
+void ClientStatus::set_server(std::string server) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  server_ = std::move(server);
+}
+
+std::string ClientStatus::server() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return server_;
+}
+
 }  // namespace sectorflow::kvstore::detail

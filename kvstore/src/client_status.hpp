@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <string>
 
 #include "sectorflow/kvstore/client.hpp"
 #include "sectorflow/kvstore/stack_id.hpp"
@@ -25,12 +26,16 @@ class ClientStatus {
   void set_stack(StackIdentity stack);
   StackIdentity stack() const;
 
+  void set_server(std::string server);
+  std::string server() const;
+
  private:
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   ClientState state_ = ClientState::kConnecting;
   ClientStats stats_;
   StackIdentity stack_;
+  std::string server_;
 };
 
 }  // namespace sectorflow::kvstore::detail

@@ -7,9 +7,11 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "sectorflow/configs/beamline.hpp"
 #include "sectorflow/configs/options.hpp"
+#include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/security/errors.hpp"
 
 namespace cf = sectorflow::configs;
@@ -168,4 +170,38 @@ TEST(Beamline, ANumberTakesAnIntegerAndADictTakesAnyKey) {
   const cf::Beamline file = beamline("[kvstore]\nttl_s = 2\n[slurm.environment]\nOMP_NUM_THREADS = \"1\"");
   EXPECT_EQ(file.number("kvstore.ttl_s"), 2.0);
   EXPECT_EQ(file.text("slurm.environment.OMP_NUM_THREADS"), "1");
+}
+
+TEST(Beamline, KvstoreServersAreAListOfStringsTheClientChecks) {
+  EXPECT_TRUE(cf::client_options(beamline("")).servers.empty());
+  const auto pair = cf::client_options(beamline("[kvstore]\nservers = [\"10.0.0.1:5556\", \"10.0.0.2:5556\"]"));
+  EXPECT_EQ(pair.servers, (std::vector<std::string>{"10.0.0.1:5556", "10.0.0.2:5556"}));
+  const auto addresses = sectorflow::kvstore::server_addresses(pair);
+  ASSERT_EQ(addresses.size(), 2u);
+  EXPECT_EQ(addresses[1].host, "10.0.0.2");
+  EXPECT_EQ(addresses[1].port, 5556);
+  EXPECT_EQ(error_of([] { cf::client_options(beamline("[kvstore]\nservers = [\"a:1\", 2]")); }),
+            "beamline.toml: 'kvstore.servers' = [ 'a:1', 2 ]: expected an array of strings");
+  EXPECT_EQ(error_of([] { cf::client_options(beamline("[kvstore]\nservers = \"a:1\"")); }),
+            "beamline.toml: 'kvstore.servers' = 'a:1': expected an array");
+  // The struct refuses what it cannot use, one line naming the entry (a C++ program that skips the loader).
+  const auto refused = [](std::vector<std::string> servers) {
+    sectorflow::kvstore::ClientOptions options;
+    options.servers = std::move(servers);
+    try {
+      sectorflow::kvstore::server_addresses(options);
+    } catch (const sectorflow::kvstore::KvstoreError& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refused({"nohost"}), "kvstore client: server 0 'nohost': expected \"host:port\" (a server's address and "
+                                 "its snapshot port P; [kvstore] servers)");
+  EXPECT_EQ(refused({"a:1", "a:65534"}), "kvstore client: server 1 'a:65534': port 65534 out of range: expected 1 to "
+                                         "65533 (the server uses P, P + 1 and P + 2; [kvstore] servers)");
+  EXPECT_EQ(refused({"a:1", "a:1"}),
+            "kvstore client: server 1 'a:1' is listed twice: the pair is two different servers ([kvstore] servers)");
+  EXPECT_EQ(refused({"a:1", "b:1", "c:1"}), "kvstore client: 3 servers given: a kvstore pair (Binary Star) is a "
+                                            "primary and a backup, so at most 2 ([kvstore] servers)");
+  EXPECT_EQ(refused({":1"}).rfind("kvstore client: server 0 ':1': expected", 0), 0u);
 }

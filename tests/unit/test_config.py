@@ -175,3 +175,29 @@ def test_defaults_table_loads_as_every_key_at_its_default() -> None:
             assert config.receivers == (ReceiverConfig(),) * DetectorConfig().n_sectors
         elif f.name != "source":
             assert getattr(config, f.name) == f.default, f.name
+
+
+def test_kvstore_servers_are_a_pair_of_host_and_port_at_most() -> None:
+    assert load_config().kvstore.servers == ()
+    pair = config_from_dict(local(kvstore={"servers": ["10.0.0.1:5556", "kv-b.example:6000"]}))
+    assert pair.kvstore.servers == ("10.0.0.1:5556", "kv-b.example:6000")
+    assert pair.kvstore.address == "10.0.0.1:5556 or kv-b.example:6000"  # what messages name
+    assert load_config().kvstore.address == "127.0.0.1:5556"
+    assert error_of(local(kvstore={"servers": "10.0.0.1:5556"})).startswith(
+        "beamline.toml: 'kvstore.servers' = '10.0.0.1:5556': expected an array of strings (")
+    assert error_of(local(kvstore={"servers": ["a:1", 2]})).startswith(
+        "beamline.toml: 'kvstore.servers' = ['a:1', 2]: expected an array of strings (")
+    assert error_of(local(kvstore={"servers": ["a:1", "b"]})) == (
+        "beamline.toml: 'kvstore.servers[1]' = 'b': expected \"host:port\" (a server's address and its snapshot "
+        "port P)")
+    for bad in (":5556", "a:", "a:port", "a:-1"):
+        assert "expected \"host:port\"" in error_of(local(kvstore={"servers": [bad]})), bad
+    assert error_of(local(kvstore={"servers": ["a:65534"]})) == (
+        "beamline.toml: 'kvstore.servers[0]' = 'a:65534': port 65534 out of range: expected 1 to 65533 (the server "
+        "uses P, P + 1 and P + 2)")
+    assert "port 0 out of range" in error_of(local(kvstore={"servers": ["a:0"]}))
+    assert error_of(local(kvstore={"servers": ["a:1", "a:1"]})) == (
+        "beamline.toml: 'kvstore.servers[1]' = 'a:1' is listed twice: the pair is two different servers")
+    assert error_of(local(kvstore={"servers": ["a:1", "b:1", "c:1"]})) == (
+        "beamline.toml: 'kvstore.servers' lists 3 servers: a kvstore pair (Binary Star) is a primary and a backup, so "
+        "at most 2")

@@ -16,6 +16,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace sectorflow::configs {
 
@@ -47,6 +48,8 @@ class Beamline {
   double number(const std::string& key) const;
   std::string text(const std::string& key) const;
   bool boolean(const std::string& key) const;
+  /// An array of strings ("kvstore.servers"); throws ConfigError for another type or a non-string entry.
+  std::vector<std::string> texts(const std::string& key) const;
   /// The [[receivers]] of the file: receiver r reads sector r.
   std::size_t receivers() const;
 

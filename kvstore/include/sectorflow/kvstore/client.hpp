@@ -15,6 +15,16 @@
 // sockets and starts again at connecting. A snapshot whose next message has not come within that
 // time (the server drops the replies of clients that do not read, server.hpp) is asked for again.
 //
+// Pair: with two servers (ClientOptions::servers, primary first; kvstore/SPEC.md "The pair") the
+// agent holds an XPUB to each server's P + 2 for the whole life of the client, and every write goes
+// to both (with one uuid; to the other server only while its collector subscribes, as a best
+// effort: what its full queue refuses is counted in unmirrored). Its SUB and DEALER talk to one
+// server at a time, the current one. While syncing only the snapshot reply counts as the current
+// server's life (a passive's HUGZ do not), while connecting or active any message does; a silence
+// period without it moves the agent to the other server: new SUB and DEALER there, a full resync,
+// and its own keys written again (counted in server_moves, one log line per move). With one server
+// the agent never moves and keeps its sockets while connecting, as above.
+//
 // Bounds: every socket sets ZMQ_MAXMSGSIZE from max_value_bytes (kvmsg.hpp); set() refuses a value
 // above max_value_bytes or a ttl above max_ttl_s (the server would refuse or clamp them). A message
 // from the server that throws while it is handled is counted (ClientStats::errors), the first of
@@ -37,6 +47,9 @@
 // statuses are stamped again and sent when the stack changes. So every service says which stack
 // it is in, and that it was moved to another, without a line of its own.
 //
+// With a pair, every status the client writes also says the server of its last sync (kServerField,
+// "host:port"), stamped like the stack fields and sent again after each move.
+//
 // Threads: every public method is thread-safe. set(), set_once() and erase() only queue a command
 // and never wait for the network; get(), subtree() and sequence() read the replica under a shared
 // lock. Change callbacks and the log function run on the agent thread: keep them short, and do not
@@ -51,11 +64,26 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "sectorflow/kvstore/stack_id.hpp"
 #include "sectorflow/security/curve.hpp"
 
 namespace sectorflow::kvstore {
+
+/// The status field that names the server a client of a pair last synced with ("host:port").
+inline constexpr std::string_view kServerField = "kvstore_server";
+/// Binary Star: a primary and a backup.
+inline constexpr std::size_t kMaxServers = 2;
+
+/// One kvstore server: its address and snapshot port P.
+struct ServerAddress {
+  std::string host;
+  std::uint16_t port = 0;
+  /// "host:port"
+  std::string text() const { return host + ":" + std::to_string(port); }
+};
 
 /// host, port, heartbeat_ms, silence_heartbeats, max_value_bytes and max_ttl_s come from the
 /// [kvstore] table (kvstore/options.py client_options, sectorflow::configs::client_options), the
@@ -63,6 +91,8 @@ namespace sectorflow::kvstore {
 struct ClientOptions {
   std::string host;                  ///< host: server address
   std::uint16_t port = 0;            ///< port: the server's snapshot port P
+  /// servers: "host:port" of each server of the pair, primary first; empty: the one at host and port.
+  std::vector<std::string> servers;
   std::string subtree;               ///< key prefix of the replica; "" holds everything
   std::uint32_t heartbeat_ms = 0;    ///< heartbeat_ms: the server's HUGZ interval
   int silence_heartbeats = 0;        ///< silence_heartbeats: missed heartbeats before reconnecting
@@ -90,7 +120,14 @@ struct ClientStats {
   std::uint64_t malformed = 0;  ///< messages from the server that did not decode
   std::uint64_t sent = 0;       ///< KVSETs sent (sets, refreshes, republications, deletions)
   std::uint64_t errors = 0;     ///< messages or commands that threw while handled (the agent went on)
+  std::uint64_t server_moves = 0;  ///< moves to the other server of a pair after the current one fell silent
+  std::uint64_t unmirrored = 0;    ///< writes the other server of a pair did not get: its queue was full
 };
+
+/// The servers a client of `options` uses, primary first: `servers` parsed, or the one at host and port.
+/// Throws KvstoreError, naming the entry, for one that is not "host:port", a port out of 1..65533, a
+/// server listed twice or more than kMaxServers.
+std::vector<ServerAddress> server_addresses(const ClientOptions& options);
 
 /// Called with the key and its new value, or std::nullopt when the key was deleted.
 using ChangeCallback = std::function<void(const std::string& key, const std::optional<std::string>& value)>;
@@ -139,6 +176,8 @@ class Client {
   ClientStats stats() const;
   /// The stack of the server's last snapshot and the stack this client first synced with.
   StackIdentity stack() const;
+  /// "host:port" of the server the agent syncs with (or tries to): with a pair, the one it moved to last.
+  std::string server() const;
   const ClientOptions& options() const;
 
   /// Calls `callback` on the agent thread after each change of a key starting with `prefix`

@@ -22,7 +22,7 @@ from sectorflow.kvstore import Client
 from sectorflow.nodegroup.nodegroup_service import detector_attrs, detectors_from
 from sectorflow.operations.scan_account import config_argument
 
-from .images_source import ImageSource
+from .images_source import ImageSource, labels
 from .png import RAMP
 from .scan_groups import ScanGroups, group_scans
 from .view import Remembered, build_view
@@ -65,7 +65,8 @@ class Follower:
         self._changed: asyncio.Condition | None = None
         self._was_reachable: bool | None = None
         self.images_version = 0
-        # The virtual detectors the NodeGroups use, drawn on the summed pattern ({} with the images off).
+        # The virtual detectors the NodeGroups use, drawn on the summed pattern ({} with the images off):
+        # centre_row, centre_col and under "detectors" each one's kind and geometry by name.
         self._detectors = detector_attrs(detectors_from(config))
 
     @property
@@ -137,7 +138,8 @@ class Follower:
         images = self.images.latest()
         view["images"] = None if images is None else {
             "scan": images.scan, "scan_shape": list(images.scan_shape), "complete": images.complete,
-            "positions_counted": images.positions_counted, "names": sorted(images.images), "path": images.path,
+            "positions_counted": images.positions_counted, "names": list(images.images), "path": images.path,
+            "labels": labels([*images.images, "diffraction"]),
             "live": not images.path,
             "version": self.images_version,
             "ranges": images.ranges(),

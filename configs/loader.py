@@ -162,6 +162,8 @@ def _check_detectors(detectors: tuple, given: list[dict[str, Any]], source: str,
         if d.kind == "annulus" and not d.outer > d.inner:
             raise ConfigError(f"{where} ({d.name}): an annulus needs outer above inner, got inner = {d.inner!r}, "
                               f"outer = {d.outer!r}")
+        if d.kind == "mask" and not d.mask:
+            raise ConfigError(f"{where} ({d.name}): a mask needs mask = the path of a .npy file of the frame's shape")
         if d.kind == "rectangle" and (d.rows < 1 or d.cols < 1):
             raise ConfigError(f"{where} ({d.name}): a rectangle needs rows and cols of at least 1, got rows = "
                               f"{d.rows}, cols = {d.cols}")

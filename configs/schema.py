@@ -283,8 +283,8 @@ class VirtualDetectorConfig:
 
     name: str = setting("", "name of the image: letters, digits and _, not starting with a digit, at most 32 "
                         "characters, unique; not com_x, com_y, diffraction, position, offsets or events")
-    kind: str = setting("disk", "shape: 'disk' (radius), 'annulus' (inner, outer) or 'rectangle' (row0, col0, rows, "
-                        "cols)", choices=("disk", "annulus", "rectangle"))
+    kind: str = setting("disk", "shape: 'disk' (radius), 'annulus' (inner, outer), 'rectangle' (row0, col0, rows, "
+                        "cols) or 'mask' (mask)", choices=("disk", "annulus", "rectangle", "mask"))
     radius: float = setting(0.0, "disk: radius around the centre, pixels", min=0.0)
     inner: float = setting(0.0, "annulus: inner radius, pixels", min=0.0)
     outer: float = setting(0.0, "annulus: outer radius, pixels (above inner)", min=0.0)
@@ -294,12 +294,15 @@ class VirtualDetectorConfig:
     col0: int = setting(0, "rectangle: first detector column", min=0)
     rows: int = setting(0, "rectangle: detector rows, at least 1", min=0)
     cols: int = setting(0, "rectangle: detector columns, at least 1", min=0)
+    mask: str = setting("", "mask: a NumPy .npy file of the frame's shape, nonzero at the detector's pixels (read "
+                        "where the NodeGroups start; a relative path from their working directory)")
 
 
 #: The keys each kind of virtual detector reads besides name, kind (and the centre for disk and annulus).
 DETECTOR_KEYS = {"disk": ("radius", "centre_row", "centre_col"),
                  "annulus": ("inner", "outer", "centre_row", "centre_col"),
-                 "rectangle": ("row0", "col0", "rows", "cols")}
+                 "rectangle": ("row0", "col0", "rows", "cols"),
+                 "mask": ("mask",)}
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ Layout (docs/contracts.md, "Counted output"; attribute meanings checked against 
                                         [[analysis.virtual_detectors]] (the shipped ones: bright_field,
                                         a disk, and dark_field, an annulus): electrons in the detector
                                         per position, NaN where no frame was counted; attrs: kind
-                                        ("disk", "annulus", "rectangle") and its geometry in pixels
-                                        (centre_row, centre_col, radius; centre_row, centre_col, inner,
-                                        outer; row0, col0, rows, cols)
+                                        ("disk", "annulus", "rectangle", "mask") and its geometry in
+                                        pixels (centre_row, centre_col, radius; centre_row, centre_col,
+                                        inner, outer; row0, col0, rows, cols; mask_file, pixels)
     /virtual_images/com_x, com_y        float32: centre of mass of the frame's electrons minus the
                                         pattern centre, detector columns (x) and rows (y); NaN
                                         where no frame or no electron

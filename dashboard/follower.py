@@ -18,6 +18,7 @@ from typing import Any
 
 from sectorflow._core.protocol import wall_clock_s
 from sectorflow.configs import Config
+from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.nodegroup.nodegroup_service import detector_attrs, detectors_from
 from sectorflow.operations.scan_account import config_argument
@@ -67,7 +68,11 @@ class Follower:
         self.images_version = 0
         # The virtual detectors the NodeGroups use, drawn on the summed pattern ({} with the images off):
         # centre_row, centre_col and under "detectors" each one's kind and geometry by name.
-        self._detectors = detector_attrs(detectors_from(config))
+        try:
+            self._detectors = detector_attrs(detectors_from(config))
+        except SectorflowError as error:  # a mask file kept where the NodeGroups run, not here: nothing drawn
+            log.warning("the virtual detectors are not drawn on the summed pattern: %s", error)
+            self._detectors = {}
 
     @property
     def snapshot(self) -> Snapshot:

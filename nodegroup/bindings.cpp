@@ -87,7 +87,8 @@ void bind_nodegroup(py::module_& m) {
   py::class_<VirtualDetector>(m, "VirtualDetector", "One virtual detector, frame pixels (virtual_images.hpp).")
       .def(py::init([](std::string name, const std::string& kind, double centre_row, double centre_col, double radius,
                        double inner, double outer, std::uint32_t row0, std::uint32_t col0, std::uint32_t rows,
-                       std::uint32_t cols) {
+                       std::uint32_t cols, py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast> mask,
+                       std::string mask_file) {
              VirtualDetector d;
              if (kind == "disk") {
                d.kind = DetectorKind::kDisk;
@@ -95,9 +96,13 @@ void bind_nodegroup(py::module_& m) {
                d.kind = DetectorKind::kAnnulus;
              } else if (kind == "rectangle") {
                d.kind = DetectorKind::kRectangle;
+             } else if (kind == "mask") {
+               d.kind = DetectorKind::kMask;
+               d.mask.assign(mask.data(), mask.data() + mask.size());
+               d.mask_file = std::move(mask_file);
              } else {
                throw NodeGroupError("virtual detector '" + name + "': kind '" + kind +
-                                    "' is none of disk, annulus, rectangle");
+                                    "' is none of disk, annulus, rectangle, mask");
              }
              d.name = std::move(name);
              d.centre_row = centre_row;
@@ -113,7 +118,9 @@ void bind_nodegroup(py::module_& m) {
            }),
            py::kw_only(), py::arg("name"), py::arg("kind"), py::arg("centre_row") = 0.0, py::arg("centre_col") = 0.0,
            py::arg("radius") = 0.0, py::arg("inner") = 0.0, py::arg("outer") = 0.0, py::arg("row0") = 0,
-           py::arg("col0") = 0, py::arg("rows") = 0, py::arg("cols") = 0)
+           py::arg("col0") = 0, py::arg("rows") = 0, py::arg("cols") = 0,
+           py::arg("mask") = py::array_t<std::uint8_t>(0), py::arg("mask_file") = "",
+           "mask: for kind 'mask', frame_rows * frame_cols values (C order), nonzero at the detector's pixels")
       .def_readonly("name", &VirtualDetector::name)
       .def_property_readonly("kind",
                              [](const VirtualDetector& d) {
@@ -121,6 +128,7 @@ void bind_nodegroup(py::module_& m) {
                                  case DetectorKind::kDisk: return "disk";
                                  case DetectorKind::kAnnulus: return "annulus";
                                  case DetectorKind::kRectangle: return "rectangle";
+                                 case DetectorKind::kMask: return "mask";
                                }
                                return "?";
                              })
@@ -132,7 +140,12 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("row0", &VirtualDetector::row0)
       .def_readonly("col0", &VirtualDetector::col0)
       .def_readonly("rows", &VirtualDetector::rows)
-      .def_readonly("cols", &VirtualDetector::cols);
+      .def_readonly("cols", &VirtualDetector::cols)
+      .def_readonly("mask_file", &VirtualDetector::mask_file)
+      .def_property_readonly("pixels", [](const VirtualDetector& d) {
+        const auto set = [](std::uint8_t v) { return v != 0; };
+        return static_cast<std::size_t>(std::count_if(d.mask.begin(), d.mask.end(), set));
+      }, "mask: the pixels it holds");
 
   py::class_<VirtualDetectors>(m, "VirtualDetectors",
                                "The virtual detectors of the [analysis] table, frame pixels (virtual_images.hpp).")

@@ -224,7 +224,10 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
 
 def detectors_from(config: Config) -> VirtualDetectors | None:
     """The ``[analysis]`` virtual detectors on the detector's frame (None: virtual images off): a
-    detector's centre defaults to [analysis]'s, whose default is the frame's centre."""
+    detector's centre defaults to [analysis]'s, whose default is the frame's centre.
+
+    :raises SectorflowError: a mask file that cannot be read or is not of the frame's shape.
+    """
     a, d = config.analysis, config.detector
     if not a.virtual_images:
         return None
@@ -235,14 +238,30 @@ def detectors_from(config: Config) -> VirtualDetectors | None:
         detectors=[VirtualDetector(
             name=v.name, kind=v.kind, centre_row=v.centre_row if v.centre_row >= 0 else centre_row,
             centre_col=v.centre_col if v.centre_col >= 0 else centre_col, radius=v.radius, inner=v.inner,
-            outer=v.outer, row0=v.row0, col0=v.col0, rows=v.rows, cols=v.cols) for v in a.virtual_detectors],
+            outer=v.outer, row0=v.row0, col0=v.col0, rows=v.rows, cols=v.cols,
+            **({"mask": _mask(v.name, v.mask, (d.frame_rows, d.frame_cols)), "mask_file": v.mask}
+               if v.kind == "mask" else {})) for v in a.virtual_detectors],
     )
+
+
+def _mask(name: str, path: str, shape: tuple[int, int]) -> np.ndarray:
+    """A mask detector's pixels: its .npy file, of the frame's shape, as 0/1 bytes."""
+    try:
+        values = np.load(path, allow_pickle=False)  # a pickle could run code: a mask is numbers
+    except (OSError, ValueError) as error:
+        raise SectorflowError(f"[analysis] virtual detector '{name}': cannot read mask {path}: {error}") from None
+    if values.shape != shape or values.dtype.kind not in "biuf":
+        raise SectorflowError(f"[analysis] virtual detector '{name}': mask {path} is {values.dtype} "
+                              f"{' x '.join(map(str, values.shape))}, expected numbers of the {shape[0]} x {shape[1]} "
+                              "frame")
+    return (values != 0).astype(np.uint8).reshape(-1)
 
 
 #: Each kind's geometry, as a file's /virtual_images/<name> attributes and the dashboard draw it.
 _GEOMETRY = {"disk": ("centre_row", "centre_col", "radius"),
              "annulus": ("centre_row", "centre_col", "inner", "outer"),
-             "rectangle": ("row0", "col0", "rows", "cols")}
+             "rectangle": ("row0", "col0", "rows", "cols"),
+             "mask": ("mask_file", "pixels")}
 
 
 def detector_attrs(detectors: VirtualDetectors | None) -> dict[str, Any]:

@@ -278,6 +278,7 @@ function drawDetectors(svg, images) {
   svg.setAttribute("viewBox", `0 0 ${cols} ${rows}`);
   svg.setAttribute("preserveAspectRatio", "none");
   for (const [name, d] of Object.entries(detectors)) {
+    if (d.kind === "mask") continue;  // any shape: its image says where it is
     const drawn = d.kind === "rectangle"
       ? [shape("rect", {x: d.col0, y: d.row0, width: d.cols, height: d.rows, class: "rectangle"})]
       : (d.kind === "disk" ? [d.radius] : [d.inner, d.outer]).map((r) =>

@@ -35,7 +35,8 @@ void VirtualDetectors::validate() const {
     if (d.name.empty()) throw NodeGroupError("[analysis] a virtual detector has no name");
     if (!seen.insert(d.name).second) throw NodeGroupError(who + "the name is used twice");
     const auto bad = [](double value) { return !std::isfinite(value) || value < 0.0; };
-    if (d.kind != DetectorKind::kRectangle && (!std::isfinite(d.centre_row) || !std::isfinite(d.centre_col))) {
+    const bool round = d.kind == DetectorKind::kDisk || d.kind == DetectorKind::kAnnulus;
+    if (round && (!std::isfinite(d.centre_row) || !std::isfinite(d.centre_col))) {
       throw NodeGroupError(who + "its centre must be finite");
     }
     if (d.kind == DetectorKind::kDisk && (bad(d.radius) || d.radius == 0.0)) {
@@ -45,6 +46,7 @@ void VirtualDetectors::validate() const {
       throw NodeGroupError(who + "an annulus needs finite radii with outer above inner, got inner = " +
                            std::to_string(d.inner) + ", outer = " + std::to_string(d.outer));
     }
+    if (d.kind == DetectorKind::kMask && d.mask.empty()) throw NodeGroupError(who + "the mask is empty");
     if (d.kind == DetectorKind::kRectangle && (d.rows == 0 || d.cols == 0)) {
       throw NodeGroupError(who + "a rectangle needs at least 1 row and 1 column");
     }
@@ -69,6 +71,17 @@ VirtualImager::VirtualImager(VirtualDetectors detectors, std::uint32_t frame_row
                            std::to_string(frame_rows) + " x " + std::to_string(frame_cols) + " frame");
     }
     const auto bit = static_cast<std::uint16_t>(1U << d);
+    if (detector.kind == DetectorKind::kMask) {
+      if (detector.mask.size() != masks_.size()) {
+        throw NodeGroupError("[analysis] virtual detector '" + detector.name + "': the mask has " +
+                             std::to_string(detector.mask.size()) + " pixels, the " + std::to_string(frame_rows) +
+                             " x " + std::to_string(frame_cols) + " frame " + std::to_string(masks_.size()));
+      }
+      for (std::size_t i = 0; i < masks_.size(); ++i) {
+        if (detector.mask[i] != 0) masks_[i] |= bit;
+      }
+      continue;
+    }
     for (std::uint32_t r = 0; r < frame_rows; ++r) {
       for (std::uint32_t c = 0; c < frame_cols; ++c) {
         if (detector.contains(r, c)) masks_[std::size_t{r} * frame_cols + c] |= bit;

@@ -1,7 +1,7 @@
-"""A virtual detector added in the configuration, with no code changed: a rectangle named ``probe``
-beside the shipped bright and dark field is an image of the scan's file, of the live stream, of
-``sectorflow view --png`` and of the dashboard's API, and each detector's image equals what numpy
-counts from the file's own events."""
+"""Virtual detectors added in the configuration, with no code changed: a rectangle named ``probe``
+and a mask file's pixels named ``grains`` beside the shipped bright and dark field are images of the
+scan's file, of the live stream, of ``sectorflow view --png`` and of the dashboard's API, and each
+detector's image equals what numpy counts from the file's own events."""
 
 from __future__ import annotations
 
@@ -30,7 +30,10 @@ SIMULATOR = {"bright_field_radius_px": 20.0, "dose_per_frame": 80.0, "specimen":
 DETECTORS = [{"name": "bright_field", "kind": "disk", "radius": 24.5},
              {"name": "dark_field", "kind": "annulus", "inner": 25.5, "outer": 56.0},
              {"name": "probe", "kind": "rectangle", "row0": 40, "col0": 70, "rows": 30, "cols": 20}]
-NAMES = ["bright_field", "dark_field", "probe"]
+NAMES = ["bright_field", "dark_field", "probe", "grains"]
+# The mask: every third column of the lower half of the frame (the ring's and the disk's lower parts).
+MASK = np.zeros((128, 128), bool)
+MASK[64:, ::3] = True
 
 
 def numpy_image(events: list[np.ndarray], detector: dict[str, Any]) -> np.ndarray:
@@ -39,7 +42,9 @@ def numpy_image(events: list[np.ndarray], detector: dict[str, Any]) -> np.ndarra
     out = np.zeros(len(events))
     for position, frame in enumerate(events):
         rows, cols = np.asarray(frame, np.int64) // 128, np.asarray(frame, np.int64) % 128
-        if detector["kind"] == "rectangle":
+        if detector["kind"] == "mask":
+            inside = MASK[rows, cols]
+        elif detector["kind"] == "rectangle":
             inside = ((rows >= detector["row0"]) & (rows < detector["row0"] + detector["rows"])
                       & (cols >= detector["col0"]) & (cols < detector["col0"] + detector["cols"]))
         else:
@@ -59,9 +64,11 @@ def state(url: str) -> dict[str, Any]:
 
 
 def test_a_rectangle_added_in_the_configuration_is_an_image_everywhere(make_config, tmp_path: Path) -> None:
+    np.save(tmp_path / "grains.npy", MASK)
+    detectors = [*DETECTORS, {"name": "grains", "kind": "mask", "mask": str(tmp_path / "grains.npy")}]
     config, path = make_config(
         detector=DETECTOR, simulator=SIMULATOR, counting={"background_threshold": 30.0, "xray_threshold": 1000.0},
-        analysis={"virtual_detectors": DETECTORS, "live_rate_hz": 5.0}, dashboard={"update_ms": 200})
+        analysis={"virtual_detectors": detectors, "live_rate_hz": 5.0}, dashboard={"update_ms": 200})
     output, png = tmp_path / "h5", tmp_path / "view.png"
     views: list[LiveView] = []
     with stack_up(config, path, tmp_path / "run", output) as client:
@@ -101,7 +108,9 @@ def test_a_rectangle_added_in_the_configuration_is_an_image_everywhere(make_conf
     assert list(counted.images) == [*NAMES, "com_x", "com_y", "diffraction"]
     assert counted.detectors["probe"] == {"kind": "rectangle", "row0": 40, "col0": 70, "rows": 30, "cols": 20}
     assert counted.detectors["bright_field"]["kind"] == "disk" and counted.detectors["bright_field"]["radius"] == 24.5
-    for detector in DETECTORS:
+    assert counted.detectors["grains"] == {"kind": "mask", "mask_file": str(tmp_path / "grains.npy"),
+                                           "pixels": int(MASK.sum())}
+    for detector in detectors:
         expected = numpy_image(counted.events, detector)
         assert expected.sum() > 0 and expected.std() > 0, detector["name"]  # a real image, not a constant
         np.testing.assert_array_equal(counted.images[detector["name"]], expected, err_msg=detector["name"])
@@ -113,15 +122,15 @@ def test_a_rectangle_added_in_the_configuration_is_an_image_everywhere(make_conf
         np.testing.assert_array_equal(final.images[name], counted.images[name].astype(np.float64), err_msg=name)
 
     # view --png: the text names each detector's image, and the PNG has a panel per image (the
-    # three detectors, the centre of mass x and y, the summed pattern: 4.4 inches each at 80 dpi).
+    # four detectors, the centre of mass x and y, the summed pattern: 4.4 inches each at 80 dpi).
     assert viewer.returncode == 0, view_out[-2000:] + view_err[-2000:]
-    assert "bright field" in view_out and "dark field" in view_out and "probe" in view_out
+    assert all(words in view_out for words in ("bright field", "dark field", "probe", "grains"))
     assert f"picture: {png}" in view_out
     width, height = struct.unpack(">II", png.read_bytes()[16:24])
-    assert width == round(4.4 * 6 * 80), (width, height)
+    assert width == round(4.4 * 7 * 80), (width, height)
 
     # The dashboard's API: the probe among the images, labelled, its range the file's; its PNG served.
-    assert images["names"][:3] == NAMES and "probe" in images["labels"]
+    assert images["names"][:4] == NAMES and "probe" in images["labels"]
     probe = counted.images["probe"]
     assert images["ranges"]["probe"] == [float(probe.min()), float(probe.max())]
     assert list(images["detectors"]["detectors"]) == NAMES

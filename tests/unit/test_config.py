@@ -218,6 +218,8 @@ def test_a_rectangle_detector_is_read_with_its_geometry() -> None:
     ([{"name": "b", "radius": 3.0}], "(b) has no kind"),
     ([{**BRIGHT, "name": f"d{i}"} for i in range(17)], "'analysis.virtual_detectors' lists 17 tables, at most 16"),
     ([{**BRIGHT, "radus": 3.0}], "unknown key 'analysis.virtual_detectors[0].radus'; did you mean 'radius'?"),
+    ([{"name": "grains", "kind": "mask"}], "(grains): a mask needs mask = the path of a .npy file"),
+    ([{**BRIGHT, "mask": "m.npy"}], "(bright_field): 'mask' is not a key of a disk"),
 ])
 def test_a_bad_virtual_detector_is_one_line_naming_it(entries: list[dict[str, Any]], expected: str) -> None:
     assert expected in error_of(detectors(*entries))

@@ -3,10 +3,16 @@ against the same detectors written in numpy."""
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from sectorflow.configs import DEFAULT_CONFIG, config_from_dict, load_config
+from sectorflow.errors import SectorflowError
 from sectorflow.nodegroup import NodeGroupError, VirtualDetector, VirtualDetectors, virtual_images
+from sectorflow.nodegroup.nodegroup_service import detectors_from
 
 ROWS, COLS = 48, 40
 
@@ -88,3 +94,40 @@ def test_bad_kinds_rectangles_and_events_are_refused_with_one_line() -> None:
     good = VirtualDetectors(centre_row=1, centre_col=1, detectors=[disk("a")])
     with pytest.raises(NodeGroupError, match="outside the frame"):
         virtual_images(good, 4, 4, np.array([16], np.uint32), np.array([0, 1], np.uint64))
+
+
+def test_a_mask_detector_counts_the_electrons_on_its_pixels() -> None:
+    rng = np.random.default_rng(9)
+    mask = rng.random((ROWS, COLS)) < 0.3
+    frames = [np.unique(rng.integers(0, ROWS * COLS, 50)).astype(np.uint32) for _ in range(40)]
+    detectors = VirtualDetectors(centre_row=24.0, centre_col=20.0, detectors=[
+        VirtualDetector(name="grains", kind="mask", mask=mask.reshape(-1).astype(np.uint8), mask_file="grains.npy")])
+    events = np.concatenate(frames)
+    offsets = np.concatenate([[0], np.cumsum([len(f) for f in frames])]).astype(np.uint64)
+    images = virtual_images(detectors, ROWS, COLS, events, offsets)
+    np.testing.assert_array_equal(images["grains"], [np.count_nonzero(mask.reshape(-1)[f]) for f in frames])
+    assert detectors.detectors[0].pixels == np.count_nonzero(mask)
+    with pytest.raises(NodeGroupError, match="'grains': the mask has 1920 pixels, the 40 x 40 frame 1600"):
+        virtual_images(detectors, 40, 40, np.zeros(0, np.uint32), np.array([0], np.uint64))
+
+
+def test_a_mask_file_is_read_where_the_nodegroups_start_and_a_bad_one_is_one_line(tmp_path: Path) -> None:
+    shape = (load_config().detector.frame_rows, load_config().detector.frame_cols)
+    good, wrong = tmp_path / "good.npy", tmp_path / "wrong.npy"
+    mask = np.zeros(shape, bool)
+    mask[10:20, 30:35] = True
+    np.save(good, mask)
+    np.save(wrong, np.ones((3, 3)))
+
+    def config(path: str):
+        data = tomllib.loads(DEFAULT_CONFIG.read_text())
+        data["analysis"]["virtual_detectors"] = [{"name": "grains", "kind": "mask", "mask": path}]
+        return config_from_dict(data)
+
+    detector = detectors_from(config(str(good))).detectors[0]
+    assert (detector.kind, detector.pixels, detector.mask_file) == ("mask", 50, str(good))
+    for path, message in ((wrong, "is float64 3 x 3, expected numbers of the 576 x 576 frame"),
+                          (tmp_path / "absent.npy", "cannot read mask")):
+        with pytest.raises(SectorflowError, match=message) as error:
+            detectors_from(config(str(path)))
+        assert "\n" not in str(error.value)

@@ -18,7 +18,7 @@ namespace sectorflow::nodegroup {
 /// (configs/schema.py's MAX_VIRTUAL_DETECTORS).
 inline constexpr std::size_t kMaxVirtualDetectors = 16;
 
-enum class DetectorKind : std::uint8_t { kDisk, kAnnulus, kRectangle };
+enum class DetectorKind : std::uint8_t { kDisk, kAnnulus, kRectangle, kMask };
 
 /// One virtual detector in frame pixels; pixel (r, c) is the square [r, r+1) x [c, c+1), and it
 /// belongs to the detector when its middle (r + 0.5, c + 0.5) does (a rectangle: when r, c lie in it).
@@ -34,8 +34,10 @@ struct VirtualDetector {
   std::uint32_t col0 = 0;
   std::uint32_t rows = 0;
   std::uint32_t cols = 0;
+  std::vector<std::uint8_t> mask;  ///< mask: frame_rows x frame_cols, C order, nonzero at the detector's pixels
+  std::string mask_file;           ///< mask: where it was read from (the file's attribute)
 
-  /// Whether pixel (row, col) belongs to the detector.
+  /// Whether pixel (row, col) belongs to the detector (not for a mask: VirtualImager reads it).
   bool contains(std::uint32_t row, std::uint32_t col) const;
 };
 

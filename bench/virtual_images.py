@@ -1,6 +1,7 @@
 """The cost of the virtual images on the counting rate. A NodeGroup's counting thread counts a
-frame, then images it (per electron: a radius test against both detectors, the centre-of-mass
-sums, one increment of the summed diffraction pattern; virtual_images.hpp). Both are timed here
+frame, then images it (per electron: a look-up of the detectors its pixel lies in and a count
+per detector, the centre-of-mass sums, one increment of the summed diffraction pattern;
+virtual_images.hpp), with the configured [[analysis.virtual_detectors]]. Both are timed here
 on one thread on the same 576 x 576 frames as the counting benchmark, per scenario; the cost is
 images / counting, the fraction by which the images lower the counting rate of a thread.
 """
@@ -16,7 +17,8 @@ from bench import BenchmarkResult, RunOptions, Target
 from bench.counting import FRAMES, MIN_REPEAT_S, SAMPLE, SCENARIOS, SHAPE, best_time, simulated_frames
 from sectorflow.configs import Config
 from sectorflow.counting import Counter, calculate_thresholds
-from sectorflow.nodegroup import VirtualDetectors, virtual_images
+from sectorflow.nodegroup import virtual_images
+from sectorflow.nodegroup.nodegroup_service import detectors_from
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +34,11 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
     """Time counting and imaging of each scenario's frames; see the module docstring."""
     rng = np.random.default_rng(config.simulator.seed)
     dark = rng.normal(20.0, 1.0, size=SHAPE).astype(np.float32)
-    a = config.analysis
-    detectors = VirtualDetectors(centre_row=SHAPE[0] / 2, centre_col=SHAPE[1] / 2,
-                                 bright_field_radius=a.bright_field_radius_px, dark_field_inner=a.dark_field_inner_px,
-                                 dark_field_outer=a.dark_field_outer_px)
+    if (config.detector.frame_rows, config.detector.frame_cols) != SHAPE or not config.analysis.virtual_images:
+        raise SystemExit(f"virtual_images: the configuration's detector must be {SHAPE[0]} x {SHAPE[1]} with "
+                         "[analysis] virtual_images on (the frames are bench.counting's)")
+    detectors = detectors_from(config)
+    shown = ", ".join(f"{d.name} ({d.kind})" for d in detectors.detectors)
     rows = []
     for electrons, with_gain in SCENARIOS:
         if with_gain:
@@ -62,9 +65,8 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
     notes = [
         f"{FRAMES} frames of {SHAPE[0]} x {SHAPE[1]} per scenario (bench.counting's), counted by Counter.count_flat on "
         f"1 thread; their events imaged {IMAGED_FRAMES // FRAMES} times over in one call by sectorflow.nodegroup.virtual_images (the NodeGroup's C++ code, VirtualImages::add per "
-        "frame, which also copies each frame's events once) with the [analysis] detectors "
-        f"({a.bright_field_radius_px} px disk, ring {a.dark_field_inner_px}-{a.dark_field_outer_px} px); best of "
-        "the repetitions.",
+        "frame, which also copies each frame's events once) with the configured "
+        f"[[analysis.virtual_detectors]] ({shown}); best of the repetitions.",
         "cost = imaging time / counting time: how much slower a counting thread counts with the images on.",
         "the machine is shared with other work: the load average above says how busy it was.",
     ]

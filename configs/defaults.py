@@ -43,14 +43,29 @@ def defaults_toml() -> str:
     return "\n".join(parts)
 
 
-def _table(header: str, table: type, documented: bool = True) -> str:
+def _table(header: str, table: type, documented: bool = True, values: Any = None) -> str:
+    """A table's keys at their defaults (or at ``values``' fields), then its arrays of tables (every
+    entry with every key: the C++ loader checks a file's entries against the first)."""
     lines = [header]
+    entries = []
     for f in dataclasses.fields(table):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        if values is not None:
+            default = getattr(values, f.name)
+        if "entry" in f.metadata:
+            entries.append((f, default))
+            continue
         if documented:
             lines.extend(textwrap.wrap(meaning(f), 98, initial_indent="# ", subsequent_indent="# "))
         lines.append(f"{f.name} = {_toml_value(default)}")
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    for f, default in entries:
+        path = f"{header.strip('[]')}.{f.name}"
+        comment = "\n".join(textwrap.wrap(meaning(f), 98, initial_indent="# ", subsequent_indent="# "))
+        text += f"{comment}\n" + "\n".join(
+            _table(f"[[{path}]]", f.metadata["entry"], documented=i == 0, values=entry)
+            for i, entry in enumerate(default))
+    return text
 
 
 def _toml_value(value: Any) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from sectorflow.errors import SectorflowValueError
 
-from .schema import Config, ReceiverConfig
+from .schema import DETECTOR_KEYS, IMAGE_NAME, RESERVED_IMAGE_NAMES, Config, ReceiverConfig, VirtualDetectorConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent
 DEFAULT_CONFIG = CONFIG_DIR / "local.toml"
@@ -23,6 +23,12 @@ DEFAULT_CONFIG = CONFIG_DIR / "local.toml"
 DEFAULTS_TABLE = CONFIG_DIR / "defaults.toml"
 # Set by the loader, never by a file.
 _INTERNAL_KEYS = {"source"}
+# Keys a file may still hold from an older release, and what replaced them.
+_RETIRED = {
+    f"analysis.{key}": "the virtual detectors are [[analysis.virtual_detectors]] tables now (docs/configuration.md): "
+    "a disk named bright_field with radius, an annulus named dark_field with inner and outer"
+    for key in ("bright_field_radius_px", "dark_field_inner_px", "dark_field_outer_px")
+}
 
 
 class ConfigError(SectorflowValueError):
@@ -65,6 +71,8 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in _INTERNAL_KEYS}
     for key in data:
         if key not in fields:
+            if (dotted := _dotted(prefix, key)) in _RETIRED:
+                raise ConfigError(f"{source}: '{dotted}' is no longer a key: {_RETIRED[dotted]}")
             hint = difflib.get_close_matches(key, fields, n=1)
             suggestion = f"; did you mean '{hint[0]}'?" if hint else f"; known keys: {', '.join(fields)}"
             raise ConfigError(f"{source}: unknown key '{_dotted(prefix, key)}'{suggestion}")
@@ -87,6 +95,8 @@ def _value(hint: Any, f: dataclasses.Field, value: Any, source: str, key: str) -
         if not isinstance(value, list) or not value:
             raise ConfigError(f"{source}: '{key}' must be a non-empty array of tables ([[receivers]]), one per sector")
         return tuple(_build(ReceiverConfig, item, source, f"{key}[{i}]") for i, item in enumerate(value))
+    if "entry" in rules:
+        return _entries(rules, value, source, key)
     if typing.get_origin(hint) is tuple:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise ConfigError(f"{source}: '{key}' = {value!r}: expected an array of strings ({rules.get('doc', '')})")
@@ -115,8 +125,62 @@ def _value(hint: Any, f: dataclasses.Field, value: Any, source: str, key: str) -
     return value
 
 
+def _entries(rules: dict[str, Any], value: Any, source: str, key: str) -> tuple:
+    """An array of tables ([[key]]) of ``rules["entry"]``, at most ``rules["max_entries"]``."""
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise ConfigError(f"{source}: '{key}' must be an array of tables ([[{key}]]), got {_type_name(value)}")
+    most = rules["max_entries"]
+    if len(value) > most:
+        raise ConfigError(f"{source}: '{key}' lists {len(value)} tables, at most {most} are allowed")
+    entries = tuple(_build(rules["entry"], item, source, f"{key}[{i}]") for i, item in enumerate(value))
+    if rules["entry"] is VirtualDetectorConfig:
+        _check_detectors(entries, value, source, key)
+    return entries
+
+
+def _check_detectors(detectors: tuple, given: list[dict[str, Any]], source: str, key: str) -> None:
+    """Names usable as image names and unique; each kind's keys, and only those, with a sensible shape."""
+    seen: set[str] = set()
+    for i, (d, raw) in enumerate(zip(detectors, given)):
+        where = f"{source}: '{key}[{i}]'"
+        if "name" not in raw:
+            raise ConfigError(f"{where} has no name: each virtual detector needs one (the name of its image)")
+        if not IMAGE_NAME.fullmatch(d.name) or d.name in RESERVED_IMAGE_NAMES:
+            raise ConfigError(f"{where}: name = {d.name!r}: expected letters, digits and _ (not first a digit), at "
+                              f"most 32, and not one of {', '.join(RESERVED_IMAGE_NAMES)}")
+        if d.name in seen:
+            raise ConfigError(f"{where}: name = {d.name!r} is already the name of another virtual detector")
+        seen.add(d.name)
+        if "kind" not in raw:
+            raise ConfigError(f"{where} ({d.name}) has no kind: one of {', '.join(map(repr, DETECTOR_KEYS))}")
+        allowed = DETECTOR_KEYS[d.kind]
+        # Another kind's key at its default is harmless (defaults.toml lists every key of an entry).
+        defaults = VirtualDetectorConfig()
+        for extra in sorted(raw.keys() - {"name", "kind", *allowed}):
+            if getattr(d, extra) == getattr(defaults, extra):
+                continue
+            raise ConfigError(f"{where} ({d.name}): '{extra}' is not a key of a {d.kind}; a {d.kind} takes "
+                              f"{', '.join(allowed)}")
+        if d.kind == "disk" and not d.radius > 0:
+            raise ConfigError(f"{where} ({d.name}): a disk needs a radius above 0, got radius = {d.radius!r}")
+        if d.kind == "annulus" and not d.outer > d.inner:
+            raise ConfigError(f"{where} ({d.name}): an annulus needs outer above inner, got inner = {d.inner!r}, "
+                              f"outer = {d.outer!r}")
+        if d.kind == "mask" and not d.mask:
+            raise ConfigError(f"{where} ({d.name}): a mask needs mask = the path of a .npy file of the frame's shape")
+        if d.kind == "rectangle" and (d.rows < 1 or d.cols < 1):
+            raise ConfigError(f"{where} ({d.name}): a rectangle needs rows and cols of at least 1, got rows = "
+                              f"{d.rows}, cols = {d.cols}")
+
+
 def _check_whole(config: Config, source: str) -> None:
     d = config.detector
+    for i, v in enumerate(config.analysis.virtual_detectors):
+        if v.kind == "rectangle" and (v.row0 + v.rows > d.frame_rows or v.col0 + v.cols > d.frame_cols):
+            raise ConfigError(
+                f"{source}: 'analysis.virtual_detectors[{i}]' ({v.name}): rows {v.row0} to {v.row0 + v.rows - 1}, "
+                f"columns {v.col0} to {v.col0 + v.cols - 1} reach past the {d.frame_rows} x {d.frame_cols} frame"
+            )
     if d.frame_rows % d.sector_rows or d.frame_cols % d.sector_cols:
         raise ConfigError(
             f"{source}: [detector] sectors of {d.sector_rows} x {d.sector_cols} do not tile a frame of "

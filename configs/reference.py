@@ -22,6 +22,13 @@ def reference_markdown() -> str:
         prefix = "[[receivers]]" if f.name == "receivers" else f"[{f.name}]"
         for sub in dataclasses.fields(table):
             default = sub.default if sub.default is not dataclasses.MISSING else sub.default_factory()
+            if "entry" in sub.metadata:
+                shown = ", ".join(f"{entry.name} ({entry.kind})" for entry in default)
+                rows.append(f"| `{prefix} {sub.name}` | {shown} | {meaning(sub)} |")
+                entry_prefix = f"[[{f.name}.{sub.name}]]"
+                for key in dataclasses.fields(sub.metadata["entry"]):
+                    rows.append(f"| `{entry_prefix} {key.name}` | `{key.default!r}` | {meaning(key)} |")
+                continue
             shown = list(default) if isinstance(default, tuple) else default  # as a TOML array
             rows.append(f"| `{prefix} {sub.name}` | `{shown!r}` | {meaning(sub)} |")
     return "\n".join(rows)

@@ -6,6 +6,7 @@ reference), ``min``/``max`` for numbers, ``choices`` for strings. Units are in t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -286,22 +287,62 @@ class SimulatorConfig:
         "detector's counter need not start at 0; the raw files and the stream carry it)", min=0, max=2**32 - 1)
 
 
+# At most this many virtual detectors: each costs a count per electron inside it and an image in
+# the file and the live stream; the NodeGroups mark a pixel's detectors in 16 bits.
+MAX_VIRTUAL_DETECTORS = 16
+# Names the /virtual_images group and the live stream already use for the built-in images and arrays.
+# A detector's name: an HDF5 dataset name, a live-stream field and a URL part, so kept plain.
+IMAGE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
+RESERVED_IMAGE_NAMES = ("com_x", "com_y", "diffraction", "position", "offsets", "events")
+
+
+@dataclass(frozen=True)
+class VirtualDetectorConfig:
+    """One virtual detector: a region of the detector whose electrons are counted per probe position
+    into an image of the scan (/virtual_images/<name> of the file, the live view, the dashboard)."""
+
+    name: str = setting("", "name of the image: letters, digits and _, not starting with a digit, at most 32 "
+                        "characters, unique; not com_x, com_y, diffraction, position, offsets or events")
+    kind: str = setting("disk", "shape: 'disk' (radius), 'annulus' (inner, outer), 'rectangle' (row0, col0, rows, "
+                        "cols) or 'mask' (mask)", choices=("disk", "annulus", "rectangle", "mask"))
+    radius: float = setting(0.0, "disk: radius around the centre, pixels", min=0.0)
+    inner: float = setting(0.0, "annulus: inner radius, pixels", min=0.0)
+    outer: float = setting(0.0, "annulus: outer radius, pixels (above inner)", min=0.0)
+    centre_row: float = setting(-1.0, "disk, annulus: row of the centre, pixels (negative: [analysis] centre_row)")
+    centre_col: float = setting(-1.0, "disk, annulus: column of the centre (negative: [analysis] centre_col)")
+    row0: int = setting(0, "rectangle: first detector row", min=0)
+    col0: int = setting(0, "rectangle: first detector column", min=0)
+    rows: int = setting(0, "rectangle: detector rows, at least 1", min=0)
+    cols: int = setting(0, "rectangle: detector columns, at least 1", min=0)
+    mask: str = setting("", "mask: a NumPy .npy file of the frame's shape, nonzero at the detector's pixels (read "
+                        "where the NodeGroups start; a relative path from their working directory)")
+
+
+#: The keys each kind of virtual detector reads besides name, kind (and the centre for disk and annulus).
+DETECTOR_KEYS = {"disk": ("radius", "centre_row", "centre_col"),
+                 "annulus": ("inner", "outer", "centre_row", "centre_col"),
+                 "rectangle": ("row0", "col0", "rows", "cols"),
+                 "mask": ("mask",)}
+
+
 @dataclass(frozen=True)
 class AnalysisConfig:
     """Virtual images the NodeGroups make while counting, and their live stream."""
 
     virtual_images: bool = setting(
-        True, "make bright-field, dark-field and centre-of-mass images and the summed diffraction pattern from the "
-        "counted electrons, into the scan's file (/virtual_images) and the live view")
+        True, "make the virtual detectors' images, centre-of-mass images and the summed diffraction pattern from "
+        "the counted electrons, into the scan's file (/virtual_images) and the live view")
     centre_row: float = setting(
-        -1.0, "row of the pattern centre on the detector, pixels (negative: the frame centre); read it off the "
-        "summed diffraction pattern (`sectorflow view`, or /virtual_images/diffraction of a file)")
+        -1.0, "row of the pattern centre on the detector, pixels (negative: the frame centre): the centre of mass "
+        "is taken from it, and the detectors are centred on it unless they say otherwise; read it off the summed "
+        "diffraction pattern (`sectorflow view`, or /virtual_images/diffraction of a file)")
     centre_col: float = setting(-1.0, "column of the pattern centre (negative: the frame centre)")
-    bright_field_radius_px: float = setting(
-        66.0, "radius of the bright-field detector around the centre: a little beyond the disk's edge", min=0.0)
-    dark_field_inner_px: float = setting(
-        90.0, "inner radius of the annular dark-field detector: beyond the bright-field disk", min=0.0)
-    dark_field_outer_px: float = setting(150.0, "outer radius of the annular dark-field detector", min=0.0)
+    virtual_detectors: tuple = setting(
+        (VirtualDetectorConfig(name="bright_field", kind="disk", radius=66.0),
+         VirtualDetectorConfig(name="dark_field", kind="annulus", inner=90.0, outer=150.0)),
+        f"the virtual detectors ([[analysis.virtual_detectors]] tables, at most {MAX_VIRTUAL_DETECTORS}), one image "
+        "each; a file that lists any replaces these defaults (a bright-field disk and an annular dark-field ring "
+        "for the simulator's disk of 60 px)", entry=VirtualDetectorConfig, max_entries=MAX_VIRTUAL_DETECTORS)
     live: bool = setting(
         True, "publish the images while a scan runs and its counted frames for other analyses (live/SPEC.md; "
         "needs virtual_images)")

@@ -24,17 +24,21 @@ Layout (docs/contracts.md, "Counted output"; attribute meanings checked against 
                                         missing; incomplete_missing_sectors (vlen uint32), the
                                         sectors each of those lacked
     /metadata/<name>                    any further metadata given (nested dicts become groups)
-    /virtual_images/bright_field        float32 (scan rows, scan cols): electrons in the bright-field
-                                        disk per position, NaN where no frame was counted
-    /virtual_images/dark_field          float32: electrons in the annular dark-field ring
+    /virtual_images/<name>              float32 (scan rows, scan cols), one per virtual detector of
+                                        [[analysis.virtual_detectors]] (the shipped ones: bright_field,
+                                        a disk, and dark_field, an annulus): electrons in the detector
+                                        per position, NaN where no frame was counted; attrs: kind
+                                        ("disk", "annulus", "rectangle", "mask") and its geometry in
+                                        pixels (centre_row, centre_col, radius; centre_row, centre_col,
+                                        inner, outer; row0, col0, rows, cols; mask_file, pixels)
     /virtual_images/com_x, com_y        float32: centre of mass of the frame's electrons minus the
                                         pattern centre, detector columns (x) and rows (y); NaN
                                         where no frame or no electron
     /virtual_images/diffraction         uint64 (frame rows, frame cols): electrons per pixel summed
                                         over the scan's counted frames
-                                        attrs of /virtual_images: the detectors (centre_row,
-                                        centre_col, bright_field_radius_px, dark_field_inner_px,
-                                        dark_field_outer_px; pixel (r, c) is [r, r+1) x [c, c+1))
+                                        attrs of /virtual_images: centre_row, centre_col (the centre
+                                        of mass's origin), detectors (the detectors' names, in the
+                                        configured order); pixel (r, c) is [r, r+1) x [c, c+1)
                                         (/virtual_images is there when the writer made the images:
                                         the NodeGroups do, [analysis] virtual_images)
 
@@ -82,8 +86,9 @@ def _h5py() -> Any:
 def _vlen_uint32() -> np.dtype:
     return _h5py().vlen_dtype(np.uint32)
 
-#: The per-position virtual images of a file's /virtual_images group, by dataset name.
-VIRTUAL_IMAGES = ("bright_field", "dark_field", "com_x", "com_y")
+#: The per-position images of a file's /virtual_images group made whatever the detectors are; each
+#: virtual detector adds one under its name.
+CENTRE_OF_MASS = ("com_x", "com_y")
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,10 @@ class CountedScan:
     incomplete_missing_sectors: list[np.ndarray]
     metadata: dict[str, Any] = field(default_factory=dict)
     images: dict[str, np.ndarray] = field(default_factory=dict)
-    """VIRTUAL_IMAGES name -> (scan rows, scan cols) float32 image, and "diffraction"; empty if the file has none"""
+    """each virtual detector's name (in the configured order), then com_x, com_y -> (scan rows, scan cols)
+    float32 image, and "diffraction"; empty if the file has none"""
+    detectors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """each virtual detector's attributes (kind and geometry) by name"""
 
 
 def _shape(value: Sequence[int], name: str) -> tuple[int, int]:
@@ -201,7 +209,7 @@ def write_counted_scan(
     reason: str = "",
     virtual_images: Mapping[str, np.ndarray] | None = None,
     diffraction: np.ndarray | None = None,
-    detectors: Mapping[str, float] | None = None,
+    detectors: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write one counted scan in stempy's layout, creating the file exclusively.
 
@@ -223,10 +231,11 @@ def write_counted_scan(
         no frame incomplete); a writer that knows of more missing says incomplete; "aborted" for a
         scan an operator aborted (sectorflow abort), whatever it holds.
     :param reason: why the scan is incomplete ("" when complete).
-    :param virtual_images: VIRTUAL_IMAGES name -> one value per probe position (scan-major, NaN
-        where none), written under /virtual_images; None for no images.
+    :param virtual_images: image name (each virtual detector's, com_x, com_y) -> one value per probe
+        position (scan-major, NaN where none), written under /virtual_images; None for no images.
     :param diffraction: the summed diffraction pattern (frame pixels), with the images.
-    :param detectors: attributes of /virtual_images: the detectors the images were made with.
+    :param detectors: the detectors the images were made with: centre_row and centre_col (attributes
+        of /virtual_images), and under "detectors" each detector's attributes (kind, geometry) by name.
     :returns: the path written.
     :raises CountingError: events that do not fit the shapes, or positions out of range.
     :raises FileExistsError: ``path`` exists (it is left as it was).
@@ -321,18 +330,41 @@ def _write_layout(partial: Path, frames: np.ndarray, positions: int, frame_shape
 
 
 def _write_images(partial: Path, images: Mapping[str, np.ndarray], diffraction: np.ndarray | None,
-                  detectors: Mapping[str, float], scan_shape: tuple[int, int], frame_shape: tuple[int, int]) -> None:
+                  detectors: Mapping[str, Any], scan_shape: tuple[int, int], frame_shape: tuple[int, int]) -> None:
+    each = dict(detectors.get("detectors", {}))
     with _h5py().File(partial, "a") as f:
         group = f.create_group("virtual_images")
-        for name in VIRTUAL_IMAGES:
-            values = np.asarray(images[name], dtype=np.float32)
+        for name in (*each, *CENTRE_OF_MASS):
+            if name not in images:
+                raise CountingError(f"virtual image {name} is missing")
+        for name, image in images.items():
+            if name == "diffraction":
+                raise CountingError("the summed diffraction pattern is given apart (diffraction=), not as an image")
+            values = np.asarray(image, dtype=np.float32)
             if values.size != scan_shape[0] * scan_shape[1]:
                 raise CountingError(f"virtual image {name} has {values.size} values, expected one per probe position")
-            group.create_dataset(name, data=values.reshape(scan_shape))
+            dataset = group.create_dataset(name, data=values.reshape(scan_shape))
+            for key, value in each.get(name, {}).items():
+                dataset.attrs[key] = value
         pattern = np.zeros(frame_shape, dtype=np.uint64) if diffraction is None else \
             np.asarray(diffraction, dtype=np.uint64).reshape(frame_shape)
         group.create_dataset("diffraction", data=pattern)
-        _save_attrs(group, detectors)
+        _save_attrs(group, {key: value for key, value in detectors.items() if key != "detectors"})
+        group.attrs["detectors"] = [name for name in images if name not in CENTRE_OF_MASS]
+
+
+def _read_images(f: h5py.File) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
+    """The /virtual_images datasets, the detectors' first in their configured order, and each
+    detector's attributes; a file written before detectors were configurable lists no order."""
+    if "virtual_images" not in f:
+        return {}, {}
+    group = f["virtual_images"]
+    listed = [str(name) for name in group.attrs.get("detectors", [])]
+    names = [name for name in listed if name in group] or \
+        [name for name in group if name not in (*CENTRE_OF_MASS, "diffraction")]
+    order = [*names, *(name for name in group if name not in names)]
+    images = {name: group[name][()] for name in order}
+    return images, {name: dict(group[name].attrs.items()) for name in names}
 
 
 def _load_attrs(group: h5py.Group) -> dict[str, Any]:
@@ -361,7 +393,7 @@ def read_counted_scan(path: str | os.PathLike[str]) -> CountedScan:
                     "only one frame per position is supported"
                 )
             events = list(frames[()])
-            images = {name: item[()] for name, item in f["virtual_images"].items()} if "virtual_images" in f else {}
+            images, detectors = _read_images(f)
             metadata = _load_attrs(f["metadata"]) if "metadata" in f else {}
             completeness = f.get("metadata/completeness")
             if completeness is not None:
@@ -384,7 +416,8 @@ def read_counted_scan(path: str | os.PathLike[str]) -> CountedScan:
         incomplete_missing_sectors=sectors,
         metadata=metadata,
         images=images,
+        detectors=detectors,
     )
 
 
-__all__ = ["FILE_VERSION", "VIRTUAL_IMAGES", "CountedScan", "read_counted_scan", "write_counted_scan"]
+__all__ = ["FILE_VERSION", "CENTRE_OF_MASS", "CountedScan", "read_counted_scan", "write_counted_scan"]

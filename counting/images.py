@@ -1,5 +1,5 @@
 """Pictures of a counted scan a person can look at: the virtual images the NodeGroups wrote into
-the file (bright field, dark field, centre of mass, summed diffraction pattern), or for a file
+the file (each virtual detector's, centre of mass, summed diffraction pattern), or for a file
 without them the virtual bright field and summed pattern computed from the electron events."""
 
 from __future__ import annotations
@@ -48,15 +48,20 @@ def virtual_bright_field(scan: CountedScan, radius_px: float | None = None) -> n
 
 
 def image_text(scan: CountedScan) -> list[str]:
-    """The file's bright-field and dark-field images shaded as text, and its centre of mass in
+    """The file's detector images shaded as text, two side by side, and its centre of mass in
     numbers; nothing for a file without virtual images."""
-    from sectorflow.live.render import side_by_side
+    from sectorflow.live.render import shade, side_by_side
 
     if not scan.images:
         return []
     com_x, com_y = scan.images["com_x"], scan.images["com_y"]
-    lines = [f"  {line}" for line in side_by_side(scan.images["bright_field"], scan.images["dark_field"],
-                                                  "virtual bright field", "virtual dark field")]
+    names = list(scan.detectors)
+    lines = []
+    for left, right in zip(names[::2], [*names[1::2], None]):
+        title = {name: f"virtual {name.replace('_', ' ')}" for name in (left, right) if name is not None}
+        shown = [title[left], *shade(scan.images[left])] if right is None else \
+            side_by_side(scan.images[left], scan.images[right], title[left], title[right])
+        lines.extend(f"  {line}" for line in shown)
     if np.isfinite(com_x).any():
         lines.append(f"  centre of mass: x from {np.nanmin(com_x):+.2f} to {np.nanmax(com_x):+.2f} px, "
                      f"y from {np.nanmin(com_y):+.2f} to {np.nanmax(com_y):+.2f} px")
@@ -64,7 +69,7 @@ def image_text(scan: CountedScan) -> list[str]:
 
 
 def write_overview_png(scan: CountedScan, path: Path, title: str) -> Path:
-    """Save the scan's virtual images (bright field, dark field, centre of mass x and y) and the
+    """Save the scan's virtual images (each detector's, centre of mass x and y) and the
     summed diffraction pattern (log scale); a file without virtual images: the bright field
     computed from its events beside the pattern."""
     require("matplotlib", "plot", "to draw the scan's PNG").use("Agg")

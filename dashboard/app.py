@@ -5,8 +5,8 @@
 | ``GET /`` | the page (``static/index.html``; every script and style ships in the package) |
 | ``GET /events`` | server-sent events: the page's state as one JSON object per update |
 | ``GET /api/state`` | the same state, once |
-| ``GET /images/<name>.png`` | an image of the latest scan (``bright_field``, ... or ``diffraction``) |
-| ``GET /thumbnails/<scan>.png`` | a small bright field of a scan whose file the dashboard read (the history's) |
+| ``GET /images/<name>.png`` | an image of the latest scan (a detector's by name, ``com_x``, ... ``diffraction``) |
+| ``GET /thumbnails/<scan>.png`` | a scan's first detector image, small, for a file the dashboard read (history) |
 | ``GET /metrics`` | Prometheus text format |
 | ``GET /healthz`` | ``ok`` once serving (what ``sectorflow up`` waits for) |
 | ``POST /api/scans`` | request a scan (operator token) |

@@ -1,7 +1,7 @@
 """Where the page's images come from: the scan being counted, live, else the latest counted file.
 
 While a scan is counted, a thread follows the NodeGroups' live stream (``sectorflow.live.subscribe``,
-live/SPEC.md): the virtual images (bright field, dark field, centre of mass) and the summed
+live/SPEC.md): the virtual images (each detector's, centre of mass) and the summed
 diffraction pattern so far, NaN where a position is not counted yet. Once a scan's file is
 written, its images are read from the file (its /virtual_images group, written by the NodeGroups;
 for a file without one, the bright field and pattern are computed from its events by
@@ -46,7 +46,7 @@ class ShownImages:
 
     scan: int
     scan_shape: tuple[int, int]                       # (rows, cols) of probe positions
-    images: dict[str, np.ndarray] = field(default_factory=dict)  # "bright_field", ...: NaN where not counted
+    images: dict[str, np.ndarray] = field(default_factory=dict)  # each detector's, com_*: NaN where not counted
     diffraction: np.ndarray | None = None             # summed electrons per detector pixel
     positions_counted: int = 0
     complete: bool = False
@@ -89,7 +89,19 @@ class ScanSummary:
 
     path: str
     electrons_per_frame: float | None
-    thumbnail: bytes  # PNG of the bright field, at most THUMBNAIL_PX a side
+    thumbnail: bytes  # PNG of the first image (a detector's), at most THUMBNAIL_PX a side
+
+
+#: The built-in images' words and units; a virtual detector's are its name's words, in electrons.
+BUILT_IN_LABELS = {"com_x": ("centre of mass x", "px"), "com_y": ("centre of mass y", "px"),
+                   "com_magnitude": ("centre of mass magnitude", "px"),
+                   "diffraction": ("summed diffraction pattern", "electrons, log scale")}
+
+
+def labels(names: list[str]) -> dict[str, list[str]]:
+    """Each image's title and unit as the page shows them, by name."""
+    return {name: list(BUILT_IN_LABELS.get(name, (f"virtual {name.replace('_', ' ')}", "electrons")))
+            for name in names}
 
 
 def with_magnitude(images: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -190,9 +202,10 @@ class ImageSource:
                             diffraction=None if diffraction is None else np.asarray(diffraction, dtype=np.float64),
                             positions_counted=int(shape[0] * shape[1] - len(missing)), complete=len(missing) == 0,
                             path=path)
-        bright = shown.images["bright_field"]
-        step = max(1, -(-max(bright.shape) // THUMBNAIL_PX))
-        summary = ScanSummary(path, shown.electrons_per_frame, array_png(bright[::step, ::step], min_side_px=THUMBNAIL_PX))
+        first = next(iter(shown.images.values()))  # the first detector's (the shipped configurations': bright field)
+        step = max(1, -(-max(first.shape) // THUMBNAIL_PX))
+        thumbnail = array_png(first[::step, ::step], min_side_px=THUMBNAIL_PX)
+        summary = ScanSummary(path, shown.electrons_per_frame, thumbnail)
         with self._lock:
             self._file = shown
             self._summaries[scan] = summary

@@ -23,13 +23,14 @@ def register(subparsers: Any) -> None:
 
     view = subparsers.add_parser(
         "view",
-        help="watch a running scan's bright-field, dark-field and centre-of-mass images, or show a counted file's",
+        help="watch a running scan's virtual detectors' and centre-of-mass images, or show a counted file's",
         description="Subscribe to the live stream of every NodeGroup (found through the kvstore) and show a "
         "scan's virtual images as they are counted: as text in the terminal (default), or in a matplotlib "
         "window (--window); --png OUT saves the last view as a PNG. Ends when the scan is complete or after "
         "--timeout; exits 0 if the scan completed, 1 if the timeout came first, and with one line if no kvstore "
         "answers. With FILE, shows a finished scan's counted HDF5 file the same way instead (its "
-        "/virtual_images). The detectors are the [analysis] table's.",
+        "/virtual_images). The detectors are the [[analysis.virtual_detectors]] of the NodeGroups' configuration: "
+        "an image each, whatever the scan carries.",
     )
     add_config_argument(view)
     view.add_argument("file", nargs="?", type=Path, default=None, metavar="FILE",

@@ -30,8 +30,8 @@ def view_of_scan(scan: CountedScan) -> LiveView:
     return LiveView(
         scan=int(scan.metadata.get("scan", {}).get("scan_number", -1)),
         scan_shape=(rows, cols),
-        images={name: np.asarray(scan.images[name], dtype=np.float64)
-                for name in ("bright_field", "dark_field", "com_x", "com_y")},
+        images={name: np.asarray(image, dtype=np.float64)
+                for name, image in scan.images.items() if name != "diffraction"},
         diffraction=np.asarray(scan.images["diffraction"]),
         positions_counted=rows * cols - len(scan.missing_positions),
         complete=bool(completeness.get("complete", False)),

@@ -211,10 +211,11 @@ class LivePublisher:
         events = np.concatenate(pieces) if pieces else np.zeros(0, np.uint32)
         own_offsets = np.zeros(len(rows) + 1, dtype=np.uint64)
         np.cumsum([len(p) for p in pieces], out=own_offsets[1:])
-        images = {name: batch[name][rows] for name in ("bright_field", "dark_field", "com_x", "com_y")}
-        images["position"] = batch["position"][rows]
+        detectors = batch["detectors"]
+        images = {name: values[rows] for name, values in detectors.items()}
+        images.update({name: batch[name][rows] for name in ("position", "com_x", "com_y")})
         self._send(wire.Batch(wire.IMAGES, self.uid, scan, scan_shape, self.frame_shape, False,
-                              {**images, "events": events}))
+                              {**images, "events": events}, detectors=tuple(detectors)))
         self._send(wire.Batch(wire.FRAMES, self.uid, scan, scan_shape, self.frame_shape, False,
                               {"position": images["position"], "offsets": own_offsets, "events": events}))
 
@@ -290,8 +291,8 @@ class LivePublisher:
 
 
 def _empty_images() -> dict[str, np.ndarray]:
-    return {"position": np.zeros(0, np.uint64), "bright_field": np.zeros(0, np.uint32),
-            "dark_field": np.zeros(0, np.uint32), "com_x": np.zeros(0, np.float32), "com_y": np.zeros(0, np.float32),
+    # The end of a scan names no detectors: a reader keeps the images it has.
+    return {"position": np.zeros(0, np.uint64), "com_x": np.zeros(0, np.float32), "com_y": np.zeros(0, np.float32),
             "events": np.zeros(0, np.uint32)}
 
 

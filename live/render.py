@@ -1,5 +1,6 @@
 """A live view for a person: as text for a terminal (each image shaded with characters, downsampled
-to fit), or as a figure of five panels with colour bars (a window, a PNG)."""
+to fit), or as a figure of a panel per image with colour bars (a window, a PNG): each virtual
+detector's image, as the scan carries them, the centre of mass and the summed pattern."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .subscriber import LiveView
+from .subscriber import CENTRE_OF_MASS, LiveView
 
 #: From empty to full.
 SHADES = " .:-=+*#%@"
@@ -39,14 +40,29 @@ def side_by_side(left_image: np.ndarray, right_image: np.ndarray, left_title: st
     return [f"{left_title.ljust(width)}  {right_title}", *(f"{a.ljust(width)}  {b}" for a, b in zip(left, right))]
 
 
+def detector_names(view: LiveView) -> list[str]:
+    """The view's virtual detectors' images, in the order the scan carries them."""
+    return [name for name in view.images if name not in CENTRE_OF_MASS]
+
+
+def title(name: str) -> str:
+    """A detector's name as words: bright_field is "bright field"."""
+    return name.replace("_", " ")
+
+
 def render_text(view: LiveView) -> str:
-    """The view's bright-field and dark-field images side by side, and a line of numbers."""
+    """The view's detector images, two side by side, and a line of numbers."""
     rows, cols = view.scan_shape
     total = rows * cols
     lines = [f"scan {view.scan}: {view.positions_counted} of {total} positions counted"
              f"{' (complete)' if view.complete else ''}"
-             f"{f'; {view.refused} live message(s) refused' if view.refused else ''}",
-             *side_by_side(view.images["bright_field"], view.images["dark_field"], "bright field", "dark field")]
+             f"{f'; {view.refused} live message(s) refused' if view.refused else ''}"]
+    names = detector_names(view)
+    for left, right in zip(names[::2], [*names[1::2], None]):
+        if right is None:
+            lines.extend([title(left), *shade(view.images[left])])
+        else:
+            lines.extend(side_by_side(view.images[left], view.images[right], title(left), title(right)))
     com = np.hypot(view.images["com_x"], view.images["com_y"])
     if np.isfinite(com).any():
         lines.append(f"centre of mass: mean |shift| {np.nanmean(com):.2f} px, largest {np.nanmax(com):.2f} px; "
@@ -54,18 +70,22 @@ def render_text(view: LiveView) -> str:
     return "\n".join(lines)
 
 
-#: The figure's image panels: the view's image, its title, its colour map (the summed pattern is last).
-PANELS = (("bright_field", "virtual bright field (electrons)", "gray"),
-          ("dark_field", "virtual annular dark field (electrons)", "gray"),
-          ("com_x", "centre of mass x (px)", "RdBu_r"), ("com_y", "centre of mass y (px)", "RdBu_r"))
+#: The centre of mass's panels: the view's image, its title, its colour map.
+COM_PANELS = (("com_x", "centre of mass x (px)", "RdBu_r"), ("com_y", "centre of mass y (px)", "RdBu_r"))
+
+
+def panels(view: LiveView) -> list[tuple[str, str, str]]:
+    """The figure's image panels (the summed pattern comes after): each detector's, then the centre of mass."""
+    return [*((name, f"{title(name)} (electrons)", "gray") for name in detector_names(view)), *COM_PANELS]
 
 
 def draw(figure: Any, view: LiveView, title: str) -> None:
-    """Draw ``view`` on matplotlib's ``figure`` (cleared first): the four images and the summed
+    """Draw ``view`` on matplotlib's ``figure`` (cleared first): its images and the summed
     diffraction pattern (log scale), each with its colour bar."""
     figure.clear()
-    axes = figure.subplots(1, len(PANELS) + 1)
-    for ax, (name, label, cmap) in zip(axes, PANELS):
+    shown = panels(view)
+    axes = figure.subplots(1, len(shown) + 1)
+    for ax, (name, label, cmap) in zip(axes, shown):
         figure.colorbar(ax.imshow(view.images[name], cmap=cmap), ax=ax, shrink=0.8)
         ax.set_title(label)
         ax.set_xlabel("scan x")
@@ -87,7 +107,7 @@ def write_png(view: LiveView, path: Path, title: str | None = None) -> Path:
 
     require("matplotlib", "plot", "to draw the PNG").use("Agg")
     plt = require("matplotlib.pyplot", "plot", "to draw the PNG")
-    figure = plt.figure(figsize=(22, 4.6), constrained_layout=True)
+    figure = plt.figure(figsize=(4.4 * (len(panels(view)) + 1), 4.6), constrained_layout=True)
     draw(figure, view, title or title_of(view))
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=80)

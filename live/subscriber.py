@@ -35,7 +35,8 @@ DISCOVERY_INTERVAL_S = 1.0
 #: Longest wait for the kvstore's first snapshot.
 SYNC_TIMEOUT_S = 10.0
 
-IMAGE_NAMES = ("bright_field", "dark_field", "com_x", "com_y")
+#: The images every view has whatever the detectors are; each virtual detector adds its own.
+CENTRE_OF_MASS = ("com_x", "com_y")
 #: Bounds on what a publisher can make a subscriber hold: messages queued per publisher, and the
 #: size of one (a NodeGroup's feed holds live_buffer_frames frames; 256 MiB is a million frames of
 #: about 60 events).
@@ -51,8 +52,9 @@ class LiveView:
     scan_shape: tuple[int, int]
     """(rows, cols) of probe positions"""
     images: dict[str, np.ndarray]
-    """"bright_field", "dark_field" (electrons in the detectors), "com_x", "com_y" (centre of mass minus
-    the pattern centre, pixels): float64 arrays of scan_shape, NaN where not yet counted"""
+    """each virtual detector's image by its name (electrons in the detector; the shipped configurations'
+    are "bright_field" and "dark_field"), then "com_x", "com_y" (centre of mass minus the pattern
+    centre, pixels): float64 arrays of scan_shape, NaN where not yet counted"""
     diffraction: np.ndarray
     """electrons per detector pixel summed over the frames counted so far (frame shape)"""
     positions_counted: int
@@ -60,6 +62,9 @@ class LiveView:
     """every position is counted, or every NodeGroup publishing said it counted all it will of the scan"""
     refused: int = 0
     """live messages this reader refused so far (not decoding whole, or shapes beyond its bounds)"""
+    detectors_left_out: int = 0
+    """detector arrays of messages left out as the view already held MAX_DETECTORS detectors' images
+    (NodeGroups configured with different detectors)"""
 
 
 @dataclass
@@ -239,7 +244,7 @@ def _merge(states: dict[int, _ScanState], batch: wire.Batch, publishers: set[str
     state = states.get(batch.scan)
     if state is None:
         rows, cols = batch.scan_shape
-        images = {name: np.full(batch.scan_shape, np.nan) for name in IMAGE_NAMES}
+        images = {name: np.full(batch.scan_shape, np.nan) for name in (*batch.detectors, *CENTRE_OF_MASS)}
         view = LiveView(scan=batch.scan, scan_shape=batch.scan_shape, images=images,
                         diffraction=np.zeros(batch.frame_shape, dtype=np.int64), positions_counted=0, complete=False)
         state = states[batch.scan] = _ScanState(view, np.zeros(rows * cols, dtype=bool), set(), set())
@@ -248,8 +253,18 @@ def _merge(states: dict[int, _ScanState], batch: wire.Batch, publishers: set[str
     positions = batch.arrays["position"].astype(np.int64)
     inside = positions < state.counted.size
     positions = positions[inside]
-    for name in IMAGE_NAMES:
-        view.images[name].reshape(-1)[positions] = batch.arrays[name][inside]
+    for name in batch.detectors:
+        if name not in view.images:
+            if len(view.images) >= wire.MAX_DETECTORS + len(CENTRE_OF_MASS):
+                # NodeGroups configured with other detectors than the first ones': the view holds no more.
+                view.detectors_left_out += 1
+                continue
+            detectors = {n: image for n, image in view.images.items() if n not in CENTRE_OF_MASS}
+            detectors[name] = np.full(batch.scan_shape, np.nan)
+            view.images = {**detectors, **{n: view.images[n] for n in CENTRE_OF_MASS}}
+    for name in (*batch.detectors, *CENTRE_OF_MASS):
+        if name in view.images:
+            view.images[name].reshape(-1)[positions] = batch.arrays[name][inside]
     events = batch.arrays["events"]
     if len(events):
         view.diffraction.reshape(-1)[:] += np.bincount(events, minlength=view.diffraction.size)[:view.diffraction.size]
@@ -265,7 +280,7 @@ def _copy(view: LiveView) -> LiveView:
     return LiveView(scan=view.scan, scan_shape=view.scan_shape,
                     images={name: image.copy() for name, image in view.images.items()},
                     diffraction=view.diffraction.copy(), positions_counted=view.positions_counted,
-                    complete=view.complete, refused=view.refused)
+                    complete=view.complete, refused=view.refused, detectors_left_out=view.detectors_left_out)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sectorflow.configs.schema import IMAGE_NAME, MAX_VIRTUAL_DETECTORS, RESERVED_IMAGE_NAMES
+
 #: Topics: the first frame of every message; a subscriber subscribes to one.
 IMAGES = b"images"
 FRAMES = b"frames"
@@ -17,17 +19,25 @@ UNSUBSCRIBE = b"unsubscribe"
 #: What a subscriber sends after reading message ``seq``: ``ack <seq>`` (decimal).
 ACK = b"ack "
 #: Version of the header, refused by a reader that does not know it.
-VERSION = 1
+VERSION = 2
 #: Largest side of a scan or a frame a message may name (the protocol's MAX_SCAN_SIDE): a reader
 #: allocates images of these shapes, so a message cannot make it allocate more.
 MAX_SIDE = 65535
 
-# The arrays after the header, per topic, in order, with their dtypes (little-endian).
+# The arrays after the header, per topic, in order, with their dtypes (little-endian). An images
+# message carries one more array per virtual detector its header names, after com_y: DETECTOR.
 _ARRAYS = {
-    IMAGES: (("position", "<u8"), ("bright_field", "<u4"), ("dark_field", "<u4"), ("com_x", "<f4"),
-             ("com_y", "<f4"), ("events", "<u4")),
-    FRAMES: (("position", "<u8"), ("offsets", "<u8"), ("events", "<u4")),
+    IMAGES: (("position", "<u8"), ("com_x", "<f4"), ("com_y", "<f4")),
+    FRAMES: (("position", "<u8"), ("offsets", "<u8")),
 }
+DETECTOR = "<u4"
+#: The most virtual detectors an images message may name (the configuration's bound).
+MAX_DETECTORS = MAX_VIRTUAL_DETECTORS
+
+
+def _layout(topic: bytes, detectors: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Every array of a message, in order: the topic's, the detectors' (images), the events."""
+    return (*_ARRAYS[topic], *((name, DETECTOR) for name in detectors), ("events", "<u4"))
 
 
 @dataclass
@@ -42,6 +52,7 @@ class Batch:
     end: bool  # the NodeGroup has counted every frame of the scan it will count
     arrays: dict[str, np.ndarray]
     seq: int = 0  # the publisher's number of this message on its socket, acknowledged by the reader
+    detectors: tuple[str, ...] = ()  # images: the virtual detectors whose arrays it carries, by name
 
     @property
     def frames(self) -> int:
@@ -65,8 +76,11 @@ def encode(batch: Batch, seq: int = 0) -> list[bytes]:
     """The multipart message of ``batch``, numbered ``seq``."""
     header = {"v": VERSION, "uid": batch.uid, "scan": batch.scan, "scan_shape": list(batch.scan_shape),
               "frame_shape": list(batch.frame_shape), "end": batch.end, "seq": seq}
+    detectors = batch.detectors if batch.topic == IMAGES else ()
+    if batch.topic == IMAGES:
+        header["detectors"] = list(detectors)
     parts = [batch.topic, json.dumps(header).encode()]
-    for name, dtype in _ARRAYS[batch.topic]:
+    for name, dtype in _layout(batch.topic, detectors):
         parts.append(np.ascontiguousarray(batch.arrays[name], dtype=dtype).tobytes())
     return parts
 
@@ -78,7 +92,8 @@ def decode(parts: list[bytes], max_positions: int | None = None, max_frame_pixel
         (``[limits] max_scan_positions``); None: MAX_SIDE a side.
     :param max_frame_pixels: the most pixels of a frame (the configured detector's); None: MAX_SIDE a side.
     :raises ValueError: a message of an unknown topic or version, a header that is not what
-        live/SPEC.md says, shapes beyond MAX_SIDE or whose product is beyond the maxima, arrays that
+        live/SPEC.md says (among it more than MAX_DETECTORS detectors, or a name that is not
+        one), shapes beyond MAX_SIDE or whose product is beyond the maxima, arrays that
         do not fit each other, positions outside the scan, events outside the frame, or offsets that
         do not cut the events in order.
     """
@@ -92,7 +107,8 @@ def decode(parts: list[bytes], max_positions: int | None = None, max_frame_pixel
         raise ValueError("live message header is not a JSON object") from None
     if version != VERSION:
         raise ValueError(f"live message version {version!r}, this reader knows {VERSION}")
-    names = _ARRAYS[topic]
+    detectors = _detectors(header.get("detectors", [])) if topic == IMAGES else ()
+    names = _layout(topic, detectors)
     if len(parts) != 2 + len(names):
         raise ValueError(f"live {topic.decode()} message of {len(parts)} parts, expected {2 + len(names)}")
     try:
@@ -110,7 +126,7 @@ def decode(parts: list[bytes], max_positions: int | None = None, max_frame_pixel
         raise ValueError(f"live {topic.decode()} message: frame of {frame_shape[0]} x {frame_shape[1]} pixels, "
                          f"beyond the {max_frame_pixels} of the configured detector")
     frames = len(arrays["position"])
-    per_frame = [n for n, _ in names if n not in ("events", "offsets")]
+    per_frame = [n for n, _ in names if n not in ("events", "offsets")]  # position, com_x, com_y, detectors
     if any(len(arrays[n]) != frames for n in per_frame) or (topic == FRAMES and len(arrays["offsets"]) != frames + 1):
         raise ValueError(f"live {topic.decode()} message: arrays of different lengths")
     if frames and int(arrays["position"].max()) >= scan_shape[0] * scan_shape[1]:
@@ -123,7 +139,21 @@ def decode(parts: list[bytes], max_positions: int | None = None, max_frame_pixel
         if offsets[0] != 0 or offsets[-1] != len(events) or np.any(np.diff(offsets.astype(np.int64)) < 0):
             raise ValueError("live frames message: offsets do not cut the events in order")
     return Batch(topic=topic, uid=uid, scan=scan, scan_shape=scan_shape, frame_shape=frame_shape, end=end,
-                 arrays=arrays, seq=seq)
+                 arrays=arrays, seq=seq, detectors=detectors)
+
+
+def _detectors(value: object) -> tuple[str, ...]:
+    """The detector names of an images header: a list of at most MAX_DETECTORS distinct names, each
+    one a configuration could give (a reader makes an image per name)."""
+    if not isinstance(value, list) or len(value) > MAX_DETECTORS:
+        shown = f"{len(value)} of them" if isinstance(value, list) else type(value).__name__
+        raise ValueError(f"live images message: detectors must be a list of at most {MAX_DETECTORS} names, got {shown}")
+    for name in value:
+        if not isinstance(name, str) or not IMAGE_NAME.fullmatch(name) or name in RESERVED_IMAGE_NAMES:
+            raise ValueError(f"live images message: detector name {str(name)[:40]!r} is not one a configuration gives")
+    if len(set(value)) != len(value):
+        raise ValueError("live images message: a detector is named twice")
+    return tuple(value)
 
 
 def _shape(value: object) -> tuple[int, int]:

@@ -14,6 +14,7 @@ from sectorflow._core.nodegroup import (
     ScanProgress,
     ScanResult,
     ThresholdSettings,
+    VirtualDetector,
     VirtualDetectors,
     virtual_images,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "ScanResult",
     "ServiceOptions",
     "ThresholdSettings",
+    "VirtualDetector",
     "VirtualDetectors",
     "options_from",
     "scan_file_name",

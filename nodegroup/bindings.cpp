@@ -84,21 +84,81 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("xray_threshold", &ThresholdSettings::xray_threshold)
       .def_property_readonly("fixed", &ThresholdSettings::fixed);
 
+  py::class_<VirtualDetector>(m, "VirtualDetector", "One virtual detector, frame pixels (virtual_images.hpp).")
+      .def(py::init([](std::string name, const std::string& kind, double centre_row, double centre_col, double radius,
+                       double inner, double outer, std::uint32_t row0, std::uint32_t col0, std::uint32_t rows,
+                       std::uint32_t cols, py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast> mask,
+                       std::string mask_file) {
+             VirtualDetector d;
+             if (kind == "disk") {
+               d.kind = DetectorKind::kDisk;
+             } else if (kind == "annulus") {
+               d.kind = DetectorKind::kAnnulus;
+             } else if (kind == "rectangle") {
+               d.kind = DetectorKind::kRectangle;
+             } else if (kind == "mask") {
+               d.kind = DetectorKind::kMask;
+               d.mask.assign(mask.data(), mask.data() + mask.size());
+               d.mask_file = std::move(mask_file);
+             } else {
+               throw NodeGroupError("virtual detector '" + name + "': kind '" + kind +
+                                    "' is none of disk, annulus, rectangle, mask");
+             }
+             d.name = std::move(name);
+             d.centre_row = centre_row;
+             d.centre_col = centre_col;
+             d.radius = radius;
+             d.inner = inner;
+             d.outer = outer;
+             d.row0 = row0;
+             d.col0 = col0;
+             d.rows = rows;
+             d.cols = cols;
+             return d;
+           }),
+           py::kw_only(), py::arg("name"), py::arg("kind"), py::arg("centre_row") = 0.0, py::arg("centre_col") = 0.0,
+           py::arg("radius") = 0.0, py::arg("inner") = 0.0, py::arg("outer") = 0.0, py::arg("row0") = 0,
+           py::arg("col0") = 0, py::arg("rows") = 0, py::arg("cols") = 0,
+           py::arg("mask") = py::array_t<std::uint8_t>(0), py::arg("mask_file") = "",
+           "mask: for kind 'mask', frame_rows * frame_cols values (C order), nonzero at the detector's pixels")
+      .def_readonly("name", &VirtualDetector::name)
+      .def_property_readonly("kind",
+                             [](const VirtualDetector& d) {
+                               switch (d.kind) {
+                                 case DetectorKind::kDisk: return "disk";
+                                 case DetectorKind::kAnnulus: return "annulus";
+                                 case DetectorKind::kRectangle: return "rectangle";
+                                 case DetectorKind::kMask: return "mask";
+                               }
+                               return "?";
+                             })
+      .def_readonly("centre_row", &VirtualDetector::centre_row)
+      .def_readonly("centre_col", &VirtualDetector::centre_col)
+      .def_readonly("radius", &VirtualDetector::radius)
+      .def_readonly("inner", &VirtualDetector::inner)
+      .def_readonly("outer", &VirtualDetector::outer)
+      .def_readonly("row0", &VirtualDetector::row0)
+      .def_readonly("col0", &VirtualDetector::col0)
+      .def_readonly("rows", &VirtualDetector::rows)
+      .def_readonly("cols", &VirtualDetector::cols)
+      .def_readonly("mask_file", &VirtualDetector::mask_file)
+      .def_property_readonly("pixels", [](const VirtualDetector& d) {
+        const auto set = [](std::uint8_t v) { return v != 0; };
+        return static_cast<std::size_t>(std::count_if(d.mask.begin(), d.mask.end(), set));
+      }, "mask: the pixels it holds");
+
   py::class_<VirtualDetectors>(m, "VirtualDetectors",
                                "The virtual detectors of the [analysis] table, frame pixels (virtual_images.hpp).")
-      .def(py::init([](double centre_row, double centre_col, double bright_field_radius, double dark_field_inner,
-                       double dark_field_outer) {
-             VirtualDetectors d{centre_row, centre_col, bright_field_radius, dark_field_inner, dark_field_outer};
+      .def(py::init([](double centre_row, double centre_col, std::vector<VirtualDetector> detectors) {
+             VirtualDetectors d{centre_row, centre_col, std::move(detectors)};
              d.validate();
              return d;
            }),
-           py::kw_only(), py::arg("centre_row"), py::arg("centre_col"), py::arg("bright_field_radius"),
-           py::arg("dark_field_inner"), py::arg("dark_field_outer"))
+           py::kw_only(), py::arg("centre_row"), py::arg("centre_col"), py::arg("detectors"))
       .def_readonly("centre_row", &VirtualDetectors::centre_row)
       .def_readonly("centre_col", &VirtualDetectors::centre_col)
-      .def_readonly("bright_field_radius", &VirtualDetectors::bright_field_radius)
-      .def_readonly("dark_field_inner", &VirtualDetectors::dark_field_inner)
-      .def_readonly("dark_field_outer", &VirtualDetectors::dark_field_outer);
+      .def_readonly("detectors", &VirtualDetectors::detectors)
+      .def_property_readonly("names", &VirtualDetectors::names);
 
   m.def(
       "virtual_images",
@@ -110,23 +170,30 @@ void bind_nodegroup(py::module_& m) {
         if (frames > 0 && o[frames] > static_cast<std::uint64_t>(events.size())) {
           throw NodeGroupError("virtual_images: offsets reach past the events");
         }
+        for (std::size_t f = 0; f < frames; ++f) {
+          if (o[f] > o[f + 1]) throw NodeGroupError("virtual_images: offsets go backwards");
+        }
         const std::size_t pixels = std::size_t{frame_rows} * frame_cols;
         for (py::ssize_t i = 0; i < events.size(); ++i) {
           if (e[i] >= pixels) throw NodeGroupError("virtual_images: an event lies outside the frame");
         }
+        const VirtualImager imager(detectors, frame_rows, frame_cols);
         VirtualImages images;
         {
           py::gil_scoped_release release;
           std::vector<std::uint32_t> frame;
           for (std::size_t f = 0; f < frames; ++f) {
             frame.assign(e + o[f], e + o[f + 1]);
-            images.add(detectors, frame_cols, pixels, frame);
+            images.add(imager, frame);
           }
         }
         if (images.diffraction.empty()) images.diffraction.assign(pixels, 0);
+        images.counts.resize(imager.size());
         py::dict d;
-        d["bright_field"] = py::array_t<std::uint32_t>(static_cast<py::ssize_t>(frames), images.bright_field.data());
-        d["dark_field"] = py::array_t<std::uint32_t>(static_cast<py::ssize_t>(frames), images.dark_field.data());
+        for (std::size_t k = 0; k < imager.size(); ++k) {
+          d[py::str(detectors.detectors[k].name)] =
+              py::array_t<std::uint32_t>(static_cast<py::ssize_t>(frames), images.counts[k].data());
+        }
         d["com_x"] = py::array_t<float>(static_cast<py::ssize_t>(frames), images.com_x.data());
         d["com_y"] = py::array_t<float>(static_cast<py::ssize_t>(frames), images.com_y.data());
         d["diffraction"] = py::array_t<std::uint64_t>(static_cast<py::ssize_t>(pixels), images.diffraction.data());
@@ -134,8 +201,8 @@ void bind_nodegroup(py::module_& m) {
       },
       py::arg("detectors"), py::arg("frame_rows"), py::arg("frame_cols"), py::arg("events"), py::arg("offsets"),
       "The virtual images of frames given as events (frame i's are events[offsets[i]:offsets[i + 1]]), computed "
-      "as a NodeGroup computes them while counting: a dict of per-frame bright_field, dark_field, com_x, com_y "
-      "and the flat summed diffraction pattern. Releases the GIL.");
+      "as a NodeGroup computes them while counting: a dict of per-frame counts per detector (by name), com_x, "
+      "com_y and the flat summed diffraction pattern. Releases the GIL.");
 
   const NodeGroupSettings sd;  // only for what is not configuration: count
   py::class_<NodeGroupSettings>(m, "NodeGroupSettings", "What one NodeGroup needs (see nodegroup_settings.hpp).")
@@ -199,10 +266,17 @@ void bind_nodegroup(py::module_& m) {
       .def_property_readonly("positions", [](py::object self) { return view(self.cast<ScanResult&>().positions, self); })
       .def_property_readonly("events", [](py::object self) { return view(self.cast<ScanResult&>().events, self); })
       .def_property_readonly("offsets", [](py::object self) { return view(self.cast<ScanResult&>().offsets, self); })
-      .def_property_readonly("bright_field",
-                             [](py::object self) { return view(self.cast<ScanResult&>().images.bright_field, self); })
-      .def_property_readonly("dark_field",
-                             [](py::object self) { return view(self.cast<ScanResult&>().images.dark_field, self); })
+      .def_property_readonly(
+          "images",
+          [](py::object self) {
+            auto& images = self.cast<ScanResult&>().images;
+            py::dict d;
+            for (std::size_t k = 0; k < images.names.size() && k < images.counts.size(); ++k) {
+              d[py::str(images.names[k])] = view(images.counts[k], self);
+            }
+            return d;
+          },
+          "the virtual detectors' images by name, one value per frame (aligned with positions); empty without")
       .def_property_readonly("com_x", [](py::object self) { return view(self.cast<ScanResult&>().images.com_x, self); })
       .def_property_readonly("com_y", [](py::object self) { return view(self.cast<ScanResult&>().images.com_y, self); })
       .def_property_readonly("diffraction",
@@ -275,8 +349,11 @@ void bind_nodegroup(py::module_& m) {
             d["scan_x"] = array(batch.scan_x);
             d["scan_y"] = array(batch.scan_y);
             d["position"] = array(batch.position);
-            d["bright_field"] = array(batch.bright_field);
-            d["dark_field"] = array(batch.dark_field);
+            py::dict detectors;
+            for (std::size_t k = 0; k < batch.names.size(); ++k) {
+              detectors[py::str(batch.names[k])] = array(batch.counts[k]);
+            }
+            d["detectors"] = detectors;
             d["com_x"] = array(batch.com_x);
             d["com_y"] = array(batch.com_y);
             d["offsets"] = array(batch.offsets);
@@ -285,7 +362,8 @@ void bind_nodegroup(py::module_& m) {
             return d;
           },
           "The frames counted since the last call, for the live view: a dict of numpy arrays, one entry per frame "
-          "(scan, scan_x, scan_y, position, bright_field, dark_field, com_x, com_y), offsets/events (frame i's "
+          "(scan, scan_x, scan_y, position, com_x, com_y), detectors (name -> electrons per frame), "
+          "offsets/events (frame i's "
           "events are events[offsets[i]:offsets[i + 1]]) and dropped (frames the full feed left out).")
       .def_property_readonly("live_dropped", &NodeGroup::live_dropped,
                              "Frames the live feed dropped since the NodeGroup started.")

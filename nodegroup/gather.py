@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from sectorflow.counting import (
-    VIRTUAL_IMAGES,
+    CENTRE_OF_MASS,
     CountingError,
     read_counted_scan,
     statistics_dict,
@@ -100,7 +100,7 @@ class GroupResult:
     first_message_s: float = 0.0
     last_message_s: float = 0.0
     finished_s: float = 0.0
-    # Per counted frame, aligned with positions: VIRTUAL_IMAGES -> values; empty without images.
+    # Per counted frame, aligned with positions: each detector's name, com_x, com_y -> values; empty without.
     images: dict[str, np.ndarray] = field(default_factory=dict)
     diffraction: np.ndarray | None = None  # flat summed pattern of the part's frames
 
@@ -163,9 +163,10 @@ class GroupResult:
 
 def _images_of(result: Any) -> dict[str, Any]:
     """The virtual images of a C++ ``ScanResult`` as GroupResult fields (none if it made none)."""
-    if len(result.positions) == 0 or len(result.bright_field) != len(result.positions):
+    if len(result.positions) == 0 or len(result.com_x) != len(result.positions):
         return {}
-    return {"images": {name: np.array(getattr(result, name)) for name in VIRTUAL_IMAGES},
+    images = {name: np.array(values) for name, values in result.images.items()}
+    return {"images": {**images, **{name: np.array(getattr(result, name)) for name in CENTRE_OF_MASS}},
             "diffraction": np.array(result.diffraction)}
 
 
@@ -186,7 +187,7 @@ class _Scan:
     events: list[Any]                  # per position: its events, or None (missing)
     incomplete: dict[int, list[int]]   # position: the sectors its frame lacked
     stored_reason: str | None = None   # of a file read back: the reason it was written with
-    images: dict[str, np.ndarray] | None = None  # VIRTUAL_IMAGES, flat per position (NaN: none)
+    images: dict[str, np.ndarray] | None = None  # GroupResult.images' names, flat per position (NaN: none)
     diffraction: np.ndarray | None = None        # summed over the frames, flat
 
     @property
@@ -223,13 +224,13 @@ class ScanGatherer:
     :param second_output_dir: where a file goes that output_dir cannot take; None for nowhere.
     :param write_retry_s: how long a file that no directory took is retried before it fails.
     :param detectors: the virtual detectors the parts' images were made with, attributes of
-        /virtual_images (centre_row, centre_col, bright_field_radius_px, ...).
+        /virtual_images (nodegroup_service.detector_attrs).
     """
 
     def __init__(self, job_uids: list[str], output_dir: str | os.PathLike[str], frame_shape: tuple[int, int],
                  gather_timeout_s: float, counting: dict[str, Any] | None = None, receivers: int = 1,
                  second_output_dir: str | os.PathLike[str] | None = None, write_retry_s: float = 0.0,
-                 detectors: dict[str, float] | None = None, aborted: Callable[[int], bool] | None = None) -> None:
+                 detectors: dict[str, Any] | None = None, aborted: Callable[[int], bool] | None = None) -> None:
         self.job_uids = set(job_uids)
         self.aborted = aborted or (lambda _scan: False)
         self.output_dir = Path(output_dir)
@@ -515,10 +516,11 @@ def _add_images(scan: _Scan, part: GroupResult) -> None:
     if not part.images:
         return
     if scan.images is None:
-        scan.images = {name: np.full(scan.positions, np.nan, dtype=np.float32) for name in VIRTUAL_IMAGES}
+        scan.images = {name: np.full(scan.positions, np.nan, dtype=np.float32) for name in part.images}
     positions = np.asarray(part.positions, dtype=np.int64)
-    for name in VIRTUAL_IMAGES:
-        scan.images[name][positions] = part.images[name]
+    for name, values in part.images.items():
+        if name in scan.images:  # every NodeGroup of a job has the same detectors: the same names
+            scan.images[name][positions] = values
     if part.diffraction is not None and len(part.diffraction):
         scan.diffraction = part.diffraction.astype(np.uint64) if scan.diffraction is None else \
             scan.diffraction + part.diffraction

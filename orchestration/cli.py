@@ -54,9 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "demo", help="run the whole pipeline on this machine for one simulated scan and summarise it",
         description="Start the stack of the configuration (as 'up' does), acquire one simulated scan, wait "
         "for its HDF5 file, print a summary (frames, bytes, throughput, time from acquisition to file, "
-        "electrons per frame, complete/incomplete frames), write a PNG beside the file (five panels: "
-        "virtual bright field, annular dark field, centre of mass x and y, summed diffraction pattern) and the "
-        "same images as text, and stop everything.",
+        "electrons per frame, complete/incomplete frames), write a PNG beside the file (a panel per image: "
+        "each [[analysis.virtual_detectors]] detector's, centre of mass x and y, summed diffraction pattern) and "
+        "the same images as text, and stop everything.",
     )
     add_config_argument(demo)
     demo.add_argument("--scan-shape", default="128x128", metavar="XxY",

@@ -205,16 +205,8 @@ function renderSessions(state) {
   box.replaceChildren(table);
 }
 
-// What each image is, in the words and units a scientist reads; the names are the server's.
-const IMAGES = {
-  bright_field: ["virtual bright field", "electrons"],
-  dark_field: ["virtual annular dark field", "electrons"],
-  com_x: ["centre of mass x", "px"],
-  com_y: ["centre of mass y", "px"],
-  com_magnitude: ["centre of mass magnitude", "px"],
-  diffraction: ["summed diffraction pattern", "electrons, log scale"],
-};
-
+// What each image is, in the words and units a scientist reads, comes with the names from the
+// server (images.labels): the page shows whatever images the scan carries.
 let imagesVersion = -1;
 let lastImages = null;
 
@@ -240,10 +232,14 @@ function drawPanel(panel, images) {
   const names = imageNames(images), select = panel.querySelector("select");
   if ([...select.options].map((o) => o.value).join() !== names.join()) {
     const chosen = select.value || panel.dataset.default;
-    select.replaceChildren(...names.map((n) => { const o = el("option", (IMAGES[n] || [n])[0]); o.value = n; return o; }));
+    select.replaceChildren(...names.map((n) => {
+      const o = el("option", (images.labels[n] || [n])[0]);
+      o.value = n;
+      return o;
+    }));
     select.value = names.includes(chosen) ? chosen : names[0];
   }
-  const name = select.value, [title, unit] = IMAGES[name] || [name, ""];
+  const name = select.value, [title, unit] = images.labels[name] || [name, ""];
   const img = panel.querySelector("img");
   img.src = `/images/${name}.png?v=${images.version}`;
   img.alt = title;
@@ -277,22 +273,32 @@ function drawColourbar(panel, ramp, range) {
 
 const SVG = "http://www.w3.org/2000/svg";
 
-// The virtual detectors on the summed pattern, in detector pixels (pixel (r, c) spans [r, r+1) x [c, c+1)).
+function shape(tag, attributes) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
+  node.setAttribute("vector-effect", "non-scaling-stroke");
+  return node;
+}
+
+// The virtual detectors on the summed pattern, in detector pixels (pixel (r, c) spans [r, r+1) x [c, c+1)):
+// a disk's circle, an annulus's two, a rectangle's outline; each titled with the detector's name.
 function drawDetectors(svg, images) {
   svg.replaceChildren();
-  const d = images && images.detectors;
-  if (!d || !d.bright_field_radius_px) return;
+  const detectors = images && images.detectors && images.detectors.detectors;
+  if (!detectors || !images.frame_shape) return;
   const [rows, cols] = images.frame_shape;
   svg.setAttribute("viewBox", `0 0 ${cols} ${rows}`);
   svg.setAttribute("preserveAspectRatio", "none");
-  for (const [radius, kind] of [[d.bright_field_radius_px, "bright"], [d.dark_field_inner_px, "dark"], [d.dark_field_outer_px, "dark"]]) {
-    const circle = document.createElementNS(SVG, "circle");
-    circle.setAttribute("cx", d.centre_col);
-    circle.setAttribute("cy", d.centre_row);
-    circle.setAttribute("r", radius);
-    circle.setAttribute("class", kind);
-    circle.setAttribute("vector-effect", "non-scaling-stroke");
-    svg.append(circle);
+  for (const [name, d] of Object.entries(detectors)) {
+    if (d.kind === "mask") continue;  // any shape: its image says where it is
+    const drawn = d.kind === "rectangle"
+      ? [shape("rect", {x: d.col0, y: d.row0, width: d.cols, height: d.rows, class: "rectangle"})]
+      : (d.kind === "disk" ? [d.radius] : [d.inner, d.outer]).map((r) =>
+          shape("circle", {cx: d.centre_col, cy: d.centre_row, r, class: d.kind === "disk" ? "bright" : "dark"}));
+    for (const node of drawn) {
+      node.append(Object.assign(document.createElementNS(SVG, "title"), {textContent: name}));
+      svg.append(node);
+    }
   }
 }
 

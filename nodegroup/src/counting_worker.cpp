@@ -319,9 +319,8 @@ void CountingWorker::count_slot(ScanWork& w, std::size_t slot, std::vector<std::
       events_.clear();  // assembled only: recorded with no events
     }
     w.part.positions.push_back(position);
-    if (settings_.detectors) {
-      const VirtualPixel pixel =
-          w.part.images.add(*settings_.detectors, settings_.geometry.frame_cols, settings_.geometry.frame_pixels(), events_);
+    if (hooks_.imager != nullptr) {
+      const VirtualPixel pixel = w.part.images.add(*hooks_.imager, events_);
       if (hooks_.live != nullptr) hooks_.live->record(w.part.scan_number, w.part.scan_x, w.part.scan_y, position, pixel, events_);
     }
     w.part.events.insert(w.part.events.end(), events_.begin(), events_.end());

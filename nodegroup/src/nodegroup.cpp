@@ -33,15 +33,7 @@ void merge(ScanResult& into, ScanResult&& part) {
   append(into.positions, part.positions);
   append(into.events, part.events);
   for (std::size_t i = 1; i < part.offsets.size(); ++i) into.offsets.push_back(base + part.offsets[i]);
-  append(into.images.bright_field, part.images.bright_field);
-  append(into.images.dark_field, part.images.dark_field);
-  append(into.images.com_x, part.images.com_x);
-  append(into.images.com_y, part.images.com_y);
-  if (into.images.diffraction.empty()) {
-    into.images.diffraction = std::move(part.images.diffraction);
-  } else {
-    for (std::size_t i = 0; i < part.images.diffraction.size(); ++i) into.images.diffraction[i] += part.images.diffraction[i];
-  }
+  into.images.append(std::move(part.images));
   append(into.incomplete_positions, part.incomplete_positions);
   for (auto& sectors : part.incomplete_missing_sectors) into.incomplete_missing_sectors.push_back(std::move(sectors));
   into.uncounted_frames += part.uncounted_frames;
@@ -62,14 +54,20 @@ NodeGroup::NodeGroup(NodeGroupSettings settings)
                settings_.max_open_scans),
       context_(static_cast<int>(std::min<std::uint32_t>(settings_.receivers, 4))) {
   std::vector<std::string> endpoints;
+  if (settings_.detectors) {
+    imager_ = std::make_unique<const VirtualImager>(*settings_.detectors, settings_.geometry.frame_rows,
+                                                    settings_.geometry.frame_cols);
+  }
   if (settings_.live) {
     // Events of a batch: room for frames of a few hundred electrons each; beyond, frames are dropped and counted.
     constexpr std::size_t kEventsPerFrame = 1024;
-    live_ = std::make_unique<LiveFeed>(settings_.live_buffer_frames, std::size_t{settings_.live_buffer_frames} * kEventsPerFrame);
+    live_ = std::make_unique<LiveFeed>(settings_.live_buffer_frames,
+                                       std::size_t{settings_.live_buffer_frames} * kEventsPerFrame,
+                                       imager_ ? imager_->detectors().names() : std::vector<std::string>{});
   }
   WorkerHooks hooks{[this](std::uint32_t scan) { return sampler(scan); },
                     [this](std::uint32_t scan, ScanResult&& part) { worker_finished(scan, std::move(part)); },
-                    live_.get()};
+                    live_.get(), imager_.get()};
   for (std::uint32_t c = 0; c < settings_.counting_threads; ++c) {
     endpoints.push_back("inproc://counting-" + std::to_string(c) + "-from-");
     workers_.push_back(std::make_unique<CountingWorker>(context_, endpoints.back(), settings_, counters_, hooks));

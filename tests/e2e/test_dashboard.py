@@ -61,7 +61,8 @@ def stack(make_config, tmp_path: Path) -> Iterator[Stack]:
         detector=SMALL_DETECTOR, simulator={"bright_field_radius_px": 10.0},
         counting={"background_threshold": 30.0, "xray_threshold": 1000.0}, dashboard={"update_ms": 200},
         nodegroup={"scan_timeout_s": 2.0},  # an aborted scan's file comes soon after its senders fall silent
-        analysis={"bright_field_radius_px": 12.0, "dark_field_inner_px": 14.0, "dark_field_outer_px": 30.0})
+        analysis={"virtual_detectors": [{"name": "bright_field", "kind": "disk", "radius": 12.0},
+                                          {"name": "dark_field", "kind": "annulus", "inner": 14.0, "outer": 30.0}]})
     run_dir = tmp_path / "run"
     with stack_up(config, path, run_dir, tmp_path / "h5", START_S):
         yield Stack(config, path, run_dir, config.dashboard.url())

@@ -16,7 +16,7 @@ import stempy.io
 import zmq
 from support import stack_up, sectorflow_command, wait_until
 
-from sectorflow.counting import VIRTUAL_IMAGES, read_counted_scan
+from sectorflow.counting import read_counted_scan
 from sectorflow.live import LiveView, subscribe
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.simulator import simulator_from_config, specimen_maps
@@ -30,7 +30,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "radial_profile.py"
 # moves and the ring's inside; electrons sparse enough to be counted one by one.
 SIMULATOR = {"bright_field_radius_px": 20.0, "dose_per_frame": 80.0, "specimen": "crystal", "specimen_grain_px": 4.0,
              "specimen_bright_field": 0.6, "specimen_dark_field": 0.25, "specimen_shift_px": 4.0}
-ANALYSIS = {"bright_field_radius_px": 24.5, "dark_field_inner_px": 25.5, "dark_field_outer_px": 56.0,
+ANALYSIS = {"virtual_detectors": [{"name": "bright_field", "kind": "disk", "radius": 24.5},
+                                  {"name": "dark_field", "kind": "annulus", "inner": 25.5, "outer": 56.0}],
             "live_rate_hz": 5.0}
 
 
@@ -106,7 +107,9 @@ def test_virtual_images_follow_the_specimen_in_the_file_and_the_live_view(make_c
     final = views[-1]
     assert final.complete and final.positions_counted == SCAN_X * SCAN_Y
     assert len(views) >= 1
-    for name in VIRTUAL_IMAGES:
+    assert list(final.images) == ["bright_field", "dark_field", "com_x", "com_y"]
+    assert [name for name in counted.images if name != "diffraction"] == list(final.images)
+    for name in final.images:
         np.testing.assert_array_equal(final.images[name], counted.images[name].astype(np.float64), err_msg=name)
     np.testing.assert_array_equal(final.diffraction, counted.images["diffraction"].astype(np.int64))
     # The terminal view ends with the whole scan.

@@ -201,3 +201,62 @@ def test_kvstore_servers_are_a_pair_of_host_and_port_at_most() -> None:
     assert error_of(local(kvstore={"servers": ["a:1", "b:1", "c:1"]})) == (
         "beamline.toml: 'kvstore.servers' lists 3 servers: a kvstore pair (Binary Star) is a primary and a backup, so "
         "at most 2")
+
+
+def detectors(*entries: dict[str, Any]) -> dict:
+    data = local()
+    data["analysis"]["virtual_detectors"] = list(entries)
+    return data
+
+
+BRIGHT = {"name": "bright_field", "kind": "disk", "radius": 66.0}
+DARK = {"name": "dark_field", "kind": "annulus", "inner": 90.0, "outer": 150.0}
+
+
+def test_shipped_configs_keep_the_bright_and_dark_field_detectors() -> None:
+    for path in sorted(p for p in CONFIG_DIR.glob("*.toml") if p != DEFAULTS_TABLE):
+        shipped = load_config(path).analysis.virtual_detectors
+        assert [(d.name, d.kind) for d in shipped] == [("bright_field", "disk"), ("dark_field", "annulus")], path
+        assert (shipped[0].radius, shipped[1].inner, shipped[1].outer) == (66.0, 90.0, 150.0), path
+
+
+def test_a_rectangle_detector_is_read_with_its_geometry() -> None:
+    probe = {"name": "probe", "kind": "rectangle", "row0": 10, "col0": 20, "rows": 30, "cols": 40}
+    config = config_from_dict(detectors(BRIGHT, DARK, probe))
+    d = config.analysis.virtual_detectors[2]
+    assert (d.name, d.kind, d.row0, d.col0, d.rows, d.cols) == ("probe", "rectangle", 10, 20, 30, 40)
+
+
+@pytest.mark.parametrize(("entries", "expected"), [
+    ([{"name": "x", "kind": "square"}], "'analysis.virtual_detectors[0].kind' = 'square': expected one of 'disk'"),
+    ([BRIGHT, {**DARK, "name": "bright_field"}], "'analysis.virtual_detectors[1]': name = 'bright_field' is "
+                                                  "already the name of another virtual detector"),
+    ([{**BRIGHT, "radius": 0.0}], "(bright_field): a disk needs a radius above 0, got radius = 0.0"),
+    ([{**BRIGHT, "radius": -3.0}], "'analysis.virtual_detectors[0].radius' = -3.0: expected a value at least 0.0"),
+    ([{**DARK, "inner": 150.0, "outer": 90.0}], "(dark_field): an annulus needs outer above inner"),
+    ([{**BRIGHT, "inner": 5.0}], "(bright_field): 'inner' is not a key of a disk; a disk takes radius"),
+    ([{"name": "box", "kind": "rectangle", "rows": 4}], "(box): a rectangle needs rows and cols of at least 1"),
+    ([{"name": "box", "kind": "rectangle", "row0": 570, "rows": 10, "cols": 1}],
+     "(box): rows 570 to 579, columns 0 to 0 reach past the 576 x 576 frame"),
+    ([{"kind": "disk", "radius": 3.0}], "'analysis.virtual_detectors[0]' has no name"),
+    ([{"name": "2nd", "kind": "disk", "radius": 3.0}], "name = '2nd': expected letters, digits and _"),
+    ([{"name": "com_x", "kind": "disk", "radius": 3.0}], "not one of com_x, com_y, diffraction"),
+    ([{"name": "b", "radius": 3.0}], "(b) has no kind"),
+    ([{**BRIGHT, "name": f"d{i}"} for i in range(17)], "'analysis.virtual_detectors' lists 17 tables, at most 16"),
+    ([{**BRIGHT, "radus": 3.0}], "unknown key 'analysis.virtual_detectors[0].radus'; did you mean 'radius'?"),
+    ([{"name": "grains", "kind": "mask"}], "(grains): a mask needs mask = the path of a .npy file"),
+    ([{**BRIGHT, "mask": "m.npy"}], "(bright_field): 'mask' is not a key of a disk"),
+])
+def test_a_bad_virtual_detector_is_one_line_naming_it(entries: list[dict[str, Any]], expected: str) -> None:
+    assert expected in error_of(detectors(*entries))
+
+
+def test_virtual_detectors_must_be_an_array_of_tables() -> None:
+    data = local(analysis={"virtual_detectors": "bright_field"})
+    assert "'analysis.virtual_detectors' must be an array of tables" in error_of(data)
+
+
+def test_the_retired_detector_keys_say_what_replaced_them() -> None:
+    message = error_of(local(analysis={"bright_field_radius_px": 66.0}))
+    assert "'analysis.bright_field_radius_px' is no longer a key: " in message
+    assert "[[analysis.virtual_detectors]]" in message

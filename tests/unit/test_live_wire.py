@@ -34,7 +34,7 @@ def test_a_good_message_reads_back() -> None:
     ([b"news", b"{}"], "not a live message"),
     ([wire.FRAMES, b"not json", b"", b"", b""], "not a JSON object"),
     ([wire.FRAMES, b"[1, 2]", b"", b"", b""], "not a JSON object"),
-    (frames_batch(v=2), "version 2"),
+    (frames_batch(v=1), "version 1"),
     (frames_batch()[:4], "4 parts"),
     (frames_batch(scan_shape=5), "header"),
     (frames_batch(scan_shape=[1, 2, 3]), "header"),
@@ -74,3 +74,44 @@ def test_acknowledgements_read_back_and_nothing_else_is_one() -> None:
     for request in (b"ack", b"ack ", b"ack -1", b"ack 1e3", b"ack 12x", b"ACK 1", b"ack " + b"9" * 21, b"subscribe"):
         assert wire.parse_ack(request) is None, request
     assert wire.decode(wire.encode(wire.decode(frames_batch()), seq=41)).seq == 41
+
+
+def images_batch(names: tuple[str, ...] = ("bright_field", "probe"), **header_changes: object) -> list[bytes]:
+    """An images message of detectors ``names``, its header then changed (a publisher's lie)."""
+    arrays = {"position": np.array([0, 5], np.uint64), "com_x": np.array([0.5, -1], np.float32),
+              "com_y": np.array([1, 2], np.float32), "events": np.array([1, 63, 7], np.uint32),
+              **{name: np.array([i, 10 + i], np.uint32) for i, name in enumerate(names)}}
+    parts = wire.encode(wire.Batch(wire.IMAGES, "ng", 4, (2, 3), (8, 8), False, arrays, detectors=names))
+    header = json.loads(parts[1])
+    header.update(header_changes)
+    parts[1] = json.dumps(header).encode()
+    return parts
+
+
+def test_an_images_message_carries_the_detectors_it_names() -> None:
+    batch = wire.decode(images_batch())
+    assert batch.detectors == ("bright_field", "probe")
+    assert batch.arrays["probe"].tolist() == [1, 11] and batch.arrays["com_x"].tolist() == [0.5, -1]
+    assert wire.decode(images_batch(names=())).detectors == ()  # a scan's end names none
+
+
+@pytest.mark.parametrize("parts, fault", [
+    (images_batch(names=tuple(f"d{i}" for i in range(17))), "at most 16 names, got 17 of them"),
+    (images_batch(detectors="bright_field"), "must be a list of at most 16 names, got str"),
+    (images_batch(detectors=["bright_field", "probe", "x"]), "8 parts, expected 9"),
+    (images_batch(detectors=["bright_field", 7]), "detector name '7' is not one"),
+    (images_batch(detectors=["../etc", "probe"]), "detector name '../etc' is not one"),
+    (images_batch(detectors=["bright_field", "events"]), "detector name 'events' is not one"),
+    (images_batch(detectors=["a" * 33, "probe"]), "detector name 'aaaa"),
+    (images_batch(detectors=["probe", "probe"]), "a detector is named twice"),
+])
+def test_a_malformed_images_header_is_refused_naming_its_fault(parts: list[bytes], fault: str) -> None:
+    with pytest.raises(ValueError, match=fault):
+        wire.decode(parts)
+
+
+def test_detector_arrays_of_another_length_than_the_positions_are_refused() -> None:
+    parts = images_batch()
+    parts[-2] = np.array([1, 2, 3], np.uint32).tobytes()  # probe's array: three values for two frames
+    with pytest.raises(ValueError, match="different lengths"):
+        wire.decode(parts)

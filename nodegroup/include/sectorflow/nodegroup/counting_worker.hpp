@@ -72,6 +72,8 @@ struct WorkerHooks {
   std::function<void(std::uint32_t scan, ScanResult&& part)> finished;
   /// Where each counted frame's virtual-image values and events go for the live view; null: nowhere.
   LiveFeed* live = nullptr;
+  /// The virtual detectors laid out on the frame; null: no virtual images.
+  const VirtualImager* imager = nullptr;
 };
 
 class CountingWorker {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "sectorflow/nodegroup/virtual_images.hpp"
@@ -21,8 +22,8 @@ struct LiveBatch {
   std::vector<std::uint32_t> scan_x;
   std::vector<std::uint32_t> scan_y;
   std::vector<std::uint64_t> position;
-  std::vector<std::uint32_t> bright_field;
-  std::vector<std::uint32_t> dark_field;
+  std::vector<std::string> names;                  ///< the virtual detectors' names
+  std::vector<std::vector<std::uint32_t>> counts;  ///< counts[d]: per frame, the electrons in detector d
   std::vector<float> com_x;
   std::vector<float> com_y;
   std::vector<std::uint64_t> offsets{0};  ///< frame i's events are events[offsets[i] .. offsets[i + 1])
@@ -34,7 +35,8 @@ struct LiveBatch {
 
 class LiveFeed {
  public:
-  LiveFeed(std::size_t max_frames, std::size_t max_events) : max_frames_(max_frames), max_events_(max_events) {}
+  /// `names`: the virtual detectors, whose counts each frame brings (VirtualPixel::counts).
+  LiveFeed(std::size_t max_frames, std::size_t max_events, std::vector<std::string> names);
 
   /// Adds a counted frame (thread-safe); drops and counts it if the batch is full.
   void record(std::uint32_t scan, std::uint32_t scan_x, std::uint32_t scan_y, std::uint64_t position,
@@ -47,7 +49,10 @@ class LiveFeed {
   std::uint64_t dropped() const { return dropped_total_.load(std::memory_order_relaxed); }
 
  private:
+  LiveBatch empty_batch() const;
+
   std::size_t max_frames_;
+  std::vector<std::string> names_;
   std::size_t max_events_;
   std::mutex mutex_;
   LiveBatch batch_;

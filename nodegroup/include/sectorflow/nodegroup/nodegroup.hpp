@@ -83,6 +83,7 @@ class NodeGroup {
   std::map<std::uint32_t, std::pair<std::uint32_t, ScanResult>> pending_;  // parts received, merged result
   std::deque<ScanResult> ready_;
 
+  std::unique_ptr<const VirtualImager> imager_;  // before the workers, which image with it
   std::unique_ptr<LiveFeed> live_;  // before the workers, which record into it
   zmq::context_t context_;  // before the sockets' owners: destroyed after them
   std::vector<std::unique_ptr<CountingWorker>> workers_;

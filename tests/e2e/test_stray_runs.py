@@ -172,7 +172,9 @@ def test_a_file_record_rewritten_to_count_more_than_the_scan_has_is_named_in_the
     # whole scan's file record with 300 sectors per receiver of a 256-position scan. No run writes
     # that; the account says the records disagree instead of calling sectors missing.
     stack.assert_whole(11, stack.acquire(11))
-    real = ScanFileRecord.decode(stack.client.get(scan_file_key(11)))
+    # Read as the account reads it: from its key, or from the scan's summary once the server folded it.
+    real = records_of(stack.client.subtree(scan_prefix(11)), 11).file
+    assert real is not None
     forged = ScanFileRecord(outcome=real.outcome, path=real.path, extra_paths=list(real.extra_paths),
                             positions=real.positions, frames_written=real.frames_written,
                             positions_missing=real.positions_missing, sectors_counted=[300] * 4, reason=real.reason,
@@ -197,10 +199,11 @@ def test_a_stray_sfsp_info_beside_or_after_a_scan_is_refused_and_the_scan_comes_
                "relay thread 1 to refuse the stray info")
     stack.assert_whole(12, acquired)
 
-    relay_record = stack.client.get(f"{scan_prefix(12)}aggregator/t1")
+    relay_record = records_of(stack.client.subtree(scan_prefix(12)), 12).relays.get(1)
+    assert relay_record is not None
     stack.stray_sfsp(12, with_data=True)
     wait_until(lambda: stack.status("aggregator", "t1").get("malformed_scan") == 2, WAIT_S,
                "relay thread 1 to refuse the stray info after the scan")
-    assert stack.client.get(f"{scan_prefix(12)}aggregator/t1") == relay_record
+    assert records_of(stack.client.subtree(scan_prefix(12)), 12).relays.get(1) == relay_record
     assert account(records_of(stack.client.subtree(scan_prefix(12)), 12)).line().startswith(f"scan 12: {WHOLE}")
 

@@ -147,23 +147,24 @@ def run(args: argparse.Namespace, config: Config) -> int:
             _check_accepted(client, config, published)
         request = published.request
         scan = request.scan_number
-        if request.routing:
-            print(f"scan {scan}: requested {scan_x} x {scan_y} ({request.source}), streaming to "
-                  f"{len(request.routing)} NodeGroups: {', '.join(request.routing)}", flush=True)
-        else:
-            print(f"scan {scan}: requested {scan_x} x {scan_y}; no NodeGroup registered: the producers write it "
-                  f"to disk in {config.producer.fallback_dir}", flush=True)
-        if not args.wait:
-            waiting = published.wait_taken(client, ACK_WAIT_S)
-            if waiting:
-                print(f"scan {scan}: not yet taken by {', '.join(waiting)} (busy, or not running); they take it "
-                      "when they are idle, unless the kvstore restarts first: use --wait to see it through",
-                      file=sys.stderr, flush=True)
-            return 0
+        # From here the request is the producers': a Ctrl-C at any point stops nobody's work, only
+        # this command's waiting (also one that comes before the wait begins).
         try:
+            if request.routing:
+                print(f"scan {scan}: requested {scan_x} x {scan_y} ({request.source}), streaming to "
+                      f"{len(request.routing)} NodeGroups: {', '.join(request.routing)}", flush=True)
+            else:
+                print(f"scan {scan}: requested {scan_x} x {scan_y}; no NodeGroup registered: the producers write "
+                      f"it to disk in {config.producer.fallback_dir}", flush=True)
+            if not args.wait:
+                waiting = published.wait_taken(client, ACK_WAIT_S)
+                if waiting:
+                    print(f"scan {scan}: not yet taken by {', '.join(waiting)} (busy, or not running); they take it "
+                          "when they are idle, unless the kvstore restarts first: use --wait to see it through",
+                          file=sys.stderr, flush=True)
+                return 0
             result = wait_for_account(client, published, timeout)
         except KeyboardInterrupt:
-            # The request is the producers' now: stopping this command stops nobody's work.
             config_option = f" --config {args.config}" if args.config else ""
             print(f"scan {scan}: no longer waited for; the scan goes on (the producers and NodeGroups do not stop): "
                   f"'sectorflow status{config_option}' shows it, 'sectorflow abort{config_option} {scan}' stops it",

@@ -4,13 +4,18 @@ the file workflow it replaces (raw files with fsync, then stempy reads, counts a
 bench/file_workflow.py), one after the other in one run. The paper measured 13x for 10 GB scans at
 its facility; here both sides share the same two cores and one disk.
 
-Both scans of the target run: 128 x 128 (10.9 GB raw) and 256 x 256 (43.5 GB raw, about 5 minutes
-for both workflows here); ``--quick`` leaves the second out (``FULL_SCANS``).
+Scans: 128 x 128 (10.9 GB raw), 256 x 256 (43.5 GB raw, about 5 minutes for both workflows here) and
+512 x 512 (174 GB raw); ``--quick`` leaves the last two out (``FULL_SCANS``). A file workflow needs
+its raw files on disk at once: where the disk has not room for them (512 x 512 needs 174 GB), that
+side is estimated from the largest scan measured in the same run (its seconds per raw GB of writing
+and of stempy, which both scale with the bytes), the row says so, and the target is judged on
+measured rows only.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -25,22 +30,45 @@ log = logging.getLogger(__name__)
 DESCRIPTION = "time from acquisition start to counted HDF5: streaming pipeline vs file workflow (stempy)"
 
 SCANS = [(128, 128)]
-FULL_SCANS = [(256, 256)]
-TARGET = 6.0  # issue 17: streaming at least this many times faster than the file workflow, every scan
+FULL_SCANS = [(256, 256), (512, 512)]
+TARGET = 8.0  # issue 34: streaming at least this many times faster than the file workflow, every scan
+DISK_MARGIN = 1.1  # room beyond the raw files: the counted file, the streaming side's output, the rest of the disk
+
+
+def raw_scan_bytes(config: Config, scan_x: int, scan_y: int) -> int:
+    """Bytes of a scan's raw files (their headers aside)."""
+    geometry = config.geometry()
+    return geometry.sector_bytes * geometry.n_sectors * scan_x * scan_y
+
+
+def estimated_file_workflow(measured: FileWorkflowTiming, raw_bytes: int) -> FileWorkflowTiming:
+    """The file workflow of a scan of ``raw_bytes`` at the seconds per byte of a measured one."""
+    scale = raw_bytes / measured.raw_bytes
+    return FileWorkflowTiming(measured.write_s * scale, measured.count_s * scale, measured.save_s * scale, raw_bytes)
 
 
 def run(config: Config, options: RunOptions) -> BenchmarkResult:
     """Each scan through both workflows; see the module docstring."""
     rows = []
     details: dict[str, dict] = {}
+    largest: FileWorkflowTiming | None = None
     for scan_x, scan_y in SCANS + ([] if options.quick else FULL_SCANS):
         with tempfile.TemporaryDirectory(prefix="bench-time-to-science-") as work:
             log.info("streaming pipeline, %d x %d", scan_x, scan_y)
             streaming = run_stack_scan(config, scan_x, scan_y, Path(work) / "streaming")
-            log.info("file workflow, %d x %d", scan_x, scan_y)
-            files: FileWorkflowTiming = run_file_workflow(config, 1, scan_x, scan_y, Path(work))
+            raw_bytes = raw_scan_bytes(config, scan_x, scan_y)
+            free = shutil.disk_usage(work).free
+            if raw_bytes * DISK_MARGIN <= free or largest is None:
+                log.info("file workflow, %d x %d", scan_x, scan_y)
+                files: FileWorkflowTiming = run_file_workflow(config, 1, scan_x, scan_y, Path(work))
+                largest, estimated = files, False
+            else:
+                log.info("file workflow, %d x %d: %.0f GB of raw files, %.0f GB free: estimated from %.1f GB",
+                         scan_x, scan_y, raw_bytes / 1e9, free / 1e9, largest.raw_bytes / 1e9)
+                files, estimated = estimated_file_workflow(largest, raw_bytes), True
         speedup = ratio(files.total_s, streaming.seconds_to_file)
-        rows.append([f"{scan_x} x {scan_y}", files.raw_bytes / 1e9, files.write_s, files.count_s + files.save_s,
+        label = f"{scan_x} x {scan_y}" + (" (files estimated)" if estimated else "")
+        rows.append([label, files.raw_bytes / 1e9, files.write_s, files.count_s + files.save_s,
                      files.total_s, streaming.seconds_to_file, streaming.frames_per_s, speedup])
         details[f"{scan_x}x{scan_y}"] = {
             "file_workflow": {"write_s": files.write_s, "count_s": files.count_s, "save_s": files.save_s,
@@ -49,6 +77,7 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
                           "complete": streaming.complete, "incomplete": streaming.incomplete,
                           "missing": streaming.missing},
             "speedup": speedup,
+            "file_workflow_estimated": estimated,
         }
     notes = [
         "file workflow: simulate + write raw version-5 files (one per sector) + fsync, then stempy 3.6.0 "
@@ -56,16 +85,20 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
         f"streaming: the local stack ({config.n_receivers} producer daemons, aggregator, 2 NodeGroup ranks), from "
         "the acquisition request to the HDF5 file on disk; the stack's start-up (about 5 s) is not counted, as a "
         "streaming session runs before the acquisition.",
-        "--quick: the 256 x 256 scan (43.5 GB) was left out" if options.quick
+        "--quick: the 256 x 256 and 512 x 512 scans were left out" if options.quick
         else "the file workflow's raw files are simulated and written by one process per sector, as many at once as "
              "there are cores (the streaming side has four producer processes); both run on the same cores.",
     ]
+    if any(d["file_workflow_estimated"] for d in details.values()):
+        notes.append("a scan marked 'files estimated' had not room on this disk for its raw files: its file workflow "
+                     "is the largest measured scan's, scaled by raw bytes; the target is judged on measured scans")
+    measured = [row[-1] for row, d in zip(rows, details.values()) if not d["file_workflow_estimated"]]
     return BenchmarkResult(
         columns=["scan", "raw GB", "files: write s", "files: stempy count + save s", "files: total s",
                  "streaming: s to file", "streaming: frames/s", "speed-up"],
         rows=rows, notes=notes, details=details,
         targets=[Target("time to science: streaming vs file workflow (stempy), slowest scan", f">= {TARGET:.0f}x",
-                        f"{min(r[-1] for r in rows):.1f}x", min(r[-1] for r in rows) >= TARGET)],
+                        f"{min(measured):.1f}x", min(measured) >= TARGET)],
     )
 
 

@@ -23,7 +23,7 @@ from sectorflow.kvstore import Client
 from sectorflow.nodegroup.nodegroup_service import detector_attrs, detectors_from
 from sectorflow.operations.scan_account import config_argument
 
-from .images_source import ImageSource, labels
+from .images_source import PATTERN, ImageSource, labels
 from .png import RAMP
 from .scan_groups import ScanGroups, group_scans
 from .view import Remembered, build_view
@@ -143,8 +143,8 @@ class Follower:
         images = self.images.latest()
         view["images"] = None if images is None else {
             "scan": images.scan, "scan_shape": list(images.scan_shape), "complete": images.complete,
-            "positions_counted": images.positions_counted, "names": list(images.images), "path": images.path,
-            "labels": labels([*images.images, "diffraction"]),
+            "positions_counted": images.positions_counted, "names": [*images.images, *images.sums],
+            "path": images.path, "labels": labels(images), "pattern": PATTERN if images.diffraction is not None else None,
             "live": not images.path,
             "version": self.images_version,
             "ranges": images.ranges(),

@@ -84,6 +84,7 @@ from sectorflow.configs import Config
 from sectorflow.counting import make_calibration
 from sectorflow.errors import SectorflowError, UsageError
 from sectorflow.kvstore import Client
+from sectorflow.analysis import plan_of
 from sectorflow.live.publisher import LivePublisher
 from sectorflow.protocol import (
     STATE_COUNTING,
@@ -242,12 +243,12 @@ def detectors_from(config: Config) -> VirtualDetectors | None:
             name=v.name, kind=v.kind, centre_row=v.centre_row if v.centre_row >= 0 else centre_row,
             centre_col=v.centre_col if v.centre_col >= 0 else centre_col, radius=v.radius, inner=v.inner,
             outer=v.outer, row0=v.row0, col0=v.col0, rows=v.rows, cols=v.cols,
-            **({"mask": _mask(v.name, v.mask, (d.frame_rows, d.frame_cols)), "mask_file": v.mask}
+            **({"mask": load_mask(v.name, v.mask, (d.frame_rows, d.frame_cols)), "mask_file": v.mask}
                if v.kind == "mask" else {})) for v in a.virtual_detectors],
     )
 
 
-def _mask(name: str, path: str, shape: tuple[int, int]) -> np.ndarray:
+def load_mask(name: str, path: str, shape: tuple[int, int]) -> np.ndarray:
     """A mask detector's pixels: its .npy file, of the frame's shape, as 0/1 bytes."""
     try:
         values = np.load(path, allow_pickle=False)  # a pickle could run code: a mask is numbers
@@ -305,6 +306,8 @@ class LocalGroup:
         self.host = advertised_host(config.nodegroup.host)
         self.node = socket.gethostname()
         self.group = NodeGroup(settings_from(config, uid, counting_threads, count))
+        # The analyses whose outputs this NodeGroup hands over with each scan (analysis/SPEC.md).
+        self.plan = plan_of(config, detector_attrs(self.group.settings.detectors).get("detectors"))
         a, d = config.analysis, config.detector
         self.live = LivePublisher(self.group, uid, config.nodegroup.host, self.host, (d.frame_rows, d.frame_cols),
                                   a.live_rate_hz, a.live_hwm, a.live_stall_s,
@@ -387,7 +390,7 @@ class LocalGroup:
 
     def finished(self, result: Any) -> GroupResult:
         """A finished scan's part: its record ``scans/<n>/nodegroup/<uid>`` written, ready for rank 0."""
-        part = GroupResult.from_scan_result(result, self.uid, self.rank, self.host)
+        part = GroupResult.from_scan_result(result, self.uid, self.rank, self.host, self.plan)
         positions, electrons = len(part.positions), len(part.events)
         self.positions_total += positions
         self.electrons_total += electrons
@@ -591,7 +594,7 @@ class NodeGroupService:
                 receivers=self.config.n_receivers,
                 second_output_dir=self.options.second_output_dir,
                 write_retry_s=self.config.nodegroup.write_retry_s,
-                detectors=detector_attrs(self.groups[0].group.settings.detectors),
+                plan=self.groups[0].plan,
                 aborted=lambda scan: self.client.get(abort_key(scan)) is not None,
             )
             log.info("job of %d ranks, %d NodeGroups; files go to %s%s", self.size, len(job_uids),

@@ -210,8 +210,9 @@ function renderSessions(state) {
 let imagesVersion = -1;
 let lastImages = null;
 
+// Every output of the scan's analyses, in the registry's order (analysis/SPEC.md).
 function imageNames(images) {
-  return [...images.names, ...(images.frame_shape ? ["diffraction"] : [])];
+  return images.names;
 }
 
 function renderImages(state) {
@@ -247,7 +248,7 @@ function drawPanel(panel, images) {
   img.dataset.name = name;
   panel.querySelector("figcaption").textContent = `${title} (${unit})`;
   drawColourbar(panel, images.ramp, images.ranges[name]);
-  drawDetectors(panel.querySelector("svg"), name === "diffraction" ? images : null);
+  drawDetectors(panel.querySelector("svg"), name === images.pattern ? images : null);
 }
 
 function label(value) {

@@ -50,7 +50,7 @@ def test_the_colour_bar_spans_each_image_from_its_smallest_to_largest_counted_va
     com_x = np.array([[3.0, np.nan], [0.0, -1.0]])
     com_y = np.array([[4.0, np.nan], [1.0, 0.0]])
     shown = ShownImages(scan=1, scan_shape=(2, 2), images=with_magnitude({"com_x": com_x, "com_y": com_y}),
-                        diffraction=np.array([[0.0, 6.0], [3.0, 0.0]]), positions_counted=3)
+                        sums={"diffraction": np.array([[0.0, 6.0], [3.0, 0.0]])}, positions_counted=3)
     ranges = shown.ranges()
     assert ranges["com_x"] == [-1.0, 3.0] and ranges["com_magnitude"] == [1.0, 5.0]  # |(3, 4)| = 5
     assert ranges["diffraction"] == [0.0, 6.0]
@@ -176,3 +176,4 @@ def test_scan_durations_count_each_scan_once_even_one_that_came_and_left_the_lis
     samples = samples_of(registry)  # one scrape after all: scan 1 is not listed any more
     assert samples["sectorflow_scan_duration_seconds_count"] == [({}, 4.0)]  # 2 s, 5 s, 8 s, 1 s
     assert samples["sectorflow_scan_duration_seconds_sum"] == [({}, 16.0)]
+

@@ -2,7 +2,7 @@
 this package registers each of the modules below, in the order the file, the page and ``view``
 show them."""
 
-from . import builtin  # noqa: F401 - registers them
+from . import builtin, radial_profile  # noqa: F401 - registers them
 from .builtin import NODEGROUP_KERNELS
 from .registry import (
     PER_POSITION,

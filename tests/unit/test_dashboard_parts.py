@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sectorflow.dashboard.metrics import make_registry
+from sectorflow.dashboard.outline import mask_outline
 from sectorflow.dashboard.images_source import ShownImages, with_magnitude
 from sectorflow.dashboard.png import NOT_COUNTED_RGB, RAMP, colourise, encode_png
 from sectorflow.dashboard.scan_groups import group_scans
@@ -177,3 +178,10 @@ def test_scan_durations_count_each_scan_once_even_one_that_came_and_left_the_lis
     assert samples["sectorflow_scan_duration_seconds_count"] == [({}, 4.0)]  # 2 s, 5 s, 8 s, 1 s
     assert samples["sectorflow_scan_duration_seconds_sum"] == [({}, 16.0)]
 
+
+def test_a_mask_detectors_outline_is_the_edges_of_its_pixels_and_is_left_out_when_too_long() -> None:
+    mask = np.zeros((4, 5), bool)
+    mask[1:3, 1:4] = True  # rows 1-2, columns 1-3: the square [1, 3) x [1, 4)
+    assert mask_outline(mask) == "M1 1H4 M1 3H4 M1 1V3 M4 1V3"
+    scattered = np.random.default_rng(5).random((128, 128)) < 0.5
+    assert mask_outline(scattered) is None  # about 16,000 runs of edges: more than a page draws at every update

@@ -104,6 +104,9 @@ class GroupResult:
     # aligned with positions; empty without.
     images: dict[str, np.ndarray] = field(default_factory=dict)
     sums: dict[str, np.ndarray] = field(default_factory=dict)  # per-scan ones, summed over the part's frames
+    # Per analysis that made outputs of the part: the frames it analysed, and the seconds its Python
+    # from_events took (0 for a C++ kernel's: that time is the counting threads').
+    analysed: dict[str, tuple[int, float]] = field(default_factory=dict)
 
     @classmethod
     def from_scan_result(cls, result: Any, uid: str, rank: int, host: str, plan: Plan | None = None) -> GroupResult:
@@ -174,11 +177,15 @@ def _outputs_of(result: Any, plan: Plan | None) -> dict[str, Any]:
         if analysis.nodegroup_kernel and kernels_ran:
             values.update(NODEGROUP_KERNELS[analysis.nodegroup_kernel](result, plan.context))
     frames = Frames(np.asarray(result.positions), np.asarray(result.offsets), np.asarray(result.events))
-    values.update(compute([a for a in plan.analyses if not (a.nodegroup_kernel and kernels_ran)], frames,
-                          plan.context, skip_kernels=False))
+    analysed = {a.name: (len(frames), 0.0) for a in plan.analyses if a.nodegroup_kernel and kernels_ran}
+    for analysis in plan.analyses:
+        if analysis.name not in analysed and analysis.from_events is not None:
+            started = time.perf_counter()
+            values.update(compute([analysis], frames, plan.context, skip_kernels=False))
+            analysed[analysis.name] = (len(frames), time.perf_counter() - started)
     per = {o.name: o.per for o in plan.outputs()}
     return {"images": {n: v for n, v in values.items() if per.get(n) == PER_POSITION},
-            "sums": {n: v for n, v in values.items() if n in per and per[n] != PER_POSITION}}
+            "sums": {n: v for n, v in values.items() if n in per and per[n] != PER_POSITION}, "analysed": analysed}
 
 
 @dataclass

@@ -278,6 +278,15 @@ def detector_attrs(detectors: VirtualDetectors | None) -> dict[str, Any]:
                           for d in detectors.detectors}}
 
 
+def analysis_fields(analysed: dict[str, tuple[int, float]]) -> dict[str, Any]:
+    """A NodeGroup's status fields of its analyses: frames analysed and Python seconds, each since start."""
+    out: dict[str, Any] = {}
+    for name, (frames, seconds) in analysed.items():
+        out[f"analysis_{name}_frames_total"] = frames
+        out[f"analysis_{name}_seconds_total"] = round(seconds, 6)
+    return out
+
+
 def advertised_host(bind_host: str) -> str:
     """The address others connect to: the bind host, or this node's name for a wildcard."""
     return socket.gethostname() if bind_host in ("0.0.0.0", "*", "::") else bind_host
@@ -317,6 +326,9 @@ class LocalGroup:
         # The science of what it counted, for /metrics: since it started, and its last scan's part.
         self.positions_total = 0
         self.electrons_total = 0
+        # Per analysis of the plan: frames analysed and seconds of Python since start (status fields
+        # analysis_<name>_frames_total, _seconds_total; the dashboard's metrics).
+        self.analysed_total: dict[str, tuple[int, float]] = {}
         self.electrons_per_frame = 0.0
         self._published = 0.0
         self._published_refused = 0
@@ -394,6 +406,9 @@ class LocalGroup:
         positions, electrons = len(part.positions), len(part.events)
         self.positions_total += positions
         self.electrons_total += electrons
+        for name, (frames, seconds) in part.analysed.items():
+            done, spent = self.analysed_total.get(name, (0, 0.0))
+            self.analysed_total[name] = (done + frames, spent + seconds)
         if positions:
             self.electrons_per_frame = electrons / positions
         if self.live is not None:
@@ -414,6 +429,7 @@ class LocalGroup:
             "unannounced_messages": self.unannounced_messages,
             "positions_total": self.positions_total,
             "electrons_total": self.electrons_total,
+            **analysis_fields(self.analysed_total),
             "electrons_per_frame": round(self.electrons_per_frame, 3),
             **self.owner,
             **{key: int(counters[key]) for key in PUBLISHED_COUNTERS},

@@ -367,6 +367,10 @@ def test_prometheus_scrapes_the_scans_message_count(stack: Stack, processes: Pro
     wait_until(lambda: prometheus_sum(port, "sectorflow_positions_counted_total") == len(counted.events), PAGE_S,
                f"Prometheus to hold the scan's {len(counted.events)} positions counted")
     assert prometheus_sum(port, "sectorflow_electrons_counted_total") == electrons
+    # Each registered analysis the NodeGroups ran, by name: every counted frame went through it.
+    for analysis in ("virtual_detectors", "centre_of_mass", "summed_pattern"):
+        assert prometheus_sum(port, f'sectorflow_analysis_frames_total{{analysis="{analysis}"}}') == \
+            len(counted.events), analysis
     per_frame = prometheus_query(port, "sectorflow_scan_electrons_per_frame")
     assert sum(float(series["value"][1]) for series in per_frame) > 0
 

@@ -13,7 +13,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from sectorflow.errors import SectorflowValueError
+from sectorflow.errors import SectorflowError, SectorflowValueError
 
 from .schema import DETECTOR_KEYS, IMAGE_NAME, RESERVED_IMAGE_NAMES, Config, ReceiverConfig, VirtualDetectorConfig
 
@@ -175,6 +175,12 @@ def _check_detectors(detectors: tuple, given: list[dict[str, Any]], source: str,
 
 def _check_whole(config: Config, source: str) -> None:
     d = config.detector
+    from sectorflow.analysis import chosen  # the registry: analysis/__init__.py
+
+    try:
+        chosen(config.analysis.analyses)
+    except SectorflowError as error:
+        raise ConfigError(f"{source}: {error}") from None
     for i, v in enumerate(config.analysis.virtual_detectors):
         if v.kind == "rectangle" and (v.row0 + v.rows > d.frame_rows or v.col0 + v.cols > d.frame_cols):
             raise ConfigError(

@@ -343,6 +343,11 @@ class AnalysisConfig:
         f"the virtual detectors ([[analysis.virtual_detectors]] tables, at most {MAX_VIRTUAL_DETECTORS}), one image "
         "each; a file that lists any replaces these defaults (a bright-field disk and an annular dark-field ring "
         "for the simulator's disk of 60 px)", entry=VirtualDetectorConfig, max_entries=MAX_VIRTUAL_DETECTORS)
+    analyses: tuple[str, ...] = setting(
+        (), "further analyses of the registry (analysis/SPEC.md) the NodeGroups run on the counted frames, by name, "
+        "beside the built-in virtual detectors, centre of mass and summed pattern (virtual_images); each one's "
+        "outputs go into the file, the live view, the dashboard and `view`; a name not registered is an error "
+        "naming the registered ones")
     live: bool = setting(
         True, "publish the images while a scan runs and its counted frames for other analyses (live/SPEC.md; "
         "needs virtual_images)")

@@ -27,10 +27,9 @@ from .arrays import (
     statistics_dict,
     thresholds_for_scan,
 )
-from .counted_file import CENTRE_OF_MASS, FILE_VERSION, CountedScan, read_counted_scan, write_counted_scan
+from .counted_file import FILE_VERSION, CountedScan, read_counted_scan, write_counted_scan
 
 __all__ = [
-    "CENTRE_OF_MASS",
     "FILE_VERSION",
     "STATISTICS_FIELDS",
     "BatchCounter",

@@ -41,6 +41,12 @@ Layout (docs/contracts.md, "Counted output"; attribute meanings checked against 
                                         configured order); pixel (r, c) is [r, r+1) x [c, c+1)
                                         (/virtual_images is there when the writer made the images:
                                         the NodeGroups do, [analysis] virtual_images)
+    /analysis/<name>                    any further analysis of the registry ([analysis] analyses),
+                                        at the path its declaration gives (analysis/SPEC.md), e.g.
+                                        /analysis/radial_profile float32 (scan rows, scan cols, rings)
+
+Every dataset under /virtual_images and /analysis is an output of a registered analysis
+(sectorflow.analysis): the writer and the reader iterate over the registry, not over names.
 
 stempy's loader turns the attributes under /metadata into ``SparseArray.metadata``; it skips
 datasets, so the position lists are read with :func:`read_counted_scan`.
@@ -64,6 +70,8 @@ import numpy as np
 
 from sectorflow.errors import SectorflowError
 
+from sectorflow.analysis import PER_POSITION, Context, Output, Results, outputs_of, registered
+
 from .arrays import STATISTICS_FIELDS, CountingError, ThresholdStatistics, statistics_dict
 
 if TYPE_CHECKING:
@@ -86,9 +94,6 @@ def _h5py() -> Any:
 def _vlen_uint32() -> np.dtype:
     return _h5py().vlen_dtype(np.uint32)
 
-#: The per-position images of a file's /virtual_images group made whatever the detectors are; each
-#: virtual detector adds one under its name.
-CENTRE_OF_MASS = ("com_x", "com_y")
 
 
 @dataclass(frozen=True)
@@ -108,10 +113,13 @@ class CountedScan:
     incomplete_missing_sectors: list[np.ndarray]
     metadata: dict[str, Any] = field(default_factory=dict)
     images: dict[str, np.ndarray] = field(default_factory=dict)
-    """each virtual detector's name (in the configured order), then com_x, com_y -> (scan rows, scan cols)
-    float32 image, and "diffraction"; empty if the file has none"""
+    """every registered analysis's output the file holds, by name, in the registry's order: each virtual
+    detector's (in the configured order), com_x, com_y ((scan rows, scan cols) float32), "diffraction",
+    then any further analysis's; empty if the file has none"""
     detectors: dict[str, dict[str, Any]] = field(default_factory=dict)
     """each virtual detector's attributes (kind and geometry) by name"""
+    outputs: dict[str, Output] = field(default_factory=dict)
+    """what each of ``images`` is (unit, label, per position or per scan), by name"""
 
 
 def _shape(value: Sequence[int], name: str) -> tuple[int, int]:
@@ -207,9 +215,7 @@ def write_counted_scan(
     metadata: Mapping[str, Any] | None = None,
     outcome: str | None = None,
     reason: str = "",
-    virtual_images: Mapping[str, np.ndarray] | None = None,
-    diffraction: np.ndarray | None = None,
-    detectors: Mapping[str, Any] | None = None,
+    analyses: Results | None = None,
 ) -> Path:
     """Write one counted scan in stempy's layout, creating the file exclusively.
 
@@ -231,11 +237,8 @@ def write_counted_scan(
         no frame incomplete); a writer that knows of more missing says incomplete; "aborted" for a
         scan an operator aborted (sectorflow abort), whatever it holds.
     :param reason: why the scan is incomplete ("" when complete).
-    :param virtual_images: image name (each virtual detector's, com_x, com_y) -> one value per probe
-        position (scan-major, NaN where none), written under /virtual_images; None for no images.
-    :param diffraction: the summed diffraction pattern (frame pixels), with the images.
-    :param detectors: the detectors the images were made with: centre_row and centre_col (attributes
-        of /virtual_images), and under "detectors" each detector's attributes (kind, geometry) by name.
+    :param analyses: the outputs of the scan's analyses (sectorflow.analysis.Results), each written
+        at its path; None for none.
     :returns: the path written.
     :raises CountingError: events that do not fit the shapes, or positions out of range.
     :raises FileExistsError: ``path`` exists (it is left as it was).
@@ -278,9 +281,8 @@ def write_counted_scan(
     try:
         _write_layout(partial, frames, positions, (frame_rows, frame_cols), (scan_rows, scan_cols), counting_attrs,
                       missing, incomplete_positions, incomplete_sectors, outcome, reason, metadata)
-        if virtual_images is not None:
-            _write_images(partial, virtual_images, diffraction, detectors or {}, (scan_rows, scan_cols),
-                          (frame_rows, frame_cols))
+        if analyses is not None:
+            _write_outputs(partial, analyses, (scan_rows, scan_cols))
         os.link(partial, target)  # fails if the name exists: a file is never replaced
     finally:
         partial.unlink(missing_ok=True)
@@ -329,42 +331,39 @@ def _write_layout(partial: Path, frames: np.ndarray, positions: int, frame_shape
         _save_attrs(meta, metadata or {})
 
 
-def _write_images(partial: Path, images: Mapping[str, np.ndarray], diffraction: np.ndarray | None,
-                  detectors: Mapping[str, Any], scan_shape: tuple[int, int], frame_shape: tuple[int, int]) -> None:
-    each = dict(detectors.get("detectors", {}))
+def _write_outputs(partial: Path, results: Results, scan_shape: tuple[int, int]) -> None:
+    positions = scan_shape[0] * scan_shape[1]
     with _h5py().File(partial, "a") as f:
-        group = f.create_group("virtual_images")
-        for name in (*each, *CENTRE_OF_MASS):
-            if name not in images:
-                raise CountingError(f"virtual image {name} is missing")
-        for name, image in images.items():
-            if name == "diffraction":
-                raise CountingError("the summed diffraction pattern is given apart (diffraction=), not as an image")
-            values = np.asarray(image, dtype=np.float32)
-            if values.size != scan_shape[0] * scan_shape[1]:
-                raise CountingError(f"virtual image {name} has {values.size} values, expected one per probe position")
-            dataset = group.create_dataset(name, data=values.reshape(scan_shape))
-            for key, value in each.get(name, {}).items():
+        for output, values in results.filled(positions):
+            values = np.asarray(values)
+            shape = (*scan_shape, *output.extra_shape) if output.per == PER_POSITION else output.extra_shape
+            if values.size != int(np.prod(shape)):
+                raise CountingError(f"{output.name} has {values.size} values, expected {' x '.join(map(str, shape))}")
+            dataset = f.create_dataset(output.path, data=values.astype(output.dtype).reshape(shape))
+            for key, value in output.attrs.items():
                 dataset.attrs[key] = value
-        pattern = np.zeros(frame_shape, dtype=np.uint64) if diffraction is None else \
-            np.asarray(diffraction, dtype=np.uint64).reshape(frame_shape)
-        group.create_dataset("diffraction", data=pattern)
-        _save_attrs(group, {key: value for key, value in detectors.items() if key != "detectors"})
-        group.attrs["detectors"] = [name for name in images if name not in CENTRE_OF_MASS]
+        for group, attrs in results.plan.group_attrs().items():
+            _save_attrs(f.require_group(group), attrs)
 
 
-def _read_images(f: h5py.File) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
-    """The /virtual_images datasets, the detectors' first in their configured order, and each
-    detector's attributes; a file written before detectors were configurable lists no order."""
-    if "virtual_images" not in f:
-        return {}, {}
-    group = f["virtual_images"]
-    listed = [str(name) for name in group.attrs.get("detectors", [])]
-    names = [name for name in listed if name in group] or \
-        [name for name in group if name not in (*CENTRE_OF_MASS, "diffraction")]
-    order = [*names, *(name for name in group if name not in names)]
-    images = {name: group[name][()] for name in order}
-    return images, {name: dict(group[name].attrs.items()) for name in names}
+def _read_images(f: h5py.File, frame_shape: tuple[int, int]) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]],
+                                                                      dict[str, Output]]:
+    """Every registered analysis's output in the file, in the registry's order, each virtual
+    detector's attributes, and the outputs; a file written before detectors were configurable lists
+    no order (its detectors are the /virtual_images datasets no fixed path names)."""
+    group = f.get("virtual_images")
+    attrs = dict(group.attrs.items()) if group is not None else {}
+    fixed = {o.path for o in outputs_of(registered(), Context(frame_shape, 0.0, 0.0))}
+    names: list[str] = []
+    if group is not None:
+        listed = [str(name) for name in attrs.get("detectors", [])]
+        names = [name for name in listed if name in group] or \
+            [name for name in group if f"{group.name}/{name}" not in fixed]
+    detectors = {name: dict(group[name].attrs.items()) for name in names} if group is not None else {}
+    context = Context(frame_shape, float(attrs.get("centre_row", 0.0)), float(attrs.get("centre_col", 0.0)),
+                      tuple(names), detectors)
+    outputs = {o.name: o for o in outputs_of(registered(), context) if o.path in f}
+    return {name: f[o.path][()] for name, o in outputs.items()}, detectors, outputs
 
 
 def _load_attrs(group: h5py.Group) -> dict[str, Any]:
@@ -393,7 +392,7 @@ def read_counted_scan(path: str | os.PathLike[str]) -> CountedScan:
                     "only one frame per position is supported"
                 )
             events = list(frames[()])
-            images, detectors = _read_images(f)
+            images, detectors, outputs = _read_images(f, frame_shape)
             metadata = _load_attrs(f["metadata"]) if "metadata" in f else {}
             completeness = f.get("metadata/completeness")
             if completeness is not None:
@@ -417,7 +416,8 @@ def read_counted_scan(path: str | os.PathLike[str]) -> CountedScan:
         metadata=metadata,
         images=images,
         detectors=detectors,
+        outputs=outputs,
     )
 
 
-__all__ = ["FILE_VERSION", "CENTRE_OF_MASS", "CountedScan", "read_counted_scan", "write_counted_scan"]
+__all__ = ["FILE_VERSION", "CountedScan", "read_counted_scan", "write_counted_scan"]

@@ -1,6 +1,6 @@
-"""Pictures of a counted scan a person can look at: the virtual images the NodeGroups wrote into
-the file (each virtual detector's, centre of mass, summed diffraction pattern), or for a file
-without them the virtual bright field and summed pattern computed from the electron events."""
+"""Pictures of a counted scan a person can look at: the outputs of the analyses the NodeGroups wrote
+into the file (sectorflow.analysis), or for a file without them the virtual bright field and
+summed pattern computed from the electron events."""
 
 from __future__ import annotations
 
@@ -48,24 +48,14 @@ def virtual_bright_field(scan: CountedScan, radius_px: float | None = None) -> n
 
 
 def image_text(scan: CountedScan) -> list[str]:
-    """The file's detector images shaded as text, two side by side, and its centre of mass in
-    numbers; nothing for a file without virtual images."""
-    from sectorflow.live.render import shade, side_by_side
+    """The file's outputs as a terminal shows them (sectorflow.live.render: images shaded two side by
+    side, a line for each other output); nothing for a file without virtual images."""
+    from sectorflow.live.file_view import view_of_scan
+    from sectorflow.live.render import render_text
 
     if not scan.images:
         return []
-    com_x, com_y = scan.images["com_x"], scan.images["com_y"]
-    names = list(scan.detectors)
-    lines = []
-    for left, right in zip(names[::2], [*names[1::2], None]):
-        title = {name: f"virtual {name.replace('_', ' ')}" for name in (left, right) if name is not None}
-        shown = [title[left], *shade(scan.images[left])] if right is None else \
-            side_by_side(scan.images[left], scan.images[right], title[left], title[right])
-        lines.extend(f"  {line}" for line in shown)
-    if np.isfinite(com_x).any():
-        lines.append(f"  centre of mass: x from {np.nanmin(com_x):+.2f} to {np.nanmax(com_x):+.2f} px, "
-                     f"y from {np.nanmin(com_y):+.2f} to {np.nanmax(com_y):+.2f} px")
-    return lines
+    return [f"  {line}" for line in render_text(view_of_scan(scan)).splitlines()[1:]]
 
 
 def write_overview_png(scan: CountedScan, path: Path, title: str) -> Path:

@@ -154,13 +154,11 @@ def create_app(config: Config) -> Starlette:
         view = follower.images.latest()
         if view is None:
             return PlainTextResponse("no scan with a counted file yet", status_code=404)
-        if name == "diffraction" and view.diffraction is not None:
-            data, log_scale = view.diffraction, True
-        elif name in view.images:
-            data, log_scale = view.images[name], False
-        else:
-            return PlainTextResponse(f"no image {name!r}; there are: diffraction, {', '.join(sorted(view.images))}",
+        picture = view.picture(name)
+        if picture is None:
+            return PlainTextResponse(f"no image {name!r}; there are: {', '.join(sorted([*view.images, *view.sums]))}",
                                      status_code=404)
+        data, log_scale = picture
         png = view.pngs.get(name)
         if png is None:  # two pages asking at once may both encode it: the same bytes
             png = view.pngs[name] = await asyncio.to_thread(array_png, data, log_scale)

@@ -20,10 +20,11 @@ from sectorflow._core.protocol import wall_clock_s
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup.nodegroup_service import detector_attrs, detectors_from
+from sectorflow.nodegroup.nodegroup_service import detector_attrs, detectors_from, load_mask
 from sectorflow.operations.scan_account import config_argument
 
-from .images_source import ImageSource, labels
+from .images_source import PATTERN, ImageSource, labels
+from .outline import MAX_SEGMENTS, mask_outline
 from .png import RAMP
 from .scan_groups import ScanGroups, group_scans
 from .view import Remembered, build_view
@@ -69,7 +70,7 @@ class Follower:
         # The virtual detectors the NodeGroups use, drawn on the summed pattern ({} with the images off):
         # centre_row, centre_col and under "detectors" each one's kind and geometry by name.
         try:
-            self._detectors = detector_attrs(detectors_from(config))
+            self._detectors = _with_outlines(detector_attrs(detectors_from(config)), config)
         except SectorflowError as error:  # a mask file kept where the NodeGroups run, not here: nothing drawn
             log.warning("the virtual detectors are not drawn on the summed pattern: %s", error)
             self._detectors = {}
@@ -143,8 +144,8 @@ class Follower:
         images = self.images.latest()
         view["images"] = None if images is None else {
             "scan": images.scan, "scan_shape": list(images.scan_shape), "complete": images.complete,
-            "positions_counted": images.positions_counted, "names": list(images.images), "path": images.path,
-            "labels": labels([*images.images, "diffraction"]),
+            "positions_counted": images.positions_counted, "names": [*images.images, *images.sums],
+            "path": images.path, "labels": labels(images), "pattern": PATTERN if images.diffraction is not None else None,
             "live": not images.path,
             "version": self.images_version,
             "ranges": images.ranges(),
@@ -163,3 +164,16 @@ class Follower:
         version = self._snapshot.version + 1
         return Snapshot(version, entries, recent, reachable, view, json.dumps(view, separators=(",", ":")))
 
+
+def _with_outlines(attrs: dict[str, Any], config: Config) -> dict[str, Any]:
+    """The detectors' attributes with each mask's outline (``outline``: an SVG path in detector
+    pixels), or None and why not (``outline_omitted``) for a mask of more edges than a page draws."""
+    d = config.detector
+    for v in config.analysis.virtual_detectors:
+        if v.kind == "mask" and v.name in attrs.get("detectors", {}):
+            mask = load_mask(v.name, v.mask, (d.frame_rows, d.frame_cols)).reshape(d.frame_rows, d.frame_cols)
+            outline = mask_outline(mask)
+            attrs["detectors"][v.name] = {**attrs["detectors"][v.name], "outline": outline, **(
+                {} if outline is not None else
+                {"outline_omitted": f"its outline has more than {MAX_SEGMENTS} edges; its image shows where it is"})}
+    return attrs

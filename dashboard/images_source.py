@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sectorflow.analysis import PER_POSITION, Context, Output, outputs_of, registered
 from sectorflow.configs import Config
 from sectorflow.counting import read_counted_scan
 from sectorflow.errors import SectorflowError
@@ -46,8 +47,9 @@ class ShownImages:
 
     scan: int
     scan_shape: tuple[int, int]                       # (rows, cols) of probe positions
-    images: dict[str, np.ndarray] = field(default_factory=dict)  # each detector's, com_*: NaN where not counted
-    diffraction: np.ndarray | None = None             # summed electrons per detector pixel
+    images: dict[str, np.ndarray] = field(default_factory=dict)  # per-position outputs: NaN where not counted
+    sums: dict[str, np.ndarray] = field(default_factory=dict)    # per-scan outputs (the summed pattern)
+    outputs: dict[str, Output] = field(default_factory=dict)     # what each is (sectorflow.analysis)
     positions_counted: int = 0
     complete: bool = False
     path: str = ""                                     # the file they come from; "" while counted live
@@ -59,7 +61,13 @@ class ShownImages:
     @classmethod
     def live(cls, view: LiveView) -> ShownImages:
         return cls(scan=view.scan, scan_shape=tuple(view.scan_shape), images=with_magnitude(view.images),
-                   diffraction=view.diffraction, positions_counted=view.positions_counted, complete=view.complete)
+                   sums=dict(view.sums), outputs=dict(view.outputs), positions_counted=view.positions_counted,
+                   complete=view.complete)
+
+    @property
+    def diffraction(self) -> np.ndarray | None:
+        """The summed pattern (the detectors are drawn on it), None without."""
+        return self.sums.get(PATTERN)
 
     @property
     def electrons_per_frame(self) -> float | None:
@@ -68,13 +76,21 @@ class ShownImages:
             return None
         return float(np.sum(self.diffraction)) / self.positions_counted
 
+    def picture(self, name: str) -> tuple[np.ndarray, bool] | None:
+        """Output ``name`` as a 2-D array to draw and whether in log scale; None if there is none."""
+        data = self.images.get(name, self.sums.get(name))
+        if data is None:
+            return None
+        output = self.outputs.get(name)
+        if output is None:  # com_magnitude, or a file's image no registered analysis describes
+            return data, False
+        return output.picture(data), output.log_scale
+
     def ranges(self) -> dict[str, list[float] | None]:
         """Each image's smallest and largest value (what its colour bar spans); None where nothing is counted."""
         if self._ranges:  # computed once: the page's state is built every update
             return self._ranges
-        arrays = dict(self.images)
-        if self.diffraction is not None:
-            arrays["diffraction"] = self.diffraction
+        arrays = {**self.images, **self.sums}
         out: dict[str, list[float] | None] = {}
         for name, data in arrays.items():
             finite = np.isfinite(data)
@@ -92,23 +108,27 @@ class ScanSummary:
     thumbnail: bytes  # PNG of the first image (a detector's), at most THUMBNAIL_PX a side
 
 
-#: The built-in images' words and units; a virtual detector's are its name's words, in electrons.
-BUILT_IN_LABELS = {"com_x": ("centre of mass x", "px"), "com_y": ("centre of mass y", "px"),
-                   "com_magnitude": ("centre of mass magnitude", "px"),
-                   "diffraction": ("summed diffraction pattern", "electrons, log scale")}
+#: The output the virtual detectors are drawn on (analysis/builtin.py's summed pattern).
+PATTERN = "diffraction"
+#: What the page adds to the centre of mass: its magnitude, from its two components.
+MAGNITUDE = ("com_magnitude", ("centre of mass magnitude", "px"))
 
 
-def labels(names: list[str]) -> dict[str, list[str]]:
-    """Each image's title and unit as the page shows them, by name."""
-    return {name: list(BUILT_IN_LABELS.get(name, (f"virtual {name.replace('_', ' ')}", "electrons")))
-            for name in names}
+def labels(shown: ShownImages) -> dict[str, list[str]]:
+    """Each image's title and unit as the page shows them, by name: its declaration's."""
+    out = {name: [o.label, o.unit] for name, o in shown.outputs.items()}
+    if MAGNITUDE[0] in shown.images:
+        out[MAGNITUDE[0]] = list(MAGNITUDE[1])
+    for name in [*shown.images, *shown.sums]:  # a file's image no registered analysis describes
+        out.setdefault(name, [name.replace("_", " "), ""])
+    return out
 
 
 def with_magnitude(images: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``images`` and, when it has both centre-of-mass components, their magnitude (``com_magnitude``)."""
     out = dict(images)
     if "com_x" in out and "com_y" in out:
-        out["com_magnitude"] = np.hypot(out["com_x"], out["com_y"])
+        out[MAGNITUDE[0]] = np.hypot(out["com_x"], out["com_y"])
     return out
 
 
@@ -189,20 +209,23 @@ class ImageSource:
                 self._failed.add(path)
             return False
         missing = np.asarray(counted.missing_positions, dtype=np.int64)
-        images = {name: np.asarray(image, dtype=np.float64) for name, image in counted.images.items()
-                  if name != "diffraction"}
-        diffraction = counted.images.get("diffraction")
+        per_position = {n for n, o in counted.outputs.items() if o.per == PER_POSITION}
+        images = {n: np.asarray(image, dtype=np.float64) for n, image in counted.images.items() if n in per_position}
+        sums = {n: np.asarray(v, dtype=np.float64) for n, v in counted.images.items() if n not in per_position}
+        outputs = dict(counted.outputs)
         if not images:  # a file written without virtual images: what its events give
             bright = virtual_bright_field(counted).astype(np.float64)
             bright.reshape(-1)[missing[missing < bright.size]] = np.nan
-            images = {"bright_field": bright}
-            diffraction = summed_diffraction(counted)
-        shape = next(iter(images.values())).shape
-        shown = ShownImages(scan=scan, scan_shape=(int(shape[0]), int(shape[1])), images=with_magnitude(images),
-                            diffraction=None if diffraction is None else np.asarray(diffraction, dtype=np.float64),
-                            positions_counted=int(shape[0] * shape[1] - len(missing)), complete=len(missing) == 0,
-                            path=path)
-        first = next(iter(shown.images.values()))  # the first detector's (the shipped configurations': bright field)
+            frame_rows, frame_cols = counted.frame_shape
+            context = Context(counted.frame_shape, frame_rows / 2, frame_cols / 2, ("bright_field",))
+            outputs = {o.name: o for o in outputs_of(registered(), context) if o.name in ("bright_field", PATTERN)}
+            images, sums = {"bright_field": bright}, {PATTERN: summed_diffraction(counted).astype(np.float64)}
+        rows, cols = counted.scan_shape
+        shown = ShownImages(scan=scan, scan_shape=(rows, cols), images=with_magnitude(images), sums=sums,
+                            outputs=outputs, positions_counted=int(rows * cols - len(missing)),
+                            complete=len(missing) == 0, path=path)
+        # The first output's picture (the shipped configurations': the bright field).
+        first = shown.picture(next(iter(shown.images)))[0]  # type: ignore[index]
         step = max(1, -(-max(first.shape) // THUMBNAIL_PX))
         thumbnail = array_png(first[::step, ::step], min_side_px=THUMBNAIL_PX)
         summary = ScanSummary(path, shown.electrons_per_frame, thumbnail)

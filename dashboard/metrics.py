@@ -25,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from sectorflow._core import protocol as _records
+from sectorflow.analysis import registered as registered_analyses
 from sectorflow.kvstore.status_records import status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol import SERVICE_LIBERTEM, SERVICE_STATES
@@ -103,6 +104,11 @@ class StatusCollector(Collector):
             "state": GaugeMetricFamily("sectorflow_service_state", "the service's state: one series per state, 1 for "
                                        "the one it is in"),
             "scan": GaugeMetricFamily("sectorflow_service_scan", "the scan the service works on or finished last"),
+            "analysed": CounterMetricFamily("sectorflow_analysis_frames", "frames a NodeGroup ran the analysis on "
+                                            "(analysis/SPEC.md), by analysis"),
+            "analysis_seconds": CounterMetricFamily("sectorflow_analysis_seconds", "seconds a NodeGroup spent in the "
+                                                    "analysis's Python from_events (its C++ kernel's time is the "
+                                                    "counting's), by analysis"),
         }
         counters = {f: CounterMetricFamily(f"sectorflow_{n}", h) for f, (n, h) in COUNTERS.items()}
         service_counters = {service: {f: CounterMetricFamily(f"sectorflow_{n}", h) for f, (n, h) in table.items()}
@@ -132,6 +138,11 @@ class StatusCollector(Collector):
                 _add(families["refused"], {**labels, "kind": kind}, count)
             for field_name, family in (*counters.items(), *gauges.items(), *service_counters.get(service, {}).items()):
                 _add(family, labels, extra.get(field_name))
+            for analysis in registered_analyses():  # a label per registered analysis, never one per scan
+                _add(families["analysed"], {**labels, "analysis": analysis.name},
+                     extra.get(f"analysis_{analysis.name}_frames_total"))
+                _add(families["analysis_seconds"], {**labels, "analysis": analysis.name},
+                     extra.get(f"analysis_{analysis.name}_seconds_total"))
         registered = GaugeMetricFamily("sectorflow_nodegroups_registered", "NodeGroups registered in the kvstore")
         listing = _records.nodegroups_from(
             {k: v for k, v in entries.items() if k.startswith(_records.NODEGROUPS_PREFIX)})

@@ -7,6 +7,11 @@ work. Run it beside a running stack, then acquire a scan:
 
 It prints the profile (electrons per pixel of each ring, 2 px wide) and how many frames it saw;
 a frame it missed (it was too slow, the NodeGroups count it) is named too.
+
+The NodeGroups make the same profile per position themselves when ``[analysis] analyses`` lists
+"radial_profile" (analysis/radial_profile.py, analysis/SPEC.md): into the file at
+/analysis/radial_profile, the live view, the dashboard and ``sectorflow view``. This example stays
+as the way to an analysis one does not register.
 """
 
 from __future__ import annotations

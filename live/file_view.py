@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sectorflow.analysis import PER_POSITION
 from sectorflow.counting import CountedScan, read_counted_scan
 from sectorflow.errors import SectorflowError
 
@@ -27,12 +28,13 @@ def view_of_scan(scan: CountedScan) -> LiveView:
     """The virtual images of a counted scan read back (``scan.images`` must hold them)."""
     rows, cols = scan.scan_shape
     completeness = scan.metadata.get("completeness", {})
+    per_position = {name for name, output in scan.outputs.items() if output.per == PER_POSITION}
     return LiveView(
         scan=int(scan.metadata.get("scan", {}).get("scan_number", -1)),
         scan_shape=(rows, cols),
-        images={name: np.asarray(image, dtype=np.float64)
-                for name, image in scan.images.items() if name != "diffraction"},
-        diffraction=np.asarray(scan.images["diffraction"]),
+        images={name: np.asarray(image, dtype=np.float64) for name, image in scan.images.items() if name in per_position},
+        sums={name: np.asarray(values) for name, values in scan.images.items() if name not in per_position},
         positions_counted=rows * cols - len(scan.missing_positions),
         complete=bool(completeness.get("complete", False)),
+        outputs=dict(scan.outputs),
     )

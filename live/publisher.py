@@ -215,7 +215,7 @@ class LivePublisher:
         images = {name: values[rows] for name, values in detectors.items()}
         images.update({name: batch[name][rows] for name in ("position", "com_x", "com_y")})
         self._send(wire.Batch(wire.IMAGES, self.uid, scan, scan_shape, self.frame_shape, False,
-                              {**images, "events": events}, detectors=tuple(detectors)))
+                              {**images, "offsets": own_offsets, "events": events}, detectors=tuple(detectors)))
         self._send(wire.Batch(wire.FRAMES, self.uid, scan, scan_shape, self.frame_shape, False,
                               {"position": images["position"], "offsets": own_offsets, "events": events}))
 
@@ -292,8 +292,8 @@ class LivePublisher:
 
 def _empty_images() -> dict[str, np.ndarray]:
     # The end of a scan names no detectors: a reader keeps the images it has.
-    return {"position": np.zeros(0, np.uint64), "com_x": np.zeros(0, np.float32), "com_y": np.zeros(0, np.float32),
-            "events": np.zeros(0, np.uint32)}
+    return {"position": np.zeros(0, np.uint64), "offsets": np.zeros(1, np.uint64), "com_x": np.zeros(0, np.float32),
+            "com_y": np.zeros(0, np.float32), "events": np.zeros(0, np.uint32)}
 
 
 def _empty_frames() -> dict[str, np.ndarray]:

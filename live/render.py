@@ -1,6 +1,7 @@
 """A live view for a person: as text for a terminal (each image shaded with characters, downsampled
-to fit), or as a figure of a panel per image with colour bars (a window, a PNG): each virtual
-detector's image, as the scan carries them, the centre of mass and the summed pattern."""
+to fit), or as a figure of a panel per output with colour bars (a window, a PNG): every output of
+the analyses the scan carries (sectorflow.analysis), in the registry's order, each as its
+declaration says (its label, unit, colour map, and how a terminal shows it)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ from typing import Any
 
 import numpy as np
 
-from .subscriber import CENTRE_OF_MASS, LiveView
+from sectorflow.analysis import PER_POSITION, Output
+
+from .subscriber import LiveView
 
 #: From empty to full.
 SHADES = " .:-=+*#%@"
 #: Characters per image row, at most.
 MAX_WIDTH = 48
+#: Elements of a per-position vector a terminal line shows, at most.
+VECTOR_SHOWN = 12
 
 
 def shade(image: np.ndarray, width: int = MAX_WIDTH) -> list[str]:
@@ -40,9 +45,15 @@ def side_by_side(left_image: np.ndarray, right_image: np.ndarray, left_title: st
     return [f"{left_title.ljust(width)}  {right_title}", *(f"{a.ljust(width)}  {b}" for a, b in zip(left, right))]
 
 
+def outputs(view: LiveView) -> list[tuple[Output, np.ndarray]]:
+    """Every output of the view with its values, per-position ones first, in the registry's order."""
+    shown = [(view.outputs[name], values) for name, values in view.images.items() if name in view.outputs]
+    return shown + [(view.outputs[name], values) for name, values in view.sums.items() if name in view.outputs]
+
+
 def detector_names(view: LiveView) -> list[str]:
-    """The view's virtual detectors' images, in the order the scan carries them."""
-    return [name for name in view.images if name not in CENTRE_OF_MASS]
+    """The view's shaded images (each virtual detector's, and any analysis's image shown so)."""
+    return [o.name for o, _ in outputs(view) if o.text == "shade" and o.per == PER_POSITION and o.image]
 
 
 def title(name: str) -> str:
@@ -50,8 +61,24 @@ def title(name: str) -> str:
     return name.replace("_", " ")
 
 
+def _line(output: Output, values: np.ndarray) -> str | None:
+    """The one line a terminal shows of an output that is not shaded; None if nothing is counted."""
+    values = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(values).any():
+        return None
+    if output.text == "range":
+        return f"{output.label}: from {np.nanmin(values):+.2f} to {np.nanmax(values):+.2f} {output.unit}"
+    if output.text == "total":
+        return f"{output.label}: {int(np.nansum(values))} {output.unit.split(',')[0]} in all"
+    if output.text == "vector":
+        mean = np.nanmean(values.reshape(-1, values.shape[-1]), axis=0)
+        shown = " ".join(f"{v:.2f}" for v in mean[:VECTOR_SHOWN])
+        return f"{output.label}, mean over positions ({output.unit}): {shown}{' ...' if len(mean) > VECTOR_SHOWN else ''}"
+    return None
+
+
 def render_text(view: LiveView) -> str:
-    """The view's detector images, two side by side, and a line of numbers."""
+    """The view's shaded images, two side by side, and a line per other output."""
     rows, cols = view.scan_shape
     total = rows * cols
     lines = [f"scan {view.scan}: {view.positions_counted} of {total} positions counted"
@@ -59,39 +86,37 @@ def render_text(view: LiveView) -> str:
              f"{f'; {view.refused} live message(s) refused' if view.refused else ''}"]
     names = detector_names(view)
     for left, right in zip(names[::2], [*names[1::2], None]):
+        left_title = view.outputs[left].label
         if right is None:
-            lines.extend([title(left), *shade(view.images[left])])
+            lines.extend([left_title, *shade(view.images[left])])
         else:
-            lines.extend(side_by_side(view.images[left], view.images[right], title(left), title(right)))
-    com = np.hypot(view.images["com_x"], view.images["com_y"])
-    if np.isfinite(com).any():
-        lines.append(f"centre of mass: mean |shift| {np.nanmean(com):.2f} px, largest {np.nanmax(com):.2f} px; "
-                     f"{int(view.diffraction.sum())} electrons in the summed pattern")
+            lines.extend(side_by_side(view.images[left], view.images[right], left_title, view.outputs[right].label))
+    for output, values in outputs(view):
+        if output.name not in names and (line := _line(output, values)) is not None:
+            lines.append(line)
     return "\n".join(lines)
 
 
-#: The centre of mass's panels: the view's image, its title, its colour map.
-COM_PANELS = (("com_x", "centre of mass x (px)", "RdBu_r"), ("com_y", "centre of mass y (px)", "RdBu_r"))
-
-
 def panels(view: LiveView) -> list[tuple[str, str, str]]:
-    """The figure's image panels (the summed pattern comes after): each detector's, then the centre of mass."""
-    return [*((name, f"{title(name)} (electrons)", "gray") for name in detector_names(view)), *COM_PANELS]
+    """The figure's panels: each output's name, title and colour map."""
+    return [(o.name, f"{o.label}{', log(1 + value)' if o.log_scale else ''} ({o.unit.split(',')[0]})", o.colour_map)
+            for o, _ in outputs(view)]
 
 
 def draw(figure: Any, view: LiveView, title: str) -> None:
-    """Draw ``view`` on matplotlib's ``figure`` (cleared first): its images and the summed
-    diffraction pattern (log scale), each with its colour bar."""
+    """Draw ``view`` on matplotlib's ``figure`` (cleared first): a panel per output, each with its colour bar."""
     figure.clear()
-    shown = panels(view)
-    axes = figure.subplots(1, len(shown) + 1)
-    for ax, (name, label, cmap) in zip(axes, shown):
-        figure.colorbar(ax.imshow(view.images[name], cmap=cmap), ax=ax, shrink=0.8)
-        ax.set_title(label)
-        ax.set_xlabel("scan x")
-    pattern = axes[-1].imshow(np.log1p(view.diffraction.astype(np.float64)), cmap="magma")
-    axes[-1].set_title("summed diffraction, log(1 + electrons)")
-    figure.colorbar(pattern, ax=axes[-1], shrink=0.8)
+    shown = outputs(view)
+    axes = np.atleast_1d(figure.subplots(1, max(1, len(shown))))
+    for ax, (output, values) in zip(axes, shown):
+        picture = output.picture(np.asarray(values, dtype=np.float64))
+        if output.log_scale:
+            picture = np.log1p(picture)
+        figure.colorbar(ax.imshow(picture, cmap=output.colour_map, aspect="auto" if not output.image else None),
+                        ax=ax, shrink=0.8)
+        ax.set_title(f"{output.label}{', log(1 + value)' if output.log_scale else ''}")
+        ax.set_xlabel("scan x" if output.image and output.per == PER_POSITION else
+                      "element" if output.per == PER_POSITION else "detector column")
     figure.suptitle(title)
 
 
@@ -107,7 +132,7 @@ def write_png(view: LiveView, path: Path, title: str | None = None) -> Path:
 
     require("matplotlib", "plot", "to draw the PNG").use("Agg")
     plt = require("matplotlib.pyplot", "plot", "to draw the PNG")
-    figure = plt.figure(figsize=(4.4 * (len(panels(view)) + 1), 4.6), constrained_layout=True)
+    figure = plt.figure(figsize=(4.4 * max(1, len(panels(view))), 4.6), constrained_layout=True)
     draw(figure, view, title or title_of(view))
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=80)

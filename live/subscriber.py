@@ -11,13 +11,14 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import zmq
 
+from sectorflow.analysis import PER_POSITION, Frames, Output, Plan, compute, empty_values, plan_of
 from sectorflow.configs import Config, load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
@@ -35,8 +36,6 @@ DISCOVERY_INTERVAL_S = 1.0
 #: Longest wait for the kvstore's first snapshot.
 SYNC_TIMEOUT_S = 10.0
 
-#: The images every view has whatever the detectors are; each virtual detector adds its own.
-CENTRE_OF_MASS = ("com_x", "com_y")
 #: Bounds on what a publisher can make a subscriber hold: messages queued per publisher, and the
 #: size of one (a NodeGroup's feed holds live_buffer_frames frames; 256 MiB is a million frames of
 #: about 60 events).
@@ -52,11 +51,13 @@ class LiveView:
     scan_shape: tuple[int, int]
     """(rows, cols) of probe positions"""
     images: dict[str, np.ndarray]
-    """each virtual detector's image by its name (electrons in the detector; the shipped configurations'
-    are "bright_field" and "dark_field"), then "com_x", "com_y" (centre of mass minus the pattern
-    centre, pixels): float64 arrays of scan_shape, NaN where not yet counted"""
-    diffraction: np.ndarray
-    """electrons per detector pixel summed over the frames counted so far (frame shape)"""
+    """every per-position output of the analyses (sectorflow.analysis) by name: each virtual detector's
+    image (electrons in the detector; the shipped configurations' are "bright_field" and "dark_field"),
+    then "com_x", "com_y" (centre of mass minus the pattern centre, pixels), then any further
+    analysis's: float64 arrays of scan_shape (and the output's own axes), NaN where not yet counted"""
+    sums: dict[str, np.ndarray]
+    """every per-scan output by name, summed over the frames counted so far: "diffraction",
+    electrons per detector pixel (frame shape)"""
     positions_counted: int
     complete: bool
     """every position is counted, or every NodeGroup publishing said it counted all it will of the scan"""
@@ -65,10 +66,18 @@ class LiveView:
     detectors_left_out: int = 0
     """detector arrays of messages left out as the view already held MAX_DETECTORS detectors' images
     (NodeGroups configured with different detectors)"""
+    outputs: dict[str, Output] = field(default_factory=dict)
+    """what each of images and sums is (unit, label), by name"""
+
+    @property
+    def diffraction(self) -> np.ndarray:
+        """The summed pattern so far (zeros of one pixel when the analyses make none)."""
+        return self.sums.get("diffraction", np.zeros((1, 1), dtype=np.int64))
 
 
 @dataclass
 class _ScanState:
+    plan: Plan
     view: LiveView
     counted: np.ndarray  # bool per position
     senders: set[str]
@@ -209,7 +218,9 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
         following the stream can be joined.
     :raises SectorflowError: no kvstore answers.
     """
-    stream = LiveStream(_config(config), wire.IMAGES)
+    loaded = _config(config)
+    plan = plan_of(loaded)  # the analyses the NodeGroups run, as this reader's configuration says
+    stream = LiveStream(loaded, wire.IMAGES)
     deadline = _deadline(timeout_s)
     states: dict[int, _ScanState] = {}
     followed = scan
@@ -223,7 +234,7 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
                 if followed is None and not batch.end:
                     followed = batch.scan
                 if batch.scan == followed:
-                    _merge(states, batch, stream.publishers)
+                    _merge(states, batch, stream.publishers, plan)
                     changed = True
             state = states.get(followed) if followed is not None else None
             if state is None:
@@ -240,34 +251,39 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
         stream.close()
 
 
-def _merge(states: dict[int, _ScanState], batch: wire.Batch, publishers: set[str]) -> None:
+def _merge(states: dict[int, _ScanState], batch: wire.Batch, publishers: set[str], plan: Plan) -> None:
     state = states.get(batch.scan)
     if state is None:
         rows, cols = batch.scan_shape
-        images = {name: np.full(batch.scan_shape, np.nan) for name in (*batch.detectors, *CENTRE_OF_MASS)}
-        view = LiveView(scan=batch.scan, scan_shape=batch.scan_shape, images=images,
-                        diffraction=np.zeros(batch.frame_shape, dtype=np.int64), positions_counted=0, complete=False)
-        state = states[batch.scan] = _ScanState(view, np.zeros(rows * cols, dtype=bool), set(), set())
+        scan_plan = Plan(plan.analyses, replace(plan.context, frame_shape=batch.frame_shape)).with_detectors(
+            batch.detectors)
+        outputs = {o.name: o for o in scan_plan.outputs()}
+        images = {n: empty_values(o, rows * cols).reshape(rows, cols, *o.extra_shape)
+                  for n, o in outputs.items() if o.per == PER_POSITION}
+        sums = {n: empty_values(o, 0) for n, o in outputs.items() if o.per != PER_POSITION}
+        view = LiveView(scan=batch.scan, scan_shape=batch.scan_shape, images=images, sums=sums, positions_counted=0,
+                        complete=False, outputs=outputs)
+        state = states[batch.scan] = _ScanState(scan_plan, view, np.zeros(rows * cols, dtype=bool), set(), set())
     view = state.view
     state.senders.add(batch.uid)
     positions = batch.arrays["position"].astype(np.int64)
     inside = positions < state.counted.size
     positions = positions[inside]
-    for name in batch.detectors:
-        if name not in view.images:
-            if len(view.images) >= wire.MAX_DETECTORS + len(CENTRE_OF_MASS):
-                # NodeGroups configured with other detectors than the first ones': the view holds no more.
-                view.detectors_left_out += 1
-                continue
-            detectors = {n: image for n, image in view.images.items() if n not in CENTRE_OF_MASS}
-            detectors[name] = np.full(batch.scan_shape, np.nan)
-            view.images = {**detectors, **{n: view.images[n] for n in CENTRE_OF_MASS}}
-    for name in (*batch.detectors, *CENTRE_OF_MASS):
+    _add_detectors(state, batch)
+    values = {name: batch.arrays[o.live] for name, o in view.outputs.items()
+              if o.live is not None and o.live in batch.arrays}
+    # What the message does not carry, its frames give: each analysis's from_events.
+    derived = [a for a in state.plan.analyses if a.from_events is not None
+               and any(o.name not in values for o in a.outputs(state.plan.context))]
+    if derived and len(positions):
+        values.update(compute(derived, Frames(batch.arrays["position"], batch.arrays["offsets"], batch.arrays["events"]),
+                              state.plan.context, skip_kernels=False))
+    for name, data in values.items():
         if name in view.images:
-            view.images[name].reshape(-1)[positions] = batch.arrays[name][inside]
-    events = batch.arrays["events"]
-    if len(events):
-        view.diffraction.reshape(-1)[:] += np.bincount(events, minlength=view.diffraction.size)[:view.diffraction.size]
+            flat = view.images[name].reshape(-1, *view.images[name].shape[2:])
+            flat[positions] = np.asarray(data)[inside]
+        elif name in view.sums:
+            view.sums[name] = view.sums[name] + np.asarray(data).reshape(view.sums[name].shape)
     state.counted[positions] = True
     view.positions_counted = int(state.counted.sum())
     if batch.end:
@@ -276,11 +292,35 @@ def _merge(states: dict[int, _ScanState], batch: wire.Batch, publishers: set[str
     view.complete = bool(state.counted.all()) or (publishers | state.senders) <= state.ended
 
 
+def _add_detectors(state: _ScanState, batch: wire.Batch) -> None:
+    """Images for detectors a message names that the view lacks (NodeGroups configured unlike the
+    first ones), up to MAX_DETECTORS; beyond, counted as left out."""
+    view = state.view
+    known = list(state.plan.context.detectors)
+    for name in batch.detectors:
+        if name in known:
+            continue
+        if len(known) >= wire.MAX_DETECTORS:
+            view.detectors_left_out += 1
+            continue
+        known.append(name)
+    if len(known) == len(state.plan.context.detectors):
+        return
+    state.plan = state.plan.with_detectors(known)
+    outputs = {o.name: o for o in state.plan.outputs()}
+    for name in known:
+        if name not in view.images:
+            view.images[name] = np.full(view.scan_shape, np.nan)
+    view.images = {n: view.images[n] for n, o in outputs.items() if o.per == PER_POSITION}
+    view.outputs = outputs
+
+
 def _copy(view: LiveView) -> LiveView:
     return LiveView(scan=view.scan, scan_shape=view.scan_shape,
                     images={name: image.copy() for name, image in view.images.items()},
-                    diffraction=view.diffraction.copy(), positions_counted=view.positions_counted,
-                    complete=view.complete, refused=view.refused, detectors_left_out=view.detectors_left_out)
+                    sums={name: values.copy() for name, values in view.sums.items()},
+                    positions_counted=view.positions_counted, complete=view.complete, refused=view.refused,
+                    detectors_left_out=view.detectors_left_out, outputs=dict(view.outputs))
 
 
 @dataclass(frozen=True)

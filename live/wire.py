@@ -18,8 +18,9 @@ SUBSCRIBE = b"subscribe"
 UNSUBSCRIBE = b"unsubscribe"
 #: What a subscriber sends after reading message ``seq``: ``ack <seq>`` (decimal).
 ACK = b"ack "
-#: Version of the header, refused by a reader that does not know it.
-VERSION = 2
+#: Version of the header, refused by a reader that does not know it. 3: an images message cuts its
+#: events per frame (offsets), so that a reader computes any registered analysis from them.
+VERSION = 3
 #: Largest side of a scan or a frame a message may name (the protocol's MAX_SCAN_SIDE): a reader
 #: allocates images of these shapes, so a message cannot make it allocate more.
 MAX_SIDE = 65535
@@ -27,7 +28,7 @@ MAX_SIDE = 65535
 # The arrays after the header, per topic, in order, with their dtypes (little-endian). An images
 # message carries one more array per virtual detector its header names, after com_y: DETECTOR.
 _ARRAYS = {
-    IMAGES: (("position", "<u8"), ("com_x", "<f4"), ("com_y", "<f4")),
+    IMAGES: (("position", "<u8"), ("offsets", "<u8"), ("com_x", "<f4"), ("com_y", "<f4")),
     FRAMES: (("position", "<u8"), ("offsets", "<u8")),
 }
 DETECTOR = "<u4"
@@ -127,17 +128,16 @@ def decode(parts: list[bytes], max_positions: int | None = None, max_frame_pixel
                          f"beyond the {max_frame_pixels} of the configured detector")
     frames = len(arrays["position"])
     per_frame = [n for n, _ in names if n not in ("events", "offsets")]  # position, com_x, com_y, detectors
-    if any(len(arrays[n]) != frames for n in per_frame) or (topic == FRAMES and len(arrays["offsets"]) != frames + 1):
+    if any(len(arrays[n]) != frames for n in per_frame) or len(arrays["offsets"]) != frames + 1:
         raise ValueError(f"live {topic.decode()} message: arrays of different lengths")
     if frames and int(arrays["position"].max()) >= scan_shape[0] * scan_shape[1]:
         raise ValueError(f"live {topic.decode()} message: a position outside the {scan_shape} scan")
     events = arrays["events"]
     if len(events) and int(events.max()) >= frame_shape[0] * frame_shape[1]:
         raise ValueError(f"live {topic.decode()} message: an event outside the {frame_shape} frame")
-    if topic == FRAMES:
-        offsets = arrays["offsets"]
-        if offsets[0] != 0 or offsets[-1] != len(events) or np.any(np.diff(offsets.astype(np.int64)) < 0):
-            raise ValueError("live frames message: offsets do not cut the events in order")
+    offsets = arrays["offsets"]
+    if offsets[0] != 0 or offsets[-1] != len(events) or np.any(np.diff(offsets.astype(np.int64)) < 0):
+        raise ValueError(f"live {topic.decode()} message: offsets do not cut the events in order")
     return Batch(topic=topic, uid=uid, scan=scan, scan_shape=scan_shape, frame_shape=frame_shape, end=end,
                  arrays=arrays, seq=seq, detectors=detectors)
 

@@ -30,8 +30,8 @@ Metadata beyond stempy's:
   uncounted_frames, late_messages, evicted_frames, sectors_counted (per receiver),
   first_message_s, last_message_s, finished_s, written_s (Unix seconds), receive_s, scan_s (first
   message to written), and in a merged file merged_from (the file it extends)
-- ``/virtual_images`` (when the NodeGroups make them, ``[analysis] virtual_images``): see
-  ``sectorflow.counting.write_counted_scan``. A part file merged with an earlier file of the scan
+- ``/virtual_images`` and ``/analysis`` (the outputs of the registered analyses the configuration
+  runs, sectorflow.analysis): see ``sectorflow.counting.write_counted_scan``. A part file merged with an earlier file of the scan
   carries none (the earlier file's frames have none to merge); a part file of this job's parts
   alone carries theirs.
 - ``/metadata/nodegroups/<uid>`` attrs: per NodeGroup rank, host, expected and received messages
@@ -50,8 +50,8 @@ from typing import Any
 
 import numpy as np
 
+from sectorflow.analysis import NODEGROUP_KERNELS, PER_POSITION, Frames, Plan, Results, compute
 from sectorflow.counting import (
-    CENTRE_OF_MASS,
     CountingError,
     read_counted_scan,
     statistics_dict,
@@ -100,13 +100,18 @@ class GroupResult:
     first_message_s: float = 0.0
     last_message_s: float = 0.0
     finished_s: float = 0.0
-    # Per counted frame, aligned with positions: each detector's name, com_x, com_y -> values; empty without.
+    # The analyses' outputs (sectorflow.analysis): per-position ones with a row per counted frame,
+    # aligned with positions; empty without.
     images: dict[str, np.ndarray] = field(default_factory=dict)
-    diffraction: np.ndarray | None = None  # flat summed pattern of the part's frames
+    sums: dict[str, np.ndarray] = field(default_factory=dict)  # per-scan ones, summed over the part's frames
+    # Per analysis that made outputs of the part: the frames it analysed, and the seconds its Python
+    # from_events took (0 for a C++ kernel's: that time is the counting threads').
+    analysed: dict[str, tuple[int, float]] = field(default_factory=dict)
 
     @classmethod
-    def from_scan_result(cls, result: Any, uid: str, rank: int, host: str) -> GroupResult:
-        """Copy a C++ ``ScanResult`` into a picklable result."""
+    def from_scan_result(cls, result: Any, uid: str, rank: int, host: str, plan: Plan | None = None) -> GroupResult:
+        """Copy a C++ ``ScanResult`` into a picklable result, with the outputs of ``plan``'s analyses
+        (its C++ kernels' values, and those computed here from the part's events)."""
         return cls(
             uid=uid, rank=rank, host=host, scan_number=result.scan_number, scan_x=result.scan_x,
             scan_y=result.scan_y, routing=list(result.routing), positions=np.array(result.positions),
@@ -125,7 +130,7 @@ class GroupResult:
             },
             sectors_counted=[int(n) for n in result.sectors_counted],
             evicted=result.evicted, first_message_s=result.first_message_s, last_message_s=result.last_message_s,
-            finished_s=result.finished_s, **_images_of(result),
+            finished_s=result.finished_s, **_outputs_of(result, plan),
         )
 
     def scan_record(self) -> NodeGroupScanRecord:
@@ -161,13 +166,26 @@ class GroupResult:
         return f" ({', '.join(parts)})" if parts else ""
 
 
-def _images_of(result: Any) -> dict[str, Any]:
-    """The virtual images of a C++ ``ScanResult`` as GroupResult fields (none if it made none)."""
-    if len(result.positions) == 0 or len(result.com_x) != len(result.positions):
+def _outputs_of(result: Any, plan: Plan | None) -> dict[str, Any]:
+    """The outputs of ``plan``'s analyses for a C++ ``ScanResult``'s frames as GroupResult fields:
+    the NodeGroup's C++ kernels' values where it made them, the rest computed here from the events."""
+    if plan is None or len(result.positions) == 0:
         return {}
-    images = {name: np.array(values) for name, values in result.images.items()}
-    return {"images": {**images, **{name: np.array(getattr(result, name)) for name in CENTRE_OF_MASS}},
-            "diffraction": np.array(result.diffraction)}
+    values: dict[str, np.ndarray] = {}
+    kernels_ran = len(result.com_x) == len(result.positions)  # the NodeGroup made its virtual images
+    for analysis in plan.analyses:
+        if analysis.nodegroup_kernel and kernels_ran:
+            values.update(NODEGROUP_KERNELS[analysis.nodegroup_kernel](result, plan.context))
+    frames = Frames(np.asarray(result.positions), np.asarray(result.offsets), np.asarray(result.events))
+    analysed = {a.name: (len(frames), 0.0) for a in plan.analyses if a.nodegroup_kernel and kernels_ran}
+    for analysis in plan.analyses:
+        if analysis.name not in analysed and analysis.from_events is not None:
+            started = time.perf_counter()
+            values.update(compute([analysis], frames, plan.context, skip_kernels=False))
+            analysed[analysis.name] = (len(frames), time.perf_counter() - started)
+    per = {o.name: o.per for o in plan.outputs()}
+    return {"images": {n: v for n, v in values.items() if per.get(n) == PER_POSITION},
+            "sums": {n: v for n, v in values.items() if n in per and per[n] != PER_POSITION}, "analysed": analysed}
 
 
 @dataclass
@@ -187,8 +205,8 @@ class _Scan:
     events: list[Any]                  # per position: its events, or None (missing)
     incomplete: dict[int, list[int]]   # position: the sectors its frame lacked
     stored_reason: str | None = None   # of a file read back: the reason it was written with
-    images: dict[str, np.ndarray] | None = None  # GroupResult.images' names, flat per position (NaN: none)
-    diffraction: np.ndarray | None = None        # summed over the frames, flat
+    images: dict[str, np.ndarray] | None = None  # GroupResult.images' names, a row per position (NaN: none)
+    sums: dict[str, np.ndarray] | None = None    # GroupResult.sums' names, summed over the frames
 
     @property
     def positions(self) -> int:
@@ -223,14 +241,13 @@ class ScanGatherer:
     :param receivers: sectors per frame (the file record counts each receiver's).
     :param second_output_dir: where a file goes that output_dir cannot take; None for nowhere.
     :param write_retry_s: how long a file that no directory took is retried before it fails.
-    :param detectors: the virtual detectors the parts' images were made with, attributes of
-        /virtual_images (nodegroup_service.detector_attrs).
+    :param plan: the analyses the parts' outputs were made by (sectorflow.analysis.plan_of); None: none.
     """
 
     def __init__(self, job_uids: list[str], output_dir: str | os.PathLike[str], frame_shape: tuple[int, int],
                  gather_timeout_s: float, counting: dict[str, Any] | None = None, receivers: int = 1,
                  second_output_dir: str | os.PathLike[str] | None = None, write_retry_s: float = 0.0,
-                 detectors: dict[str, Any] | None = None, aborted: Callable[[int], bool] | None = None) -> None:
+                 plan: Plan | None = None, aborted: Callable[[int], bool] | None = None) -> None:
         self.job_uids = set(job_uids)
         self.aborted = aborted or (lambda _scan: False)
         self.output_dir = Path(output_dir)
@@ -240,7 +257,7 @@ class ScanGatherer:
         self.counting = counting or {}
         self.receivers = receivers
         self.write_retry_s = write_retry_s
-        self.detectors = detectors or {}
+        self.plan = plan
         self.pending: dict[int, _Pending] = {}
         self.written: list[Path] = []
         # NodeGroups whose parts are in a file already, per scan this job wrote: a later part waits
@@ -431,7 +448,7 @@ class ScanGatherer:
                         metadata={k: v for k, v in metadata.items() if k != "statistics"},
                         outcome=OUTCOME_ABORTED if ABORTED_REASON in reasons else None if not reasons else "incomplete",
                         reason=_reason(scan, reasons),
-                        virtual_images=scan.images, diffraction=scan.diffraction, detectors=self.detectors,
+                        analyses=self._results(scan),
                     )
                 except FileExistsError:
                     known.append(directory / name)  # someone else's: take the next part number
@@ -447,6 +464,11 @@ class ScanGatherer:
             else:
                 errors.append(f"{directory}: every name taken")
         raise WriteFailed("; ".join(errors))
+
+    def _results(self, scan: _Scan) -> Results | None:
+        if self.plan is None or (scan.images is None and scan.sums is None):
+            return None
+        return Results(self.plan, {**(scan.images or {}), **(scan.sums or {})})
 
     def _record(self, scan: _Scan, path: Path, extra: list[Path], reasons: list[str]) -> ScanFileRecord:
         reason = scan.stored_reason or _reason(scan, reasons)
@@ -512,18 +534,18 @@ class ScanGatherer:
 
 
 def _add_images(scan: _Scan, part: GroupResult) -> None:
-    """Put a part's virtual images at its positions and add its diffraction pattern."""
-    if not part.images:
-        return
-    if scan.images is None:
-        scan.images = {name: np.full(scan.positions, np.nan, dtype=np.float32) for name in part.images}
+    """Put a part's per-position outputs at its positions and add its per-scan ones."""
     positions = np.asarray(part.positions, dtype=np.int64)
     for name, values in part.images.items():
-        if name in scan.images:  # every NodeGroup of a job has the same detectors: the same names
-            scan.images[name][positions] = values
-    if part.diffraction is not None and len(part.diffraction):
-        scan.diffraction = part.diffraction.astype(np.uint64) if scan.diffraction is None else \
-            scan.diffraction + part.diffraction
+        if scan.images is None:
+            scan.images = {}
+        if name not in scan.images:  # every NodeGroup of a job runs the same analyses: the same names
+            scan.images[name] = np.full((scan.positions, *np.shape(values)[1:]), np.nan, dtype=np.float32)
+        scan.images[name][positions] = values
+    for name, values in part.sums.items():
+        if scan.sums is None:
+            scan.sums = {}
+        scan.sums[name] = values.astype(np.uint64) + (scan.sums[name] if name in scan.sums else np.uint64(0))
 
 
 def _reason(scan: _Scan, reasons: list[str]) -> str:

@@ -84,6 +84,7 @@ from sectorflow.configs import Config
 from sectorflow.counting import make_calibration
 from sectorflow.errors import SectorflowError, UsageError
 from sectorflow.kvstore import Client
+from sectorflow.analysis import plan_of
 from sectorflow.live.publisher import LivePublisher
 from sectorflow.protocol import (
     STATE_COUNTING,
@@ -242,12 +243,12 @@ def detectors_from(config: Config) -> VirtualDetectors | None:
             name=v.name, kind=v.kind, centre_row=v.centre_row if v.centre_row >= 0 else centre_row,
             centre_col=v.centre_col if v.centre_col >= 0 else centre_col, radius=v.radius, inner=v.inner,
             outer=v.outer, row0=v.row0, col0=v.col0, rows=v.rows, cols=v.cols,
-            **({"mask": _mask(v.name, v.mask, (d.frame_rows, d.frame_cols)), "mask_file": v.mask}
+            **({"mask": load_mask(v.name, v.mask, (d.frame_rows, d.frame_cols)), "mask_file": v.mask}
                if v.kind == "mask" else {})) for v in a.virtual_detectors],
     )
 
 
-def _mask(name: str, path: str, shape: tuple[int, int]) -> np.ndarray:
+def load_mask(name: str, path: str, shape: tuple[int, int]) -> np.ndarray:
     """A mask detector's pixels: its .npy file, of the frame's shape, as 0/1 bytes."""
     try:
         values = np.load(path, allow_pickle=False)  # a pickle could run code: a mask is numbers
@@ -275,6 +276,15 @@ def detector_attrs(detectors: VirtualDetectors | None) -> dict[str, Any]:
     return {"centre_row": detectors.centre_row, "centre_col": detectors.centre_col,
             "detectors": {d.name: {"kind": d.kind, **{key: getattr(d, key) for key in _GEOMETRY[d.kind]}}
                           for d in detectors.detectors}}
+
+
+def analysis_fields(analysed: dict[str, tuple[int, float]]) -> dict[str, Any]:
+    """A NodeGroup's status fields of its analyses: frames analysed and Python seconds, each since start."""
+    out: dict[str, Any] = {}
+    for name, (frames, seconds) in analysed.items():
+        out[f"analysis_{name}_frames_total"] = frames
+        out[f"analysis_{name}_seconds_total"] = round(seconds, 6)
+    return out
 
 
 def advertised_host(bind_host: str) -> str:
@@ -305,6 +315,8 @@ class LocalGroup:
         self.host = advertised_host(config.nodegroup.host)
         self.node = socket.gethostname()
         self.group = NodeGroup(settings_from(config, uid, counting_threads, count))
+        # The analyses whose outputs this NodeGroup hands over with each scan (analysis/SPEC.md).
+        self.plan = plan_of(config, detector_attrs(self.group.settings.detectors).get("detectors"))
         a, d = config.analysis, config.detector
         self.live = LivePublisher(self.group, uid, config.nodegroup.host, self.host, (d.frame_rows, d.frame_cols),
                                   a.live_rate_hz, a.live_hwm, a.live_stall_s,
@@ -314,6 +326,9 @@ class LocalGroup:
         # The science of what it counted, for /metrics: since it started, and its last scan's part.
         self.positions_total = 0
         self.electrons_total = 0
+        # Per analysis of the plan: frames analysed and seconds of Python since start (status fields
+        # analysis_<name>_frames_total, _seconds_total; the dashboard's metrics).
+        self.analysed_total: dict[str, tuple[int, float]] = {}
         self.electrons_per_frame = 0.0
         self._published = 0.0
         self._published_refused = 0
@@ -387,10 +402,13 @@ class LocalGroup:
 
     def finished(self, result: Any) -> GroupResult:
         """A finished scan's part: its record ``scans/<n>/nodegroup/<uid>`` written, ready for rank 0."""
-        part = GroupResult.from_scan_result(result, self.uid, self.rank, self.host)
+        part = GroupResult.from_scan_result(result, self.uid, self.rank, self.host, self.plan)
         positions, electrons = len(part.positions), len(part.events)
         self.positions_total += positions
         self.electrons_total += electrons
+        for name, (frames, seconds) in part.analysed.items():
+            done, spent = self.analysed_total.get(name, (0, 0.0))
+            self.analysed_total[name] = (done + frames, spent + seconds)
         if positions:
             self.electrons_per_frame = electrons / positions
         if self.live is not None:
@@ -411,6 +429,7 @@ class LocalGroup:
             "unannounced_messages": self.unannounced_messages,
             "positions_total": self.positions_total,
             "electrons_total": self.electrons_total,
+            **analysis_fields(self.analysed_total),
             "electrons_per_frame": round(self.electrons_per_frame, 3),
             **self.owner,
             **{key: int(counters[key]) for key in PUBLISHED_COUNTERS},
@@ -591,7 +610,7 @@ class NodeGroupService:
                 receivers=self.config.n_receivers,
                 second_output_dir=self.options.second_output_dir,
                 write_retry_s=self.config.nodegroup.write_retry_s,
-                detectors=detector_attrs(self.groups[0].group.settings.detectors),
+                plan=self.groups[0].plan,
                 aborted=lambda scan: self.client.get(abort_key(scan)) is not None,
             )
             log.info("job of %d ranks, %d NodeGroups; files go to %s%s", self.size, len(job_uids),

@@ -210,8 +210,9 @@ function renderSessions(state) {
 let imagesVersion = -1;
 let lastImages = null;
 
+// Every output of the scan's analyses, in the registry's order (analysis/SPEC.md).
 function imageNames(images) {
-  return [...images.names, ...(images.frame_shape ? ["diffraction"] : [])];
+  return images.names;
 }
 
 function renderImages(state) {
@@ -245,9 +246,12 @@ function drawPanel(panel, images) {
   img.alt = title;
   img.dataset.scan = images.scan;
   img.dataset.name = name;
-  panel.querySelector("figcaption").textContent = `${title} (${unit})`;
+  const omitted = name === images.pattern && images.detectors && images.detectors.detectors
+    ? Object.entries(images.detectors.detectors).filter(([, d]) => d.outline_omitted).map(([n]) => n) : [];
+  panel.querySelector("figcaption").textContent = `${title} (${unit})` +
+    (omitted.length ? `; not outlined (too many edges): ${omitted.join(", ")}` : "");
   drawColourbar(panel, images.ramp, images.ranges[name]);
-  drawDetectors(panel.querySelector("svg"), name === "diffraction" ? images : null);
+  drawDetectors(panel.querySelector("svg"), name === images.pattern ? images : null);
 }
 
 function label(value) {
@@ -281,7 +285,8 @@ function shape(tag, attributes) {
 }
 
 // The virtual detectors on the summed pattern, in detector pixels (pixel (r, c) spans [r, r+1) x [c, c+1)):
-// a disk's circle, an annulus's two, a rectangle's outline; each titled with the detector's name.
+// a disk's circle, an annulus's two, a rectangle's outline, a mask's outline (its pixels' edges, sent
+// as an SVG path by the server, dashboard/outline.py); each titled with the detector's name.
 function drawDetectors(svg, images) {
   svg.replaceChildren();
   const detectors = images && images.detectors && images.detectors.detectors;
@@ -290,8 +295,8 @@ function drawDetectors(svg, images) {
   svg.setAttribute("viewBox", `0 0 ${cols} ${rows}`);
   svg.setAttribute("preserveAspectRatio", "none");
   for (const [name, d] of Object.entries(detectors)) {
-    if (d.kind === "mask") continue;  // any shape: its image says where it is
-    const drawn = d.kind === "rectangle"
+    if (d.kind === "mask" && !d.outline) continue;  // too many edges to draw (d.outline_omitted says so)
+    const drawn = d.kind === "mask" ? [shape("path", {d: d.outline, class: "mask"})] : d.kind === "rectangle"
       ? [shape("rect", {x: d.col0, y: d.row0, width: d.cols, height: d.rows, class: "rectangle"})]
       : (d.kind === "disk" ? [d.radius] : [d.inner, d.outer]).map((r) =>
           shape("circle", {cx: d.centre_col, cy: d.centre_row, r, class: d.kind === "disk" ? "bright" : "dark"}));

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from harness import free_port
 from support import LOOPBACK, REPO, Processes, sectorflow_command, stack_up, wait_until
@@ -57,12 +58,17 @@ class Stack:
 
 @pytest.fixture
 def stack(make_config, tmp_path: Path) -> Iterator[Stack]:
+    # A mask detector too: its outline is drawn on the summed pattern (a path beside the three circles).
+    mask = np.zeros((SMALL_DETECTOR["frame_rows"], SMALL_DETECTOR["frame_cols"]), bool)
+    mask[:6, :6] = True
+    np.save(tmp_path / "corner.npy", mask)
     config, path = make_config(
         detector=SMALL_DETECTOR, simulator={"bright_field_radius_px": 10.0},
         counting={"background_threshold": 30.0, "xray_threshold": 1000.0}, dashboard={"update_ms": 200},
         nodegroup={"scan_timeout_s": 2.0},  # an aborted scan's file comes soon after its senders fall silent
         analysis={"virtual_detectors": [{"name": "bright_field", "kind": "disk", "radius": 12.0},
-                                          {"name": "dark_field", "kind": "annulus", "inner": 14.0, "outer": 30.0}]})
+                                          {"name": "dark_field", "kind": "annulus", "inner": 14.0, "outer": 30.0},
+                                          {"name": "corner", "kind": "mask", "mask": str(tmp_path / "corner.npy")}]})
     run_dir = tmp_path / "run"
     with stack_up(config, path, run_dir, tmp_path / "h5", START_S):
         yield Stack(config, path, run_dir, config.dashboard.url())
@@ -112,7 +118,8 @@ def panel(driver: Any, index: int) -> dict[str, Any]:
         return {name: i.dataset.name, scan: i.dataset.scan, loaded: i.complete && i.naturalWidth > 0,
                 width: i.getBoundingClientRect().width, min: bar.min, max: bar.max, top, bottom,
                 maxLabel: p.querySelector('.bar-max').textContent,
-                circles: p.querySelectorAll('svg circle').length};""", index)
+                circles: p.querySelectorAll('svg circle').length, paths: p.querySelectorAll('svg path').length};""",
+        index)
 
 
 def history(driver: Any) -> list[list[str]]:
@@ -231,7 +238,8 @@ def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alert
     eta = wait_until(rate_and_time_left, SCAN_S, "the scan's rate and time left")
     assert eta.startswith("running for ")
     # The scan in progress is drawn from the NodeGroups' live stream, before its file exists, each
-    # image with its colour bar; the virtual detectors' three circles are drawn on the summed pattern.
+    # image with its colour bar; the virtual detectors' three circles and the mask's outline are drawn
+    # on the summed pattern.
     live = wait_until(lambda: "(counting, live)" in text(browser, "images-scan") and (p := panel(browser, 0))["loaded"]
                       and p["max"] and p, SCAN_S, "scan 1's live bright-field image with its colour bar mid-scan")
     assert (live["name"], live["scan"]) == ("bright_field", "1") and live["width"] >= 400
@@ -239,7 +247,7 @@ def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alert
     # the bottom (a pixel in from each end: within a few levels of the anchor).
     assert max(abs(a - b) for a, b in zip(live["top"] + live["bottom"], RAMP[-1] + RAMP[0])) <= 8, live
     pattern = wait_until(lambda: (p := panel(browser, 1))["loaded"] and p, SCAN_S, "the live summed pattern")
-    assert (pattern["name"], pattern["circles"]) == ("diffraction", 3)
+    assert (pattern["name"], pattern["circles"], pattern["paths"]) == ("diffraction", 3, 1)
 
     # The screenshot once the images show something to see (a third of the positions; on a loaded
     # machine the scan may be over by then: the live images were checked above).
@@ -359,6 +367,10 @@ def test_prometheus_scrapes_the_scans_message_count(stack: Stack, processes: Pro
     wait_until(lambda: prometheus_sum(port, "sectorflow_positions_counted_total") == len(counted.events), PAGE_S,
                f"Prometheus to hold the scan's {len(counted.events)} positions counted")
     assert prometheus_sum(port, "sectorflow_electrons_counted_total") == electrons
+    # Each registered analysis the NodeGroups ran, by name: every counted frame went through it.
+    for analysis in ("virtual_detectors", "centre_of_mass", "summed_pattern"):
+        assert prometheus_sum(port, f'sectorflow_analysis_frames_total{{analysis="{analysis}"}}') == \
+            len(counted.events), analysis
     per_frame = prometheus_query(port, "sectorflow_scan_electrons_per_frame")
     assert sum(float(series["value"][1]) for series in per_frame) > 0
 

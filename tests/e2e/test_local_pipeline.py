@@ -42,7 +42,7 @@ def test_demo_runs_the_whole_pipeline_and_summarises_it(make_config, tmp_path: P
     assert f"electrons per frame: {mean:.1f} (mean)" in result.stdout
     # The specimen's virtual images, printed and in the file.
     assert "virtual bright field" in result.stdout and "virtual dark field" in result.stdout
-    assert "centre of mass: x from" in result.stdout
+    assert "centre of mass x: from" in result.stdout
     assert counted.images["bright_field"].shape == (8, 12) and np.isfinite(counted.images["com_x"]).all()
     png = h5.with_suffix(".png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -19,6 +19,7 @@ import stempy.io
 from support import sectorflow_command, stack_up, wait_until
 
 from sectorflow.counting import read_counted_scan
+from sectorflow.dashboard.outline import mask_outline
 from sectorflow.live import LiveView, subscribe
 from sectorflow.nodegroup import scan_file_name
 
@@ -137,3 +138,5 @@ def test_a_rectangle_added_in_the_configuration_is_an_image_everywhere(make_conf
     assert images["detectors"]["detectors"]["probe"] == {"kind": "rectangle", "row0": 40, "col0": 70, "rows": 30,
                                                          "cols": 20}
     assert probe_png.startswith(b"\x89PNG")
+    # The mask's outline, for the page to draw on the summed pattern: the edges of its pixels.
+    assert images["detectors"]["detectors"]["grains"]["outline"] == mask_outline(MASK)

@@ -176,7 +176,7 @@ def test_a_hostile_publishers_huge_scan_shape_is_refused_and_counted_by_view(
         assert request == wire.SUBSCRIBE
         import json
 
-        one = [np.zeros(1, dtype) for dtype in ("<u8", "<f4", "<f4", "<u4", "<u4")]
+        one = [np.zeros(1, dtype) for dtype in ("<u8", "<u8", "<f4", "<f4", "<u4", "<u4")]  # position, offsets, com_x, com_y, 2 detectors
         parts = [wire.IMAGES, json.dumps(HOSTILE_HEADER).encode(), *(a.tobytes() for a in one), b""]
         for seq in range(3):
             evil.send_multipart([identity, *parts[:1], json.dumps({**HOSTILE_HEADER, "seq": seq}).encode(), *parts[2:]])

@@ -260,3 +260,9 @@ def test_the_retired_detector_keys_say_what_replaced_them() -> None:
     message = error_of(local(analysis={"bright_field_radius_px": 66.0}))
     assert "'analysis.bright_field_radius_px' is no longer a key: " in message
     assert "[[analysis.virtual_detectors]]" in message
+
+
+def test_an_analysis_not_registered_is_one_line_naming_the_closest() -> None:
+    message = error_of(local(analysis={"analyses": ["virtual_detector"]}))
+    assert message == ("beamline.toml: [analysis] analyses: no analysis is named 'virtual_detector'; "
+                       "did you mean 'virtual_detectors'?")

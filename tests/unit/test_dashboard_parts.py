@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sectorflow.dashboard.metrics import make_registry
+from sectorflow.dashboard.outline import mask_outline
 from sectorflow.dashboard.images_source import ShownImages, with_magnitude
 from sectorflow.dashboard.png import NOT_COUNTED_RGB, RAMP, colourise, encode_png
 from sectorflow.dashboard.scan_groups import group_scans
@@ -50,7 +51,7 @@ def test_the_colour_bar_spans_each_image_from_its_smallest_to_largest_counted_va
     com_x = np.array([[3.0, np.nan], [0.0, -1.0]])
     com_y = np.array([[4.0, np.nan], [1.0, 0.0]])
     shown = ShownImages(scan=1, scan_shape=(2, 2), images=with_magnitude({"com_x": com_x, "com_y": com_y}),
-                        diffraction=np.array([[0.0, 6.0], [3.0, 0.0]]), positions_counted=3)
+                        sums={"diffraction": np.array([[0.0, 6.0], [3.0, 0.0]])}, positions_counted=3)
     ranges = shown.ranges()
     assert ranges["com_x"] == [-1.0, 3.0] and ranges["com_magnitude"] == [1.0, 5.0]  # |(3, 4)| = 5
     assert ranges["diffraction"] == [0.0, 6.0]
@@ -176,3 +177,11 @@ def test_scan_durations_count_each_scan_once_even_one_that_came_and_left_the_lis
     samples = samples_of(registry)  # one scrape after all: scan 1 is not listed any more
     assert samples["sectorflow_scan_duration_seconds_count"] == [({}, 4.0)]  # 2 s, 5 s, 8 s, 1 s
     assert samples["sectorflow_scan_duration_seconds_sum"] == [({}, 16.0)]
+
+
+def test_a_mask_detectors_outline_is_the_edges_of_its_pixels_and_is_left_out_when_too_long() -> None:
+    mask = np.zeros((4, 5), bool)
+    mask[1:3, 1:4] = True  # rows 1-2, columns 1-3: the square [1, 3) x [1, 4)
+    assert mask_outline(mask) == "M1 1H4 M1 3H4 M1 1V3 M4 1V3"
+    scattered = np.random.default_rng(5).random((128, 128)) < 0.5
+    assert mask_outline(scattered) is None  # about 16,000 runs of edges: more than a page draws at every update

@@ -78,7 +78,8 @@ def test_acknowledgements_read_back_and_nothing_else_is_one() -> None:
 
 def images_batch(names: tuple[str, ...] = ("bright_field", "probe"), **header_changes: object) -> list[bytes]:
     """An images message of detectors ``names``, its header then changed (a publisher's lie)."""
-    arrays = {"position": np.array([0, 5], np.uint64), "com_x": np.array([0.5, -1], np.float32),
+    arrays = {"position": np.array([0, 5], np.uint64), "offsets": np.array([0, 2, 3], np.uint64),
+              "com_x": np.array([0.5, -1], np.float32),
               "com_y": np.array([1, 2], np.float32), "events": np.array([1, 63, 7], np.uint32),
               **{name: np.array([i, 10 + i], np.uint32) for i, name in enumerate(names)}}
     parts = wire.encode(wire.Batch(wire.IMAGES, "ng", 4, (2, 3), (8, 8), False, arrays, detectors=names))
@@ -86,6 +87,15 @@ def images_batch(names: tuple[str, ...] = ("bright_field", "probe"), **header_ch
     header.update(header_changes)
     parts[1] = json.dumps(header).encode()
     return parts
+
+
+def test_an_images_message_cuts_its_events_per_frame_and_refuses_offsets_that_do_not() -> None:
+    batch = wire.decode(images_batch())
+    assert batch.arrays["offsets"].tolist() == [0, 2, 3]  # what a reader's analyses compute per frame from
+    parts = images_batch()
+    parts[3] = np.array([0, 3, 2], np.uint64).tobytes()
+    with pytest.raises(ValueError, match="live images message: offsets do not cut the events in order"):
+        wire.decode(parts)
 
 
 def test_an_images_message_carries_the_detectors_it_names() -> None:
@@ -98,7 +108,7 @@ def test_an_images_message_carries_the_detectors_it_names() -> None:
 @pytest.mark.parametrize("parts, fault", [
     (images_batch(names=tuple(f"d{i}" for i in range(17))), "at most 16 names, got 17 of them"),
     (images_batch(detectors="bright_field"), "must be a list of at most 16 names, got str"),
-    (images_batch(detectors=["bright_field", "probe", "x"]), "8 parts, expected 9"),
+    (images_batch(detectors=["bright_field", "probe", "x"]), "9 parts, expected 10"),
     (images_batch(detectors=["bright_field", 7]), "detector name '7' is not one"),
     (images_batch(detectors=["../etc", "probe"]), "detector name '../etc' is not one"),
     (images_batch(detectors=["bright_field", "events"]), "detector name 'events' is not one"),

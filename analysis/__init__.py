@@ -1,0 +1,27 @@
+"""Analyses of the counted frames, declared once and registered here (analysis/SPEC.md): importing
+this package registers each of the modules below, in the order the file, the page and ``view``
+show them."""
+
+from . import builtin, radial_profile  # noqa: F401 - registers them
+from .builtin import NODEGROUP_KERNELS
+from .registry import (
+    PER_POSITION,
+    PER_SCAN,
+    Analysis,
+    Context,
+    Frames,
+    Output,
+    Plan,
+    Results,
+    Values,
+    chosen,
+    compute,
+    empty_values,
+    outputs_of,
+    plan_of,
+    register,
+    registered,
+)
+
+__all__ = ["NODEGROUP_KERNELS", "PER_POSITION", "PER_SCAN", "Analysis", "Context", "Frames", "Output", "Plan",
+           "Results", "Values", "chosen", "compute", "empty_values", "outputs_of", "plan_of", "register", "registered"]

@@ -1,0 +1,116 @@
+"""An analysis added through the registry (analysis/radial_profile.py, listed in
+``[analysis] analyses``): the radial profile per probe position is in the scan's file at
+/analysis/radial_profile and equals numpy's from the file's own events, arrives live equal to the
+file's, and ``sectorflow view`` and the dashboard show it."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import stempy.io
+from support import sectorflow_command, stack_up, wait_until
+
+from sectorflow.counting import read_counted_scan
+from sectorflow.live import LiveView, subscribe
+from sectorflow.nodegroup import scan_file_name
+
+DETECTOR = {"frame_rows": 128, "frame_cols": 128, "sector_rows": 32, "sector_cols": 128}
+SCAN, SCAN_X, SCAN_Y = 6, 14, 10
+SIMULATOR = {"bright_field_radius_px": 20.0, "dose_per_frame": 80.0, "specimen": "crystal", "specimen_grain_px": 4.0,
+             "specimen_bright_field": 0.6, "specimen_dark_field": 0.25, "specimen_shift_px": 4.0}
+DETECTORS = [{"name": "bright_field", "kind": "disk", "radius": 24.5},
+             {"name": "dark_field", "kind": "annulus", "inner": 25.5, "outer": 56.0}]
+RING_WIDTH_PX = 2.0
+
+
+def numpy_profile(events: list[np.ndarray]) -> np.ndarray:
+    """Electrons per 2 px ring around the frame centre (pixel middles), per position."""
+    yy, xx = np.indices((128, 128))
+    ring = (np.hypot(yy + 0.5 - 64, xx + 0.5 - 64) / RING_WIDTH_PX).astype(np.int64).ravel()
+    rings = int(ring.max()) + 1
+    return np.stack([np.bincount(ring[np.asarray(e, np.int64)], minlength=rings) for e in events]).reshape(
+        SCAN_Y, SCAN_X, rings)
+
+
+def state(url: str) -> dict[str, Any]:
+    try:
+        with urllib.request.urlopen(url + "api/state", timeout=5) as answer:
+            return json.loads(answer.read())
+    except OSError:
+        return {}  # not serving yet
+
+
+def test_the_radial_profile_added_through_the_registry_is_in_the_file_live_in_view_and_on_the_page(
+        make_config, tmp_path: Path) -> None:
+    config, path = make_config(
+        detector=DETECTOR, simulator=SIMULATOR, counting={"background_threshold": 30.0, "xray_threshold": 1000.0},
+        analysis={"virtual_detectors": DETECTORS, "analyses": ["radial_profile"], "live_rate_hz": 5.0},
+        dashboard={"update_ms": 200})
+    output, png = tmp_path / "h5", tmp_path / "view.png"
+    views: list[LiveView] = []
+    with stack_up(config, path, tmp_path / "run", output) as client:
+        def subscribers() -> int:
+            return sum(int(s.extra.get("live_images_subscribers", 0)) for s in client.statuses("nodegroup").values())
+
+        live = threading.Thread(target=lambda: views.extend(subscribe(path, scan=SCAN, timeout_s=120)))
+        viewer = subprocess.Popen([sys.executable, "-m", "sectorflow", "view", "--config", str(path), "--scan",
+                                   str(SCAN), "--timeout", "120", "--png", str(png)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            live.start()
+            wait_until(lambda: subscribers() >= 4, 30, "both live readers to reach both NodeGroups")
+            acquired = sectorflow_command("acquire", "--config", str(path), "--scan-number", str(SCAN),
+                                          "--scan-shape", f"{SCAN_X}x{SCAN_Y}", "--wait", "--timeout", "120")
+            assert acquired.returncode == 0, acquired.stdout + acquired.stderr
+            live.join(130)
+            view_out, view_err = viewer.communicate(timeout=130)
+            images = wait_until(lambda: (s := state(config.dashboard.url())).get("images")
+                                and s["images"]["scan"] == SCAN and s["images"]["path"] and s["images"], 60,
+                                "the dashboard to show the scan's file")
+            with urllib.request.urlopen(config.dashboard.url() + "images/radial_profile.png", timeout=10) as answer:
+                profile_png = answer.read()
+        finally:
+            if viewer.poll() is None:
+                viewer.kill()
+                viewer.communicate()
+    assert not live.is_alive()
+
+    file = output / scan_file_name(SCAN)
+    counted = read_counted_scan(file)
+    assert counted.metadata["completeness"]["outcome"] == "complete"
+    stempy.io.load_electron_counts(str(file))  # stempy still opens the file
+    # The file: the built-in outputs where they always were, the profile after them, equal to numpy's.
+    assert list(counted.images) == ["bright_field", "dark_field", "com_x", "com_y", "diffraction", "radial_profile"]
+    expected = numpy_profile(counted.events)
+    profile = counted.images["radial_profile"]
+    assert profile.shape == expected.shape == (SCAN_Y, SCAN_X, 45)  # to the corner pixel: 63.5 * sqrt(2) / 2
+    assert expected.sum() == sum(len(e) for e in counted.events) > 0
+    np.testing.assert_array_equal(profile, expected)
+    assert counted.outputs["radial_profile"].unit == "electrons"
+
+    # Live: the subscriber's last view has the profile, computed from the messages' events, equal to the file's.
+    final = views[-1]
+    assert final.complete and final.images["radial_profile"].shape == expected.shape
+    np.testing.assert_array_equal(final.images["radial_profile"], expected.astype(np.float64))
+
+    # view --png: a line of the profile's mean, and a panel per output (2 detectors, the centre of
+    # mass x and y, the summed pattern, the radial profile: 4.4 inches each at 80 dpi).
+    assert viewer.returncode == 0, view_out[-2000:] + view_err[-2000:]
+    assert "radial profile (2 px rings), mean over positions (electrons):" in view_out
+    width, _ = struct.unpack(">II", png.read_bytes()[16:24])
+    assert width == round(4.4 * 6 * 80), width
+
+    # The dashboard: the profile among the images, labelled and with its range; its PNG served.
+    assert images["names"] == ["bright_field", "dark_field", "com_x", "com_y", "radial_profile", "com_magnitude",
+                               "diffraction"]
+    assert images["labels"]["radial_profile"] == ["radial profile (2 px rings)", "electrons"]
+    assert images["ranges"]["radial_profile"] == [float(expected.min()), float(expected.max())]
+    assert profile_png.startswith(b"\x89PNG")

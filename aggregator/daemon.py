@@ -198,9 +198,9 @@ def _run_with_lease(config: Config, standby: bool) -> int:
                 aggregator.stop()
             _log_totals(aggregator)
             if not failure.startswith(LOST):
-                lease.release()  # stopped, or a relay thread failed: a standby takes over at once
                 break
             failure = ""
+        lease.release()  # stopped, or a relay thread failed: a standby takes over at once
     if failure:
         raise SectorflowError(failure)
     return 0

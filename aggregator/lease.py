@@ -88,6 +88,9 @@ class Lease:
         self._renewal = 0
         self._sent_at = 0.0
         self._confirmed_at = 0.0
+        # When each renewal still unconfirmed was sent: the one that comes back dates the confirmation
+        # (a round trip longer than the renewal period still confirms the older renewals).
+        self._sent: dict[int, float] = {}
 
     def current(self) -> ServiceStatus | None:
         """The lease as the replica holds it; remembers the takeover count and holder it shows."""
@@ -118,6 +121,7 @@ class Lease:
             extra["took_over_from"] = self._last_holder
         self._extra, self._renewal = extra, 0
         self._sent_at = self._confirmed_at = time.monotonic()
+        self._sent = {0: self._sent_at}
         self._client.create_once(LEASE_KEY, self._encode(False), self.period_s)
         try:
             record = wait_until(self.current, self.period_s, f"the kvstore's answer to {LEASE_KEY}", 0.01)
@@ -146,11 +150,15 @@ class Lease:
         now = time.monotonic()
         record = self.current()
         if record is not None and not self.mine(record):
+            self._extra = None  # never renewed again: a renewal would overwrite the new holder's lease
             return (f"the lease is held by {record.extra.get('host')} pid {record.extra.get('pid')} (it took over): "
                     "stopping relaying")
-        if self.mine(record) and record.extra.get("renewal") == self._renewal:
-            self._confirmed_at = max(self._confirmed_at, self._sent_at)
+        renewal = record.extra.get("renewal") if self.mine(record) else None
+        if isinstance(renewal, int) and renewal in self._sent:
+            self._confirmed_at = max(self._confirmed_at, self._sent[renewal])
+            self._sent = {n: at for n, at in self._sent.items() if n > renewal}
         if now - self._confirmed_at > self.period_s * FENCE_FRACTION:
+            self._extra = None
             return (f"no renewal of the lease came back from the kvstore for {now - self._confirmed_at:.1f} s "
                     f"(takeover_s {self.period_s:g}): a standby may take over, stopping relaying")
         changed = any(self._extra.get(k) != v for k, v in fields.items())
@@ -164,7 +172,7 @@ class Lease:
                 self._client.create_once(LEASE_KEY, self._encode(streaming), self.period_s)
             else:
                 self._client.set_once(LEASE_KEY, self._encode(streaming), self.period_s)
-            self._sent_at = now
+            self._sent_at = self._sent[self._renewal] = now
         return ""
 
     def release(self) -> None:

@@ -43,6 +43,7 @@ DESCRIPTION = "aggregator failover: active SIGKILLed mid-scan, time to the stand
 TRIALS, QUICK_TRIALS = 20, 5
 SHAPE, POSITIONS, RATE_HZ = "32x32", 1024, 200.0  # about 5 s a scan: data still flows after the takeover
 WAIT_S = 120.0
+SCAN_TIMEOUT_S = 5.0
 ACCOUNT = re.compile(r"(\d+) counted \+ (\d+) spilled \+ (\d+) missing = (\d+) sectors")
 
 
@@ -57,7 +58,9 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
         config = dataclasses.replace(
             config, kvstore=dataclasses.replace(config.kvstore, log_dir=str(work / "kv")),
             aggregator=dataclasses.replace(config.aggregator, standby_host="127.0.0.1"),
-            producer=dataclasses.replace(config.producer, fallback_dir=str(work / "raw")))
+            producer=dataclasses.replace(config.producer, fallback_dir=str(work / "raw")),
+            # A scan that lost what the dead process held ends by this timeout: its account then comes.
+            nodegroup=dataclasses.replace(config.nodegroup, scan_timeout_s=SCAN_TIMEOUT_S))
         config = write_config(with_free_ports(config), work / "config.toml")
         supervisor = start_stack(config, work / "run", 2, work / "counted", True, WAIT_S)
         rows = []

@@ -32,8 +32,8 @@ from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.orchestration.readiness import sectors_sent
 from sectorflow.orchestration.stack import start_stack
-from sectorflow.orchestration.supervisor import ServiceSpec
-from sectorflow.protocol import SERVICE_AGGREGATOR
+from sectorflow.orchestration.supervisor import ServiceSpec, Supervisor
+from sectorflow.protocol import SERVICE_AGGREGATOR, ServiceStatus
 from sectorflow.waiting import wait_until
 
 log = logging.getLogger(__name__)
@@ -87,8 +87,8 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
                            details={"trials": len(rows)})
 
 
-def _trial(config: Config, client: Client, supervisor, trial: int) -> list:
-    def lease():
+def _trial(config: Config, client: Client, supervisor: Supervisor, trial: int) -> list:
+    def lease() -> ServiceStatus | None:
         return decode_lease(client.get(LEASE_KEY))
 
     def standby_pids() -> set[int]:
@@ -104,7 +104,7 @@ def _trial(config: Config, client: Client, supervisor, trial: int) -> list:
     killed_s = time.time()
     os.kill(active, signal.SIGKILL)
 
-    def routed():
+    def routed() -> ServiceStatus | None:
         record = lease()
         if record is None or record.extra.get("pid") != standby or "first_routed_s" not in record.extra:
             return None

@@ -23,12 +23,17 @@ def register(subparsers: Any) -> None:
         "message unchanged to NodeGroup routing[frame mod n] of its scan. NodeGroups are found in "
         "the kvstore (nodegroups/*). Publishes status/aggregator/t<r> (state, scan, messages, "
         "bytes, malformed and lost counts). Runs until SIGTERM or SIGINT and exits 0; exits "
-        "non-zero with one line naming the address if a port is taken.",
+        "non-zero with one line naming the address if a port is taken. With [aggregator] standby_host "
+        "set, it relays only while it holds the kvstore's lease status/aggregator/active and waits as a standby "
+        "otherwise, taking over when the lease is not renewed for [aggregator] takeover_s.",
     )
     add_config_argument(parser)
+    parser.add_argument("--standby", action="store_true",
+                        help="start as the standby: let the aggregator started alongside take the lease first "
+                        "(needs [aggregator] standby_host)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
     """``sectorflow aggregator``: relay until SIGTERM/SIGINT."""
-    return run_aggregator(config)
+    return run_aggregator(config, standby=args.standby)

@@ -14,6 +14,12 @@ write each scan's relay record (``scans/<n>/aggregator/t<r>``, the C++ RecordSto
 
 An aggregator that finds another process's relay threads live in the kvstore
 (``sectorflow.ownership``) stops before relaying, with one line naming that process's host and pid.
+With ``[aggregator] standby_host`` set, the kvstore's lease decides instead (``lease.py``): the
+daemon waits as a standby (``status/aggregator/standby-<host>-<pid>``) until the lease is free, takes
+it, binds (retrying while the ports are still held by the old active) and relays; it stops relaying
+and waits again when the lease is lost, and gives it up when it stops. A takeover mid-scan is a
+restart of the relay threads as far as the scan goes: they rebuild the scan from the producers'
+records, as a restarted aggregator does.
 
 States (the one state machine, sectorflow.service), logged on every transition: the daemon starts
 (binds, then waits up to SYNC_TIMEOUT_S for its kvstore replicas, so that a relay restarted
@@ -26,9 +32,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 
-from sectorflow._core.aggregator import Aggregator, RelayStats, ScanSummary
+from sectorflow._core.aggregator import Aggregator, AggregatorError, RelayStats, ScanSummary
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
@@ -46,6 +53,7 @@ from sectorflow.ownership import owner_fields, refuse_if_running
 from sectorflow.service import ServiceState, stop_on_signals
 from sectorflow.waiting import WaitTimeout, wait_until
 
+from .lease import LEASE_KEY, Lease, standby_name
 from .options import aggregator_options
 
 logger = logging.getLogger(__name__)
@@ -124,65 +132,195 @@ def summary_line(summary: ScanSummary) -> str:
     return text
 
 
-def run_aggregator(config: Config) -> int:
+def run_aggregator(config: Config, standby: bool = False) -> int:
     """Run the aggregator of ``config`` until SIGTERM or SIGINT; returns the exit code 0.
 
+    With ``[aggregator] standby_host`` set, it relays only while it holds the lease
+    (``sectorflow.aggregator.lease``) and waits as a standby otherwise; ``standby`` lets the other
+    aggregator take the lease first when both start together.
+
     Raises:
-        SectorflowError: a port cannot be bound (the message names the address), or a relay thread
-            failed.
+        SectorflowError: a port cannot be bound (the message names the address), a relay thread
+            failed, or ``standby`` without a standby_host configured.
     """
+    if config.aggregator.standby_host:
+        return _run_with_lease(config, standby)
+    if standby:
+        raise SectorflowError(f"--standby: {config.source} configures no standby ([aggregator] standby_host is empty): "
+                              "set it to the standby's address")
     state = ServiceState(logger)
     options = aggregator_options(config, log=lambda message: logger.info("kvstore replica: %s", message))
     aggregator = Aggregator(options)  # AggregatorError (a SectorflowError) names the address
-    views = [_ThreadView(r, ServiceState(logger, name=f"thread {r}")) for r in range(aggregator.threads())]
-    heartbeat_s = config.kvstore.heartbeat_ms / 1000
     failure = ""
     try:
-        with stop_on_signals(logger) as stop, \
-                Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator",
-                                   role="aggregator") as client:
+        with stop_on_signals(logger) as stop, _status_client(config) as client:
             # Bound but not relaying yet: an aggregator of this stack that runs elsewhere keeps it (a
             # kvstore that answers the relays' replicas answers this client at once).
             if _wait_synced(aggregator, config, stop) and client.wait_synced(SYNC_TIMEOUT_S):
                 refuse_if_running(client.statuses(SERVICE_AGGREGATOR), lambda _name, _status: True, "the aggregator",
                                   stack=client.stack_id)
-            aggregator.start()
-            for r in range(aggregator.threads()):
-                logger.info("thread %d: pulling on %s from %d producer thread(s)", r, aggregator.endpoint(r),
-                            config.receivers[r].threads)
-            state.enter(STATE_IDLE)
-            for view in views:
-                # Serving: from here a thread is idle or streaming (a scan may already be open, say
-                # rebuilt after a restart, and starting leads only to idle).
-                view.state.enter(STATE_IDLE)
-            since_publish = 0.0
-            while not stop.wait(POLL_INTERVAL_S):
-                since_publish += POLL_INTERVAL_S
-                finished = _collect(aggregator, views)
-                force = since_publish >= heartbeat_s
-                _publish(aggregator, views, client, config, state.state, force=force or finished)
-                if force:
-                    since_publish = 0.0
-                for line in aggregator.take_security_refusals():
-                    logger.warning("%s", line)
-                failure = aggregator.failure()
-                if failure:
-                    break
-            state.enter(STATE_STOPPING)
-            _publish(aggregator, views, client, config, state.state, force=True)
-            aggregator.stop()
-            _collect(aggregator, views)
-            state.enter(STATE_STOPPED)
-            _publish(aggregator, views, client, config, state.state, force=True)  # the last word: final counters
+            failure = _serve(aggregator, client, config, state, stop)
     finally:
         aggregator.stop()
-    for view in views:
-        stats = aggregator.stats(view.thread)
-        logger.info("thread %d: forwarded %d messages (%d bytes), lost %d, malformed %d", view.thread,
-                    stats.messages, stats.bytes, stats.lost, sum(stats.malformed.values()))
+    _log_totals(aggregator)
     if failure:
         raise SectorflowError(failure)
     return 0
+
+
+def _status_client(config: Config) -> Client:
+    return Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator", role="aggregator")
+
+
+def _run_with_lease(config: Config, standby: bool) -> int:
+    """Wait as a standby until the lease is free, take it, relay while it holds it; again after losing it."""
+    failure = ""
+    with stop_on_signals(logger) as stop, _status_client(config) as client:
+        lease = Lease(client, config.aggregator.takeover_s)
+        if not client.wait_synced(SYNC_TIMEOUT_S):
+            logger.warning("kvstore at %s did not answer within %.0f s: waiting for it as a standby",
+                           config.kvstore.address, SYNC_TIMEOUT_S)
+        if standby:
+            _wait_for_active(lease, stop)
+        while not stop.is_set():
+            if not _stand_by(client, config, lease, stop):
+                break
+            record = lease.current()
+            logger.info("took the lease %s (takeovers %s): binding and relaying", LEASE_KEY,
+                        record.extra.get("takeovers") if record is not None else "?")
+            aggregator = _bind_when_free(config, lease, stop)
+            if aggregator is None:
+                continue
+            try:
+                _wait_synced(aggregator, config, stop)
+                failure = _serve(aggregator, client, config, ServiceState(logger), stop, lease)
+            finally:
+                aggregator.stop()
+            _log_totals(aggregator)
+            if not failure.startswith(LOST):
+                break
+            failure = ""
+        lease.release()  # stopped, or a relay thread failed: a standby takes over at once
+    if failure:
+        raise SectorflowError(failure)
+    return 0
+
+
+def _wait_for_active(lease: Lease, stop: threading.Event) -> None:
+    """Started as the standby: give the aggregator started alongside one lease period to take the lease."""
+    try:
+        wait_until(lambda: lease.current() is not None, lease.period_s, "the active aggregator", POLL_INTERVAL_S,
+                   stop=stop)
+    except WaitTimeout:
+        logger.info("no active aggregator within takeover_s (%g s): this standby takes the lease", lease.period_s)
+
+
+def _stand_by(client: Client, config: Config, lease: Lease, stop: threading.Event) -> bool:
+    """Publish this standby's status until the lease is free and this process takes it; False on stop."""
+    name = standby_name()
+    key = status_key(SERVICE_AGGREGATOR, name)
+    announced = False
+    while not stop.is_set():
+        record = lease.current()
+        if record is None and client.synced():
+            if lease.take():
+                if announced:
+                    client.erase(key)
+                return True
+            continue
+        if not announced:
+            holder = f"{record.extra.get('host')} pid {record.extra.get('pid')}" if record else "nobody yet"
+            logger.info("standby: the active aggregator is %s; taking over once its lease %s is not renewed for %g s",
+                        holder, LEASE_KEY, lease.period_s)
+            extra: dict[str, int | str] = dict(owner_fields())
+            extra["standby"] = 1
+            client.set(key, ServiceStatus(state=STATE_IDLE, scan=0, messages=0, bytes=0, extra=extra).encode(),
+                       config.kvstore.ttl_s)
+            announced = True
+        stop.wait(POLL_INTERVAL_S)
+    if announced:
+        client.erase(key)
+    return False
+
+
+def _bind_when_free(config: Config, lease: Lease, stop: threading.Event) -> Aggregator | None:
+    """The relay, bound; retried while its ports are taken (the old active, fenced, still unbinding) and
+    the lease is kept. None if the lease was lost or the daemon stops first."""
+    options = aggregator_options(config, log=lambda message: logger.info("kvstore replica: %s", message))
+    logged = False
+    while not stop.is_set():
+        try:
+            return Aggregator(options)
+        except AggregatorError as error:
+            if not logged:
+                logger.warning("%s: retrying while the lease is held", error)
+                logged = True
+        why = lease.keep()
+        if why:
+            logger.warning("%s", why)
+            return None
+        stop.wait(POLL_INTERVAL_S)
+    return None
+
+
+# A failure that ends one term of relaying, not the daemon: the lease went to another process.
+LOST = "lease lost: "
+
+
+def _serve(aggregator: Aggregator, client: Client, config: Config, state: ServiceState, stop: threading.Event,
+           lease: Lease | None = None) -> str:
+    """Relay until ``stop`` (or, with a lease, until it is lost); returns a relay thread's failure, a
+    lost lease (LOST + why), or "". The aggregator is stopped and its final statuses published."""
+    views = [_ThreadView(r, ServiceState(logger, name=f"thread {r}")) for r in range(aggregator.threads())]
+    heartbeat_s = config.kvstore.heartbeat_ms / 1000
+    failure = ""
+    aggregator.start()
+    for r in range(aggregator.threads()):
+        logger.info("thread %d: pulling on %s from %d producer thread(s)", r, aggregator.endpoint(r),
+                    config.receivers[r].threads)
+    state.enter(STATE_IDLE)
+    for view in views:
+        # Serving: from here a thread is idle or streaming (a scan may already be open, say
+        # rebuilt after a restart, and starting leads only to idle).
+        view.state.enter(STATE_IDLE)
+    since_publish = 0.0
+    first_routed: dict[str, float] = {}
+    while not stop.wait(POLL_INTERVAL_S):
+        since_publish += POLL_INTERVAL_S
+        finished = _collect(aggregator, views)
+        force = since_publish >= heartbeat_s
+        _publish(aggregator, views, client, config, state.state, force=force or finished)
+        if force:
+            since_publish = 0.0
+        for line in aggregator.take_security_refusals():
+            logger.warning("%s", line)
+        failure = aggregator.failure()
+        if failure:
+            break
+        if lease is not None:
+            stats = [aggregator.stats(view.thread) for view in views]
+            if not first_routed and any(s.messages for s in stats):
+                # The failover benchmark's end mark: this term's first sector routed (to POLL_INTERVAL_S).
+                first_routed["first_routed_s"] = time.time()
+            why = lease.keep(any(s.streaming for s in stats), **first_routed)
+            if why:
+                logger.warning("%s", why)
+                failure = LOST + why
+                break
+    state.enter(STATE_STOPPING)
+    _publish(aggregator, views, client, config, state.state, force=True)
+    aggregator.stop()
+    _collect(aggregator, views)
+    state.enter(STATE_STOPPED)
+    _publish(aggregator, views, client, config, state.state, force=True)  # the last word: final counters
+    return failure
+
+
+def _log_totals(aggregator: Aggregator) -> None:
+    for thread in range(aggregator.threads()):
+        stats = aggregator.stats(thread)
+        logger.info("thread %d: forwarded %d messages (%d bytes), lost %d, malformed %d", thread,
+                    stats.messages, stats.bytes, stats.lost, sum(stats.malformed.values()))
 
 
 def _wait_synced(aggregator: Aggregator, config: Config, stop: threading.Event) -> bool:

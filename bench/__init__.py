@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "scaling": "bench.scaling",
     "memory": "bench.memory",
     "kvstore_flood": "bench.kvstore_flood",
+    "failover": "bench.failover",
     "virtual_images": "bench.virtual_images",
     "wan": "bench.wan",
     "dashboard": "bench.dashboard",

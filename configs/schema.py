@@ -173,6 +173,16 @@ class AggregatorConfig:
         "a receiver restarted with an old scan), refused (no_info) and counted, and never opens a run. false: the "
         "receivers' own software starts scans unannounced, and a scan's first message opens it (the aggregator "
         "fixes its routing and writes its request record), so a stray message also opens a run")
+    standby_host: str = setting(
+        "", "address of a standby aggregator ('' for none, one aggregator): with it set, every aggregator of the "
+        "stack takes the kvstore's lease status/aggregator/active before it binds, the others wait as standbys and "
+        "one takes over when the lease is not renewed for takeover_s; producers connect to host and standby_host "
+        "(ZMQ_IMMEDIATE: only the bound one gets messages). The same address as host: the standby binds the "
+        "active's ports once they are free (one machine)")
+    takeover_s: float = setting(
+        3.0, "with standby_host set, the lease period: the active aggregator renews status/aggregator/active every "
+        "quarter of it and stops relaying when it has not seen a renewal of its own come back for two thirds of "
+        "it; a standby takes over once the lease expired (not renewed for this long)", min=0.3, max=600.0)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from sectorflow.operations.scan_account import (
     scans_in,
 )
 
+from sectorflow.aggregator.lease import describe as describe_aggregators
 from sectorflow.kvstore.status_records import status_entries
 
 SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "REFUSED")
@@ -59,6 +60,10 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str =
         lines.append("")
         for who, fields in details:
             lines.extend(_paragraph(f"{who}: ", fields.split(", ")))
+    active = describe_aggregators(entries)
+    if active:
+        lines.append("")
+        lines.append(active)
     stack = _stack_lines(entries)
     if stack:
         lines.append("")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import shutil
+import socket
 import sys
 import urllib.error
 import urllib.request
@@ -57,6 +58,8 @@ def stack_services(config: Config, ranks: int, output_dir: Path | None = None,
         ServiceSpec("kvstore", _sectorflow("kvstore", "--config", path)),
         ServiceSpec("aggregator", _sectorflow("aggregator", "--config", path)),
     ]
+    if standby_is_local(config):
+        services.append(ServiceSpec(AGGREGATOR_STANDBY, _sectorflow("aggregator", "--config", path, "--standby")))
     if with_nodegroups:
         mpiexec = shutil.which("mpiexec")
         if mpiexec is None:
@@ -72,6 +75,16 @@ def stack_services(config: Config, ranks: int, output_dir: Path | None = None,
         services.append(ServiceSpec(f"producer-{receiver}",
                                     _sectorflow("producer", "--config", path, "--receiver", str(receiver))))
     return services
+
+
+AGGREGATOR_STANDBY = "aggregator-standby"
+
+
+def standby_is_local(config: Config) -> bool:
+    """Whether ``config``'s standby aggregator runs on this machine (``up`` starts it then): its
+    standby_host is a loopback address or this host's name."""
+    host = config.aggregator.standby_host
+    return bool(host) and (host.startswith("127.") or host in ("localhost", socket.gethostname()))
 
 
 def dashboard_missing() -> list[str]:

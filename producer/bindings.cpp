@@ -77,6 +77,8 @@ void bind_types(py::module_& m) {
       .def_readonly("threads", &ProducerOptions::threads)
       .def_property_readonly("wire", [](const ProducerOptions& o) { return std::string(to_string(o.wire)); })
       .def_readonly("aggregator_endpoint", &ProducerOptions::aggregator_endpoint)
+      .def_readwrite("standby_endpoint", &ProducerOptions::standby_endpoint,
+                     "the standby aggregator's thread r ([aggregator] standby_host), or ''")
       .def_readonly("send_hwm", &ProducerOptions::send_hwm)
       .def_readonly("fallback_dir", &ProducerOptions::fallback_dir)
       .def_readonly("status_ttl_s", &ProducerOptions::status_ttl_s)

@@ -24,6 +24,12 @@ def aggregator_endpoint(config: Config, receiver: int) -> str:
     return f"tcp://{config.aggregator.host}:{config.aggregator.base_port + receiver}"
 
 
+def standby_endpoint(config: Config, receiver: int) -> str:
+    """Where the standby aggregator's thread ``receiver`` listens ('' with no standby configured)."""
+    host = config.aggregator.standby_host
+    return f"tcp://{host}:{config.aggregator.base_port + receiver}" if host else ""
+
+
 def producer_options(config: Config, receiver: int, thread_id: int,
                      warn: Callable[[str], None] | None = None) -> ProducerOptions:
     """The options of thread ``thread_id`` of receiver ``receiver`` (sector ``receiver``).
@@ -51,5 +57,6 @@ def producer_options(config: Config, receiver: int, thread_id: int,
         send_timeout_ms=config.producer.send_timeout_ms,
         warn=warn,
     )
+    options.standby_endpoint = standby_endpoint(config, receiver)
     options.curve = data_client_curve(config, "producer")
     return options

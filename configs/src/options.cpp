@@ -119,6 +119,13 @@ std::string aggregator_endpoint(const Beamline& beamline, std::uint32_t receiver
   return "tcp://" + beamline.text("aggregator.host") + ":" + std::to_string(port);
 }
 
+std::string standby_endpoint(const Beamline& beamline, std::uint32_t receiver) {
+  const std::string host = beamline.text("aggregator.standby_host");
+  if (host.empty()) return {};
+  const std::uint64_t port = whole<std::uint16_t>(beamline, "aggregator.base_port") + std::uint64_t{receiver};
+  return "tcp://" + host + ":" + std::to_string(port);
+}
+
 std::uint64_t max_lead_frames(const Beamline& beamline) {
   return whole<std::uint64_t>(beamline, "producer.max_lead_frames");
 }
@@ -142,6 +149,7 @@ producer::ProducerOptions producer_options(const Beamline& beamline, std::uint32
     throw ConfigError(beamline.source() + ": '" + wire_key + "' = '" + wire + "': expected 'sectorflow' or 'native'");
   }
   options.aggregator_endpoint = aggregator_endpoint(beamline, receiver);
+  options.standby_endpoint = standby_endpoint(beamline, receiver);
   options.send_hwm = whole<int>(beamline, "producer.send_hwm");
   options.fallback_dir = beamline.text("producer.fallback_dir");
   options.status_ttl_s = beamline.number("kvstore.ttl_s");

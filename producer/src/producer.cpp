@@ -152,12 +152,21 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
     socket.set(zmq::sockopt::sndhwm, options_.send_hwm);
     socket.set(zmq::sockopt::sndtimeo, kStopCheckMs);  // only to notice stop(); sends are retried
     socket.set(zmq::sockopt::linger, options_.linger_ms);
+    const bool standby = !options_.standby_endpoint.empty() && options_.standby_endpoint != options_.aggregator_endpoint;
+    // Without it a PUSH round-robins onto the pipe of the peer that is not bound (the standby) and its
+    // messages wait there until that peer binds, if ever.
+    if (standby) socket.set(zmq::sockopt::immediate, 1);
+    std::string endpoint = options_.aggregator_endpoint;
     try {
       security::apply(socket, options_.curve);
-      socket.connect(options_.aggregator_endpoint);
+      socket.connect(endpoint);
+      if (standby) {
+        endpoint = options_.standby_endpoint;
+        socket.connect(endpoint);
+      }
     } catch (const std::exception& error) {  // zmq::error_t, or a CURVE key that is not Z85
-      throw ProducerError("producer " + options_.name() + ": cannot connect to aggregator endpoint '" +
-                          options_.aggregator_endpoint + "': " + error.what());
+      throw ProducerError("producer " + options_.name() + ": cannot connect to aggregator endpoint '" + endpoint +
+                          "': " + error.what());
     }
     impl_->socket.emplace(std::move(socket));
   }

@@ -81,6 +81,7 @@ TEST(Beamline, LocalTomlFillsAProducerThreadAsTheDaemonDoes) {
   EXPECT_EQ(options.receiver, 2u);
   EXPECT_EQ(options.threads, 1u);
   EXPECT_EQ(options.aggregator_endpoint, "tcp://127.0.0.1:6102");
+  EXPECT_EQ(options.standby_endpoint, "");  // no [aggregator] standby_host: one aggregator
   EXPECT_EQ(options.send_hwm, 16);
   EXPECT_EQ(options.fallback_dir, "out/raw");
   EXPECT_EQ(options.status_ttl_s, 5.0);

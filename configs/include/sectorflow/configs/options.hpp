@@ -34,6 +34,9 @@ kvstore::ServerOptions server_options(const Beamline& beamline);
 std::uint32_t receiver_threads(const Beamline& beamline, std::uint32_t receiver);
 /// Where aggregator thread `receiver` listens: tcp://aggregator.host:(aggregator.base_port + receiver).
 std::string aggregator_endpoint(const Beamline& beamline, std::uint32_t receiver);
+/// Where the standby aggregator's thread `receiver` listens: tcp://aggregator.standby_host:(base_port +
+/// receiver); empty when no standby is configured.
+std::string standby_endpoint(const Beamline& beamline, std::uint32_t receiver);
 /// [producer] max_lead_frames: how far a thread may run ahead of its slowest sibling (SiblingGate).
 std::uint64_t max_lead_frames(const Beamline& beamline);
 /// Thread `thread_id` of `receiver`: [detector], [[receivers]] threads and wire, the aggregator endpoint,

@@ -38,6 +38,10 @@ struct ProducerOptions {
   Wire wire = Wire::kUnset;
   /// The PUSH socket's peer: aggregator thread r, tcp://aggregator.host:(aggregator.base_port + r).
   std::string aggregator_endpoint;
+  /// The standby aggregator's thread r ([aggregator] standby_host), or empty. Set and not the same
+  /// as aggregator_endpoint, the socket connects to both with ZMQ_IMMEDIATE: messages go only to a
+  /// completed connection, and only the aggregator that holds the lease binds.
+  std::string standby_endpoint;
   /// producer.send_hwm: messages queued before a send blocks. Shallow on purpose: what waits
   /// here waits ahead of the sibling threads' sectors at the aggregator (sibling_gate.hpp).
   int send_hwm = 0;

@@ -20,10 +20,11 @@ import pytest
 import zmq
 from harness import free_port_block
 from kvstore_support import SYNC_S, KvServer, server_status
-from support import LOOPBACK, Processes, sectorflow_command, wait_until
+from support import LOOPBACK, Processes, sectorflow_command, stack_up, wait_until
 
 from sectorflow.configs import Config
 from sectorflow.kvstore import Client, client_options
+from sectorflow.orchestration.supervisor import load_running
 
 # Each server of a pair uses P .. P + 3 (P + 3: the peer link).
 PAIR_PORTS = 4
@@ -266,6 +267,33 @@ def test_while_both_servers_live_only_the_active_publishes_whatever_the_clients_
     assert "pair: ended passive (peer active)" in backup.log()
     refused = [line for line in backup.log().splitlines() if "snapshot request(s) refused" in line]
     assert refused and " 0 snapshot request(s) refused" not in refused[0]
+
+
+def pair_line(path: Path) -> str:
+    """The line of `sectorflow status` that says which server of the pair is active, or ""."""
+    result = sectorflow_command("status", "--config", str(path), timeout_s=60)
+    return next((line for line in result.stdout.splitlines() if line.startswith("kvstore pair: ")), "")
+
+
+def test_up_starts_the_pair_and_a_scan_goes_on_disk_after_the_primary_is_killed(
+    pair_config: tuple[Config, Path], tmp_path: Path,
+) -> None:
+    config, path = pair_config
+    primary, backup = config.kvstore.servers
+    run_dir = tmp_path / "run"
+    with stack_up(config, path, run_dir, tmp_path / "h5", 60.0, nodegroups=False) as client:
+        running = {service.name: service for service in load_running(run_dir)}
+        assert {"kvstore-primary", "kvstore-backup"} <= set(running) and "kvstore" not in running
+        wait_until(lambda: pair_line(path) == f"kvstore pair: the primary is active (this server); its peer at "
+                   f"{backup} is passive; failovers 0, splits 0", SYNC_S, "status to show the primary active")
+        os.kill(running["kvstore-primary"].pid, signal.SIGKILL)
+        wait_until(lambda: client.server == backup and client.synced(), 3 * SYNC_S, "the client on the backup")
+        wait_until(lambda: pair_line(path) == f"kvstore pair: the backup is active (this server); its peer at "
+                   f"{primary} is silent; failovers 1, splits 0", SYNC_S, "status to show the backup active")
+        on_disk = sectorflow_command("acquire", "--config", str(path), "--scan-shape", "4x4", "--wait", "--timeout",
+                                     "120")
+        assert on_disk.returncode == 0, on_disk.stdout + on_disk.stderr
+        assert "on disk" in on_disk.stdout, on_disk.stdout
 
 
 @pytest.mark.parametrize(("servers", "pair", "expected"), [

@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "scaling": "bench.scaling",
     "memory": "bench.memory",
     "kvstore_flood": "bench.kvstore_flood",
+    "kvstore_failover": "bench.kvstore_failover",
     "virtual_images": "bench.virtual_images",
     "wan": "bench.wan",
     "dashboard": "bench.dashboard",

@@ -232,12 +232,15 @@ struct Server::Impl {
     std::vector<zmq::message_t> parts;
     std::string uuid;
     Clock::time_point received;
+    std::size_t bytes;
   };
+  std::size_t pending_bytes = 0;
   std::list<Pending> pending;
   std::unordered_map<std::string, std::list<Pending>::iterator> pending_by_uuid;
   std::deque<std::string> mirrored_order;
   std::unordered_set<std::string> mirrored_uuids;
   std::vector<std::string> pair_events;  // for the daemon's log (take_pair_events)
+  bool peer_silent = false;              // as last logged
 
   // Whether this server serves: a single server always, one of a pair while active.
   bool serving() const { return !machine || machine->active(); }
@@ -469,7 +472,7 @@ struct Server::Impl {
     const std::size_t frames = recv_frames(collector, parts, kKvmsgFrames + 1);
     if (frames == 0) return;
     if (!serving() && frames == kKvmsgFrames) {
-      hold(frames);
+      hold();
       return;
     }
     apply_update(frames);
@@ -477,28 +480,39 @@ struct Server::Impl {
 
   // Not active: keeps a client's write until the active's KVPUB of its uuid comes, or this server
   // becomes active (kvstore/SPEC.md, "The pair"). A message that is no kvmsg is judged when applied.
-  void hold(std::size_t frames) {
+  void hold() {
     std::string uuid(frame_views(parts)[kFrameUuid]);
     if (!uuid.empty() && mirrored_uuids.count(uuid) != 0) return;  // the active published it already
-    if (pending.size() >= kMaxPending) {
-      const Pending& oldest = pending.front();
-      if (!oldest.uuid.empty()) pending_by_uuid.erase(oldest.uuid);
-      pending.pop_front();
+    std::size_t bytes = 0;
+    for (const zmq::message_t& part : parts) bytes += part.size();
+    // Bounded in writes and in bytes (max_map_bytes: what the map itself may hold).
+    while (!pending.empty() && (pending.size() >= kMaxPending || pending_bytes + bytes > options.max_map_bytes)) {
+      drop_pending_front();
       const bool first = stats.pending_lost == 0;
       count([](ServerStats& st) { ++st.pending_lost; });
       if (first) {
-        note_pair_event("pending writes past " + std::to_string(kMaxPending) +
+        note_pair_event("pending writes past " + std::to_string(kMaxPending) + " or max_map_bytes" +
                         ": the oldest are dropped (pending_lost), lost if the active never published them");
       }
     }
-    pending.push_back(Pending{std::move(parts), uuid, Clock::now()});
+    pending_bytes += bytes;
+    pending.push_back(Pending{std::move(parts), uuid, Clock::now(), bytes});
     parts.clear();
     if (!uuid.empty()) {
-      if (const auto old = pending_by_uuid.find(uuid); old != pending_by_uuid.end()) pending.erase(old->second);
+      if (const auto old = pending_by_uuid.find(uuid); old != pending_by_uuid.end()) {
+        pending_bytes -= old->second->bytes;
+        pending.erase(old->second);
+      }
       pending_by_uuid[uuid] = std::prev(pending.end());
     }
-    (void)frames;
     count([this](ServerStats& st) { st.pending = pending.size(); });
+  }
+
+  void drop_pending_front() {
+    const Pending& oldest = pending.front();
+    if (!oldest.uuid.empty()) pending_by_uuid.erase(oldest.uuid);
+    pending_bytes -= oldest.bytes;
+    pending.pop_front();
   }
 
   void note_pair_event(std::string line) {
@@ -864,6 +878,7 @@ struct Server::Impl {
     restore(std::move(record));
     if (!uuid.empty()) {
       if (const auto held = pending_by_uuid.find(uuid); held != pending_by_uuid.end()) {
+        pending_bytes -= held->second->bytes;
         pending.erase(held->second);
         pending_by_uuid.erase(held);
       }
@@ -887,8 +902,7 @@ struct Server::Impl {
   void age_pending(Clock::time_point now) {
     std::uint64_t dropped = 0;
     while (!pending.empty() && now - pending.front().received > heartbeat_period() * kPendingHeartbeats) {
-      if (!pending.front().uuid.empty()) pending_by_uuid.erase(pending.front().uuid);
-      pending.pop_front();
+      drop_pending_front();
       ++dropped;
     }
     if (dropped != 0) {
@@ -905,6 +919,7 @@ struct Server::Impl {
     std::list<Pending> held = std::move(pending);
     pending.clear();
     pending_by_uuid.clear();
+    pending_bytes = 0;
     std::uint64_t applied = 0;
     for (Pending& write : held) {
       parts = std::move(write.parts);
@@ -1370,6 +1385,15 @@ void Server::run() {
           s.tend_mirror(now);
           const std::string peer = s.peer_state_text(now);
           s.count([&peer](ServerStats& st) { st.peer_state = peer; });
+          // One line when the peer link falls silent and one when it is heard again, not one per heartbeat.
+          if ((peer == "silent") != s.peer_silent) {
+            s.peer_silent = peer == "silent";
+            s.note_pair_event(s.peer_silent ? "pair: the peer is silent (no state for " +
+                                                  std::to_string(kPeerSilenceHeartbeats) + " heartbeats), this server " +
+                                                  std::string(name(s.machine->state()))
+                                            : "pair: the peer is heard again (" + peer + "), this server " +
+                                                  std::string(name(s.machine->state())));
+          }
         });
       }
       if (s.serving()) s.guarded("status", [&s] { s.publish_status(); });

@@ -44,6 +44,17 @@ def kill(server: KvServer) -> None:
     server.process.wait()
 
 
+def stopped(pid: int) -> bool:
+    """Whether every thread of process ``pid`` is stopped (state T in /proc)."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            continue  # a thread that ended meanwhile
+    return bool(states) and all(state in ("T", "t") for state in states)
+
+
 def start_pair(config: Config, path: Path, processes: Processes) -> tuple[KvServer, KvServer]:
     """The primary, then the backup once the primary serves; returns when the backup mirrors."""
     primary = KvServer(config, path, processes, pair="primary")
@@ -218,6 +229,8 @@ def test_a_write_the_hung_primary_never_published_is_applied_from_pending(
     # backup has it only as pending.
     os.killpg(primary.process.pid, signal.SIGSTOP)
     try:
+        # kill() returns before every thread has stopped: a thread still running could take the write.
+        wait_until(lambda: stopped(primary.process.pid), SYNC_S, "every thread of the primary stopped")
         client.set_once("held/1", msgpack.packb("held"))
         wait_until(lambda: client.server == address(backup) and client.synced(), 3 * SYNC_S, "the client on the backup")
         wait_until(lambda: client.get("held/1") == msgpack.packb("held"), SYNC_S, "the held write on the backup")

@@ -59,7 +59,7 @@
 // clients' snapshot requests (the vote) says whether it is active. Active, it serves as a single
 // server. Otherwise it answers no snapshot the machine does not serve (snapshots_refused), publishes
 // no update and no status, expires no ttl, and keeps the clients' KVSETs as pending (at most
-// kMaxPending; the oldest dropped past it, pending_lost) until the active's KVPUB of the same uuid
+// kMaxPending writes and max_map_bytes; the oldest dropped past either, pending_lost) until the active's KVPUB of the same uuid
 // comes; passive, it mirrors the active (a snapshot of everything, then its KVPUBs with their
 // sequences, each appended to its own log; its HUGZ carry the mirrored sequence; the active's stack
 // id written to its log_dir). Becoming active, it applies what is still pending.

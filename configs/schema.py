@@ -70,7 +70,9 @@ class KvstoreConfig:
     servers: tuple[str, ...] = setting(
         (), "the kvstore pair clients use, as \"host:port\" (port: each server's P), primary first: a client syncs "
         "with one and moves to the other when it falls silent, and sends every write to both (kvstore/SPEC.md, 'The "
-        "pair'); at most 2 (Binary Star is a pair). Empty: the one server at host and port")
+        "pair'); at most 2 (Binary Star is a pair). Empty: the one server at host and port. Two: each server runs "
+        "with 'sectorflow kvstore --pair primary' or '--pair backup', takes its port from its entry and its peer from "
+        "the other (which also uses P + 3, the peer link), and keeps its durable records in log_dir/<pair>")
     bind_host: str = setting("127.0.0.1", "interface the server binds (0.0.0.0 for all)")
     port: int = setting(5556, "snapshot port P; the server also uses P+1 and P+2", min=1, max=65533)
     heartbeat_ms: int = setting(1000, "HUGZ interval of the server", min=10, max=60000)

@@ -228,7 +228,32 @@ void bind_server(py::module_& m) {
       .def_readwrite("scans_kept", &ServerOptions::scans_kept)
       .def_property_readonly("log_dir", [](const ServerOptions& o) { return o.log.dir; })
       .def_property_readonly("log_fsync", [](const ServerOptions& o) { return std::string(to_string(o.log.fsync)); })
-      .def_readwrite("curve", &ServerOptions::curve, "[security]: CurveServer (off by default).");
+      .def_readwrite("curve", &ServerOptions::curve, "[security]: CurveServer (off by default).")
+      .def_property(
+          "pair_role",
+          [](const ServerOptions& o) {
+            return std::string(o.pair.role == PairRole::kPrimary ? "primary"
+                               : o.pair.role == PairRole::kBackup ? "backup"
+                                                                  : "");
+          },
+          [](ServerOptions& o, const std::string& role) {
+            if (role.empty()) {
+              o.pair.role = PairRole::kNone;
+            } else if (role == "primary") {
+              o.pair.role = PairRole::kPrimary;
+            } else if (role == "backup") {
+              o.pair.role = PairRole::kBackup;
+            } else {
+              throw KvstoreError("pair role '" + role + "': expected primary, backup or '' (a single server)");
+            }
+          },
+          "'primary' or 'backup' of a Binary Star pair (sectorflow kvstore --pair), '' for a single server.")
+      .def_property(
+          "peer_host", [](const ServerOptions& o) { return o.pair.peer_host; },
+          [](ServerOptions& o, std::string host) { o.pair.peer_host = std::move(host); }, "The pair's other server.")
+      .def_property(
+          "peer_port", [](const ServerOptions& o) { return o.pair.peer_port; },
+          [](ServerOptions& o, std::uint16_t port) { o.pair.peer_port = port; }, "The other server's P.");
 
   py::list kinds;
   for (const char* kind : kRefusalKinds) kinds.append(kind);
@@ -266,6 +291,17 @@ void bind_server(py::module_& m) {
       .def_readonly("log_failing", &ServerStats::log_failing)
       .def_readonly("log_error", &ServerStats::log_error)
       .def_readonly("log_bytes", &ServerStats::log_bytes)
+      .def_readonly("pair_state", &ServerStats::pair_state)
+      .def_readonly("peer_state", &ServerStats::peer_state)
+      .def_readonly("failovers", &ServerStats::failovers)
+      .def_readonly("splits", &ServerStats::splits)
+      .def_readonly("snapshots_refused", &ServerStats::snapshots_refused)
+      .def_readonly("mirrored", &ServerStats::mirrored)
+      .def_readonly("mirror_syncs", &ServerStats::mirror_syncs)
+      .def_readonly("pending", &ServerStats::pending)
+      .def_readonly("pending_applied", &ServerStats::pending_applied)
+      .def_readonly("pending_lost", &ServerStats::pending_lost)
+      .def_readonly("pending_unmatched", &ServerStats::pending_unmatched)
       .def_readonly("first_refusals", &ServerStats::first_refusals,
                     "kind (REFUSAL_KINDS) -> why the first refusal of that kind happened.")
       .def("refusals", &ServerStats::refusals, py::arg("kind"), "The counter of one of REFUSAL_KINDS.");
@@ -283,6 +319,8 @@ void bind_server(py::module_& m) {
            },
            py::arg("state"), "The state the server's status says (published at once); callable from any thread.")
       .def("stats", &Server::stats)
+      .def("take_pair_events", &Server::take_pair_events,
+           "One line per change of the pair's state since the last call (empty for a single server).")
       .def("take_security_refusals", &Server::take_security_refusals,
            "One line per peer key refused at the handshake for the first time since the last call.")
       .def_property_readonly("options", &Server::options)

@@ -24,9 +24,13 @@ def register(subparsers: Any) -> None:
         "exits 0; exits non-zero with one line naming the address if a port is taken.",
     )
     add_config_argument(server)
+    server.add_argument(
+        "--pair", choices=("primary", "backup"), default="",
+        help="run as this server of the Binary Star pair [kvstore] servers lists (primary first): its port is its "
+        "entry's, its peer the other, its durable records in log_dir/<pair> (kvstore/SPEC.md, 'The pair')")
     server.set_defaults(run=run_kvstore)
 
 
 def run_kvstore(args: argparse.Namespace, config: Config) -> int:
     """``sectorflow kvstore``: serve until SIGTERM/SIGINT."""
-    return run_server(config)
+    return run_server(config, pair=args.pair)

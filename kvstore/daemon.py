@@ -39,14 +39,21 @@ REFUSALS = {
 }
 
 
-def run_server(config: Config) -> int:
+def run_server(config: Config, pair: str = "") -> int:
     """Run the kvstore server of ``config`` until SIGTERM or SIGINT; returns the exit code 0.
+
+    ``pair``: "primary" or "backup" of the pair ``[kvstore] servers`` lists; "" a single server,
+    which a configuration listing a pair does not run (one line says to choose).
 
     Raises:
         SectorflowError: a port cannot be bound (the message names the address) or the server
             loop failed.
     """
-    options = server_options(config)
+    if not pair and len(config.kvstore.servers) == 2:
+        raise SectorflowError(
+            f"{config.source}: [kvstore] servers lists a pair ({', '.join(config.kvstore.servers)}): run each "
+            "server with --pair primary or --pair backup")
+    options = server_options(config, pair)
     try:
         server = Server(options)
     except KvstoreError as error:
@@ -75,6 +82,9 @@ def run_server(config: Config) -> int:
                 "snapshots on %s, updates published on %s, updates collected on %s, heartbeat %d ms",
                 server.endpoint(0), server.endpoint(1), server.endpoint(2), options.heartbeat_ms,
             )
+            if pair:
+                logger.info("pair: the %s, peer link on %s, peer at %s:%d", pair, server.endpoint(3),
+                            options.peer_host, options.peer_port)
             reported: dict[str, int] = {}
             while not stop.wait(REPORT_INTERVAL_S):
                 _report_refusals(server, reported)
@@ -91,6 +101,12 @@ def run_server(config: Config) -> int:
         stats.updates, stats.snapshots, stats.expired, stats.malformed, stats.keys, stats.sequence,
         ", ".join(f"{kind} {stats.refusals(kind)}" for kind in REFUSAL_KINDS if kind != "malformed"),
     )
+    if pair:
+        logger.info(
+            "pair: ended %s (peer %s); %d failover(s), %d split(s), %d update(s) mirrored, %d snapshot request(s) "
+            "refused; pending writes: %d applied, %d lost past the bound, %d the active never published",
+            stats.pair_state, stats.peer_state or "unheard", stats.failovers, stats.splits, stats.mirrored,
+            stats.snapshots_refused, stats.pending_applied, stats.pending_lost, stats.pending_unmatched)
     if failures:
         raise SectorflowError(f"kvstore server on {server.endpoint(0)} failed: {failures[0]}")
     return 0
@@ -115,6 +131,8 @@ def _report_refusals(server: Server, reported: dict[str, int]) -> None:
     """Log what the server refused since the last report, one line per kind; updates ``reported``."""
     for line in server.take_security_refusals():
         logger.warning("%s", line)
+    for line in server.take_pair_events():
+        logger.info("%s", line)
     stats = server.stats()
     new_errors = stats.log_write_errors - reported.get("log_write_errors", 0)
     if new_errors > 0:

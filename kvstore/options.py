@@ -2,19 +2,49 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from sectorflow._core.kvstore import ClientOptions, ServerOptions
 from sectorflow.configs import Config
+from sectorflow.errors import SectorflowError
 from sectorflow.security.options import kvstore_client_curve, kvstore_server_curve
 
 
-def server_options(config: Config) -> ServerOptions:
-    """Where the server binds (``bind_host``, ports P..P+2), its heartbeat and its bounds."""
+PAIR_ROLES = ("primary", "backup")
+
+
+def pair_addresses(config: Config, role: str) -> tuple[str, str]:
+    """This server's and its peer's "host:port" in ``[kvstore] servers`` (primary first) for ``role``.
+
+    Raises:
+        SectorflowError: the configuration lists no pair (one line naming the file).
+    """
+    servers = config.kvstore.servers
+    if len(servers) != 2:
+        raise SectorflowError(
+            f"{config.source}: --pair {role} needs [kvstore] servers to list the pair, primary first "
+            f"(\"host:port\" each); it lists {len(servers)}")
+    primary, backup = servers
+    return (primary, backup) if role == "primary" else (backup, primary)
+
+
+def server_options(config: Config, pair: str = "") -> ServerOptions:
+    """Where the server binds (``bind_host``, ports P..P+2), its heartbeat and its bounds.
+
+    ``pair``: "primary" or "backup" (``sectorflow kvstore --pair``): the server takes its P from its
+    entry of ``[kvstore] servers`` and its peer from the other, and its durable records go to
+    ``log_dir/<pair>`` (one directory per server, so one configuration describes both).
+    """
     kv = config.kvstore
+    port, log_dir, peer = kv.port, kv.log_dir, ""
+    if pair:
+        own, peer = pair_addresses(config, pair)
+        port = int(own.rpartition(":")[2])
+        log_dir = os.path.join(kv.log_dir, pair) if kv.log_dir else ""
     options = ServerOptions(
         bind_host=kv.bind_host,
-        port=kv.port,
+        port=port,
         heartbeat_ms=kv.heartbeat_ms,
         max_value_bytes=kv.max_value_bytes,
         max_keys=kv.max_keys,
@@ -25,12 +55,17 @@ def server_options(config: Config) -> ServerOptions:
         max_stack_bytes=kv.max_stack_bytes,
         max_ttl_s=kv.max_ttl_s,
         scans_kept=kv.scans_kept,
-        log_dir=kv.log_dir,
+        log_dir=log_dir,
         log_fsync=kv.log_fsync,
         log_fsync_interval_ms=kv.log_fsync_interval_ms,
         log_max_bytes=kv.log_max_bytes,
     )
     options.curve = kvstore_server_curve(config)
+    if pair:
+        peer_host, _, peer_port = peer.rpartition(":")
+        options.pair_role = pair
+        options.peer_host = peer_host
+        options.peer_port = int(peer_port)
     return options
 
 

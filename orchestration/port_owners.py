@@ -31,7 +31,12 @@ class StackPort:
 def stack_ports(config: Config, dashboard: bool) -> list[StackPort]:
     """The fixed ports of ``config``'s local stack (NodeGroups and the live stream bind ephemeral ones)."""
     kv = config.kvstore
-    ports = [StackPort("kvstore", kv.bind_host, kv.port + offset, "[kvstore] port") for offset in range(3)]
+    if len(kv.servers) == 2:
+        # The pair: each server binds P .. P + 3 of its own entry (P + 3: the peer link).
+        ports = [StackPort(f"kvstore {pair}", kv.bind_host, int(server.rpartition(":")[2]) + offset, "[kvstore] servers")
+                 for pair, server in zip(("primary", "backup"), kv.servers) for offset in range(4)]
+    else:
+        ports = [StackPort("kvstore", kv.bind_host, kv.port + offset, "[kvstore] port") for offset in range(3)]
     agg = config.aggregator
     ports += [StackPort("aggregator", agg.bind_host, agg.base_port + receiver, "[aggregator] base_port")
               for receiver in range(config.n_receivers)]

@@ -1,6 +1,6 @@
 """The local stack of a configuration: which services ``sectorflow up`` and the demo run, in order.
 
-kvstore first (everyone registers there), then the aggregator, the NodeGroups under ``mpiexec``,
+kvstore first (everyone registers there; both servers of a pair ``[kvstore] servers`` lists), then the aggregator, the NodeGroups under ``mpiexec``,
 one producer daemon per receiver and, for ``up`` and the demo, the web dashboard (``[dashboard]``).
 """
 
@@ -54,10 +54,13 @@ def stack_services(config: Config, ranks: int, output_dir: Path | None = None,
     (benchmarks). Raises SectorflowError if mpiexec is missing.
     """
     path = str(Path(config.source).resolve())
-    services = [
-        ServiceSpec("kvstore", _sectorflow("kvstore", "--config", path)),
-        ServiceSpec("aggregator", _sectorflow("aggregator", "--config", path)),
-    ]
+    if len(config.kvstore.servers) == 2:
+        # The pair (kvstore/SPEC.md, "The pair"): whichever starts first, the primary ends active.
+        services = [ServiceSpec(f"kvstore-{pair}", _sectorflow("kvstore", "--config", path, "--pair", pair))
+                    for pair in ("primary", "backup")]
+    else:
+        services = [ServiceSpec("kvstore", _sectorflow("kvstore", "--config", path))]
+    services.append(ServiceSpec("aggregator", _sectorflow("aggregator", "--config", path)))
     if standby_is_local(config):
         services.append(ServiceSpec(AGGREGATOR_STANDBY, _sectorflow("aggregator", "--config", path, "--standby")))
     if with_nodegroups:

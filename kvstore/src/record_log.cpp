@@ -219,6 +219,10 @@ std::string RecordLog::keep_stack_id(const std::string& fresh) {
   return id;
 }
 
+void RecordLog::replace_stack_id(const std::string& id) {
+  write_file(std::string(kStackIdFile), [&id](File& file) { file.write(id + "\n"); });
+}
+
 void RecordLog::compact(std::int64_t sequence, const std::function<void(const Sink&)>& entries) {
   log_.reset();  // no appends until the new log is there
   std::uint64_t bytes = kLogMagic.size();

@@ -4,18 +4,24 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <deque>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 
 #include "map_usage.hpp"
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
+#include "sectorflow/kvstore/pair_state.hpp"
 #include "sectorflow/kvstore/record_log.hpp"
 #include "sectorflow/kvstore/stack_id.hpp"
 #include "sectorflow/protocol/records.hpp"
@@ -46,6 +52,11 @@ constexpr int kPublisherHwm = 100000;
 // How often waiting snapshot replies are offered to their peers' pipes again: ZeroMQ does not say
 // when one peer's pipe has room.
 constexpr auto kSnapshotRetry = std::chrono::milliseconds(5);
+// The peer counts as gone after this many heartbeats without its state (kvstore/SPEC.md, "The pair").
+constexpr int kPeerSilenceHeartbeats = 2;
+// Uuids of mirrored updates remembered, so that a client's KVSET that reaches the passive after the
+// active's KVPUB of it is not held (and applied again, stale, at a failover).
+constexpr std::size_t kMirroredUuids = 65536;
 
 struct Entry {
   std::shared_ptr<const KvMsg> msg;  // shared with the snapshot replies that still have to send it
@@ -125,6 +136,21 @@ void check_options(const ServerOptions& o) {
     throw KvstoreError("kvstore server: max_value_bytes " + std::to_string(o.max_value_bytes) + " out of range; " +
                        "expected " + std::to_string(kMaxKeyBytes) + " to 2^30 ([kvstore] max_value_bytes)");
   }
+  if (o.pair.role != PairRole::kNone) {
+    if (o.port > 65532) {
+      throw KvstoreError("kvstore server: port " + std::to_string(o.port) +
+                         " out of range for a pair, whose servers also use P + 3 (the peer link): at most 65532");
+    }
+    if (o.pair.peer_host.empty() || o.pair.peer_port == 0 || o.pair.peer_port > 65532) {
+      throw KvstoreError("kvstore server: the pair's peer '" + o.pair.peer_host + ":" + std::to_string(o.pair.peer_port) +
+                         "' is not host:port with a port from 1 to 65532 ([kvstore] servers)");
+    }
+    if (o.curve.enabled()) {
+      throw KvstoreError("kvstore server: a kvstore pair with [security] on is not built yet (the peer link and the "
+                         "passive's mirror have no CURVE keys); run one server ([kvstore] servers empty) or turn "
+                         "[security] off");
+    }
+  }
   if (!(o.max_ttl_s > 0.0) || !(o.max_ttl_s <= kTtlCeilingS)) {
     throw KvstoreError("kvstore server: max_ttl_s " + std::to_string(o.max_ttl_s) + " out of range; expected more " +
                        "than 0 and at most 1e9 seconds ([kvstore] max_ttl_s)");
@@ -186,6 +212,38 @@ struct Server::Impl {
   std::optional<protocol::ServiceStatus> published_status;  // without its time stamp
   std::optional<RecordLog> log;  // with a log_dir: the durable records
   std::string stack_id;          // kept in the log_dir, or new at every start without one
+
+  // The pair (kvstore/SPEC.md, "The pair"); none of it for a single server.
+  std::optional<PairMachine> machine;
+  std::optional<zmq::socket_t> pair_pub;  // P + 3: this server's state, every heartbeat
+  std::optional<zmq::socket_t> pair_sub;  // the peer's P + 3
+  std::optional<PairState> peer_heard;    // the state the peer said last
+  // The passive's mirror of the active: a SUB to its P + 1 and a DEALER to its P, as a client.
+  enum class Mirror { kOff, kConnecting, kSyncing, kMirroring };
+  Mirror mirror = Mirror::kOff;
+  std::optional<zmq::socket_t> mirror_sub;
+  std::optional<zmq::socket_t> mirror_dealer;
+  Clock::time_point mirror_since;
+  std::vector<KvMsg> mirror_snapshot;  // the KVSYNCs of the snapshot under way
+  std::vector<KvMsg> mirror_buffer;    // the KVPUBs that came while it was under way
+  std::vector<zmq::message_t> mirror_parts;
+  // Clients' writes held while not active, oldest first, and by uuid.
+  struct Pending {
+    std::vector<zmq::message_t> parts;
+    std::string uuid;
+    Clock::time_point received;
+    std::size_t bytes;
+  };
+  std::size_t pending_bytes = 0;
+  std::list<Pending> pending;
+  std::unordered_map<std::string, std::list<Pending>::iterator> pending_by_uuid;
+  std::deque<std::string> mirrored_order;
+  std::unordered_set<std::string> mirrored_uuids;
+  std::vector<std::string> pair_events;  // for the daemon's log (take_pair_events)
+  bool peer_silent = false;              // as last logged
+
+  // Whether this server serves: a single server always, one of a pair while active.
+  bool serving() const { return !machine || machine->active(); }
 
   std::string endpoint(int offset) const {
     return "tcp://" + options.bind_host + ":" + std::to_string(options.port + offset);
@@ -379,7 +437,18 @@ struct Server::Impl {
              std::to_string(kMaxKeyBytes));
       return;
     }
+    // Copied: becoming active below applies the pending writes through `parts`, which views point into.
+    std::string identity(views[0]);
     const std::string subtree(views[2]);
+    if (machine) {
+      // The Binary Star vote: a passive serves only when its active is silent and a client asks.
+      const PairMachine::Outcome outcome = machine->on_request(Clock::now());
+      on_outcome(outcome);
+      if (!outcome.serve) {
+        count([](ServerStats& st) { ++st.snapshots_refused; });
+        return;
+      }
+    }
     std::vector<std::shared_ptr<const KvMsg>> entries;
     // Every snapshot carries the server's status, whatever its subtree: its stack_id is how each
     // client learns, at every sync, which stack it joined (stack_id.hpp).
@@ -394,7 +463,7 @@ struct Server::Impl {
     end.key = std::string(kSnapshotEnd);
     end.sequence = sequence;
     end.body = subtree;
-    if (replies.answer(std::string(views[0]), std::move(entries), std::move(end), Clock::now())) {
+    if (replies.answer(std::move(identity), std::move(entries), std::move(end), Clock::now())) {
       count([](ServerStats& s) { ++s.snapshots; });
     }
   }
@@ -402,6 +471,57 @@ struct Server::Impl {
   void handle_update() {
     const std::size_t frames = recv_frames(collector, parts, kKvmsgFrames + 1);
     if (frames == 0) return;
+    if (!serving() && frames == kKvmsgFrames) {
+      hold();
+      return;
+    }
+    apply_update(frames);
+  }
+
+  // Not active: keeps a client's write until the active's KVPUB of its uuid comes, or this server
+  // becomes active (kvstore/SPEC.md, "The pair"). A message that is no kvmsg is judged when applied.
+  void hold() {
+    std::string uuid(frame_views(parts)[kFrameUuid]);
+    if (!uuid.empty() && mirrored_uuids.count(uuid) != 0) return;  // the active published it already
+    std::size_t bytes = 0;
+    for (const zmq::message_t& part : parts) bytes += part.size();
+    // Bounded in writes and in bytes (max_map_bytes: what the map itself may hold).
+    while (!pending.empty() && (pending.size() >= kMaxPending || pending_bytes + bytes > options.max_map_bytes)) {
+      drop_pending_front();
+      const bool first = stats.pending_lost == 0;
+      count([](ServerStats& st) { ++st.pending_lost; });
+      if (first) {
+        note_pair_event("pending writes past " + std::to_string(kMaxPending) + " or max_map_bytes" +
+                        ": the oldest are dropped (pending_lost), lost if the active never published them");
+      }
+    }
+    pending_bytes += bytes;
+    pending.push_back(Pending{std::move(parts), uuid, Clock::now(), bytes});
+    parts.clear();
+    if (!uuid.empty()) {
+      if (const auto old = pending_by_uuid.find(uuid); old != pending_by_uuid.end()) {
+        pending_bytes -= old->second->bytes;
+        pending.erase(old->second);
+      }
+      pending_by_uuid[uuid] = std::prev(pending.end());
+    }
+    count([this](ServerStats& st) { st.pending = pending.size(); });
+  }
+
+  void drop_pending_front() {
+    const Pending& oldest = pending.front();
+    if (!oldest.uuid.empty()) pending_by_uuid.erase(oldest.uuid);
+    pending_bytes -= oldest.bytes;
+    pending.pop_front();
+  }
+
+  void note_pair_event(std::string line) {
+    const std::lock_guard<std::mutex> lock(stats_mutex);
+    if (pair_events.size() < 1000) pair_events.push_back(std::move(line));
+  }
+
+  // Applies the write in `parts` (`frames` of them) as a single server does.
+  void apply_update(std::size_t frames) {
     if (frames != kKvmsgFrames) {
       reject("update: kvmsg of " + std::to_string(frames) + " frames, expected " + std::to_string(kKvmsgFrames) +
              " (key, sequence, uuid, properties, body)");
@@ -515,6 +635,317 @@ struct Server::Impl {
       s.bytes += body_bytes;
     });
     if (scan) guarded("fold", [this, &scan] { maybe_fold(*scan); });
+  }
+
+  // ---- The pair (kvstore/SPEC.md, "The pair") ----
+
+  std::string peer_endpoint(int offset) const {
+    return "tcp://" + options.pair.peer_host + ":" + std::to_string(options.pair.peer_port + offset);
+  }
+
+  Clock::duration heartbeat_period() const { return std::chrono::milliseconds(options.heartbeat_ms); }
+
+  void send_pair_state() {
+    const std::string_view pair_state = name(machine->state());
+    pair_pub->send(zmq::buffer(pair_state.data(), pair_state.size()), zmq::send_flags::dontwait);
+  }
+
+  // Does what one outcome of the machine says: a change of state is logged and acted on.
+  void on_outcome(const PairMachine::Outcome& outcome) {
+    if (!outcome.changed()) return;
+    note_pair_event("pair: " + std::string(name(outcome.before)) + " -> " + std::string(name(outcome.after)) + " on " +
+                    std::string(name(outcome.event)) + (outcome.why.empty() ? "" : ": " + std::string(outcome.why)));
+    count([&outcome](ServerStats& st) {
+      st.pair_state = std::string(name(outcome.after));
+      if (outcome.before == PairState::kPassive && outcome.after == PairState::kActive &&
+          outcome.event == PairEvent::kRequestPeerSilent) {
+        ++st.failovers;
+      }
+      if (outcome.before == PairState::kActive && outcome.after == PairState::kPassive) ++st.splits;
+    });
+    if (outcome.after == PairState::kActive) {
+      stop_mirror();
+      apply_pending();
+      published_status.reset();  // says at once that this server is the active
+      guarded("status", [this] { publish_status(); });
+    } else if (outcome.after == PairState::kPassive) {
+      start_mirror();
+    }
+    send_pair_state();
+  }
+
+  void handle_peer_state() {
+    zmq::message_t frame;
+    if (!pair_sub->recv(frame, zmq::recv_flags::dontwait)) return;
+    const bool one_frame = !frame.more();
+    for (bool more = frame.more(); more;) {  // drained, so the next message starts clean
+      zmq::message_t rest;
+      if (!pair_sub->recv(rest, zmq::recv_flags::dontwait)) break;
+      more = rest.more();
+    }
+    const std::optional<PairState> peer = one_frame ? parse_pair_state(frame.to_string_view()) : std::nullopt;
+    if (!peer) {
+      reject("peer link: expected a pair state (primary, backup, active, passive), got " +
+             std::to_string(frame.size()) + " bytes");
+      return;
+    }
+    peer_heard = *peer;
+    on_outcome(machine->on_peer(*peer, Clock::now()));
+  }
+
+  // The state the peer said last, or "silent" when it said nothing within the silence period.
+  std::string peer_state_text(Clock::time_point now) const {
+    if (!peer_heard) return machine->peer_alive(now) ? std::string() : std::string("silent");
+    return machine->peer_alive(now) ? std::string(name(*peer_heard)) : std::string("silent");
+  }
+
+  // Becoming passive: new sockets to the active, and a full snapshot once the SUB hears it.
+  void start_mirror() {
+    stop_mirror();
+    mirror_sub.emplace(context, zmq::socket_type::sub);
+    mirror_dealer.emplace(context, zmq::socket_type::dealer);
+    const std::int64_t max_frame = max_frame_bytes(options.max_value_bytes);
+    for (zmq::socket_t* socket : {&*mirror_sub, &*mirror_dealer}) {
+      socket->set(zmq::sockopt::linger, 0);
+      socket->set(zmq::sockopt::maxmsgsize, max_frame);
+    }
+    mirror_sub->set(zmq::sockopt::rcvhwm, kPublisherHwm);
+    mirror_sub->set(zmq::sockopt::subscribe, "");
+    mirror_sub->connect(peer_endpoint(1));
+    mirror_dealer->connect(peer_endpoint(0));
+    mirror = Mirror::kConnecting;
+    mirror_since = Clock::now();
+  }
+
+  void stop_mirror() {
+    mirror_sub.reset();
+    mirror_dealer.reset();
+    mirror_snapshot.clear();
+    mirror_buffer.clear();
+    mirror = Mirror::kOff;
+  }
+
+  void ask_snapshot() {
+    mirror_dealer->send(zmq::buffer(kSnapshotRequest), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    mirror_dealer->send(zmq::message_t(), zmq::send_flags::dontwait);
+    mirror_snapshot.clear();
+    mirror_buffer.clear();
+    mirror = Mirror::kSyncing;
+    mirror_since = Clock::now();
+  }
+
+  // A snapshot that does not end within kStalledHeartbeats heartbeats (the active died or yielded
+  // mid-reply) is asked for again on new sockets.
+  void tend_mirror(Clock::time_point now) {
+    if (mirror == Mirror::kSyncing && now - mirror_since > heartbeat_period() * kStalledHeartbeats) start_mirror();
+  }
+
+  std::optional<KvMsg> read_mirror(zmq::socket_t& socket) {
+    const std::size_t frames = recv_frames(socket, mirror_parts, kKvmsgFrames + 1);
+    if (frames == 0) return std::nullopt;
+    if (frames != kKvmsgFrames) {
+      reject("mirror: kvmsg of " + std::to_string(frames) + " frames from the active, expected " +
+             std::to_string(kKvmsgFrames));
+      return std::nullopt;
+    }
+    try {
+      return decode_kvmsg(frame_views(mirror_parts));
+    } catch (const KvstoreError& error) {
+      reject(std::string("mirror: ") + error.what());
+      return std::nullopt;
+    }
+  }
+
+  // A KVPUB or HUGZ of the active.
+  void handle_mirror_update() {
+    std::optional<KvMsg> msg = read_mirror(*mirror_sub);
+    if (!msg) return;
+    if (mirror == Mirror::kConnecting) {
+      ask_snapshot();  // the subscription is live: nothing published from now on is missed
+      if (msg->key == kHeartbeat) return;
+    }
+    if (msg->key == kHeartbeat) {
+      if (mirror == Mirror::kMirroring && msg->sequence != sequence) {
+        // Updates missed (a full pipe) or the active restarted: the whole map again.
+        note_pair_event("mirror: the active's heartbeat says sequence " + std::to_string(msg->sequence) +
+                        ", this server holds " + std::to_string(sequence) + ": taking a new snapshot");
+        ask_snapshot();
+      }
+      age_pending(Clock::now());
+      return;
+    }
+    if (mirror == Mirror::kSyncing) {
+      mirror_buffer.push_back(std::move(*msg));
+      return;
+    }
+    if (mirror != Mirror::kMirroring || msg->sequence <= sequence) return;
+    if (msg->sequence != sequence + 1) {
+      note_pair_event("mirror: update " + std::to_string(msg->sequence) + " after " + std::to_string(sequence) +
+                      " (a gap): taking a new snapshot");
+      ask_snapshot();
+      return;
+    }
+    apply_mirrored(std::move(*msg));
+  }
+
+  // A KVSYNC or the KTHXBAI that ends the snapshot.
+  void handle_mirror_snapshot() {
+    std::optional<KvMsg> msg = read_mirror(*mirror_dealer);
+    if (!msg || mirror != Mirror::kSyncing) return;
+    if (msg->key != kSnapshotEnd) {
+      mirror_snapshot.push_back(std::move(*msg));
+      return;
+    }
+    // The snapshot replaces the map: what this server held apart from the active is gone.
+    clear_map();
+    std::string active_stack;
+    for (KvMsg& entry : mirror_snapshot) {
+      if (entry.key == own_status_key) {
+        try {
+          active_stack = stack_id_of(protocol::ServiceStatus::decode(entry.body));
+        } catch (const std::exception&) {
+        }
+        continue;
+      }
+      restore(to_record(std::move(entry)));
+    }
+    mirror_snapshot.clear();
+    sequence = msg->sequence;
+    if (!active_stack.empty() && active_stack != stack_id) take_stack_id(active_stack);
+    mirror = Mirror::kMirroring;
+    if (log) compact();  // the directory now holds what the active holds
+    std::vector<KvMsg> buffered = std::move(mirror_buffer);
+    mirror_buffer.clear();
+    count([](ServerStats& st) { ++st.mirror_syncs; });
+    note_pair_event("mirror: snapshot of the active taken at sequence " + std::to_string(sequence) + ", " +
+                    std::to_string(map.size()) + " keys");
+    for (KvMsg& update : buffered) {
+      if (mirror != Mirror::kMirroring) break;
+      if (update.sequence <= sequence) continue;
+      if (update.sequence != sequence + 1) {
+        ask_snapshot();
+        break;
+      }
+      apply_mirrored(std::move(update));
+    }
+  }
+
+  void take_stack_id(const std::string& id) {
+    note_pair_event("stack " + id + ", the active's, replaces " + stack_id + " (the pair shares one stack)");
+    stack_id = id;
+    if (log) {
+      try {
+        log->replace_stack_id(id);
+      } catch (const KvstoreError& error) {
+        log_failed(error.what());
+      }
+    }
+  }
+
+  LogRecord to_record(KvMsg&& msg) const {
+    LogRecord record;
+    record.kind = msg.is_delete() ? LogRecord::Kind::kDelete : LogRecord::Kind::kSet;
+    record.sequence = msg.sequence;
+    record.key = std::move(msg.key);
+    if (!msg.is_delete()) {
+      double ttl_s = 0.0;
+      try {
+        ttl_s = std::min(msg.ttl_s(), options.max_ttl_s);
+      } catch (const KvstoreError&) {
+      }
+      // The active counts the ttl from its write; the mirror from now, a little later.
+      if (ttl_s > 0.0) record.deadline_ms = wall_ms() + static_cast<std::int64_t>(std::ceil(ttl_s * 1000.0));
+      record.uuid = std::move(msg.uuid);
+      record.properties = encode_properties(msg.properties);
+      record.body = std::move(msg.body);
+    }
+    return record;
+  }
+
+  // One KVPUB of the active, with its sequence: appended to this server's log, applied to its map,
+  // and the client's write it publishes no longer pending.
+  void apply_mirrored(KvMsg&& msg) {
+    std::string uuid = msg.uuid;
+    LogRecord record = to_record(std::move(msg));
+    if (log && log->open()) {
+      try {
+        log->append(record);
+        count([this](ServerStats& st) { st.log_bytes = log->log_bytes(); });
+      } catch (const KvstoreError& error) {
+        log_failed(error.what());
+      }
+    }
+    restore(std::move(record));
+    if (!uuid.empty()) {
+      if (const auto held = pending_by_uuid.find(uuid); held != pending_by_uuid.end()) {
+        pending_bytes -= held->second->bytes;
+        pending.erase(held->second);
+        pending_by_uuid.erase(held);
+      }
+      if (mirrored_uuids.insert(uuid).second) {
+        mirrored_order.push_back(std::move(uuid));
+        if (mirrored_order.size() > kMirroredUuids) {
+          mirrored_uuids.erase(mirrored_order.front());
+          mirrored_order.pop_front();
+        }
+      }
+    }
+    count([this](ServerStats& st) {
+      ++st.mirrored;
+      st.pending = pending.size();
+    });
+    if (log && log->open() && log->compaction_due()) compact();
+  }
+
+  // While the active lives (its heartbeat came), a write it has not published for
+  // kPendingHeartbeats heartbeats was refused by it: holding it would apply it at a failover.
+  void age_pending(Clock::time_point now) {
+    std::uint64_t dropped = 0;
+    while (!pending.empty() && now - pending.front().received > heartbeat_period() * kPendingHeartbeats) {
+      drop_pending_front();
+      ++dropped;
+    }
+    if (dropped != 0) {
+      count([this, dropped](ServerStats& st) {
+        st.pending_unmatched += dropped;
+        st.pending = pending.size();
+      });
+    }
+  }
+
+  // Becoming active: the writes still held were taken by no active this server mirrored (the dead
+  // active took them and never published them, or no active was there); applied in their order.
+  void apply_pending() {
+    std::list<Pending> held = std::move(pending);
+    pending.clear();
+    pending_by_uuid.clear();
+    pending_bytes = 0;
+    std::uint64_t applied = 0;
+    for (Pending& write : held) {
+      parts = std::move(write.parts);
+      guarded("pending update", [this] { apply_update(parts.size()); });
+      ++applied;
+    }
+    parts.clear();
+    if (applied != 0) note_pair_event("applied " + std::to_string(applied) + " pending write(s) on becoming active");
+    count([applied](ServerStats& st) {
+      st.pending_applied += applied;
+      st.pending = 0;
+    });
+  }
+
+  void clear_map() {
+    map.clear();
+    expiries.clear();
+    usage = detail::MapUsage({options.max_keys, options.max_map_bytes, options.max_keys_per_address,
+                              options.max_map_bytes_per_address});
+    stack_usage = detail::MapUsage({options.max_stack_keys, options.max_stack_bytes, options.max_stack_keys,
+                                    options.max_stack_bytes});
+    scan_born.clear();
+    scans_by_age.clear();
+    summary_born.clear();
+    summaries_by_age.clear();
+    published_status.reset();
   }
 
   // Publishes the deletion of one key and erases it.
@@ -785,6 +1216,19 @@ struct Server::Impl {
       status.extra["log_write_errors"] = static_cast<std::int64_t>(now.log_write_errors);
       if (!now.log_error.empty()) status.extra["log_error"] = now.log_error;
     }
+    if (machine) {
+      status.extra["pair"] = std::string(machine->primary() ? "primary" : "backup");
+      status.extra["pair_state"] = std::string(name(machine->state()));
+      status.extra["peer_state"] = now.peer_state.empty() ? std::string("unheard") : now.peer_state;
+      status.extra["peer"] = options.pair.peer_host + ":" + std::to_string(options.pair.peer_port);
+      status.extra["failovers"] = static_cast<std::int64_t>(now.failovers);
+      status.extra["splits"] = static_cast<std::int64_t>(now.splits);
+      status.extra["pending_applied"] = static_cast<std::int64_t>(now.pending_applied);
+      status.extra["pending_lost"] = static_cast<std::int64_t>(now.pending_lost);
+      status.extra["pending_unmatched"] = static_cast<std::int64_t>(now.pending_unmatched);
+      status.extra["snapshots_refused"] = static_cast<std::int64_t>(now.snapshots_refused);
+      status.extra["mirrored"] = static_cast<std::int64_t>(now.mirrored);
+    }
     if (published_status == status) return;
     published_status = status;
     status.updated_s = protocol::wall_clock_s();
@@ -826,6 +1270,20 @@ Server::Server(ServerOptions options) {
   s.bind(s.snapshot, 0, "snapshot (ROUTER)");
   s.bind(s.publisher, 1, "publisher (PUB)");
   s.bind(s.collector, 2, "collector (SUB)");
+  if (s.options.pair.role != PairRole::kNone) {
+    const auto silence = std::chrono::milliseconds(s.options.heartbeat_ms) * kPeerSilenceHeartbeats;
+    s.machine.emplace(s.options.pair.role == PairRole::kPrimary, silence, Clock::now());
+    s.pair_pub.emplace(s.context, zmq::socket_type::pub);
+    s.pair_sub.emplace(s.context, zmq::socket_type::sub);
+    for (zmq::socket_t* socket : {&*s.pair_pub, &*s.pair_sub}) {
+      socket->set(zmq::sockopt::linger, 0);
+      socket->set(zmq::sockopt::maxmsgsize, std::int64_t{64});
+    }
+    s.pair_sub->set(zmq::sockopt::subscribe, "");
+    s.bind(*s.pair_pub, 3, "pair state (PUB)");
+    s.pair_sub->connect(s.peer_endpoint(3));
+    s.stats.pair_state = std::string(name(s.machine->state()));
+  }
   s.stack_id = new_stack_id();
   if (!s.options.log.dir.empty()) {
     s.log.emplace(s.options.log);
@@ -851,7 +1309,8 @@ Server::~Server() = default;
 
 void Server::run() {
   Impl& s = *impl_;
-  s.guarded("status", [&s] { s.publish_status(); });
+  if (s.serving()) s.guarded("status", [&s] { s.publish_status(); });
+  if (s.machine) s.guarded("pair", [&s] { s.send_pair_state(); });
   auto next_heartbeat = Clock::now() + std::chrono::milliseconds(s.options.heartbeat_ms);
   while (!s.stop_requested.load()) {
     auto wake = next_heartbeat;
@@ -861,22 +1320,47 @@ void Server::run() {
       if (const auto sync = s.log->next_sync(); sync && *sync < wake) wake = *sync;
     }
     const auto timeout = std::chrono::ceil<std::chrono::milliseconds>(std::max(wake - Clock::now(), Clock::duration{}));
-    zmq_pollitem_t items[] = {{s.snapshot.handle(), 0, ZMQ_POLLIN, 0},
-                              {s.collector.handle(), 0, ZMQ_POLLIN, 0},
-                              {nullptr, s.wakeup.fd(), ZMQ_POLLIN, 0}};
+    std::vector<zmq_pollitem_t> items = {{s.snapshot.handle(), 0, ZMQ_POLLIN, 0},
+                                         {s.collector.handle(), 0, ZMQ_POLLIN, 0},
+                                         {nullptr, s.wakeup.fd(), ZMQ_POLLIN, 0}};
+    // The pair's sockets: the peer's state, and the passive's mirror of the active.
+    constexpr std::size_t kPeerItem = 3;
+    if (s.pair_sub) items.push_back({s.pair_sub->handle(), 0, ZMQ_POLLIN, 0});
+    const std::size_t mirror_item = items.size();
+    if (s.mirror_sub) {
+      items.push_back({s.mirror_sub->handle(), 0, ZMQ_POLLIN, 0});
+      items.push_back({s.mirror_dealer->handle(), 0, ZMQ_POLLIN, 0});
+    }
     try {
-      zmq::poll(items, 3, timeout);
+      zmq::poll(items.data(), items.size(), timeout);
     } catch (const zmq::error_t& error) {
       if (error.num() != EINTR) throw;
       continue;  // a signal: look at stop_requested again
     }
     if (items[2].revents & ZMQ_POLLIN) {
       s.wakeup.drain();
-      s.guarded("status", [&s] { s.publish_status(); });  // woken for a new state, or to stop
+      if (s.serving()) s.guarded("status", [&s] { s.publish_status(); });  // woken for a new state, or to stop
     }
     for (int i = 0; i < kBatch && (items[0].revents & ZMQ_POLLIN); ++i) {
       if (!(s.snapshot.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
       s.guarded("snapshot request", [&s] { s.handle_snapshot_request(); });
+    }
+    if (s.pair_sub && (items[kPeerItem].revents & ZMQ_POLLIN)) {
+      for (int i = 0; i < kBatch && (s.pair_sub->get(zmq::sockopt::events) & ZMQ_POLLIN); ++i) {
+        s.guarded("peer state", [&s] { s.handle_peer_state(); });
+      }
+    }
+    // The mirror before the collector: a client's write whose KVPUB is here is not held.
+    if (items.size() > mirror_item && (items[mirror_item].revents & ZMQ_POLLIN)) {
+      for (int i = 0; i < kBatch && s.mirror_sub && (s.mirror_sub->get(zmq::sockopt::events) & ZMQ_POLLIN); ++i) {
+        s.guarded("mirror", [&s] { s.handle_mirror_update(); });
+      }
+    }
+    if (items.size() > mirror_item + 1 && (items[mirror_item + 1].revents & ZMQ_POLLIN)) {
+      for (int i = 0; i < kBatch && s.mirror_dealer && (s.mirror_dealer->get(zmq::sockopt::events) & ZMQ_POLLIN);
+           ++i) {
+        s.guarded("mirror snapshot", [&s] { s.handle_mirror_snapshot(); });
+      }
     }
     for (int i = 0; i < kBatch && (items[1].revents & ZMQ_POLLIN); ++i) {
       if (!(s.collector.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
@@ -892,10 +1376,27 @@ void Server::run() {
         }
       });
     }
-    s.guarded("expiry", [&s, now] { s.expire(now); });
+    if (s.serving()) s.guarded("expiry", [&s, now] { s.expire(now); });  // a passive: the active publishes them
     const bool heartbeat = now >= next_heartbeat;
     if (heartbeat) {
-      s.guarded("status", [&s] { s.publish_status(); });
+      if (s.machine) {
+        s.guarded("pair", [&s, now] {
+          s.send_pair_state();
+          s.tend_mirror(now);
+          const std::string peer = s.peer_state_text(now);
+          s.count([&peer](ServerStats& st) { st.peer_state = peer; });
+          // One line when the peer link falls silent and one when it is heard again, not one per heartbeat.
+          if ((peer == "silent") != s.peer_silent) {
+            s.peer_silent = peer == "silent";
+            s.note_pair_event(s.peer_silent ? "pair: the peer is silent (no state for " +
+                                                  std::to_string(kPeerSilenceHeartbeats) + " heartbeats), this server " +
+                                                  std::string(name(s.machine->state()))
+                                            : "pair: the peer is heard again (" + peer + "), this server " +
+                                                  std::string(name(s.machine->state())));
+          }
+        });
+      }
+      if (s.serving()) s.guarded("status", [&s] { s.publish_status(); });
       s.guarded("heartbeat", [&s] { s.heartbeat(); });
       next_heartbeat = now + std::chrono::milliseconds(s.options.heartbeat_ms);
     }
@@ -928,6 +1429,11 @@ ServerStats Server::stats() const {
   ServerStats stats = impl_->stats;
   stats.unauthenticated = unauthenticated;
   return stats;
+}
+
+std::vector<std::string> Server::take_pair_events() {
+  const std::lock_guard<std::mutex> lock(impl_->stats_mutex);
+  return std::exchange(impl_->pair_events, {});
 }
 
 std::vector<std::string> Server::take_security_refusals() {

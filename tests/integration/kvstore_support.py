@@ -49,10 +49,13 @@ class KvServer:
     processes: Processes
     process: subprocess.Popen = field(init=False)
     starts: int = 0
+    pair: str = ""  # "primary" or "backup" of the pair the configuration's [kvstore] servers lists
 
     def start(self) -> subprocess.Popen:
         self.starts += 1
-        self.process = self.processes.sectorflow("kvstore", "--config", str(self.path), name=f"kvstore{self.starts}")
+        pair = ("--pair", self.pair) if self.pair else ()
+        self.process = self.processes.sectorflow("kvstore", "--config", str(self.path), *pair,
+                                                 name=f"kvstore{self.pair}{self.starts}")
         wait_until(lambda: self.process.poll() is not None or "state starting -> idle" in self.log(), SERVER_START_S,
                    "the kvstore server to serve")
         assert self.process.poll() is None, self.log()
@@ -63,6 +66,8 @@ class KvServer:
 
     @property
     def port(self) -> int:
+        if self.pair:
+            return int(self.config.kvstore.servers[0 if self.pair == "primary" else 1].rpartition(":")[2])
         return self.config.kvstore.port
 
 

@@ -45,6 +45,15 @@ def test_4dcamera_has_the_real_geometry() -> None:
     assert config.geometry().sector_bytes == 144 * 576 * 2
 
 
+def test_the_kvstore_pair_4dcamera_shows_loads_once_uncommented(tmp_path: Path) -> None:
+    text = (CONFIG_DIR / "4dcamera.toml").read_text()
+    assert text.count("\n# servers = ") == 1
+    path = tmp_path / "4dcamera-pair.toml"
+    path.write_text(text.replace("\n# servers = ", "\nservers = "))
+    config = load_config(path)
+    assert config.kvstore.servers == ("aggregator.beamline.example:5556", "kvstore-backup.beamline.example:5556")
+
+
 def local(**changes: Any) -> dict:
     data = tomllib.loads(DEFAULT_CONFIG.read_text())
     for table, values in changes.items():

@@ -71,6 +71,9 @@ class RecordLog {
   /// The stack id kept in the directory; `fresh` is written there (synced) and returned when none
   /// is. Throws KvstoreError naming the file if it cannot be written, or holds no stack id.
   std::string keep_stack_id(const std::string& fresh);
+  /// Writes `id` as the directory's stack id, replacing what it held: the passive of a pair takes
+  /// the active's (kvstore/SPEC.md, "The pair"). Throws KvstoreError on a failure.
+  void replace_stack_id(const std::string& id);
   /// Replaces the snapshot by `sequence` and the records `entries` gives the sink, and starts an
   /// empty log (see the top of this file). Throws KvstoreError (naming the file and errno) on a
   /// failure; the files on disk then still hold what they held, and no log is open for appends.

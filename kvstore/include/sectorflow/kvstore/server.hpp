@@ -53,6 +53,16 @@
 // record, and compacts. A write that fails later is counted (log_write_errors), the log is closed
 // and the server serves from memory (log_failing), trying a compaction at every heartbeat until
 // one succeeds, which writes the whole map and resumes the log.
+// The pair (ServerOptions::pair; kvstore/SPEC.md, "The pair"): a server of a Binary Star pair also
+// binds P + 3, a PUB of its pair state (one frame, every heartbeat and at every change), and connects
+// a SUB to its peer's P + 3; the PairMachine (pair_state.hpp) driven by the peer's states and by the
+// clients' snapshot requests (the vote) says whether it is active. Active, it serves as a single
+// server. Otherwise it answers no snapshot the machine does not serve (snapshots_refused), publishes
+// no update and no status, expires no ttl, and keeps the clients' KVSETs as pending (at most
+// kMaxPending writes and max_map_bytes; the oldest dropped past either, pending_lost) until the active's KVPUB of the same uuid
+// comes; passive, it mirrors the active (a snapshot of everything, then its KVPUBs with their
+// sequences, each appended to its own log; its HUGZ carry the mirrored sequence; the active's stack
+// id written to its log_dir). Becoming active, it applies what is still pending.
 // The server publishes its own ServiceStatus under status/kvstore/<name> (extra fields: stack_id,
 // malformed, snapshots, expired, keys, map_bytes and the refusal counters of ServerStats) at the
 // first heartbeat after it changes. Every snapshot reply carries that status, whatever its subtree:
@@ -79,6 +89,22 @@ inline constexpr std::size_t kMaxWaitingSnapshots = 64;
 /// Heartbeats after which a waiting snapshot reply whose peer read nothing is dropped.
 inline constexpr int kStalledHeartbeats = 10;
 
+/// Writes a passive holds as pending at most (kvstore/SPEC.md, "The pair").
+inline constexpr std::size_t kMaxPending = 10000;
+/// Heartbeats after which a pending write the live active has not published is dropped: the
+/// active refused it (pending_unmatched).
+inline constexpr int kPendingHeartbeats = 20;
+
+/// Which server of a Binary Star pair this one is (`sectorflow kvstore --pair`), or none.
+enum class PairRole { kNone, kPrimary, kBackup };
+
+/// The pair: this server's role and where its peer listens (its P; the peer link is P + 3).
+struct PairOptions {
+  PairRole role = PairRole::kNone;
+  std::string peer_host;
+  std::uint16_t peer_port = 0;
+};
+
 /// Every value but status_name comes from the [kvstore] table (kvstore/options.py server_options,
 /// sectorflow::configs::server_options): none has a default here, and the Server refuses one left
 /// at 0, naming it.
@@ -104,6 +130,8 @@ struct ServerOptions {
   /// [kvstore] log_dir, log_fsync, log_fsync_interval_ms, log_max_bytes: the durable records
   /// (record_log.hpp); an empty dir keeps the map in memory only.
   RecordLogOptions log;
+  /// `sectorflow kvstore --pair` with [kvstore] servers: none for a single server.
+  PairOptions pair;
 };
 
 /// The refusal counters of ServerStats, by the names the status fields and first_refusals use.
@@ -151,6 +179,19 @@ struct ServerStats {
   std::string log_error;     ///< the last write failure
   std::uint64_t log_bytes = 0;  ///< bytes of the log file now
 
+  // The pair (all 0 and "" for a single server).
+  std::string pair_state;        ///< this server's PairState name
+  std::string peer_state;        ///< the state its peer last said, "silent" past the silence period, "" never heard
+  std::uint64_t failovers = 0;   ///< times this server went from passive to active (the active was silent, a client asked)
+  std::uint64_t splits = 0;      ///< times this server yielded as one of two actives (what it took alone is lost)
+  std::uint64_t snapshots_refused = 0;  ///< snapshot requests left unanswered: not active, and the machine said no
+  std::uint64_t mirrored = 0;    ///< the active's updates applied while passive
+  std::uint64_t mirror_syncs = 0;  ///< snapshots of the active taken (one per passive spell, more after a gap)
+  std::uint64_t pending = 0;     ///< clients' writes held now, waiting for the active's KVPUB
+  std::uint64_t pending_applied = 0;    ///< held writes applied on becoming active
+  std::uint64_t pending_lost = 0;       ///< held writes dropped past kMaxPending: lost if the active did not publish them
+  std::uint64_t pending_unmatched = 0;  ///< held writes the live active never published (it refused them)
+
   /// The counter of one of kRefusalKinds; throws KvstoreError for another name.
   std::uint64_t refusals(const std::string& kind) const;
 };
@@ -180,11 +221,14 @@ class Server {
   /// One line per peer key refused at the handshake for the first time since the last call
   /// (ZapHandler::take_refusals); empty without CURVE. Thread-safe.
   std::vector<std::string> take_security_refusals();
+  /// One line per change of the pair's state (and per pending write lost) since the last call,
+  /// for the daemon's log; empty for a single server. Thread-safe.
+  std::vector<std::string> take_pair_events();
   const ServerOptions& options() const;
   /// The stack's id (stack_id.hpp): kept in the log_dir (made at the first start there), or new
   /// at every start without one. Published as the stack_id of the server's status.
   const std::string& stack_id() const;
-  /// "tcp://<bind_host>:<port + offset>": offset 0 snapshots, 1 publisher, 2 collector.
+  /// "tcp://<bind_host>:<port + offset>": offset 0 snapshots, 1 publisher, 2 collector, 3 pair state.
   std::string endpoint(int offset) const;
 
  private:

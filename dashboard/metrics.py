@@ -25,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from sectorflow._core import protocol as _records
+from sectorflow.aggregator.lease import LEASE_NAME
 from sectorflow.analysis import registered as registered_analyses
 from sectorflow.kvstore.status_records import status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
@@ -54,6 +55,13 @@ COUNTERS = {
 # Counters of one service only (status field names are not unique across services): service -> field
 # -> (metric name, help).
 SERVICE_COUNTERS = {
+    _records.SERVICE_KVSTORE: {
+        "failovers": ("kvstore_failovers", "times a server of the kvstore pair became active (the active's count)"),
+        "splits": ("kvstore_splits", "times an active server of the pair yielded to its peer (a split healed)"),
+    },
+    _records.SERVICE_AGGREGATOR: {
+        "takeovers": ("aggregator_takeovers", "times a standby aggregator took the lease over (name: active)"),
+    },
     SERVICE_LIBERTEM: {
         "scans_served": ("libertem_scans_served", "scans sent whole to a LiberTEM client"),
         "positions_empty": ("libertem_positions_empty", "positions sent to LiberTEM empty: never came in time"),
@@ -147,6 +155,10 @@ class StatusCollector(Collector):
         listing = _records.nodegroups_from(
             {k: v for k, v in entries.items() if k.startswith(_records.NODEGROUPS_PREFIX)})
         registered.add_metric([], len(listing.records))
+        active = GaugeMetricFamily("sectorflow_active", "1 for the active kvstore server of a pair (name: its role) "
+                                   "and the aggregator holding the lease (name: host:pid)", labels=["service", "name"])
+        for service, name in _actives(entries):
+            active.add_metric([service, name], 1)
         reachable = GaugeMetricFamily("sectorflow_kvstore_reachable", "1 while the dashboard's kvstore replica is live")
         reachable.add_metric([], 1 if self._reachable() else 0)
         yield from families.values()
@@ -156,7 +168,22 @@ class StatusCollector(Collector):
         yield from gauges.values()
         yield from scan_gauges.values()
         yield registered
+        yield active
         yield reachable
+
+
+def _actives(entries: Mapping[str, bytes]) -> list[tuple[str, str]]:
+    """(service, name) of the active kvstore server of a pair and of the aggregator holding the lease."""
+    found = []
+    for _, service, name, status, _ in status_entries(entries):
+        if status is None:
+            continue
+        extra = status.extra
+        if service == _records.SERVICE_KVSTORE and extra.get("pair_state") == "active":
+            found.append((service, str(extra.get("pair"))))
+        if service == _records.SERVICE_AGGREGATOR and name == LEASE_NAME and "host" in extra:
+            found.append((service, f"{extra['host']}:{extra.get('pid')}"))
+    return found
 
 
 def _add(family: Metric, labels: Mapping[str, str], value: object) -> None:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sectorflow._core import protocol as _records
-from sectorflow.kvstore.status_records import StatusEntry, status_entries
+from sectorflow.aggregator.lease import describe as describe_aggregators
+from sectorflow.kvstore.status_records import StatusEntry, describe_pair, status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol import SERVICE_LIBERTEM
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
@@ -64,6 +65,9 @@ def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachabl
     counting = [s for s in services if s["service"] == _records.SERVICE_NODEGROUP]
     return {
         "kvstore": {"address": address, "reachable": reachable, "sequence": sequence, "stack": stack},
+        # Which kvstore server and which aggregator are active, and the failovers counted, in the
+        # words of 'sectorflow status' (empty for a single server and an aggregator with no standby).
+        "failover": [line for line in (describe_pair(others), describe_aggregators(others)) if line],
         "now_s": now_s,
         "services": services,
         "nodegroups": nodegroups,

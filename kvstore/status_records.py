@@ -30,3 +30,19 @@ def status_entries(entries: Mapping[str, bytes], service: str = "") -> Iterator[
             yield StatusEntry(key, service_of, name, _records.ServiceStatus.decode(raw), "")
         except _records.ProtocolError as error:
             yield StatusEntry(key, "", "", None, str(error))
+
+
+def describe_pair(entries: Mapping[str, bytes]) -> str:
+    """One line of a kvstore pair (kvstore/SPEC.md, "The pair"), from the active server's status:
+    which server is active, its peer's state, the failovers and splits it counted; "" for a single
+    server (or a status that does not decode: the readers name it)."""
+    raw = entries.get(_records.status_key(_records.SERVICE_KVSTORE, "server"))
+    try:
+        extra = _records.ServiceStatus.decode(raw).extra if raw is not None else {}
+    except _records.ProtocolError:
+        return ""
+    if "pair_state" not in extra:
+        return ""
+    return (f"kvstore pair: the {extra.get('pair')} is {extra.get('pair_state')} (this server); its peer at "
+            f"{extra.get('peer')} is {extra.get('peer_state')}; failovers {extra.get('failovers', 0)}, "
+            f"splits {extra.get('splits', 0)}")

@@ -21,7 +21,7 @@ from sectorflow.operations.scan_account import (
 )
 
 from sectorflow.aggregator.lease import describe as describe_aggregators
-from sectorflow.kvstore.status_records import status_entries
+from sectorflow.kvstore.status_records import describe_pair, status_entries
 
 SERVICE_HEADERS = ("SERVICE", "NAME", "STATE", "SCAN", "MESSAGES", "BYTES", "AGE", "REFUSED")
 # The extra fields in which a service counts the messages it refused: "malformed" and
@@ -51,7 +51,8 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str =
         config: the configuration file, for the replay command of a scan on disk
             (``scan_account.config_argument``); "" leaves --config out of it.
     """
-    lines = [title, *_pair_lines(entries), ""]
+    pair = describe_pair(entries)
+    lines = [title, *([pair] if pair else []), ""]
     services = _service_rows(entries, now_s)
     lines.append(_table(SERVICE_HEADERS, [row[:-1] for row in services]) if services
                  else "no service has published a status")
@@ -95,21 +96,6 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str =
         lines.append(f"{len(invalid)} {'entry does' if len(invalid) == 1 else 'entries do'} not decode "
                      f"(shown as {INVALID} above): {', '.join(sorted(invalid))}")
     return "\n".join(lines)
-
-
-def _pair_lines(entries: Mapping[str, bytes]) -> list[str]:
-    """Of a kvstore pair (kvstore/SPEC.md, "The pair"): which server is active, its peer's state and
-    the failovers and splits the active counted; nothing for a single server."""
-    raw = entries.get(_records.status_key(_records.SERVICE_KVSTORE, "server"))
-    try:
-        extra = _records.ServiceStatus.decode(raw).extra if raw is not None else {}
-    except _records.ProtocolError:
-        return []  # shown as invalid in the table
-    if "pair_state" not in extra:
-        return []
-    return [f"kvstore pair: the {extra.get('pair')} is {extra.get('pair_state')} (this server); its peer at "
-            f"{extra.get('peer')} is {extra.get('peer_state')}; failovers {extra.get('failovers', 0)}, "
-            f"splits {extra.get('splits', 0)}"]
 
 
 def _service_rows(entries: Mapping[str, bytes], now_s: float) -> list[tuple[str, ...]]:

@@ -313,6 +313,9 @@ function render(state) {
   const stack = state.kvstore.stack ? `, stack ${state.kvstore.stack}` : "";
   $("kvstore-address").textContent = `kvstore ${state.kvstore.address}${stack}, sequence ${state.kvstore.sequence}`;
   $("updated").textContent = `updated ${new Date(state.now_s * 1000).toLocaleTimeString()}`;
+  // A kvstore pair's active server and an aggregator standby's lease: shown only where configured.
+  $("failover").hidden = state.failover.length === 0;
+  $("failover").textContent = state.failover.join("; ");
   $("control").hidden = !state.control;
   renderAlerts(state);
   renderScan(state);

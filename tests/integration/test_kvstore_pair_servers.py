@@ -18,6 +18,7 @@ from pathlib import Path
 import msgpack
 import pytest
 import zmq
+from guide_clone import SYNC_S as GUIDE_SYNC_S, GuideServerListClient, kvset_until_published
 from harness import free_port_block
 from kvstore_support import SYNC_S, KvServer, server_status
 from support import LOOPBACK, Processes, sectorflow_command, stack_up, wait_until
@@ -324,3 +325,30 @@ def test_a_pair_misconfigured_is_refused_in_one_line(
     errors = [line for line in result.stderr.splitlines() if line.startswith("sectorflow kvstore: error:")]
     assert len(errors) == 1 and expected in errors[0], result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_guides_server_list_client_moves_to_the_backup_with_every_record_when_the_primary_is_killed(
+    pair_config: tuple[Config, Path], processes: Processes,
+) -> None:
+    """The Guide's model-six client, written from its description (tests/integration/guide_clone.py),
+    not ours: it asks the backup for a snapshot once the primary is silent, which is the vote."""
+    config, path = pair_config
+    primary, backup = start_pair(config, path, processes)
+    guide = GuideServerListClient(zmq.Context.instance(), [primary.port, backup.port], silence_s(config))
+    try:
+        guide.sync()
+        assert guide.current == 0 and guide.moves == 0
+        before = msgpack.packb("written before the kill")
+        _, sequence_before, _ = kvset_until_published(guide, b"guide/before", before)
+
+        kill(primary)
+        wait_until(guide.follow, 3 * GUIDE_SYNC_S, "the Guide's client to leave the silent primary")
+        assert guide.ports[guide.current] == backup.port and guide.moves == 1
+        assert guide.kvmap[b"guide/before"] == before  # the backup's snapshot holds it
+        assert guide.sequence >= sequence_before
+
+        after = msgpack.packb("written after the failover")
+        _, sequence_after, _ = kvset_until_published(guide, b"guide/after", after)
+        assert sequence_after > sequence_before  # the backup went on from the primary's sequence
+    finally:
+        guide.close()

@@ -5,83 +5,17 @@ malformed frames that the server must reject and count without falling over."""
 from __future__ import annotations
 
 import struct
-import time
-import uuid
 from collections.abc import Callable, Iterator
 
 import msgpack
 import pytest
 import zmq
 from support import wait_until
+from guide_clone import SYNC_S, GuideClient, kvset_until_published
 from kvstore_support import KvServer, clients, kvstore, server_status  # noqa: F401  (fixtures)
 
 from sectorflow.kvstore import Client, is_stack_id
 from sectorflow.protocol import ServiceStatus, status_key
-
-SYNC_S = 10.0
-RESEND_S = 0.1  # a PUB drops what it sends before the server's subscription arrives: resend
-
-
-class GuideClient:
-    """CHP client: DEALER to P (snapshot), SUB to P+1 (updates), PUB to P+2 (KVSET)."""
-
-    def __init__(self, context: zmq.Context, port: int, subtree: bytes = b"") -> None:
-        self.subtree = subtree
-        self.snapshot = context.socket(zmq.DEALER)
-        self.subscriber = context.socket(zmq.SUB)
-        self.publisher = context.socket(zmq.PUB)
-        for sock in (self.snapshot, self.subscriber, self.publisher):
-            sock.linger = 0
-        self.subscriber.subscribe(subtree)
-        self.subscriber.subscribe(b"HUGZ")
-        self.snapshot.connect(f"tcp://127.0.0.1:{port}")
-        self.subscriber.connect(f"tcp://127.0.0.1:{port + 1}")
-        self.publisher.connect(f"tcp://127.0.0.1:{port + 2}")
-        self.kvmap: dict[bytes, bytes] = {}
-        self.sequence = 0
-
-    def close(self) -> None:
-        for sock in (self.snapshot, self.subscriber, self.publisher):
-            sock.close()
-
-    def recv(self, sock: zmq.Socket, timeout_s: float) -> list[bytes]:
-        assert sock.poll(int(timeout_s * 1000)), "no message from the server"
-        frames = sock.recv_multipart()
-        assert len(frames) == 5, frames
-        assert len(frames[1]) == 8
-        return frames
-
-    def get_snapshot(self) -> None:
-        """ICANHAZ? + subtree; KVSYNC* until KTHXBAI, whose sequence we keep."""
-        self.snapshot.send_multipart([b"ICANHAZ?", self.subtree])
-        for _ in range(10_000):
-            key, seq, _uuid, _props, body = self.recv(self.snapshot, SYNC_S)
-            if key == b"KTHXBAI":
-                self.sequence = struct.unpack("!q", seq)[0]
-                assert body == self.subtree
-                return
-            self.kvmap[key] = body
-        pytest.fail("no KTHXBAI after 10000 KVSYNC")
-
-    def next_update(self, timeout_s: float = SYNC_S) -> tuple[bytes, int, bytes, bytes]:
-        """The next KVPUB newer than our sequence, applied to kvmap; HUGZ are skipped."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            key, seq, _uuid, props, body = self.recv(self.subscriber, deadline - time.monotonic())
-            sequence = struct.unpack("!q", seq)[0]
-            if key == b"HUGZ" or sequence <= self.sequence:
-                continue
-            self.sequence = sequence
-            if body:
-                self.kvmap[key] = body
-            else:
-                self.kvmap.pop(key, None)
-            return key, sequence, props, body
-        pytest.fail("no update from the server")
-
-    def kvset(self, key: bytes, body: bytes, ttl_s: int = 0) -> None:
-        props = b"ttl=%d\n" % ttl_s if ttl_s else b""
-        self.publisher.send_multipart([key, struct.pack("!q", 0), uuid.uuid4().bytes, props, body])
 
 
 @pytest.fixture
@@ -89,19 +23,6 @@ def guide_client(kvstore: KvServer) -> Iterator[GuideClient]:
     client = GuideClient(zmq.Context.instance(), kvstore.port)
     yield client
     client.close()
-
-
-def kvset_until_published(client: GuideClient, key: bytes, body: bytes, ttl_s: int = 0) -> tuple[bytes, int, bytes]:
-    """Send a KVSET until its KVPUB comes back (the PUB may not be connected yet); bounded."""
-    deadline = time.monotonic() + SYNC_S
-    while time.monotonic() < deadline:
-        client.kvset(key, body, ttl_s)
-        resend_at = time.monotonic() + RESEND_S
-        while client.subscriber.poll(max(0, int((resend_at - time.monotonic()) * 1000))):
-            got_key, sequence, props, got_body = client.next_update()
-            if got_key == key and got_body == body:
-                return props, sequence, got_body
-    pytest.fail(f"KVSET {key!r} never published")
 
 
 def test_guide_client_snapshots_sets_and_receives_updates(

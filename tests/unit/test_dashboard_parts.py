@@ -185,3 +185,27 @@ def test_a_mask_detectors_outline_is_the_edges_of_its_pixels_and_is_left_out_whe
     assert mask_outline(mask) == "M1 1H4 M1 3H4 M1 1V3 M4 1V3"
     scattered = np.random.default_rng(5).random((128, 128)) < 0.5
     assert mask_outline(scattered) is None  # about 16,000 runs of edges: more than a page draws at every update
+
+
+def test_metrics_name_the_active_kvstore_server_and_aggregator_and_count_failovers_and_takeovers() -> None:
+    samples = scrape({
+        status_key("kvstore", "server"): ServiceStatus(
+            state="idle", scan=0, messages=0, bytes=0, updated_s=1.0,
+            extra={"pair": "backup", "pair_state": "active", "peer": "127.0.0.1:7001", "peer_state": "passive",
+                   "failovers": 1, "splits": 3}).encode(),
+        status_key("aggregator", "active"): ServiceStatus(
+            state="streaming", scan=0, messages=0, bytes=0, updated_s=1.0,
+            extra={"holder": "hostb:42:ab", "host": "hostb", "pid": 42, "takeovers": 2}).encode(),
+    })
+    assert samples["sectorflow_active"] == [({"service": "aggregator", "name": "hostb:42"}, 1.0),
+                                            ({"service": "kvstore", "name": "backup"}, 1.0)]
+    assert samples["sectorflow_kvstore_failovers_total"] == [({"service": "kvstore", "name": "server"}, 1.0)]
+    assert samples["sectorflow_kvstore_splits_total"] == [({"service": "kvstore", "name": "server"}, 3.0)]
+    assert samples["sectorflow_aggregator_takeovers_total"] == [
+        ({"service": "aggregator", "name": "active"}, 2.0)]
+
+
+def test_a_single_kvstore_server_is_no_active_series() -> None:
+    samples = scrape({status_key("kvstore", "server"): ServiceStatus(
+        state="idle", scan=0, messages=0, bytes=0, updated_s=1.0, extra={"keys": 3}).encode()})
+    assert "sectorflow_active" not in samples and "sectorflow_kvstore_failovers_total" not in samples

@@ -227,3 +227,30 @@ def test_a_libertem_bridge_has_its_own_entry_with_its_client_counters_and_last_s
     entries[status_key("libertem", "pc")] = status(STATE_IDLE, listen="127.0.0.1:8283", last_scan=4,
                                                    last_scan_served=False)
     assert view(entries)["libertem"][0]["last"].startswith("scan 4: not served")
+
+
+def failover_entries() -> dict[str, bytes]:
+    """A kvstore pair whose backup took over once, and an aggregator standby's lease held after a takeover."""
+    return {
+        status_key("kvstore", "server"): ServiceStatus(
+            state="idle", scan=0, messages=0, bytes=0, updated_s=100.0,
+            extra={"pair": "backup", "pair_state": "active", "peer": "127.0.0.1:7001", "peer_state": "passive",
+                   "failovers": 1, "splits": 0}).encode(),
+        status_key("aggregator", "active"): ServiceStatus(
+            state="streaming", scan=0, messages=0, bytes=0, updated_s=100.0,
+            extra={"holder": "hostb:42:ab", "host": "hostb", "pid": 42, "since_s": 90.0, "takeovers": 2,
+                   "took_over_from": "hosta:41:cd"}).encode(),
+    }
+
+
+def test_the_page_names_the_active_kvstore_server_and_aggregator_and_counts_failovers() -> None:
+    state = view(failover_entries())
+    pair, aggregator = state["failover"]
+    assert pair.startswith("kvstore pair: the backup is active") and "failovers 1" in pair
+    assert "127.0.0.1:7001 is passive" in pair
+    assert aggregator.startswith("aggregator: active hostb pid 42") and "takeovers 2" in aggregator
+    assert "took over from hosta:41:cd" in aggregator and aggregator.endswith("no standby")
+
+
+def test_a_single_kvstore_server_and_an_aggregator_with_no_standby_show_no_failover_line() -> None:
+    assert view(scan_entries())["failover"] == []

@@ -106,7 +106,8 @@ DataHeader decode_data(const void* header, std::size_t header_bytes, std::size_t
 }
 
 void check_sector(const DataHeader& h, std::size_t payload_bytes, const DataExpectations& expect) {
-  check_scan_shape(h.scan_x, h.scan_y, expect.limits, h.where());
+  // The error's text only when it is thrown: this runs for every data message a relay or NodeGroup reads.
+  if (!scan_shape_fits(h.scan_x, h.scan_y, expect.limits)) check_scan_shape(h.scan_x, h.scan_y, expect.limits, h.where());
   if (h.sector != expect.sector) {
     throw ProtocolError(h.where() + ": came on the port of sector " + std::to_string(expect.sector) +
                             " (receiver r sends sector r only)",

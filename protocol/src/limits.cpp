@@ -6,7 +6,13 @@
 
 namespace sectorflow::protocol {
 
+bool scan_shape_fits(std::uint32_t scan_x, std::uint32_t scan_y, const ScanLimits& limits) {
+  return scan_x != 0 && scan_y != 0 && scan_x <= kMaxScanSide && scan_y <= kMaxScanSide &&
+         std::uint64_t{scan_x} * scan_y <= limits.max_positions;
+}
+
 void check_scan_shape(std::uint32_t scan_x, std::uint32_t scan_y, const ScanLimits& limits, const std::string& where) {
+  if (scan_shape_fits(scan_x, scan_y, limits)) return;
   const std::string shape = std::to_string(scan_x) + " x " + std::to_string(scan_y);
   if (scan_x == 0 || scan_y == 0 || scan_x > kMaxScanSide || scan_y > kMaxScanSide) {
     throw ProtocolError(where + ": scan shape " + shape + " outside 1.." + std::to_string(kMaxScanSide) + " per side",

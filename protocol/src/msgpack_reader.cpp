@@ -50,8 +50,67 @@ msgpack::object_handle unpack_bounded(const void* data, std::size_t size, const 
   return handle;
 }
 
+namespace {
+
+// Big-endian unsigned integer of `n` bytes at `p` (msgpack's byte order).
+std::uint64_t big_endian(const unsigned char* p, std::size_t n) {
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < n; ++i) value = (value << 8) | p[i];
+  return value;
+}
+
+// The header as every well-behaved peer writes it: one array of exactly `count` unsigned integers
+// below 2^32, nothing after it. Reads it without msgpack-c's object tree (the general unpacker cost
+// as much per message as the rest of a relay's or NodeGroup's work on it); anything else (a near
+// miss, a wrong type, trailing bytes) returns false, and the general path reads it and says what
+// is wrong. What this accepts, the general path accepts with the same values.
+bool unpack_u32_array_fast(const unsigned char* p, std::size_t size, std::size_t count, std::uint32_t* out) {
+  const unsigned char* const end = p + size;
+  if (p == end) return false;
+  std::uint64_t n = 0;
+  if ((*p & 0xf0u) == 0x90u) {  // fixarray
+    n = *p & 0x0fu;
+    p += 1;
+  } else if (*p == 0xdc && end - p >= 3) {  // array 16
+    n = big_endian(p + 1, 2);
+    p += 3;
+  } else if (*p == 0xdd && end - p >= 5) {  // array 32
+    n = big_endian(p + 1, 4);
+    p += 5;
+  } else {
+    return false;
+  }
+  if (n != count) return false;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (p == end) return false;
+    const unsigned char tag = *p;
+    std::size_t width = 0;
+    if (tag <= 0x7f) {  // positive fixint
+      out[i] = tag;
+      p += 1;
+      continue;
+    }
+    switch (tag) {
+      case 0xcc: width = 1; break;  // uint 8
+      case 0xcd: width = 2; break;  // uint 16
+      case 0xce: width = 4; break;  // uint 32
+      case 0xcf: width = 8; break;  // uint 64
+      default: return false;
+    }
+    if (static_cast<std::size_t>(end - p) < 1 + width) return false;
+    const std::uint64_t value = big_endian(p + 1, width);
+    if (value > std::numeric_limits<std::uint32_t>::max()) return false;
+    out[i] = static_cast<std::uint32_t>(value);
+    p += 1 + width;
+  }
+  return p == end;
+}
+
+}  // namespace
+
 void unpack_u32_array(const void* data, std::size_t size, const char* const* names, std::size_t count,
                       std::uint32_t* out, const char* what) {
+  if (unpack_u32_array_fast(static_cast<const unsigned char*>(data), size, count, out)) return;
   static const msgpack::unpack_limit kHeaderLimit(/*array=*/64, /*map=*/16, /*str=*/64, /*bin=*/64, /*ext=*/64,
                                                   /*depth=*/4);
   const msgpack::object_handle handle = unpack_bounded(data, size, kHeaderLimit, what, Refusal::kHeader);

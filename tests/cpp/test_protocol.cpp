@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "sectorflow/protocol/data_message.hpp"
 #include "sectorflow/protocol/errors.hpp"
@@ -38,6 +39,59 @@ TEST(DataHeader, EncodesToGoldenBytes) { EXPECT_EQ(sp::encode_header(golden_head
 TEST(DataHeader, RejectsTruncatedHeader) {
   const std::string bytes = golden("data_header_v2.bin");
   EXPECT_THROW(sp::decode_header(bytes.data(), bytes.size() - 1), sp::ProtocolError);
+}
+
+namespace {
+
+// A data header written by hand: `tag` opens the array, each field is its bytes as given.
+std::string hand_header(const std::string& array_tag, const std::vector<std::string>& fields) {
+  std::string out = array_tag;
+  for (const std::string& field : fields) out += field;
+  return out;
+}
+
+std::string header_error(const std::string& bytes) {
+  try {
+    (void)sp::decode_header(bytes.data(), bytes.size());
+  } catch (const sp::ProtocolError& error) {
+    return error.what();
+  }
+  return "accepted";
+}
+
+}  // namespace
+
+// Every encoding msgpack allows for the header's array and integers decodes to the same header
+// (the hot path reads the common ones itself, msgpack-c the rest), and every near miss gets the
+// general reader's error.
+TEST(DataHeader, DecodesEveryIntegerEncodingAlike) {
+  // version 2, scan 7, frame 5001234, sector 3, 128 x 64, position (82, 9), thread 2
+  const std::vector<std::string> widest = {
+      std::string("\xcf\0\0\0\0\0\0\0\x02", 9), std::string("\xce\0\0\0\x07", 5),
+      std::string("\xce\0\x4c\x50\x12", 5),      std::string("\xcd\0\x03", 3),
+      std::string("\xcc\x80", 2),                   std::string("\xcf\0\0\0\0\0\0\0\x40", 9),
+      std::string("\xcd\0\x52", 3),                std::string("\x09", 1),
+      std::string("\xce\0\0\0\x02", 5)};
+  EXPECT_EQ(sp::decode_header(hand_header("\x99", widest).data(), hand_header("\x99", widest).size()),
+            golden_header());
+  const std::string array16 = hand_header(std::string("\xdc\0\x09", 3), widest);
+  EXPECT_EQ(sp::decode_header(array16.data(), array16.size()), golden_header());
+  const std::string array32 = hand_header(std::string("\xdd\0\0\0\x09", 5), widest);
+  EXPECT_EQ(sp::decode_header(array32.data(), array32.size()), golden_header());
+
+  const std::string bytes = golden("data_header_v2.bin");
+  EXPECT_EQ(header_error(bytes + std::string("\0", 1)), "data header: 1 bytes after the msgpack object");
+  EXPECT_EQ(header_error(bytes.substr(0, bytes.size() - 1)).rfind("data header: not valid msgpack", 0), 0u);
+  std::vector<std::string> big = widest;
+  big[1] = std::string("\xcf\0\0\0\x01\0\0\0\0", 9);
+  EXPECT_EQ(header_error(hand_header("\x99", big)),
+            "data header field 'scan_number' (index 1): expected a value below 2^32, got 4294967296");
+  std::vector<std::string> negative = widest;
+  negative[3] = std::string("\xff", 1);
+  EXPECT_EQ(header_error(hand_header("\x99", negative)),
+            "data header field 'sector' (index 3): expected an unsigned integer, got a negative integer");
+  EXPECT_EQ(header_error(hand_header("\x98", std::vector<std::string>(widest.begin(), widest.end() - 1))),
+            "data header: expected 9 fields, got 8");
 }
 
 TEST(DataHeader, PayloadSizeMustMatchGeometry) {

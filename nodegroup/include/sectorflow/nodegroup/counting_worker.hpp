@@ -109,8 +109,11 @@ class CountingWorker {
     zmq::message_t payload;
   };
 
+  /// Takes a message from each receiver not held back that has one; false if none had. A `wait`
+  /// of zero does not poll (within a burst, a receive that finds a message makes no system call).
   bool read_ready(std::chrono::milliseconds wait);
-  void receive(std::uint32_t receiver);
+  /// Takes one message from `receiver` if one is queued; false if none was.
+  bool receive(std::uint32_t receiver);
   bool needs_slot(const detail::Envelope& envelope);
   /// Whether a new frame may take a free slot now (see the class comment on the last one).
   bool may_take_slot(const detail::Envelope& envelope) const;

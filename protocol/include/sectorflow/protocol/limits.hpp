@@ -29,8 +29,12 @@ struct ScanLimits {
   std::uint64_t max_positions = 0;
 };
 
-/// Throws ProtocolError (Refusal::kShape) unless both sides are 1..kMaxScanSide and the scan has at
-/// most limits.max_positions positions. `where` starts the message ("scan 3").
+/// Whether both sides are 1..kMaxScanSide and the scan has at most limits.max_positions positions:
+/// the check of every data message, which builds no error text.
+bool scan_shape_fits(std::uint32_t scan_x, std::uint32_t scan_y, const ScanLimits& limits);
+
+/// Throws ProtocolError (Refusal::kShape) unless the scan shape fits (scan_shape_fits). `where`
+/// starts the message ("scan 3").
 void check_scan_shape(std::uint32_t scan_x, std::uint32_t scan_y, const ScanLimits& limits, const std::string& where);
 
 /// The largest single frame a data socket accepts (ZMQ_MAXMSGSIZE): a sector's payload or an info

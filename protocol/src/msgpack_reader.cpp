@@ -52,6 +52,11 @@ msgpack::object_handle unpack_bounded(const void* data, std::size_t size, const 
 
 void unpack_u32_array(const void* data, std::size_t size, const char* const* names, std::size_t count,
                       std::uint32_t* out, const char* what) {
+  (void)unpack_u32_array(data, size, names, count, count, out, what);
+}
+
+std::size_t unpack_u32_array(const void* data, std::size_t size, const char* const* names, std::size_t min_count,
+                             std::size_t max_count, std::uint32_t* out, const char* what) {
   static const msgpack::unpack_limit kHeaderLimit(/*array=*/64, /*map=*/16, /*str=*/64, /*bin=*/64, /*ext=*/64,
                                                   /*depth=*/4);
   const msgpack::object_handle handle = unpack_bounded(data, size, kHeaderLimit, what, Refusal::kHeader);
@@ -59,9 +64,11 @@ void unpack_u32_array(const void* data, std::size_t size, const char* const* nam
   if (root.type != msgpack::type::ARRAY) {
     throw ProtocolError(std::string(what) + ": expected a msgpack array, got " + type_name(root), Refusal::kHeader);
   }
-  if (root.via.array.size != count) {
-    throw ProtocolError(std::string(what) + ": expected " + std::to_string(count) + " fields, got " +
-                            std::to_string(root.via.array.size),
+  const std::size_t count = root.via.array.size;
+  if (count < min_count || count > max_count) {
+    throw ProtocolError(std::string(what) + ": expected " + std::to_string(min_count) +
+                            (max_count == min_count ? "" : " or " + std::to_string(max_count)) + " fields, got " +
+                            std::to_string(count),
                         Refusal::kHeader);
   }
   for (std::size_t i = 0; i < count; ++i) {
@@ -78,6 +85,7 @@ void unpack_u32_array(const void* data, std::size_t size, const char* const* nam
     }
     out[i] = static_cast<std::uint32_t>(field.via.u64);
   }
+  return count;
 }
 
 MapPacker::MapPacker(std::size_t fields, std::uint32_t version) : packer_(buffer_), declared_(fields) {

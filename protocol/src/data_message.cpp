@@ -22,8 +22,8 @@ std::array<std::uint32_t, kDataHeaderRunFields> unpack_fields(const void* data, 
   const std::uint32_t expected = count == kDataHeaderFields ? kDataHeaderVersion : kDataHeaderRunVersion;
   if (f[kFieldVersion] != expected) {
     throw ProtocolError(std::string("data header field 'version' (index 0): expected ") + std::to_string(expected) +
-                            " for a header of " + std::to_string(count) + " fields, got " +
-                            std::to_string(f[kFieldVersion]),
+                            ", got " + std::to_string(f[kFieldVersion]) + " (in a header of " +
+                            std::to_string(count) + " fields)",
                         Refusal::kHeader);
   }
   return f;

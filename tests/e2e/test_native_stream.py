@@ -242,10 +242,12 @@ def test_malformed_native_headers_are_refused_and_counted_and_a_scan_still_count
         ("position", [head(x=4), payload]),
         ("sector", [head(module=1), payload]),
         ("payload", [head(), payload[:-2]]),
-        # Scan 31 opens with thread 0 announcing 4 frames; then the same thread announces 5, and
-        # another header gives the scan another shape: both contradict the scan.
+        # Scan 31 opens with thread 0 announcing 4 frames; then the same thread announces 5: where
+        # a receiver's own software starts scans (native_scans_requested = false) that begins a new
+        # run of the scan, counted apart by the NodeGroups (SPEC.md, "Runs of a scan"), not a
+        # refusal. A header giving the scan another shape contradicts it.
         (None, [head(scan=31), payload]),
-        ("scan", [head(scan=31, frame=501, frames=5, x=1), payload]),
+        (None, [head(scan=31, frame=501, frames=5, x=1), payload]),
         ("scan", [head(scan=31, frame=502, scan_x=5, x=2), payload]),
     ]
     expected: dict[str, int] = {}

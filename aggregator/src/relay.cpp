@@ -180,7 +180,9 @@ void Relay::on_native_data(zmq::message_t* parts) {
     return;
   }
   if (std::string error = scan->native_arrival(header.thread_id, native.frames_this_thread); !error.empty()) {
-    if (settings_.native_requested) {
+    // Where scans are requested, or where the thread's producer record announces the first count
+    // (sectorflow's producer daemon writes one), the header is the stray: refused.
+    if (settings_.native_requested || !against_record(header, native.frames_this_thread).empty()) {
       counters_.malformed(Refusal::kScan, error);
       return;
     }

@@ -115,6 +115,47 @@ TEST(InfoMessage, GoldenBytesRoundTrip) {
   EXPECT_EQ(info.counts.at("ng-a"), 2048u);
   EXPECT_EQ(info.counts.at("ng-b"), 2047u);
   EXPECT_EQ(sp::encode_info(info), bytes);
+  EXPECT_EQ(info.run, 0u);  // no "run": none given
+}
+
+// What a relay thread sends the NodeGroups: the header (version 3) and the count with its run.
+TEST(DataHeader, Version3CarriesTheRun) {
+  const std::string bytes = golden("data_header_v3.bin");
+  sp::DataHeader expected = golden_header();
+  expected.run = 305419896;
+  EXPECT_EQ(sp::decode_header(bytes.data(), bytes.size()), expected);
+  EXPECT_EQ(sp::encode_header(expected), bytes);
+  EXPECT_EQ(sp::peek_frame(bytes.data(), bytes.size()).frame_number, 5001234u);
+  EXPECT_EQ(sp::decode_header(golden("data_header_v2.bin").data(), golden("data_header_v2.bin").size()).run, 0u);
+  // The version must match the length: 10 fields at version 2, 9 at version 3, 11 at all, refused.
+  const auto refused = [](std::string header) {
+    try {
+      (void)sp::decode_header(header.data(), header.size());
+    } catch (const sp::ProtocolError& error) {
+      return error.kind() == sp::Refusal::kHeader;
+    }
+    return false;
+  };
+  std::string v2_long = bytes;
+  v2_long[1] = 2;  // [0x9a, version, ...]: a version-2 header of 10 fields
+  EXPECT_TRUE(refused(v2_long));
+  const std::string v2 = golden("data_header_v2.bin");
+  std::string v3_short = v2;
+  v3_short[1] = 3;
+  EXPECT_TRUE(refused(v3_short));
+  std::string eleven = bytes + std::string(1, '\x01');
+  eleven[0] = static_cast<char>(0x9b);
+  EXPECT_TRUE(refused(eleven));
+  // A run beyond 32 bits is refused like any field.
+  std::string wide = bytes.substr(0, bytes.size() - 5) + std::string("\xcf\x00\x00\x00\x01\x00\x00\x00\x00", 9);
+  EXPECT_TRUE(refused(wide));
+}
+
+TEST(InfoMessage, TheRunRoundTrips) {
+  const std::string bytes = golden("info_v1_run.bin");
+  const sp::InfoMessage info = sp::decode_info(bytes.data(), bytes.size());
+  EXPECT_EQ(info.run, 305419896u);
+  EXPECT_EQ(sp::encode_info(info), bytes);
 }
 
 namespace {

@@ -79,6 +79,15 @@ TEST(DataHeader, DecodesEveryIntegerEncodingAlike) {
   const std::string array32 = hand_header(std::string("\xdd\0\0\0\x09", 5), widest);
   EXPECT_EQ(sp::decode_header(array32.data(), array32.size()), golden_header());
 
+  // Version 3 (the relay's, with its run) takes the same path with a tenth field.
+  std::vector<std::string> with_run = widest;
+  with_run[0] = std::string("\x03", 1);
+  with_run.emplace_back("\xce\0\0\0\x2a", 5);
+  sp::DataHeader expected_run = golden_header();
+  expected_run.run = 42;
+  EXPECT_EQ(sp::decode_header(hand_header("\x9a", with_run).data(), hand_header("\x9a", with_run).size()),
+            expected_run);
+
   const std::string bytes = golden("data_header_v2.bin");
   EXPECT_EQ(header_error(bytes + std::string("\0", 1)), "data header: 1 bytes after the msgpack object");
   EXPECT_EQ(header_error(bytes.substr(0, bytes.size() - 1)).rfind("data header: not valid msgpack", 0), 0u);
@@ -91,7 +100,7 @@ TEST(DataHeader, DecodesEveryIntegerEncodingAlike) {
   EXPECT_EQ(header_error(hand_header("\x99", negative)),
             "data header field 'sector' (index 3): expected an unsigned integer, got a negative integer");
   EXPECT_EQ(header_error(hand_header("\x98", std::vector<std::string>(widest.begin(), widest.end() - 1))),
-            "data header: expected 9 fields, got 8");
+            "data header: expected 9 or 10 fields, got 8");
 }
 
 TEST(DataHeader, PayloadSizeMustMatchGeometry) {

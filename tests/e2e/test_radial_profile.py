@@ -5,21 +5,14 @@ file's, and ``sectorflow view`` and the dashboard show it."""
 
 from __future__ import annotations
 
-import json
 import struct
-import subprocess
-import sys
-import threading
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import stempy.io
-from support import sectorflow_command, stack_up, wait_until
+from watched_scan import watch_scan
 
 from sectorflow.counting import read_counted_scan
-from sectorflow.live import LiveView, subscribe
 from sectorflow.nodegroup import scan_file_name
 
 DETECTOR = {"frame_rows": 128, "frame_cols": 128, "sector_rows": 32, "sector_cols": 128}
@@ -40,48 +33,16 @@ def numpy_profile(events: list[np.ndarray]) -> np.ndarray:
         SCAN_Y, SCAN_X, rings)
 
 
-def state(url: str) -> dict[str, Any]:
-    try:
-        with urllib.request.urlopen(url + "api/state", timeout=5) as answer:
-            return json.loads(answer.read())
-    except OSError:
-        return {}  # not serving yet
-
-
 def test_the_radial_profile_added_through_the_registry_is_in_the_file_live_in_view_and_on_the_page(
         make_config, tmp_path: Path) -> None:
     config, path = make_config(
         detector=DETECTOR, simulator=SIMULATOR, counting={"background_threshold": 30.0, "xray_threshold": 1000.0},
         analysis={"virtual_detectors": DETECTORS, "analyses": ["radial_profile"], "live_rate_hz": 5.0},
         dashboard={"update_ms": 200})
-    output, png = tmp_path / "h5", tmp_path / "view.png"
-    views: list[LiveView] = []
-    with stack_up(config, path, tmp_path / "run", output) as client:
-        def subscribers() -> int:
-            return sum(int(s.extra.get("live_images_subscribers", 0)) for s in client.statuses("nodegroup").values())
-
-        live = threading.Thread(target=lambda: views.extend(subscribe(path, scan=SCAN, timeout_s=120)))
-        viewer = subprocess.Popen([sys.executable, "-m", "sectorflow", "view", "--config", str(path), "--scan",
-                                   str(SCAN), "--timeout", "120", "--png", str(png)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        try:
-            live.start()
-            wait_until(lambda: subscribers() >= 4, 30, "both live readers to reach both NodeGroups")
-            acquired = sectorflow_command("acquire", "--config", str(path), "--scan-number", str(SCAN),
-                                          "--scan-shape", f"{SCAN_X}x{SCAN_Y}", "--wait", "--timeout", "120")
-            assert acquired.returncode == 0, acquired.stdout + acquired.stderr
-            live.join(130)
-            view_out, view_err = viewer.communicate(timeout=130)
-            images = wait_until(lambda: (s := state(config.dashboard.url())).get("images")
-                                and s["images"]["scan"] == SCAN and s["images"]["path"] and s["images"], 60,
-                                "the dashboard to show the scan's file")
-            with urllib.request.urlopen(config.dashboard.url() + "images/radial_profile.png", timeout=10) as answer:
-                profile_png = answer.read()
-        finally:
-            if viewer.poll() is None:
-                viewer.kill()
-                viewer.communicate()
-    assert not live.is_alive()
+    output = tmp_path / "h5"
+    watched = watch_scan(config, path, tmp_path, output, SCAN, SCAN_X, SCAN_Y, "radial_profile")
+    views, view_out, view_err, png = watched.views, watched.view_out, watched.view_err, watched.png
+    images, profile_png = watched.images, watched.image_png
 
     file = output / scan_file_name(SCAN)
     counted = read_counted_scan(file)
@@ -103,7 +64,7 @@ def test_the_radial_profile_added_through_the_registry_is_in_the_file_live_in_vi
 
     # view --png: a line of the profile's mean, and a panel per output (2 detectors, the centre of
     # mass x and y, the summed pattern, the radial profile: 4.4 inches each at 80 dpi).
-    assert viewer.returncode == 0, view_out[-2000:] + view_err[-2000:]
+    assert watched.view_returncode == 0, view_out[-2000:] + view_err[-2000:]
     assert "radial profile (2 px rings), mean over positions (electrons):" in view_out
     width, _ = struct.unpack(">II", png.read_bytes()[16:24])
     assert width == round(4.4 * 6 * 80), width

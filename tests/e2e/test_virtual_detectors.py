@@ -5,22 +5,16 @@ detector's image equals what numpy counts from the file's own events."""
 
 from __future__ import annotations
 
-import json
 import struct
-import subprocess
-import sys
-import threading
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import stempy.io
-from support import sectorflow_command, stack_up, wait_until
+from watched_scan import watch_scan
 
 from sectorflow.counting import read_counted_scan
 from sectorflow.dashboard.outline import mask_outline
-from sectorflow.live import LiveView, subscribe
 from sectorflow.nodegroup import scan_file_name
 
 DETECTOR = {"frame_rows": 128, "frame_cols": 128, "sector_rows": 32, "sector_cols": 128}
@@ -56,49 +50,16 @@ def numpy_image(events: list[np.ndarray], detector: dict[str, Any]) -> np.ndarra
     return out.reshape(SCAN_Y, SCAN_X)
 
 
-def state(url: str) -> dict[str, Any]:
-    try:
-        with urllib.request.urlopen(url + "api/state", timeout=5) as answer:
-            return json.loads(answer.read())
-    except OSError:
-        return {}  # not serving yet
-
-
 def test_a_rectangle_added_in_the_configuration_is_an_image_everywhere(make_config, tmp_path: Path) -> None:
     np.save(tmp_path / "grains.npy", MASK)
     detectors = [*DETECTORS, {"name": "grains", "kind": "mask", "mask": str(tmp_path / "grains.npy")}]
     config, path = make_config(
         detector=DETECTOR, simulator=SIMULATOR, counting={"background_threshold": 30.0, "xray_threshold": 1000.0},
         analysis={"virtual_detectors": detectors, "live_rate_hz": 5.0}, dashboard={"update_ms": 200})
-    output, png = tmp_path / "h5", tmp_path / "view.png"
-    views: list[LiveView] = []
-    with stack_up(config, path, tmp_path / "run", output) as client:
-        def subscribers() -> int:
-            return sum(int(s.extra.get("live_images_subscribers", 0)) for s in client.statuses("nodegroup").values())
-
-        live = threading.Thread(target=lambda: views.extend(subscribe(path, scan=SCAN, timeout_s=120)))
-        viewer = subprocess.Popen([sys.executable, "-m", "sectorflow", "view", "--config", str(path), "--scan",
-                                   str(SCAN), "--timeout", "120", "--png", str(png)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        try:
-            live.start()
-            wait_until(lambda: subscribers() >= 4, 30, "both live readers to reach both NodeGroups")
-            acquired = sectorflow_command("acquire", "--config", str(path), "--scan-number", str(SCAN),
-                                          "--scan-shape", f"{SCAN_X}x{SCAN_Y}", "--wait", "--timeout", "120")
-            assert acquired.returncode == 0, acquired.stdout + acquired.stderr
-            live.join(130)
-            view_out, view_err = viewer.communicate(timeout=130)
-            # The dashboard shows the scan from its file once written.
-            images = wait_until(lambda: (s := state(config.dashboard.url())).get("images")
-                                and s["images"]["scan"] == SCAN and s["images"]["path"] and s["images"], 60,
-                                "the dashboard to show the scan's file")
-            with urllib.request.urlopen(config.dashboard.url() + "images/probe.png", timeout=10) as answer:
-                probe_png = answer.read()
-        finally:
-            if viewer.poll() is None:
-                viewer.kill()
-                viewer.communicate()
-    assert not live.is_alive()
+    output = tmp_path / "h5"
+    watched = watch_scan(config, path, tmp_path, output, SCAN, SCAN_X, SCAN_Y, "probe")
+    views, view_out, view_err, png = watched.views, watched.view_out, watched.view_err, watched.png
+    images, probe_png = watched.images, watched.image_png
 
     file = output / scan_file_name(SCAN)
     counted = read_counted_scan(file)
@@ -124,7 +85,7 @@ def test_a_rectangle_added_in_the_configuration_is_an_image_everywhere(make_conf
 
     # view --png: the text names each detector's image, and the PNG has a panel per image (the
     # four detectors, the centre of mass x and y, the summed pattern: 4.4 inches each at 80 dpi).
-    assert viewer.returncode == 0, view_out[-2000:] + view_err[-2000:]
+    assert watched.view_returncode == 0, view_out[-2000:] + view_err[-2000:]
     assert all(words in view_out for words in ("bright field", "dark field", "probe", "grains"))
     assert f"picture: {png}" in view_out
     width, height = struct.unpack(">II", png.read_bytes()[16:24])

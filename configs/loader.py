@@ -175,12 +175,18 @@ def _check_detectors(detectors: tuple, given: list[dict[str, Any]], source: str,
 
 def _check_whole(config: Config, source: str) -> None:
     d = config.detector
-    from sectorflow.analysis import chosen  # the registry: analysis/__init__.py
+    from sectorflow.analysis import plan_of  # the registry: analysis/__init__.py
 
     try:
-        chosen(config.analysis.analyses)
+        outputs = plan_of(config).outputs()
     except SectorflowError as error:
         raise ConfigError(f"{source}: {error}") from None
+    # An output's name is its key in the live stream, the dashboard's images and the metrics, so a
+    # virtual detector must not take the name of another analysis's output.
+    names = [o.name for o in outputs]
+    for name in dict.fromkeys(n for n in names if names.count(n) > 1):
+        raise ConfigError(f"{source}: 'analysis.virtual_detectors' names a detector '{name}', which is also an "
+                          "output of another analysis (an image's name must be unique): rename the detector")
     for i, v in enumerate(config.analysis.virtual_detectors):
         if v.kind == "rectangle" and (v.row0 + v.rows > d.frame_rows or v.col0 + v.cols > d.frame_cols):
             raise ConfigError(

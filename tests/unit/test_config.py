@@ -275,3 +275,13 @@ def test_an_analysis_not_registered_is_one_line_naming_the_closest() -> None:
     message = error_of(local(analysis={"analyses": ["virtual_detector"]}))
     assert message == ("beamline.toml: [analysis] analyses: no analysis is named 'virtual_detector'; "
                        "did you mean 'virtual_detectors'?")
+
+
+def test_a_virtual_detector_named_like_another_analysiss_output_is_one_line() -> None:
+    data = detectors(BRIGHT, {**BRIGHT, "name": "radial_profile"})
+    data["analysis"]["analyses"] = ["radial_profile"]
+    assert error_of(data) == ("beamline.toml: 'analysis.virtual_detectors' names a detector 'radial_profile', which "
+                              "is also an output of another analysis (an image's name must be unique): rename the "
+                              "detector")
+    data["analysis"]["analyses"] = []
+    assert config_from_dict(data, source="beamline.toml").analysis.virtual_detectors[1].name == "radial_profile"

@@ -2,7 +2,8 @@
 pair, the primary SIGKILLed a quarter into a scan. The data path needs no kvstore while a scan runs,
 every client moves to the backup (whose snapshot request is the vote) and writes its records there,
 so the scan is counted whole, and no record written before the kill is lost: the earlier scan's
-account is still there to read.
+account is still there to read. Both servers killed between scans, the primary's log torn inside its
+last record, come back from their logs with the earlier scan's account, the tear cut and reported.
 
 ``pytest tests/faults/test_kvstore_pair.py -s`` prints the fault table's row and the time each service
 took to move.
@@ -10,11 +11,14 @@ took to move.
 
 from __future__ import annotations
 
+import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from harness import free_port_block
+from support import sectorflow_command
 from test_faults import SECTORS, checked, first_scan, mid_scan, reasons_are
 
 from sectorflow.kvstore import Client
@@ -61,4 +65,56 @@ def test_the_kvstore_primary_killed_mid_scan_the_scan_is_counted_whole_on_the_ba
         # Nothing written before the kill is lost: scan 1's records (or their summary) are on the backup.
         earlier = records_of(client.subtree(scan_prefix(1)), 1)
         assert earlier.request is not None and earlier.file is not None and earlier.file.positions == 16
+    assert {k: v for k, v in line.checksums().items() if k in before} == before
+
+
+def scan_row(status_output: str, scan: int) -> str:
+    """The row of ``scan`` in the recent scans' table of ``sectorflow status``."""
+    rows = [line for line in status_output.splitlines() if line.split()[:1] == [str(scan)] and " x " in line]
+    assert len(rows) == 1, status_output
+    return rows[0]
+
+
+def test_both_servers_of_the_pair_killed_between_scans_come_back_with_the_earlier_scan_and_a_torn_log_reported(
+        beamline, tmp_path: Path) -> None:
+    first = free_port_block(LOOPBACK, 2 * PAIR_PORTS)
+    log_dir = tmp_path / "kvlog"
+    line = beamline(kvstore={"servers": [f"{LOOPBACK}:{first}", f"{LOOPBACK}:{first + PAIR_PORTS}"],
+                             "log_dir": str(log_dir)})
+    supervisor = line.start()
+    before = first_scan(line)
+    status = sectorflow_command("status", "--config", str(line.config_path))
+    assert status.returncode == 0, status.stderr
+    row = scan_row(status.stdout, 1)
+    assert "complete" in row, row
+
+    specs = {name: supervisor.spec(name) for name in ("kvstore-primary", "kvstore-backup")}
+    for name in specs:
+        line.kill(supervisor.process(name).pid)
+    for name in specs:
+        pid = supervisor.process(name).pid
+        wait_until(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
+                   MOVE_S, f"{name} to die")
+    # As a crash in the middle of a write leaves it: the primary's log ends inside its last record.
+    log = log_dir / "primary" / "kvstore.log"
+    os.truncate(log, log.stat().st_size - 3)
+    for name, spec in specs.items():  # the primary first, as the pair is started
+        supervisor.start(replace(spec, name=f"{name}-again"))
+
+    def status_after() -> str:
+        result = sectorflow_command("status", "--config", str(line.config_path))
+        return result.stdout if result.returncode == 0 and " x " in result.stdout else ""
+
+    after = wait_until(status_after, MOVE_S, "sectorflow status to answer from the restarted pair")
+    assert scan_row(after, 1) == row, after
+    assert "the primary is active" in after, after
+    with Client.from_config(line.config, name="fault-test") as client:
+        assert client.wait_synced(MOVE_S)
+        server = wait_until(lambda: (s := client.statuses("kvstore").get(("kvstore", "server"))) is not None
+                            and s.extra.get("pair_state") == "active" and s, MOVE_S, "the active server's status")
+        assert server.extra["log_tails_cut"] == 1 and server.extra["log_bytes_cut"] > 0, server.extra
+    # The stack goes on: the next scan is whole, and no earlier file changed.
+    after_scan = checked(line, line.finish(line.acquire(2, "8x8", 0.0)), 2, "next scan after both servers restarted",
+                         256)
+    assert (after_scan.outcome, after_scan.exit_code, after_scan.counted) == ("complete", 0, 256), after_scan.output
     assert {k: v for k, v in line.checksums().items() if k in before} == before

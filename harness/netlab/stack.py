@@ -62,6 +62,16 @@ class NetlabStack:
             self._start(role, spec.name, list(spec.argv))
         self.await_ready(0)
 
+    def start_service(self, role: str, name: str, *args: str) -> subprocess.Popen:
+        """``sectorflow <args>`` with this configuration, on host ``role``, as service ``name`` (one the
+        stack's own list does not place there: a standby aggregator on another host)."""
+        return self._start(role, name, [sys.executable, "-m", "sectorflow", *args, "--config", str(self.path)])
+
+    def status(self) -> str:
+        """What ``sectorflow status`` prints on agg (the kvstore is reached from the namespaces only)."""
+        argv = [sys.executable, "-m", "sectorflow", "status", "--config", str(self.path)]
+        return subprocess.run(self.net.command("agg", argv), capture_output=True, text=True, timeout=60).stdout
+
     def start_nodegroups(self, roles: tuple[str, ...] = ("compute1", "compute2"), *extra: str) -> None:
         """One NodeGroup job, a rank on each compute node of ``roles``, as a session's job spans its
         nodes (``extra``: more nodegroup options); waits until every NodeGroup has registered.

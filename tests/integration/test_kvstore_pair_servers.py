@@ -149,6 +149,21 @@ class Published:
         self._socket.close()
 
 
+def hand_over(client: Client, restarted: KvServer, active: KvServer, prefix: str) -> Writer:
+    """``restarted`` started again mirrors ``active``; a writer under ``prefix`` writes through the
+    kill of ``active`` until ``client`` is synced with ``restarted``; returns the finished writer."""
+    restarted.start()
+    wait_until(lambda: SNAPSHOT_TAKEN in restarted.log(), SYNC_S, f"the restarted {restarted.pair} to mirror")
+    writer = Writer(client, prefix=prefix)
+    writer.start()
+    wait_until(lambda: len(writer.written()) >= 20, SYNC_S, f"20 writes on the {active.pair}")
+    kill(active)
+    wait_until(lambda: client.server == address(restarted) and client.synced(), 3 * SYNC_S,
+               f"the client on the {restarted.pair}")
+    writer.finish()
+    return writer
+
+
 def test_a_killed_primary_fails_over_to_the_backup_with_every_record_and_mirrors_again_when_restarted(
     pair_config: tuple[Config, Path], processes: Processes, pair_clients: Callable[[Config], Client],
     tmp_path: Path,
@@ -190,28 +205,12 @@ def test_a_killed_primary_fails_over_to_the_backup_with_every_record_and_mirrors
 
     # The primary restarted mirrors the backup, which stays active; killed in turn, the backup hands
     # the pair back to the primary with everything.
-    primary.start()
-    wait_until(lambda: SNAPSHOT_TAKEN in primary.log(), SYNC_S, "the restarted primary to mirror the backup")
-    more = Writer(writer.client, prefix="x/")
-    more.start()
-    wait_until(lambda: len(more.written()) >= 20, SYNC_S, "20 more writes on the backup")
-    kill(backup)
-    wait_until(lambda: writer.client.server == address(primary) and writer.client.synced(), 3 * SYNC_S,
-               "the writer back on the primary")
-    more.finish()
+    more = hand_over(writer.client, restarted=primary, active=backup, prefix="x/")
     wait_until(lambda: more.written() == more.every_key() and writer.written() == writer.every_key(), SYNC_S,
                "every write on the primary")
 
     # The backup restarted mirrors the primary again: killing the primary a second time loses nothing.
-    backup.start()
-    wait_until(lambda: SNAPSHOT_TAKEN in backup.log(), SYNC_S, "the restarted backup to mirror the primary")
-    last = Writer(writer.client, prefix="y/")
-    last.start()
-    wait_until(lambda: len(last.written()) >= 20, SYNC_S, "20 writes on the primary")
-    kill(primary)
-    wait_until(lambda: writer.client.server == address(backup) and writer.client.synced(), 3 * SYNC_S,
-               "the writer on the backup again")
-    last.finish()
+    last = hand_over(writer.client, restarted=backup, active=primary, prefix="y/")
     for one in (writer, more, last):
         wait_until(lambda w=one: w.written() == w.every_key(), SYNC_S, f"every {one.prefix} write on the backup")
     status = server_status(writer.client)  # the restarted backup's own count

@@ -30,6 +30,7 @@ import json, os, struct, sys, time
 import msgpack, zmq
 from sectorflow.configs import load_config
 from sectorflow.kvstore import Client, client_options
+from sectorflow.waiting import WaitTimeout, wait_until
 config = load_config(sys.argv[1])
 client = Client(client_options(config))
 assert client.wait_synced(30), "no sync"
@@ -65,9 +66,10 @@ while not os.path.exists(sys.argv[2]):
     if time.monotonic() - last_report > 0.1:
         last_report = time.monotonic()
         print(json.dumps({"heartbeats": heartbeats, "issued": issued}), flush=True)
-deadline = time.monotonic() + 30
-while time.monotonic() < deadline and len(client.values("w/")) < issued:
-    time.sleep(0.05)
+try:  # every write back in the replica, or the final line says how many are not
+    wait_until(lambda: len(client.values("w/")) >= issued, 30, "every write in the replica")
+except WaitTimeout:
+    pass
 print("final " + json.dumps({"updates": updates, "issued": issued, "present": len(client.values("w/")),
                              "server": client.server, "moves": client.stats().server_moves}), flush=True)
 client.close()

@@ -4,7 +4,7 @@ connected to both addresses with ZMQ_IMMEDIATE, reach the standby once it holds 
 it connects to the NodeGroups across the WAN and relays the rest of the scan. The account adds up as
 the fault suite defines, and what is missing is no more than the dead process could hold.
 
-``pytest tests/netlab/test_aggregator_standby.py -s`` prints the fault table's row.
+``pytest tests/netlab/test_aggregator_standby_wan.py -s`` prints the fault table's row.
 """
 
 from __future__ import annotations

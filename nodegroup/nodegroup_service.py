@@ -14,8 +14,8 @@ NodeGroup (:class:`LocalGroup`):
 - writes ``scans/<n>/nodegroup/<uid>`` (a ``NodeGroupScanRecord``) when its part of scan n is
   counted, with ``[kvstore] scan_record_ttl_s`` and no owner (it outlives the job),
 - publishes ``status/nodegroup/<uid>`` (a ``ServiceStatus``) on every state change and at most
-  every ``STATUS_INTERVAL_S`` while receiving or refusing messages: state (the one state machine,
-  ``sectorflow.service``: ``idle``, ``streaming`` (receiving a scan), ``counting``, ``writing`` (rank 0
+  every ``STATUS_INTERVAL_S`` while receiving, refusing or dropping late messages: state (the one
+  state machine, ``sectorflow.service``: ``idle``, ``streaming`` (receiving a scan), ``counting``, ``writing`` (rank 0
   while it writes a file), ``finished``, ``stopping``), scan, messages, bytes, and the extra
   fields received / expected (current scan; -1 until every count came), frames_complete,
   frames_incomplete, pool_slots_in_use, pool_bytes (the received sectors held in assembly) and its
@@ -331,7 +331,7 @@ class LocalGroup:
         self.analysed_total: dict[str, tuple[int, float]] = {}
         self.electrons_per_frame = 0.0
         self._published = 0.0
-        self._published_refused = 0
+        self._published_dropped = (0, 0, 0)
         self._published_subscribers: dict[str, int] = {}
         self._logged_kinds: set[str] = set()
         self._refused_before = 0  # refusals counted up to the previous scan's summary
@@ -444,7 +444,7 @@ class LocalGroup:
                                bytes=int(counters["bytes"]), extra=extra)
         self.client.set(status_key("nodegroup", self.uid), status.encode(), self.config.kvstore.ttl_s)
         self._published = time.monotonic()
-        self._published_refused = extra["malformed"]
+        self._published_dropped = self._dropped(counters)
 
     def poll(self, timeout_s: float) -> GroupResult | None:
         """Wait up to ``timeout_s`` for a finished scan; update the state and status meanwhile."""
@@ -473,9 +473,10 @@ class LocalGroup:
             self.transition(STATE_STREAMING)
         elif progress or self.group.scans_counting:
             self.transition(STATE_COUNTING)
-        # Refusals come whatever the state (a peer sends bad input to an idle NodeGroup): they are
-        # published too, at the same bounded rate.
-        busy = self.state.state in (STATE_STREAMING, STATE_COUNTING) or self._refused_total() != self._published_refused
+        # Dropped messages come whatever the state (a peer sends bad input, or a stray part of a
+        # written scan, to an idle NodeGroup): they are published too, at the same bounded rate.
+        busy = self.state.state in (STATE_STREAMING, STATE_COUNTING) or \
+            self._dropped(self.group.counters()) != self._published_dropped
         # A subscriber that came or went: the status says so soon (a viewer waits for it before a scan).
         busy = busy or (self.live is not None and self.live.subscribers != self._published_subscribers)
         if busy and time.monotonic() - self._published >= STATUS_INTERVAL_S:
@@ -532,6 +533,12 @@ class LocalGroup:
 
     def _refused_total(self) -> int:
         return int(sum(self.group.counters()["malformed"].values()))
+
+    @staticmethod
+    def _dropped(counters: dict[str, Any]) -> tuple[int, int, int]:
+        """What the NodeGroup dropped, as its status shows it: refused, late, repeated counts."""
+        return (int(sum(counters["malformed"].values())), int(counters["late_messages"]),
+                int(counters["repeated_infos"]))
 
     def _log_new_refusals(self) -> None:
         """Log the first refused message of each kind, once: the counters say how many followed."""

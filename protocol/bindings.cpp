@@ -55,6 +55,7 @@ void bind_protocol(py::module_& m) {
   py::register_exception<RawFileError>(m, "RawFileError", protocol_error);
   m.attr("DATA_HEADER_VERSION") = kDataHeaderVersion;
   m.attr("INFO_VERSION") = kInfoVersion;
+  m.attr("DATA_HEADER_RUN_VERSION") = kDataHeaderRunVersion;
   m.attr("MAX_SCAN_SIDE") = kMaxScanSide;
   m.attr("MAX_ROUTING_LENGTH") = kMaxRoutingLength;
   m.attr("MAX_INFO_BYTES") = kMaxInfoBytes;
@@ -88,11 +89,13 @@ void bind_protocol(py::module_& m) {
   py::class_<DataHeader>(m, "DataHeader", "The header frame of a data message.")
       .def(py::init([](std::uint32_t scan_number, std::uint32_t frame_number, std::uint32_t sector,
                        std::uint32_t scan_x, std::uint32_t scan_y, std::uint32_t position_x,
-                       std::uint32_t position_y, std::uint32_t thread_id) {
-             return DataHeader{scan_number, frame_number, sector, scan_x, scan_y, position_x, position_y, thread_id};
+                       std::uint32_t position_y, std::uint32_t thread_id, std::uint32_t run) {
+             return DataHeader{scan_number, frame_number, sector, scan_x,   scan_y,
+                               position_x,  position_y,   thread_id, run};
            }),
            py::kw_only(), py::arg("scan_number"), py::arg("frame_number"), py::arg("sector"), py::arg("scan_x"),
-           py::arg("scan_y"), py::arg("position_x"), py::arg("position_y"), py::arg("thread_id") = 0)
+           py::arg("scan_y"), py::arg("position_x"), py::arg("position_y"), py::arg("thread_id") = 0,
+           py::arg("run") = 0)
       .def_readwrite("scan_number", &DataHeader::scan_number)
       .def_readwrite("frame_number", &DataHeader::frame_number)
       .def_readwrite("sector", &DataHeader::sector)
@@ -101,6 +104,7 @@ void bind_protocol(py::module_& m) {
       .def_readwrite("position_x", &DataHeader::position_x)
       .def_readwrite("position_y", &DataHeader::position_y)
       .def_readwrite("thread_id", &DataHeader::thread_id)
+      .def_readwrite("run", &DataHeader::run)
       .def_property_readonly("position", &DataHeader::position)
       .def("where", &DataHeader::where)
       .def(py::self == py::self)
@@ -182,12 +186,12 @@ void bind_protocol(py::module_& m) {
   py::class_<InfoMessage>(m, "InfoMessage", "Per-scan routing and expected message counts.")
       .def(py::init([](std::uint32_t scan_number, std::uint32_t receiver, std::uint32_t thread_id,
                        std::uint32_t scan_x, std::uint32_t scan_y, std::vector<std::string> routing,
-                       std::map<std::string, std::uint64_t> counts) {
+                       std::map<std::string, std::uint64_t> counts, std::uint32_t run) {
              return InfoMessage{scan_number, receiver, thread_id, scan_x, scan_y, std::move(routing),
-                                std::move(counts)};
+                                std::move(counts), run};
            }),
            py::kw_only(), py::arg("scan_number"), py::arg("receiver"), py::arg("thread_id"), py::arg("scan_x"),
-           py::arg("scan_y"), py::arg("routing"), py::arg("counts"))
+           py::arg("scan_y"), py::arg("routing"), py::arg("counts"), py::arg("run") = 0)
       .def_readwrite("scan_number", &InfoMessage::scan_number)
       .def_readwrite("receiver", &InfoMessage::receiver)
       .def_readwrite("thread_id", &InfoMessage::thread_id)
@@ -195,6 +199,7 @@ void bind_protocol(py::module_& m) {
       .def_readwrite("scan_y", &InfoMessage::scan_y)
       .def_readwrite("routing", &InfoMessage::routing)
       .def_readwrite("counts", &InfoMessage::counts)
+      .def_readwrite("run", &InfoMessage::run)
       .def(py::self == py::self)
       .def("__repr__", [](const InfoMessage& i) {
         return "InfoMessage(scan " + std::to_string(i.scan_number) + ", receiver " + std::to_string(i.receiver) +

@@ -97,17 +97,20 @@ void bind_producer_record(py::module_& m) {
 void bind_relay_record(py::module_& m) {
   py::class_<RelayScanRecord> cls(m, "RelayScanRecord", "scans/<n>/aggregator/t<r>: one relay thread's account.");
   cls.def(py::init([](std::uint32_t thread, bool complete, std::map<std::string, std::uint64_t> forwarded,
-                      std::map<std::string, std::uint64_t> lost, std::vector<std::string> dead, double updated_s) {
-            return RelayScanRecord{thread, complete, std::move(forwarded), std::move(lost), std::move(dead), updated_s};
+                      std::map<std::string, std::uint64_t> lost, std::vector<std::string> dead, double updated_s,
+                      std::uint32_t run) {
+            return RelayScanRecord{thread,   complete, std::move(forwarded), std::move(lost), std::move(dead),
+                                   updated_s, run};
           }),
           py::kw_only(), py::arg("thread"), py::arg("complete"), py::arg("forwarded"), py::arg("lost"),
-          py::arg("dead"), py::arg("updated_s"))
+          py::arg("dead"), py::arg("updated_s"), py::arg("run") = 0)
       .def_readwrite("thread", &RelayScanRecord::thread)
       .def_readwrite("complete", &RelayScanRecord::complete)
       .def_readwrite("forwarded", &RelayScanRecord::forwarded)
       .def_readwrite("lost", &RelayScanRecord::lost)
       .def_readwrite("dead", &RelayScanRecord::dead)
-      .def_readwrite("updated_s", &RelayScanRecord::updated_s);
+      .def_readwrite("updated_s", &RelayScanRecord::updated_s)
+      .def_readwrite("run", &RelayScanRecord::run);
   codec(cls);
 }
 

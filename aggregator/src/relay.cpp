@@ -155,7 +155,11 @@ void Relay::on_native_data(zmq::message_t* parts) {
   }
   if (scan == nullptr) {
     const auto closed = native_closed_.find(header.scan_number);
-    if (closed != native_closed_.end() && now - closed->second < settings_.native_idle) {
+    // A straggler of the run that closed here, where scans are requested; where a receiver's own
+    // software starts them, the closed run may be a stray's and this the real run: it opens a run
+    // of its own, which the NodeGroups count apart (SPEC.md, "Runs of a scan").
+    if (closed != native_closed_.end() && now - closed->second < settings_.native_idle &&
+        settings_.native_requested) {
       counters_.lost();  // a straggler of the run that closed here
       return;
     }
@@ -168,30 +172,48 @@ void Relay::on_native_data(zmq::message_t* parts) {
       return;
     }
     if (closed != native_closed_.end()) native_closed_.erase(closed);
-    std::vector<std::string> routing =
-        routes_.open(header.scan_number, header.scan_x, header.scan_y, settings_.receiver);
-    scan = &open_scan(ScanState::native(header.scan_number, header.scan_x, header.scan_y, std::move(routing),
-                                        settings_.producer_threads, now + settings_.discovery_wait));
-    counters_.native_scan(header.scan_number);
-    resolve(*scan, false);
-    if (!scan->routable()) {
-      report(*scan, false, "no NodeGroup was registered when the native scan began: its sectors are dropped "
-                           "and counted lost");
-    }
+    scan = &open_native_run(header);
   }
   if (!scan->fits(header)) {
     counters_.malformed(Refusal::kScan, header.where() + ": scan shape " + std::to_string(header.scan_x) + " x " +
                                             std::to_string(header.scan_y) + " differs from the one its first header gave");
     return;
   }
-  if (const std::string error = scan->native_arrival(header.thread_id, native.frames_this_thread); !error.empty()) {
-    counters_.malformed(Refusal::kScan, error);
-    return;
+  if (std::string error = scan->native_arrival(header.thread_id, native.frames_this_thread); !error.empty()) {
+    // Where scans are requested, or where the thread's producer record announces the first count
+    // (sectorflow's producer daemon writes one), the header is the stray: refused.
+    if (settings_.native_requested || !against_record(header, native.frames_this_thread).empty()) {
+      counters_.malformed(Refusal::kScan, error);
+      return;
+    }
+    // A receiver's own software starts scans, so nothing tells which of the two headers is the
+    // scan's real run: the one that came first (a stray, or a receiver restarted with an old scan)
+    // closes as a run of its own, and this header begins another. The NodeGroups count each run
+    // apart, so neither lowers what the other counts (SPEC.md, "Runs of a scan").
+    report(*scan, true, "closed unfinished: " + error + ": a new run of the scan began");
+    remember_closed(scans_.close(header.scan_number));
+    native_closed_.erase(header.scan_number);  // not a straggler: the new run's own messages follow
+    scan = &open_native_run(header);
+    if (error = scan->native_arrival(header.thread_id, native.frames_this_thread); !error.empty()) {
+      counters_.malformed(Refusal::kScan, error);  // cannot happen: the run is new
+      return;
+    }
   }
-  // NodeGroups read SFSP only: the payload moves on untouched under SFSP's header.
-  const std::string sfsp = protocol::encode_header(header);
-  parts[0].rebuild(sfsp.data(), sfsp.size());
   forward(*scan, header, parts);
+}
+
+ScanState& Relay::open_native_run(const protocol::DataHeader& header) {
+  std::vector<std::string> routing = routes_.open(header.scan_number, header.scan_x, header.scan_y, settings_.receiver);
+  ScanState& scan = open_scan(ScanState::native(header.scan_number, header.scan_x, header.scan_y, std::move(routing),
+                                                settings_.producer_threads,
+                                                std::chrono::steady_clock::now() + settings_.discovery_wait));
+  counters_.native_scan(header.scan_number);
+  resolve(scan, false);
+  if (!scan.routable()) {
+    report(scan, false, "no NodeGroup was registered when the native scan began: its sectors are dropped "
+                        "and counted lost");
+  }
+  return scan;
 }
 
 void Relay::forward(ScanState& scan, const protocol::DataHeader& header, zmq::message_t* parts) {
@@ -207,6 +229,12 @@ void Relay::forward(ScanState& scan, const protocol::DataHeader& header, zmq::me
     resolve(scan, true);
     send_expected(scan);
   }
+  // The NodeGroups count each run apart: the header goes on (version 3) with this thread's run of
+  // the scan; a native one under SFSP's header. The payload moves on untouched.
+  protocol::DataHeader sent = header;
+  sent.run = scan.run();
+  const std::string encoded = protocol::encode_header(sent);
+  parts[0].rebuild(encoded.data(), encoded.size());
   const std::size_t bytes = parts[0].size() + parts[1].size();
   SendResult result = SendResult::kUnreachable;
   if (!target.dead && target.downstream) result = target.downstream->send(parts, 2, *stop_, settings_.send_timeout);
@@ -301,6 +329,8 @@ ScanState* Relay::recover(const protocol::DataHeader& header) {
   fresh->mark_recovered();
   // NodeGroups the previous process declared dead stay dead: their producers spill them.
   if (const std::optional<protocol::RelayScanRecord> before = records_.relay_record(header.scan_number, settings_.receiver)) {
+    // An unfinished run goes on under its run: the NodeGroups hold its earlier messages.
+    if (!before->complete) fresh->continue_run(before->run);
     for (const std::string& uid : before->dead) {
       if (Target* target = fresh->target(uid)) fresh->declare_dead(*target, "declared dead before the relay restarted");
     }

@@ -98,6 +98,8 @@ class Relay {
   void on_data(zmq::message_t* parts);
   /// A native receiver's data message: decoded, its scan opened or found, forwarded under SFSP's header.
   void on_native_data(zmq::message_t* parts);
+  /// Opens a native run of the scan of `header` (its routing fixed or taken from NativeRoutes).
+  ScanState& open_native_run(const protocol::DataHeader& header);
   /// Routes one checked data message of `scan` to its NodeGroup, or counts it lost.
   void forward(ScanState& scan, const protocol::DataHeader& header, zmq::message_t* parts);
   /// Whether native scan `scan` was requested (scans/<n>/request is in the replica). The record is

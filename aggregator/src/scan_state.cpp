@@ -1,10 +1,24 @@
 #include "scan_state.hpp"
 
+#include <limits>
+#include <random>
+
 namespace sectorflow::aggregator::detail {
+
+namespace {
+
+std::uint32_t draw_run() {
+  thread_local std::mt19937 engine{std::random_device{}()};
+  std::uniform_int_distribution<std::uint32_t> draw(1, std::numeric_limits<std::uint32_t>::max());
+  return draw(engine);
+}
+
+}  // namespace
 
 ScanState::ScanState(const protocol::InfoMessage& info, std::uint32_t producer_threads,
                      std::chrono::steady_clock::time_point discovery_deadline)
     : scan_number_(info.scan_number),
+      run_(draw_run()),
       scan_x_(info.scan_x),
       scan_y_(info.scan_y),
       routing_(info.routing),
@@ -98,6 +112,7 @@ protocol::InfoMessage ScanState::expected_info(const Target& target, std::uint32
   info.scan_y = scan_y_;
   info.routing = routing_;
   info.counts = {{target.uid, target.expected}};
+  info.run = run_;
   return info;
 }
 
@@ -154,6 +169,7 @@ protocol::RelayScanRecord ScanState::record(std::uint32_t thread, bool closed) c
   protocol::RelayScanRecord r;
   r.thread = thread;
   r.complete = closed && complete();
+  r.run = run_;
   for (const Target& target : targets_) {
     r.forwarded[target.uid] = target.forwarded;
     r.lost[target.uid] = target.lost;

@@ -123,9 +123,19 @@ class ScanState {
   /// included), the dead ones; complete only when `closed` and complete().
   protocol::RelayScanRecord record(std::uint32_t thread, bool closed) const;
   std::uint32_t scan_number() const { return scan_number_; }
+  /// This thread's run of the scan (SPEC.md "Runs of a scan"): random and never 0, so that a
+  /// restarted aggregator does not repeat its predecessor's; carried by every header and count
+  /// sent to the NodeGroups, which count each run apart.
+  std::uint32_t run() const { return run_; }
+  /// A scan rebuilt after a restart goes on with the run of the record it was rebuilt from: the
+  /// NodeGroups hold that run's earlier messages.
+  void continue_run(std::uint32_t run) {
+    if (run != 0) run_ = run;
+  }
 
  private:
   std::uint32_t scan_number_;
+  std::uint32_t run_;
   std::uint32_t scan_x_;
   std::uint32_t scan_y_;
   std::vector<std::string> routing_;

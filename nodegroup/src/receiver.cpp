@@ -106,7 +106,7 @@ void Receiver::handle(std::vector<zmq::message_t>& parts, const std::atomic<bool
   }
   const std::size_t bytes = parts[1].size();
   const ScanTracker::Arrival arrival =
-      tracker_.on_data(header.scan_number, index_, bytes, header.scan_x, header.scan_y);
+      tracker_.on_data(header.scan_number, index_, bytes, header.scan_x, header.scan_y, header.run);
   if (!accepted(arrival, header.scan_number)) return;
   Envelope envelope;
   envelope.kind = Envelope::kData;
@@ -144,7 +144,7 @@ void Receiver::on_info(const zmq::message_t& message, const std::atomic<bool>& s
   const auto count = info.counts.find(settings_.uid);
   const std::uint64_t expected = count == info.counts.end() ? 0 : count->second;
   const ScanTracker::Arrival arrival =
-      tracker_.on_info(info.scan_number, index_, expected, std::move(info.routing), info.scan_x, info.scan_y);
+      tracker_.on_info(info.scan_number, index_, expected, std::move(info.routing), info.scan_x, info.scan_y, info.run);
   if (arrival == ScanTracker::Arrival::kLast) send_end(info.scan_number, false, stop);
   (void)accepted(arrival, info.scan_number);
 }
@@ -167,6 +167,11 @@ bool Receiver::accepted(ScanTracker::Arrival arrival, std::uint32_t scan) {
     case ScanTracker::Arrival::kConflict:
       counters_.malformed.count(Refusal::kInfo, scan_text(scan) + ": an info message announcing another count "
                                                                    "than this port's first one (the first stands)");
+      return false;
+    case ScanTracker::Arrival::kRuns:
+      counters_.malformed.count(Refusal::kScan, scan_text(scan) + ": a message of a run beyond the " +
+                                                    std::to_string(ScanTracker::kMaxRuns) +
+                                                    " this port counts per scan");
       return false;
     case ScanTracker::Arrival::kFull:
       counters_.malformed.count(Refusal::kOpenScans, scan_text(scan) + ": a new scan while every open-scan slot "

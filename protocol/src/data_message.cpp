@@ -9,17 +9,21 @@
 namespace sectorflow::protocol {
 namespace {
 
-constexpr const char* kFieldNames[kDataHeaderFields] = {
+constexpr const char* kFieldNames[kDataHeaderRunFields] = {
     "version", "scan_number", "frame_number", "sector",     "scan_x",
-    "scan_y",  "position_x",  "position_y",   "thread_id"};
+    "scan_y",  "position_x",  "position_y",   "thread_id", "run"};
 
-// Reads the header's fields and checks its version: what every reading of a header needs first.
-std::array<std::uint32_t, kDataHeaderFields> unpack_fields(const void* data, std::size_t size) {
-  std::array<std::uint32_t, kDataHeaderFields> f{};
-  detail::unpack_u32_array(data, size, kFieldNames, kDataHeaderFields, f.data(), "data header");
-  if (f[kFieldVersion] != kDataHeaderVersion) {
-    throw ProtocolError(std::string("data header field 'version' (index 0): expected ") +
-                            std::to_string(kDataHeaderVersion) + ", got " + std::to_string(f[kFieldVersion]),
+// Reads the header's fields and checks its version against its length (9 fields at version 2, 10
+// at version 3): what every reading of a header needs first. A version-2 header has run 0.
+std::array<std::uint32_t, kDataHeaderRunFields> unpack_fields(const void* data, std::size_t size) {
+  std::array<std::uint32_t, kDataHeaderRunFields> f{};
+  const std::size_t count = detail::unpack_u32_array(data, size, kFieldNames, kDataHeaderFields,
+                                                     kDataHeaderRunFields, f.data(), "data header");
+  const std::uint32_t expected = count == kDataHeaderFields ? kDataHeaderVersion : kDataHeaderRunVersion;
+  if (f[kFieldVersion] != expected) {
+    throw ProtocolError(std::string("data header field 'version' (index 0): expected ") + std::to_string(expected) +
+                            ", got " + std::to_string(f[kFieldVersion]) + " (in a header of " +
+                            std::to_string(count) + " fields)",
                         Refusal::kHeader);
   }
   return f;
@@ -35,22 +39,23 @@ std::string DataHeader::where() const {
 bool DataHeader::operator==(const DataHeader& o) const {
   return scan_number == o.scan_number && frame_number == o.frame_number && sector == o.sector &&
          scan_x == o.scan_x && scan_y == o.scan_y && position_x == o.position_x &&
-         position_y == o.position_y && thread_id == o.thread_id;
+         position_y == o.position_y && thread_id == o.thread_id && run == o.run;
 }
 
 std::string encode_header(const DataHeader& h) {
   msgpack::sbuffer buffer(64);
   msgpack::packer<msgpack::sbuffer> packer(buffer);
-  packer.pack_array(kDataHeaderFields);
-  for (std::uint32_t value : {kDataHeaderVersion, h.scan_number, h.frame_number, h.sector, h.scan_x, h.scan_y,
-                              h.position_x, h.position_y, h.thread_id}) {
+  packer.pack_array(h.run == 0 ? kDataHeaderFields : kDataHeaderRunFields);
+  for (std::uint32_t value : {h.run == 0 ? kDataHeaderVersion : kDataHeaderRunVersion, h.scan_number, h.frame_number,
+                              h.sector, h.scan_x, h.scan_y, h.position_x, h.position_y, h.thread_id}) {
     packer.pack_uint32(value);
   }
+  if (h.run != 0) packer.pack_uint32(h.run);
   return std::string(buffer.data(), buffer.size());
 }
 
 DataHeader decode_header(const void* data, std::size_t size) {
-  const std::array<std::uint32_t, kDataHeaderFields> f = unpack_fields(data, size);
+  const std::array<std::uint32_t, kDataHeaderRunFields> f = unpack_fields(data, size);
   DataHeader h;
   h.scan_number = f[kFieldScanNumber];
   h.frame_number = f[kFieldFrameNumber];
@@ -60,6 +65,7 @@ DataHeader decode_header(const void* data, std::size_t size) {
   h.position_x = f[kFieldPositionX];
   h.position_y = f[kFieldPositionY];
   h.thread_id = f[kFieldThreadId];
+  h.run = f[kFieldRun];
   check_placement(h);
   return h;
 }
@@ -79,7 +85,7 @@ void check_placement(const DataHeader& h) {
 }
 
 FrameRef peek_frame(const void* data, std::size_t size) {
-  const std::array<std::uint32_t, kDataHeaderFields> f = unpack_fields(data, size);
+  const std::array<std::uint32_t, kDataHeaderRunFields> f = unpack_fields(data, size);
   return FrameRef{f[kFieldScanNumber], f[kFieldFrameNumber]};
 }
 

@@ -34,13 +34,13 @@ void pack_string(msgpack::packer<msgpack::sbuffer>& packer, std::string_view tex
 
 bool InfoMessage::operator==(const InfoMessage& o) const {
   return scan_number == o.scan_number && receiver == o.receiver && thread_id == o.thread_id &&
-         scan_x == o.scan_x && scan_y == o.scan_y && routing == o.routing && counts == o.counts;
+         scan_x == o.scan_x && scan_y == o.scan_y && routing == o.routing && counts == o.counts && run == o.run;
 }
 
 std::string encode_info(const InfoMessage& info) {
   msgpack::sbuffer buffer(256);
   msgpack::packer<msgpack::sbuffer> packer(buffer);
-  packer.pack_map(static_cast<std::uint32_t>(std::size(kFields)));
+  packer.pack_map(static_cast<std::uint32_t>(std::size(kFields) + (info.run != 0 ? 1 : 0)));
   pack_string(packer, "version");
   packer.pack_uint32(kInfoVersion);
   pack_string(packer, "kind");
@@ -63,6 +63,10 @@ std::string encode_info(const InfoMessage& info) {
     pack_string(packer, uid);
     packer.pack_uint64(count);
   }
+  if (info.run != 0) {
+    pack_string(packer, "run");
+    packer.pack_uint32(info.run);
+  }
   return std::string(buffer.data(), buffer.size());
 }
 
@@ -83,6 +87,7 @@ InfoMessage decode_info(const void* data, std::size_t size) {
   info.thread_id = static_cast<std::uint32_t>(map.unsigned_int("thread_id", kU32));
   info.scan_x = static_cast<std::uint32_t>(map.unsigned_int("scan_x", kU32));
   info.scan_y = static_cast<std::uint32_t>(map.unsigned_int("scan_y", kU32));
+  if (map.has("run")) info.run = static_cast<std::uint32_t>(map.unsigned_int("run", kU32));
   const std::string scan = " (scan " + std::to_string(info.scan_number) + ")";
   if (info.scan_x == 0 || info.scan_y == 0 || info.scan_x > kMaxScanSide || info.scan_y > kMaxScanSide) {
     throw info_error("info message of scan " + std::to_string(info.scan_number) + ": scan shape " +

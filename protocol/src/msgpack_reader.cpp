@@ -59,14 +59,15 @@ std::uint64_t big_endian(const unsigned char* p, std::size_t n) {
   return value;
 }
 
-// The header as every well-behaved peer writes it: one array of exactly `count` unsigned integers
-// below 2^32, nothing after it. Reads it without msgpack-c's object tree (the general unpacker cost
+// The header as every well-behaved peer writes it: one array of min_count to max_count unsigned
+// integers below 2^32, nothing after it. Reads it without msgpack-c's object tree (the general unpacker cost
 // as much per message as the rest of a relay's or NodeGroup's work on it); anything else (a near
-// miss, a wrong type, trailing bytes) returns false, and the general path reads it and says what
-// is wrong. What this accepts, the general path accepts with the same values.
-bool unpack_u32_array_fast(const unsigned char* p, std::size_t size, std::size_t count, std::uint32_t* out) {
+// miss, a wrong type, trailing bytes) returns 0, and the general path reads it and says what is
+// wrong. What this accepts, the general path accepts with the same values. Returns the length.
+std::size_t unpack_u32_array_fast(const unsigned char* p, std::size_t size, std::size_t min_count,
+                                  std::size_t max_count, std::uint32_t* out) {
   const unsigned char* const end = p + size;
-  if (p == end) return false;
+  if (p == end) return 0;
   std::uint64_t n = 0;
   if ((*p & 0xf0u) == 0x90u) {  // fixarray
     n = *p & 0x0fu;
@@ -78,11 +79,12 @@ bool unpack_u32_array_fast(const unsigned char* p, std::size_t size, std::size_t
     n = big_endian(p + 1, 4);
     p += 5;
   } else {
-    return false;
+    return 0;
   }
-  if (n != count) return false;
+  if (n < min_count || n > max_count) return 0;
+  const auto count = static_cast<std::size_t>(n);
   for (std::size_t i = 0; i < count; ++i) {
-    if (p == end) return false;
+    if (p == end) return 0;
     const unsigned char tag = *p;
     std::size_t width = 0;
     if (tag <= 0x7f) {  // positive fixint
@@ -95,22 +97,30 @@ bool unpack_u32_array_fast(const unsigned char* p, std::size_t size, std::size_t
       case 0xcd: width = 2; break;  // uint 16
       case 0xce: width = 4; break;  // uint 32
       case 0xcf: width = 8; break;  // uint 64
-      default: return false;
+      default: return 0;
     }
-    if (static_cast<std::size_t>(end - p) < 1 + width) return false;
+    if (static_cast<std::size_t>(end - p) < 1 + width) return 0;
     const std::uint64_t value = big_endian(p + 1, width);
-    if (value > std::numeric_limits<std::uint32_t>::max()) return false;
+    if (value > std::numeric_limits<std::uint32_t>::max()) return 0;
     out[i] = static_cast<std::uint32_t>(value);
     p += 1 + width;
   }
-  return p == end;
+  return p == end ? count : 0;
 }
 
 }  // namespace
 
 void unpack_u32_array(const void* data, std::size_t size, const char* const* names, std::size_t count,
                       std::uint32_t* out, const char* what) {
-  if (unpack_u32_array_fast(static_cast<const unsigned char*>(data), size, count, out)) return;
+  (void)unpack_u32_array(data, size, names, count, count, out, what);
+}
+
+std::size_t unpack_u32_array(const void* data, std::size_t size, const char* const* names, std::size_t min_count,
+                             std::size_t max_count, std::uint32_t* out, const char* what) {
+  if (const std::size_t fast = unpack_u32_array_fast(static_cast<const unsigned char*>(data), size, min_count,
+                                                     max_count, out)) {
+    return fast;
+  }
   static const msgpack::unpack_limit kHeaderLimit(/*array=*/64, /*map=*/16, /*str=*/64, /*bin=*/64, /*ext=*/64,
                                                   /*depth=*/4);
   const msgpack::object_handle handle = unpack_bounded(data, size, kHeaderLimit, what, Refusal::kHeader);
@@ -118,9 +128,11 @@ void unpack_u32_array(const void* data, std::size_t size, const char* const* nam
   if (root.type != msgpack::type::ARRAY) {
     throw ProtocolError(std::string(what) + ": expected a msgpack array, got " + type_name(root), Refusal::kHeader);
   }
-  if (root.via.array.size != count) {
-    throw ProtocolError(std::string(what) + ": expected " + std::to_string(count) + " fields, got " +
-                            std::to_string(root.via.array.size),
+  const std::size_t count = root.via.array.size;
+  if (count < min_count || count > max_count) {
+    throw ProtocolError(std::string(what) + ": expected " + std::to_string(min_count) +
+                            (max_count == min_count ? "" : " or " + std::to_string(max_count)) + " fields, got " +
+                            std::to_string(count),
                         Refusal::kHeader);
   }
   for (std::size_t i = 0; i < count; ++i) {
@@ -137,6 +149,7 @@ void unpack_u32_array(const void* data, std::size_t size, const char* const* nam
     }
     out[i] = static_cast<std::uint32_t>(field.via.u64);
   }
+  return count;
 }
 
 MapPacker::MapPacker(std::size_t fields, std::uint32_t version) : packer_(buffer_), declared_(fields) {

@@ -44,6 +44,9 @@ std::string type_name(const msgpack::object& object);
 /// hot path of every relay and NodeGroup thread: it allocates nothing unless it throws.
 void unpack_u32_array(const void* data, std::size_t size, const char* const* names, std::size_t count,
                       std::uint32_t* out, const char* what);
+/// As above, for an array of `min_count`..`max_count` fields (out holds max_count); returns the count.
+std::size_t unpack_u32_array(const void* data, std::size_t size, const char* const* names, std::size_t min_count,
+                             std::size_t max_count, std::uint32_t* out, const char* what);
 
 /// A msgpack map with string keys and a "version" field: a record or an info message.
 class MsgpackMap {

@@ -28,7 +28,7 @@ constexpr std::string_view kProducerFields[] = {"version", "receiver", "thread",
                                                 "owned", "lost_upstream", "sent", "spilled", "spill_file",
                                                 "partial", "error", "updated_s"};
 constexpr std::string_view kRelayFields[] = {"version", "thread", "complete", "forwarded", "lost", "dead",
-                                             "updated_s"};
+                                             "updated_s", "run"};
 constexpr std::string_view kNodeGroupFields[] = {"version", "uid", "expected", "received", "frames_complete",
                                                  "frames_incomplete", "sectors_counted", "late", "duplicates",
                                                  "timed_out", "updated_s"};
@@ -219,13 +219,15 @@ std::string RelayScanRecord::encode() const {
   check_size("RelayScanRecord: forwarded", forwarded.size(), kMaxRoutingLength);
   check_size("RelayScanRecord: lost", lost.size(), kMaxRoutingLength);
   check_size("RelayScanRecord: dead", dead.size(), kMaxRoutingLength);
-  detail::MapPacker packer(std::size(kRelayFields), kSchemaVersion);
+  // "run" only when there is one: a record without it reads as before.
+  detail::MapPacker packer(std::size(kRelayFields) - (run == 0 ? 1 : 0), kSchemaVersion);
   packer.field("thread", std::uint64_t{thread});
   packer.field("complete", complete);
   packer.field("forwarded", forwarded);
   packer.field("lost", lost);
   packer.field("dead", dead);
   packer.field("updated_s", updated_s);
+  if (run != 0) packer.field("run", std::uint64_t{run});
   return packer.bytes();
 }
 
@@ -239,12 +241,13 @@ RelayScanRecord RelayScanRecord::decode(std::string_view bytes) {
   record.dead = map.strings("dead", kMaxRoutingLength, kMaxUidBytes);
   check_uids(map, "dead", record.dead);
   record.updated_s = seconds(map, "updated_s");
+  if (map.has("run")) record.run = u32(map, "run");
   return record;
 }
 
 bool RelayScanRecord::operator==(const RelayScanRecord& o) const {
   return thread == o.thread && complete == o.complete && forwarded == o.forwarded && lost == o.lost &&
-         dead == o.dead && updated_s == o.updated_s;
+         dead == o.dead && updated_s == o.updated_s && run == o.run;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -79,6 +79,15 @@ TEST(DataHeader, DecodesEveryIntegerEncodingAlike) {
   const std::string array32 = hand_header(std::string("\xdd\0\0\0\x09", 5), widest);
   EXPECT_EQ(sp::decode_header(array32.data(), array32.size()), golden_header());
 
+  // Version 3 (the relay's, with its run) takes the same path with a tenth field.
+  std::vector<std::string> with_run = widest;
+  with_run[0] = std::string("\x03", 1);
+  with_run.emplace_back("\xce\0\0\0\x2a", 5);
+  sp::DataHeader expected_run = golden_header();
+  expected_run.run = 42;
+  EXPECT_EQ(sp::decode_header(hand_header("\x9a", with_run).data(), hand_header("\x9a", with_run).size()),
+            expected_run);
+
   const std::string bytes = golden("data_header_v2.bin");
   EXPECT_EQ(header_error(bytes + std::string("\0", 1)), "data header: 1 bytes after the msgpack object");
   EXPECT_EQ(header_error(bytes.substr(0, bytes.size() - 1)).rfind("data header: not valid msgpack", 0), 0u);
@@ -91,7 +100,7 @@ TEST(DataHeader, DecodesEveryIntegerEncodingAlike) {
   EXPECT_EQ(header_error(hand_header("\x99", negative)),
             "data header field 'sector' (index 3): expected an unsigned integer, got a negative integer");
   EXPECT_EQ(header_error(hand_header("\x98", std::vector<std::string>(widest.begin(), widest.end() - 1))),
-            "data header: expected 9 fields, got 8");
+            "data header: expected 9 or 10 fields, got 8");
 }
 
 TEST(DataHeader, PayloadSizeMustMatchGeometry) {
@@ -114,6 +123,47 @@ TEST(InfoMessage, GoldenBytesRoundTrip) {
   EXPECT_EQ(info.routing, (std::vector<std::string>{"ng-a", "ng-b"}));
   EXPECT_EQ(info.counts.at("ng-a"), 2048u);
   EXPECT_EQ(info.counts.at("ng-b"), 2047u);
+  EXPECT_EQ(sp::encode_info(info), bytes);
+  EXPECT_EQ(info.run, 0u);  // no "run": none given
+}
+
+// What a relay thread sends the NodeGroups: the header (version 3) and the count with its run.
+TEST(DataHeader, Version3CarriesTheRun) {
+  const std::string bytes = golden("data_header_v3.bin");
+  sp::DataHeader expected = golden_header();
+  expected.run = 305419896;
+  EXPECT_EQ(sp::decode_header(bytes.data(), bytes.size()), expected);
+  EXPECT_EQ(sp::encode_header(expected), bytes);
+  EXPECT_EQ(sp::peek_frame(bytes.data(), bytes.size()).frame_number, 5001234u);
+  EXPECT_EQ(sp::decode_header(golden("data_header_v2.bin").data(), golden("data_header_v2.bin").size()).run, 0u);
+  // The version must match the length: 10 fields at version 2, 9 at version 3, 11 at all, refused.
+  const auto refused = [](std::string header) {
+    try {
+      (void)sp::decode_header(header.data(), header.size());
+    } catch (const sp::ProtocolError& error) {
+      return error.kind() == sp::Refusal::kHeader;
+    }
+    return false;
+  };
+  std::string v2_long = bytes;
+  v2_long[1] = 2;  // [0x9a, version, ...]: a version-2 header of 10 fields
+  EXPECT_TRUE(refused(v2_long));
+  const std::string v2 = golden("data_header_v2.bin");
+  std::string v3_short = v2;
+  v3_short[1] = 3;
+  EXPECT_TRUE(refused(v3_short));
+  std::string eleven = bytes + std::string(1, '\x01');
+  eleven[0] = static_cast<char>(0x9b);
+  EXPECT_TRUE(refused(eleven));
+  // A run beyond 32 bits is refused like any field.
+  std::string wide = bytes.substr(0, bytes.size() - 5) + std::string("\xcf\x00\x00\x00\x01\x00\x00\x00\x00", 9);
+  EXPECT_TRUE(refused(wide));
+}
+
+TEST(InfoMessage, TheRunRoundTrips) {
+  const std::string bytes = golden("info_v1_run.bin");
+  const sp::InfoMessage info = sp::decode_info(bytes.data(), bytes.size());
+  EXPECT_EQ(info.run, 305419896u);
   EXPECT_EQ(sp::encode_info(info), bytes);
 }
 

@@ -107,6 +107,10 @@ TEST(ScanRecords, GoldenBytesFromAnotherMsgpackDecodeAndEncodeIdentically) {
   const std::string relay = golden("scan_relay_v1.msgpack");
   EXPECT_EQ(sp::RelayScanRecord::decode(relay).forwarded.at("ng-b"), 2045U);
   EXPECT_EQ(sp::RelayScanRecord::decode(relay).encode(), relay);
+  EXPECT_EQ(sp::RelayScanRecord::decode(relay).run, 0U);  // a record without a run reads as before
+  const std::string relay_run = golden("scan_relay_v1_run.msgpack");
+  EXPECT_EQ(sp::RelayScanRecord::decode(relay_run).run, 305419896U);
+  EXPECT_EQ(sp::RelayScanRecord::decode(relay_run).encode(), relay_run);
   const std::string nodegroup = golden("scan_nodegroup_v1.msgpack");
   EXPECT_EQ(sp::NodeGroupScanRecord::decode(nodegroup).sectors_counted, 8191U);
   EXPECT_EQ(sp::NodeGroupScanRecord::decode(nodegroup).encode(), nodegroup);

@@ -57,7 +57,8 @@ TEST(ScanTracker, AMessageOfAnotherShapeThanTheScansFirstIsRefused) {
   ASSERT_EQ(tracker.on_info(kScan, 0, 1, {"ng-a"}, kSide, kSide), Arrival::kAccepted);
   EXPECT_EQ(tracker.on_data(kScan, 1, kBytes, kSide, kSide + 1), Arrival::kMismatch);
   EXPECT_EQ(tracker.on_info(kScan, 1, 1, {"ng-a"}, 2 * kSide, kSide), Arrival::kMismatch);
-  EXPECT_EQ(tracker.on_data(kScan, 0, kBytes, kSide, kSide), Arrival::kLast);
+  // Port 0's run reached its count; its part ends with port 1's (another run may still come).
+  EXPECT_EQ(tracker.on_data(kScan, 0, kBytes, kSide, kSide), Arrival::kAccepted);
   EXPECT_EQ(tracker.take(kScan).received, (std::vector<std::uint64_t>{1, 0}));
 }
 
@@ -101,10 +102,11 @@ TEST(ScanTracker, AnIdenticalRepeatedCountIsIdempotentAnotherIsRefused) {
   EXPECT_EQ(tracker.on_info(kScan, 0, 2, {"ng-a"}, kSide, kSide), Arrival::kRepeated);
   EXPECT_EQ(tracker.on_info(kScan, 0, 3, {"ng-a"}, kSide, kSide), Arrival::kConflict);
   ASSERT_EQ(data(tracker, kScan, 0), Arrival::kAccepted);
-  ASSERT_EQ(data(tracker, kScan, 0), Arrival::kLast);  // the first count (2) stands
-  // Port 0's part is over: the same count again is still only a repetition, not late.
+  ASSERT_EQ(data(tracker, kScan, 0), Arrival::kAccepted);  // the first count (2) stands: port 0's run is over
+  // The same count again is still only a repetition, not late.
   EXPECT_EQ(tracker.on_info(kScan, 0, 2, {"ng-a"}, kSide, kSide), Arrival::kRepeated);
   ASSERT_EQ(tracker.on_info(kScan, 1, 0, {"ng-a"}, kSide, kSide), Arrival::kLast);
+  EXPECT_EQ(tracker.closed(0), std::vector<std::uint32_t>{kScan});  // port 0 ends with the scan
   const ScanTracker::Arrivals arrivals = tracker.take(kScan);
   EXPECT_EQ(arrivals.expected, (std::vector<std::int64_t>{2, 0}));
   EXPECT_EQ(arrivals.received, (std::vector<std::uint64_t>{2, 0}));
@@ -149,4 +151,55 @@ TEST(ScanTracker, AnAbortedScansCountWaitsForTheScanToOpen) {
   EXPECT_TRUE(tracker.closed(0).empty());
   EXPECT_EQ(data(tracker, kScan, 0), Arrival::kLast);
   EXPECT_EQ(tracker.take(kScan).received, (std::vector<std::uint64_t>{1}));
+}
+
+// Runs (SPEC.md, "Runs of a scan at the NodeGroups"): a stray run that announces one message and
+// ends before the real run begins on the same port does not end the port's part; the real run's
+// count is taken too, and each run is counted apart.
+TEST(ScanTracker, AStrayRunBeforeTheRealRunNeverLowersWhatTheRealRunCounts) {
+  constexpr std::uint32_t kStray = 11;
+  constexpr std::uint32_t kReal = 22;
+  ScanTracker tracker(2, 1h, kOpenScans);
+  ASSERT_EQ(tracker.on_data(kScan, 0, kBytes, kSide, kSide, kStray), Arrival::kAccepted);
+  ASSERT_EQ(tracker.on_info(kScan, 0, 1, {"ng-a"}, kSide, kSide, kStray), Arrival::kAccepted);
+  // Port 0 heard only the stray run, which is over, but port 1 is not: no end marker yet.
+  EXPECT_TRUE(tracker.closed(0).empty());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(tracker.on_data(kScan, 0, kBytes, kSide, kSide, kReal), Arrival::kAccepted);
+    ASSERT_EQ(tracker.on_data(kScan, 1, kBytes, kSide, kSide, kReal), Arrival::kAccepted);
+  }
+  // The stray run's count was reached: a further message of it is late, the real run's are not.
+  EXPECT_EQ(tracker.on_data(kScan, 0, kBytes, kSide, kSide, kStray), Arrival::kLate);
+  // A repeated count touches its own run only; another count for it is refused.
+  EXPECT_EQ(tracker.on_info(kScan, 0, 1, {"ng-a"}, kSide, kSide, kStray), Arrival::kRepeated);
+  EXPECT_EQ(tracker.on_info(kScan, 0, 5, {"ng-a"}, kSide, kSide, kStray), Arrival::kConflict);
+  ASSERT_EQ(tracker.on_info(kScan, 0, 3, {"ng-a"}, kSide, kSide, kReal), Arrival::kAccepted);
+  ASSERT_EQ(tracker.on_info(kScan, 1, 3, {"ng-a"}, kSide, kSide, kReal), Arrival::kLast);
+  EXPECT_EQ(tracker.closed(0), std::vector<std::uint32_t>{kScan});
+  const ScanTracker::Arrivals arrivals = tracker.take(kScan);
+  EXPECT_FALSE(arrivals.timed_out);
+  EXPECT_EQ(arrivals.received, (std::vector<std::uint64_t>{4, 3}));
+  EXPECT_EQ(arrivals.expected, (std::vector<std::int64_t>{4, 3}));
+  ASSERT_EQ(arrivals.runs.size(), 2U);
+  ASSERT_EQ(arrivals.runs[0].size(), 2U);
+  EXPECT_EQ(arrivals.runs[0][0].run, kStray);
+  EXPECT_EQ(arrivals.runs[0][0].received, 1U);
+  EXPECT_EQ(arrivals.runs[0][1].run, kReal);
+  EXPECT_EQ(arrivals.runs[0][1].expected, 3);
+  EXPECT_EQ(arrivals.late, 1U);
+  // Finished: each run's count is remembered apart.
+  EXPECT_EQ(tracker.on_info(kScan, 0, 3, {"ng-a"}, kSide, kSide, kReal), Arrival::kRepeated);
+  EXPECT_EQ(tracker.on_info(kScan, 0, 1, {"ng-a"}, kSide, kSide, kStray), Arrival::kRepeated);
+}
+
+// Peers choose runs: at most kMaxRuns per scan and port are counted, a further run is refused.
+TEST(ScanTracker, RunsPerScanAndPortAreBounded) {
+  ScanTracker tracker(1, 1h, kOpenScans);
+  for (std::uint32_t run = 1; run <= ScanTracker::kMaxRuns; ++run) {
+    ASSERT_EQ(tracker.on_data(kScan, 0, kBytes, kSide, kSide, run), Arrival::kAccepted);
+  }
+  EXPECT_EQ(tracker.on_data(kScan, 0, kBytes, kSide, kSide, 99), Arrival::kRuns);
+  EXPECT_EQ(tracker.on_info(kScan, 0, 1, {"ng-a"}, kSide, kSide, 99), Arrival::kRuns);
+  EXPECT_EQ(tracker.on_data(kScan, 0, kBytes, kSide, kSide, 1), Arrival::kAccepted);
+  EXPECT_EQ(tracker.take(kScan).received, (std::vector<std::uint64_t>{ScanTracker::kMaxRuns + 1}));
 }

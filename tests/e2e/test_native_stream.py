@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import stempy.image as stim
-from native_sender import NativeScan, stream_native
+import zmq
+from native_sender import NativeScan, native_header, stream_native
 from support import sectorflow_command, stack_up, wait_until
 
 from sectorflow.configs import Config
@@ -140,6 +141,48 @@ def test_a_native_thread_that_sends_less_than_it_announced_is_closed_after_the_i
     assert scan_account.receivers[2].reasons == ["3 never reached the aggregator from the native receiver"]
 
 
+@pytest.mark.parametrize("after_idle", [False, True], ids=["at-once", "after-native-scan-idle"])
+def test_a_stray_native_run_before_a_scan_never_lowers_what_the_real_run_counts(native: Stack,
+                                                                               after_idle: bool) -> None:
+    # Issue 30: with native_scans_requested = false the first message of a scan opens it, whatever
+    # sent it. One stray header announcing one message opens a run of scan 7 at relay thread 0; the
+    # receivers' real scan 7 follows, while that run is open or after it closed. Each is a run of its
+    # own (the relay tags what it forwards with its run), the NodeGroups count each apart, and the
+    # real run's 1024 sectors are all counted.
+    simulator = simulator_from_config(native.config)
+    scan = NativeScan(7, 16, 16, 0, list(range(256)))
+    with zmq.Context() as context, context.socket(zmq.PUSH) as push:
+        push.setsockopt(zmq.LINGER, 5000)
+        push.connect(native.endpoints()[0])
+        push.send_multipart([native_header(7, 0, 1, 16, 16, 0, 0, 0, 0), bytes(native.config.detector.sector_bytes)])
+    wait_until(lambda: native.status("aggregator", "t0").extra["native_scans"] == 1, START_S,
+               "relay thread 0 to open the stray's run")
+    if after_idle:  # the stray's run closes after native_scan_idle_s (its thread 1 never came)
+        wait_until(lambda: native.status("aggregator", "t0").extra["open_scans"] == 0, START_S,
+                   "the stray's run to close")
+    sent = stream_native(native.endpoints(), scan, THREADS, lambda p: simulator.frame(scan.scan, p),
+                         native.config.detector.sector_rows)
+    assert sent == 1024
+    wait_until(lambda: (native.output / scan_file_name(scan.scan)).exists(), FILE_S, "scan 7's file")
+    # The stray's sector came first for frame 0, sector 0: the slot keeps it (zeros), and the real
+    # run's sector for it is a duplicate. Every other sector is the real run's.
+    counted = read_counted_scan(native.output / scan_file_name(scan.scan))
+    assert counted.missing_positions.tolist() == [] and counted.incomplete_positions.tolist() == []
+    rows = native.config.detector.sector_rows
+    for position in range(256):
+        frame = simulator.frame(scan.scan, position)
+        if position == 0:
+            frame[:rows] = 0
+        expected = stim.electron_count_frame(frame, darkreference=np.zeros(frame.shape, np.float32),
+                                             background_threshold=BACKGROUND, xray_threshold=XRAY).data[0, 0]
+        np.testing.assert_array_equal(counted.events[position], expected, err_msg=f"position {position}")
+    for group in native.client.nodegroups():
+        extra = native.status("nodegroup", group.uid).extra
+        assert (extra["malformed"], extra["late_messages"]) == (0, 0), extra
+    assert native.status("aggregator", "t0").extra["native_scans"] == 2
+
+
+
 def test_a_native_stream_with_no_nodegroup_registered_is_dropped_and_accounted_as_not_streamed(
         make_config, tmp_path: Path) -> None:
     # The detector's software starts a scan while no NodeGroup job runs: the aggregator fixes an
@@ -199,10 +242,12 @@ def test_malformed_native_headers_are_refused_and_counted_and_a_scan_still_count
         ("position", [head(x=4), payload]),
         ("sector", [head(module=1), payload]),
         ("payload", [head(), payload[:-2]]),
-        # Scan 31 opens with thread 0 announcing 4 frames; then the same thread announces 5, and
-        # another header gives the scan another shape: both contradict the scan.
+        # Scan 31 opens with thread 0 announcing 4 frames; then the same thread announces 5: where
+        # a receiver's own software starts scans (native_scans_requested = false) that begins a new
+        # run of the scan, counted apart by the NodeGroups (SPEC.md, "Runs of a scan"), not a
+        # refusal. A header giving the scan another shape contradicts it.
         (None, [head(scan=31), payload]),
-        ("scan", [head(scan=31, frame=501, frames=5, x=1), payload]),
+        (None, [head(scan=31, frame=501, frames=5, x=1), payload]),
         ("scan", [head(scan=31, frame=502, scan_x=5, x=2), payload]),
     ]
     expected: dict[str, int] = {}

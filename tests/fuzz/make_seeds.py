@@ -14,9 +14,9 @@ CORPUS = HERE / "corpus"
 
 # target -> golden files used as they are
 COPIED = {
-    "fuzz_data_header": ["data_header_v2.bin"],
+    "fuzz_data_header": ["data_header_v2.bin", "data_header_v3.bin"],
     "fuzz_native_header": ["native_header.bin"],
-    "fuzz_info_message": ["info_v1.bin"],
+    "fuzz_info_message": ["info_v1.bin", "info_v1_run.bin"],
     "fuzz_kvmsg": ["kvmsg_kvpub.frames", "kvmsg_kthxbai.frames"],
     "fuzz_kvstore_log": ["kvstore_log_v1.log"],
     "fuzz_nodegroup_record": ["nodegroup_record_v1.msgpack", "nodegroup_record_v1_stack.msgpack"],
@@ -24,7 +24,7 @@ COPIED = {
     "fuzz_acquire_request": ["acquire_request_v1.msgpack", "acquire_request_v1_routing.msgpack"],
     "fuzz_scan_request": ["scan_request_v1.msgpack"],
     "fuzz_scan_producer": ["scan_producer_v1.msgpack"],
-    "fuzz_scan_relay": ["scan_relay_v1.msgpack"],
+    "fuzz_scan_relay": ["scan_relay_v1.msgpack", "scan_relay_v1_run.msgpack"],
     "fuzz_scan_nodegroup": ["scan_nodegroup_v1.msgpack"],
     "fuzz_scan_file": ["scan_file_v1.msgpack"],
 }

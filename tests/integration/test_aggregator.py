@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgpack
 import pytest
 from aggregator_support import (SMALL, START_S, Pipeline, Standin, data_message, digest, payload,
                                 route)
@@ -79,8 +80,15 @@ def test_sectors_of_a_frame_reach_one_nodegroup_evenly_with_expected_counts(pipe
     statuses = wait_until(lambda: (s := pipeline.statuses()) and all(st.messages == 100 for st in s.values()) and s,
                           DELIVERY_S, "the statuses to count 100 messages per thread")
     assert all(st.scan == 1 and st.extra["lost"] == 0 and st.extra["malformed"] == 0 for st in statuses.values())
+    # Relay thread 0 forwards every header as version 3 with its run of the scan, and announces its
+    # counts for that run (SPEC.md, "Runs of a scan at the NodeGroups").
+    forwarded = [l for uid in routing for l in pipeline.standins[uid].data(1) if l["thread"] == 0]
+    runs = {tuple(l["header"][:1]) + (l["header"][9],) for l in forwarded}
+    assert len(runs) == 1 and next(iter(runs))[0] == 3, runs
+    run = next(iter(runs))[1]
+    assert [i["info"]["run"] for i in info0] == [run]
     sent = [data_message(pipeline.config, 1, 10, 10, f, 0, f % 2) for f in range(100)]
-    assert statuses[0].bytes == sum(len(header) + len(data) for header, data in sent)
+    assert statuses[0].bytes == sum(len(header) + len(msgpack.packb(run)) + len(data) for header, data in sent)
 
 
 def test_consecutive_and_overlapping_scans_follow_changing_nodegroups(pipeline: Pipeline) -> None:

@@ -62,6 +62,16 @@ def test_golden_header_bytes_decode_and_reencode_identically() -> None:
     assert encode_header(GOLDEN_HEADER) == golden
 
 
+def test_a_relays_header_carries_its_run_as_version_3() -> None:
+    # What a relay thread sends the NodeGroups (SPEC.md, "Runs of a scan at the NodeGroups").
+    golden = (DATA / "data_header_v3.bin").read_bytes()
+    assert msgpack.unpackb(golden) == [3, *header_list()[1:], 305419896]
+    header = decode_header(golden)
+    assert header.run == 305419896 and peek_frame(golden) == (7, 5001234)
+    assert encode_header(header) == golden
+    assert decode_header((DATA / "data_header_v2.bin").read_bytes()).run == 0
+
+
 def test_peek_frame_reads_scan_and_frame_number() -> None:
     assert peek_frame(encode_header(GOLDEN_HEADER)) == (7, 5001234)
 
@@ -80,8 +90,12 @@ def test_header_position_is_scan_major() -> None:
         (b"\xc1", "not valid msgpack"),
         (b"", "not valid msgpack"),
         (msgpack.packb({"version": 1}), "expected a msgpack array, got a map"),
-        (msgpack.packb(header_list()[:-1]), "expected 9 fields, got 8"),
-        (msgpack.packb(header_list() + [0]), "expected 9 fields, got 10"),
+        (msgpack.packb(header_list()[:-1]), "expected 9 or 10 fields, got 8"),
+        (msgpack.packb(header_list() + [0, 0]), "expected 9 or 10 fields, got 11"),
+        # Ten fields are a version-3 header (with the run), nine a version-2 one.
+        (msgpack.packb(header_list() + [0]), "field 'version' (index 0): expected 3, got 2 (in a header of 10 fields)"),
+        (msgpack.packb(header_list(version=3)), "field 'version' (index 0): expected 2, got 3 (in a header of 9 fields)"),
+        (msgpack.packb(header_list(version=3) + [2**32]), "field 'run' (index 9): expected a value below 2^32"),
         (msgpack.packb(header_list(version=1)), "field 'version' (index 0): expected 2, got 1"),
         (msgpack.packb(header_list(scan_number="7")), "field 'scan_number' (index 1): expected an unsigned integer, got a string"),
         (msgpack.packb(header_list(frame_number=-1)), "field 'frame_number' (index 2): expected an unsigned integer, got a negative integer"),
@@ -153,6 +167,16 @@ def test_geometry_places_sectors_row_major() -> None:
 def test_info_round_trips_between_cpp_and_plain_msgpack() -> None:
     assert msgpack.unpackb(encode_info(GOLDEN_INFO)) == info_dict()
     assert decode_info(msgpack.packb(info_dict())) == GOLDEN_INFO
+
+
+def test_an_info_carries_its_run_when_it_has_one() -> None:
+    golden = (DATA / "info_v1_run.bin").read_bytes()
+    assert msgpack.unpackb(golden) == {**info_dict(), "run": 305419896}
+    info = decode_info(golden)
+    assert info.run == 305419896 and encode_info(info) == golden
+    assert decode_info((DATA / "info_v1.bin").read_bytes()).run == 0
+    with pytest.raises(ProtocolError, match=re.escape("field 'run'")):
+        decode_info(msgpack.packb({**info_dict(), "run": -1}))
 
 
 def test_golden_info_bytes_decode_and_reencode_identically() -> None:

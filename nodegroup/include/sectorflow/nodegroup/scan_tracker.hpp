@@ -17,6 +17,13 @@
 // An aborted scan (sectorflow abort) closes by what its relay threads forwarded instead of what
 // the producers announced: once relay thread r closed it, r's part here is over when the messages
 // r forwarded to this NodeGroup have come (close_at), without waiting for the timeout. Thread-safe.
+//
+// Runs (SPEC.md, "Runs of a scan at the NodeGroups"): a relay thread tags each message and count
+// with its run of the scan, and the tracker counts each (scan, port, run) apart, at most kMaxRuns
+// per scan and port: a run's count is taken once and ends that run only, so what a stray run (or a
+// restarted relay's) announces never ends the real run's part. A port whose every run heard is over
+// by its count may still hear another run (the real run after a stray's), so its end marker waits
+// until every port of the scan is over; a port timed out, closed by an abort or evicted ends at once.
 #pragma once
 
 #include <chrono>
@@ -46,15 +53,20 @@ class ScanTracker {
     kFull,      ///< a new scan while every slot holds a scan being finished: refused
     kRepeated,  ///< an info with the count r already had (a restarted aggregator resends it): no change
     kConflict,  ///< an info with another count than r already had: refused, the first one stands
+    kRuns,      ///< a run beyond kMaxRuns of the scan on this port: refused
   };
-  /// A data message of `scan` (of shape scan_x x scan_y) on port `receiver`.
+  /// Runs of one scan counted per port; a further run's messages are refused (kRuns).
+  static constexpr std::size_t kMaxRuns = 4;
+  /// A data message of `scan` (of shape scan_x x scan_y) on port `receiver`, of relay run `run`.
+  /// kLast if it ends r's part (the scan is over on every port, or r's abort count is reached).
   Arrival on_data(std::uint32_t scan, std::uint32_t receiver, std::uint64_t bytes, std::uint32_t scan_x,
-                  std::uint32_t scan_y);
-  /// An info message: r's expected count, the routing list and the scan shape. kLast if r's part
-  /// is now over. A second info for r is idempotent: the same count again (a restarted aggregator
-  /// resends what it announced, even after r's part is over) is kRepeated, another count kConflict.
+                  std::uint32_t scan_y, std::uint32_t run = 0);
+  /// An info message: run `run`'s expected count on port r, the routing list and the scan shape.
+  /// kLast if r's part is now over. A second info for (r, run) is idempotent: the same count again
+  /// (a restarted aggregator resends what it announced, even after r's part is over) is kRepeated,
+  /// another count kConflict.
   Arrival on_info(std::uint32_t scan, std::uint32_t receiver, std::uint64_t expected, std::vector<std::string> routing,
-                  std::uint32_t scan_x, std::uint32_t scan_y);
+                  std::uint32_t scan_x, std::uint32_t scan_y, std::uint32_t run = 0);
   /// Scans whose part of `receiver` is not over but whose last message is older than the timeout,
   /// or that were evicted: their part of r is now over (timed out). The caller sends their end
   /// markers.
@@ -65,15 +77,23 @@ class ScanTracker {
   /// a scan not open yet (its first message is still on the way), bounded like the open scans; a
   /// finished scan ignores it.
   void close_at(std::uint32_t scan, std::uint32_t receiver, std::uint64_t forwarded);
-  /// Scans whose part of `receiver` is now over by their close_at() count (not timed out). The
-  /// caller sends their end markers.
+  /// Scans whose part of `receiver` is now over by their close_at() count, or by the counts of
+  /// its runs now that every port of the scan is over (not timed out). The caller sends their end
+  /// markers.
   std::vector<std::uint32_t> closed(std::uint32_t receiver);
 
   /// What the receivers learnt about a scan, removed from the tracker (the scan becomes finished).
+  /// One run's count on one port.
+  struct RunCount {
+    std::uint32_t run = 0;
+    std::int64_t expected = -1;  ///< -1 until its info came
+    std::uint64_t received = 0;
+  };
   struct Arrivals {
     std::vector<std::string> routing;
-    std::vector<std::int64_t> expected;  ///< -1 where no info came
-    std::vector<std::uint64_t> received;
+    std::vector<std::int64_t> expected;  ///< per port, summed over its runs; -1 where a run's info is missing
+    std::vector<std::uint64_t> received;  ///< per port, summed over its runs
+    std::vector<std::vector<RunCount>> runs;  ///< per port: each run heard, in arrival order
     std::uint64_t bytes = 0;
     std::uint64_t late = 0;  ///< data that came on a port after its part was over, dropped
     bool timed_out = false;
@@ -103,9 +123,10 @@ class ScanTracker {
     std::uint32_t scan_x = 0;
     std::uint32_t scan_y = 0;
     std::vector<std::string> routing;
-    std::vector<std::int64_t> expected;
-    std::vector<std::uint64_t> received;
-    std::vector<bool> over;
+    std::vector<std::vector<RunCount>> runs;  ///< per port
+    std::vector<std::uint64_t> received;      ///< per port, summed over its runs
+    std::vector<bool> forced;  ///< per port: over by timeout, abort count or eviction (final)
+    std::vector<bool> ended;   ///< per port: its end marker is sent; what comes after is late
     std::uint64_t bytes = 0;
     std::uint64_t late = 0;
     bool timed_out = false;
@@ -115,7 +136,11 @@ class ScanTracker {
     double first_message_s = 0.0;
     double last_message_s = 0.0;
 
+    /// Port r's part is over: forced, or every run heard on it reached its count.
+    bool over(std::uint32_t r) const;
     bool all_over() const;
+    /// The run `run` on port r, added if new; null if r holds kMaxRuns others.
+    RunCount* run_of(std::uint32_t r, std::uint32_t run);
     /// Whether port r's part is over by its close_at() count.
     bool closing(std::uint32_t r) const {
       return close_at[r] >= 0 && received[r] >= static_cast<std::uint64_t>(close_at[r]);
@@ -125,6 +150,9 @@ class ScanTracker {
   Scan* scan_locked(std::uint32_t scan, std::uint32_t receiver, std::uint32_t scan_x, std::uint32_t scan_y);
   void evict_oldest_live_locked();
   bool finished_locked(std::uint32_t scan) const;
+  /// After an accepted message or count on port `receiver` (not ended yet): whether its part ends
+  /// now; marks it ended if so.
+  static bool end_locked(Scan& s, std::uint32_t receiver);
 
   std::uint32_t receivers_;
   std::chrono::milliseconds timeout_;
@@ -137,7 +165,7 @@ class ScanTracker {
   // repeated info of a finished scan is recognised as such, not counted late).
   struct Finished {
     std::uint64_t late = 0;
-    std::vector<std::int64_t> expected;
+    std::vector<std::vector<RunCount>> runs;  ///< per port
   };
   std::map<std::uint32_t, Finished> finished_;
   /// close_at() counts of scans not open yet (per port, -1 for none), applied when they open.

@@ -3,6 +3,7 @@
 //   frame 1, header: msgpack array of kDataHeaderFields unsigned integers, in this order:
 //     [0] version (kDataHeaderVersion)   [1] scan_number   [2] frame_number   [3] sector
 //     [4] scan_x   [5] scan_y            [6] position_x    [7] position_y     [8] thread_id
+//     version 3 only: [9] run (the relay thread's run of the scan, SPEC.md "Runs of a scan")
 //   frame 2, payload: the sector's pixels, C order, exactly Geometry::sector_bytes() bytes.
 //
 // A receiver tells a data message from an info message by its part count (two against one).
@@ -18,7 +19,10 @@
 namespace sectorflow::protocol {
 
 /// 2: the frame number is the detector's frame counter, no longer the flat position (version 1).
+/// What producers send (a header with run 0 encodes as version 2).
 inline constexpr std::uint32_t kDataHeaderVersion = 2;
+/// 3: version 2 and the run (field 9): what a relay thread sends to the NodeGroups.
+inline constexpr std::uint32_t kDataHeaderRunVersion = 3;
 
 /// Positions of the header fields in the msgpack array.
 enum DataHeaderField : std::size_t {
@@ -31,7 +35,9 @@ enum DataHeaderField : std::size_t {
   kFieldPositionX,
   kFieldPositionY,
   kFieldThreadId,
-  kDataHeaderFields
+  kDataHeaderFields,
+  kFieldRun = kDataHeaderFields,  ///< version 3 only
+  kDataHeaderRunFields
 };
 
 struct DataHeader {
@@ -45,6 +51,9 @@ struct DataHeader {
   std::uint32_t position_x = 0;
   std::uint32_t position_y = 0;
   std::uint32_t thread_id = 0;  ///< producer thread that sent it
+  /// The relay thread's run of the scan this message is of (random, never 0); 0: none given (a
+  /// version-2 header, as producers send).
+  std::uint32_t run = 0;
 
   /// Flat probe position, scan-major (position_y * scan_x + position_x).
   std::uint64_t position() const { return std::uint64_t{position_y} * scan_x + position_x; }
@@ -53,7 +62,8 @@ struct DataHeader {
   bool operator==(const DataHeader& other) const;
 };
 
-/// Encodes a header; the result is the first frame of a data message.
+/// Encodes a header; the result is the first frame of a data message: version 2 for run 0, else
+/// version 3 with the run.
 std::string encode_header(const DataHeader& header);
 
 /// Decodes and validates a header on its own: type, field count, version, integer ranges

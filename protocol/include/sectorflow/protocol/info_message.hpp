@@ -2,7 +2,9 @@
 //   { "version": kInfoVersion, "kind": "info", "scan_number": u32, "receiver": u32,
 //     "thread_id": u32, "scan_x": u32, "scan_y": u32,
 //     "routing": [uid, ...],            // sorted NodeGroup UIDs fixed for this scan
-//     "counts": { uid: u64, ... } }     // messages the sender will send (or forward) to each UID
+//     "counts": { uid: u64, ... },      // messages the sender will send (or forward) to each UID
+//     "run": u32 }                      // optional: the relay thread's run the counts are of
+//                                       // (SPEC.md "Runs of a scan"); absent: 0, none given
 // A producer thread sends one before its data; the aggregator forwards one per NodeGroup, whose
 // counts are the sums over the receiver's producer threads.
 #pragma once
@@ -25,6 +27,8 @@ struct InfoMessage {
   std::uint32_t scan_y = 0;
   std::vector<std::string> routing;
   std::map<std::string, std::uint64_t> counts;
+  /// The relay thread's run of the scan the counts are of; 0 (not encoded): none given.
+  std::uint32_t run = 0;
 
   bool operator==(const InfoMessage& other) const;
 };

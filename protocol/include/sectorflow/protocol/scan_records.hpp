@@ -97,6 +97,8 @@ struct RelayScanRecord {
   std::map<std::string, std::uint64_t> lost;      ///< per NodeGroup: dropped, it was gone or dead
   std::vector<std::string> dead;                  ///< NodeGroups declared dead for this scan
   double updated_s = 0.0;
+  /// The relay thread's run of the scan (SPEC.md "Runs of a scan"); 0 (not encoded): none given.
+  std::uint32_t run = 0;
 
   std::string encode() const;
   static RelayScanRecord decode(std::string_view bytes);

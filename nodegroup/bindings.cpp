@@ -291,6 +291,7 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("uncounted_frames", &ScanResult::uncounted_frames)
       .def_readonly("expected", &ScanResult::expected)
       .def_readonly("received", &ScanResult::received)
+      .def_readonly("runs", &ScanResult::runs)
       .def_readonly("timed_out", &ScanResult::timed_out)
       .def_readonly("evicted", &ScanResult::evicted)
       .def_readonly("bytes", &ScanResult::bytes)

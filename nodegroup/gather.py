@@ -35,7 +35,9 @@ Metadata beyond stempy's:
   carries none (the earlier file's frames have none to merge); a part file of this job's parts
   alone carries theirs.
 - ``/metadata/nodegroups/<uid>`` attrs: per NodeGroup rank, host, expected and received messages
-  per aggregator thread (-1: no info came), timed_out, frame counts and its own thresholds.
+  per aggregator thread (-1: no info came), timed_out, frame counts and its own thresholds, and
+  when some port heard more than one run of the scan (a stray's, a restarted relay's) ``runs``:
+  rows of (port, run, expected, received), each run counted apart.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from sectorflow.counting import (
     write_counted_scan,
 )
 from sectorflow.errors import SectorflowError
-from sectorflow.protocol import OUTCOME_ABORTED, NodeGroupScanRecord, ScanFileRecord
+from sectorflow.protocol import OUTCOME_ABORTED, NodeGroupScanRecord, PortRun, ScanFileRecord
 
 from .output_dir import counted_files, next_part, scan_file_name
 
@@ -97,6 +99,9 @@ class GroupResult:
     counts: dict[str, int] = field(default_factory=dict)
     sectors_counted: list[int] = field(default_factory=list)  # per receiver, in the frames counted
     evicted: bool = False
+    # Every run heard, (port, run, expected, received), when some port heard more than one (a
+    # stray's, a restarted relay's: protocol SPEC "Runs of a scan at the NodeGroups"); else empty.
+    runs: list[tuple[int, int, int, int]] = field(default_factory=list)
     first_message_s: float = 0.0
     last_message_s: float = 0.0
     finished_s: float = 0.0
@@ -129,7 +134,8 @@ class GroupResult:
                 "duplicate_sectors": result.duplicate_sectors, "evicted_frames": result.evicted_frames,
             },
             sectors_counted=[int(n) for n in result.sectors_counted],
-            evicted=result.evicted, first_message_s=result.first_message_s, last_message_s=result.last_message_s,
+            evicted=result.evicted, runs=[(r.port, r.run, r.expected, r.received) for r in result.runs],
+            first_message_s=result.first_message_s, last_message_s=result.last_message_s,
             finished_s=result.finished_s, **_outputs_of(result, plan),
         )
 
@@ -140,6 +146,8 @@ class GroupResult:
             frames_complete=int(self.counts["frames_complete"]), frames_incomplete=int(self.counts["frames_incomplete"]),
             sectors_counted=int(sum(self.sectors_counted)), late=int(self.counts["late_messages"]),
             duplicates=int(self.counts["duplicate_sectors"]), timed_out=bool(self.timed_out), updated_s=time.time(),
+            runs=[PortRun(port=port, run=run, expected=expected, received=received)
+                  for port, run, expected, received in self.runs],
         )
 
     def describe(self) -> str:
@@ -517,6 +525,8 @@ class ScanGatherer:
                     "expected": np.asarray(r.expected, dtype=np.int64),
                     "received": np.asarray(r.received, dtype=np.int64), "bytes": np.int64(r.bytes),
                     "threshold_error": r.threshold_error,
+                    # (port, run, expected, received) rows, only when some port heard several runs.
+                    **({"runs": np.asarray(r.runs, dtype=np.int64)} if r.runs else {}),
                     **{k: np.int64(v) for k, v in r.counts.items()},
                     **{k: r.statistics[k] for k in ("background_threshold", "x_ray_threshold") if k in r.statistics},
                 }

@@ -313,6 +313,33 @@ def bridge_last_scan(extra: Mapping[str, Any]) -> str:
     return "not served (no client at its start, or the client went or was too slow)"
 
 
+def _run_name(run: int) -> str:
+    return f"run {run:08x}" if run else "run 0 (a sender that names no run)"
+
+
+def _runs_notes(uid: str, part: _records.NodeGroupScanRecord,
+                relays: Mapping[int, _records.RelayScanRecord]) -> list[str]:
+    """One note per port of a NodeGroup that heard more than one run of the scan: each run's count,
+    and which one the relay thread recorded (the others are a stray's or a restarted relay's)."""
+    by_port: dict[int, list[_records.PortRun]] = {}
+    for run in part.runs:
+        by_port.setdefault(run.port, []).append(run)
+    notes = []
+    for port, runs in sorted(by_port.items()):
+        if len(runs) < 2:
+            continue
+        relay = relays.get(port)
+        relayed = relay.run if relay is not None else 0
+        described = []
+        for run in runs:
+            count = ", no count came" if run.expected < 0 else f" of {run.expected}"
+            whose = " (the relay's)" if run.run == relayed and relayed else ""
+            described.append(f"{_run_name(run.run)}{whose}: {run.received} received{count}")
+        notes.append(f"NodeGroup {uid}, port {port}: {len(runs)} runs of this scan, each counted apart: "
+                     + "; ".join(described))
+    return notes
+
+
 def account(records: ScanRecords, nodegroups_gone: bool = False,
             producers_gone: Set[tuple[int, int]] = frozenset(), full: str = "") -> ScanAccount:
     """The account of a scan from its records.
@@ -354,6 +381,7 @@ def account(records: ScanRecords, nodegroups_gone: bool = False,
         if part.timed_out or part.late or part.duplicates:
             result.notes.append(f"NodeGroup {uid}: {'timed out, ' if part.timed_out else ''}{part.late} late, "
                                 f"{part.duplicates} duplicate sectors dropped")
+        result.notes.extend(_runs_notes(uid, part, records.relays))
     producers_done = producers_final(records, producers_gone)
     if fallback:
         done = producers_done

@@ -1,5 +1,6 @@
 // Python face of the scan records (scan_records.hpp): key builders and the five records with the
 // same codecs as the C++ services. Records are built by keyword, each field by its C++ name.
+#include <pybind11/operators.h>
 #include <pybind11/stl.h>
 
 #include <utility>
@@ -115,17 +116,33 @@ void bind_relay_record(py::module_& m) {
 }
 
 void bind_nodegroup_record(py::module_& m) {
+  py::class_<PortRun>(m, "PortRun", "One run of a scan heard on one port of a NodeGroup.")
+      .def(py::init([](std::uint32_t port, std::uint32_t run, std::int64_t expected, std::uint64_t received) {
+             return PortRun{port, run, expected, received};
+           }),
+           py::kw_only(), py::arg("port"), py::arg("run"), py::arg("expected"), py::arg("received"))
+      .def_readwrite("port", &PortRun::port)
+      .def_readwrite("run", &PortRun::run, "the relay thread's run; 0: a sender that names none")
+      .def_readwrite("expected", &PortRun::expected, "-1: no info of this run came")
+      .def_readwrite("received", &PortRun::received)
+      .def(py::self == py::self)
+      .def("__repr__", [](const PortRun& r) {
+        return "PortRun(port=" + std::to_string(r.port) + ", run=" + std::to_string(r.run) +
+               ", expected=" + std::to_string(r.expected) + ", received=" + std::to_string(r.received) + ")";
+      });
   py::class_<NodeGroupScanRecord> cls(m, "NodeGroupScanRecord",
                                       "scans/<n>/nodegroup/<uid>: one NodeGroup's account of its part.");
   cls.def(py::init([](std::string uid, std::vector<std::int64_t> expected, std::vector<std::uint64_t> received,
                       std::uint64_t frames_complete, std::uint64_t frames_incomplete, std::uint64_t sectors_counted,
-                      std::uint64_t late, std::uint64_t duplicates, bool timed_out, double updated_s) {
+                      std::uint64_t late, std::uint64_t duplicates, bool timed_out, double updated_s,
+                      std::vector<PortRun> runs) {
             return NodeGroupScanRecord{std::move(uid), std::move(expected), std::move(received), frames_complete,
-                                       frames_incomplete, sectors_counted, late, duplicates, timed_out, updated_s};
+                                       frames_incomplete, sectors_counted, late, duplicates, timed_out, updated_s,
+                                       std::move(runs)};
           }),
           py::kw_only(), py::arg("uid"), py::arg("expected"), py::arg("received"), py::arg("frames_complete"),
           py::arg("frames_incomplete"), py::arg("sectors_counted"), py::arg("late"), py::arg("duplicates"),
-          py::arg("timed_out"), py::arg("updated_s"))
+          py::arg("timed_out"), py::arg("updated_s"), py::arg("runs") = std::vector<PortRun>{})
       .def_readwrite("uid", &NodeGroupScanRecord::uid)
       .def_readwrite("expected", &NodeGroupScanRecord::expected)
       .def_readwrite("received", &NodeGroupScanRecord::received)
@@ -135,7 +152,9 @@ void bind_nodegroup_record(py::module_& m) {
       .def_readwrite("late", &NodeGroupScanRecord::late)
       .def_readwrite("duplicates", &NodeGroupScanRecord::duplicates)
       .def_readwrite("timed_out", &NodeGroupScanRecord::timed_out)
-      .def_readwrite("updated_s", &NodeGroupScanRecord::updated_s);
+      .def_readwrite("updated_s", &NodeGroupScanRecord::updated_s)
+      .def_readwrite("runs", &NodeGroupScanRecord::runs,
+                     "every run heard per port when some port heard more than one; [] otherwise");
   codec(cls);
 }
 

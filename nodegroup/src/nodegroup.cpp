@@ -131,6 +131,15 @@ void NodeGroup::worker_finished(std::uint32_t scan, ScanResult&& part) {
   result.routing = std::move(arrivals.routing);
   result.expected = std::move(arrivals.expected);
   result.received = std::move(arrivals.received);
+  const bool several_runs = std::any_of(arrivals.runs.begin(), arrivals.runs.end(),
+                                        [](const auto& port_runs) { return port_runs.size() > 1; });
+  if (several_runs) {
+    for (std::uint32_t port = 0; port < arrivals.runs.size(); ++port) {
+      for (const ScanTracker::RunCount& run : arrivals.runs[port]) {
+        result.runs.push_back(protocol::PortRun{port, run.run, run.expected, run.received});
+      }
+    }
+  }
   result.bytes = arrivals.bytes;
   result.timed_out = arrivals.timed_out;
   result.evicted = arrivals.evicted;

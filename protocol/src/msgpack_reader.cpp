@@ -204,6 +204,16 @@ void MapPacker::field(std::string_view key, const std::vector<std::int64_t>& val
   ++written_;
 }
 
+void MapPacker::field(std::string_view key, const std::vector<std::vector<std::int64_t>>& rows) {
+  pack_key(packer_, key);
+  packer_.pack_array(static_cast<std::uint32_t>(rows.size()));
+  for (const std::vector<std::int64_t>& row : rows) {
+    packer_.pack_array(static_cast<std::uint32_t>(row.size()));
+    for (const std::int64_t value : row) packer_.pack_int64(value);
+  }
+  ++written_;
+}
+
 void MapPacker::field(std::string_view key, const std::map<std::string, std::uint64_t>& values) {
   pack_key(packer_, key);
   packer_.pack_map(static_cast<std::uint32_t>(values.size()));
@@ -410,6 +420,25 @@ std::vector<std::uint64_t> MsgpackMap::unsigned_ints(const std::string& key, std
   return values;
 }
 
+namespace {
+
+/// The elements of `array` as counts or -1; `fail` gets what is wrong with element i.
+template <typename Fail>
+std::vector<std::int64_t> counts_or_unknown_of(const msgpack::object_array& array, const Fail& fail) {
+  std::vector<std::int64_t> values;
+  for (std::uint32_t i = 0; i < array.size; ++i) {
+    const msgpack::object& element = array.ptr[i];
+    const bool count = element.type == msgpack::type::POSITIVE_INTEGER &&
+                       element.via.u64 <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    const bool unknown = element.type == msgpack::type::NEGATIVE_INTEGER && element.via.i64 == -1;
+    if (!count && !unknown) fail(i, element);
+    values.push_back(count ? static_cast<std::int64_t>(element.via.u64) : -1);
+  }
+  return values;
+}
+
+}  // namespace
+
 std::vector<std::int64_t> MsgpackMap::counts_or_unknown(const std::string& key, std::size_t max_count) const {
   const msgpack::object& object = get(key);
   if (object.type != msgpack::type::ARRAY) fail(about(key) + ": expected an array of integers, got " + type_name(object));
@@ -417,18 +446,31 @@ std::vector<std::int64_t> MsgpackMap::counts_or_unknown(const std::string& key, 
     fail(about(key) + ": " + std::to_string(object.via.array.size) + " elements, expected at most " +
          std::to_string(max_count));
   }
-  std::vector<std::int64_t> values;
-  for (std::uint32_t i = 0; i < object.via.array.size; ++i) {
-    const msgpack::object& element = object.via.array.ptr[i];
-    const bool count = element.type == msgpack::type::POSITIVE_INTEGER &&
-                       element.via.u64 <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-    const bool unknown = element.type == msgpack::type::NEGATIVE_INTEGER && element.via.i64 == -1;
-    if (!count && !unknown) {
-      fail(about(key) + ": element " + std::to_string(i) + " is " + type_name(element) + ", expected a count or -1");
-    }
-    values.push_back(count ? static_cast<std::int64_t>(element.via.u64) : -1);
+  return counts_or_unknown_of(object.via.array, [&](std::uint32_t i, const msgpack::object& element) {
+    fail(about(key) + ": element " + std::to_string(i) + " is " + type_name(element) + ", expected a count or -1");
+  });
+}
+
+std::vector<std::vector<std::int64_t>> MsgpackMap::count_rows(const std::string& key, std::size_t max_rows,
+                                                              std::size_t width) const {
+  const msgpack::object& object = get(key);
+  if (object.type != msgpack::type::ARRAY) fail(about(key) + ": expected an array of arrays, got " + type_name(object));
+  if (object.via.array.size > max_rows) {
+    fail(about(key) + ": " + std::to_string(object.via.array.size) + " elements, expected at most " +
+         std::to_string(max_rows));
   }
-  return values;
+  std::vector<std::vector<std::int64_t>> rows;
+  for (std::uint32_t r = 0; r < object.via.array.size; ++r) {
+    const msgpack::object& row = object.via.array.ptr[r];
+    const std::string where = about(key) + ": element " + std::to_string(r);
+    if (row.type != msgpack::type::ARRAY || row.via.array.size != width) {
+      fail(where + " is " + type_name(row) + ", expected an array of " + std::to_string(width) + " integers");
+    }
+    rows.push_back(counts_or_unknown_of(row.via.array, [&](std::uint32_t i, const msgpack::object& element) {
+      fail(where + ", item " + std::to_string(i) + " is " + type_name(element) + ", expected a count or -1");
+    }));
+  }
+  return rows;
 }
 
 void MsgpackMap::reject_unknown(const std::vector<std::string_view>& known) const {

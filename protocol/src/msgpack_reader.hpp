@@ -79,6 +79,9 @@ class MsgpackMap {
   std::vector<std::uint64_t> unsigned_ints(const std::string& key, std::size_t max_count, std::uint64_t max) const;
   /// At most `max_count` integers from -1 up.
   std::vector<std::int64_t> counts_or_unknown(const std::string& key, std::size_t max_count) const;
+  /// At most `max_rows` arrays of exactly `width` integers from -1 up each.
+  std::vector<std::vector<std::int64_t>> count_rows(const std::string& key, std::size_t max_rows,
+                                                    std::size_t width) const;
   /// Throws ProtocolError if a field outside `known` is present.
   void reject_unknown(const std::vector<std::string_view>& known) const;
   const std::map<std::string, const msgpack::object*>& fields() const { return fields_; }
@@ -108,6 +111,7 @@ class MapPacker {
   void field(std::string_view key, const std::vector<std::string>& values);
   void field(std::string_view key, const std::vector<std::uint64_t>& values);
   void field(std::string_view key, const std::vector<std::int64_t>& values);
+  void field(std::string_view key, const std::vector<std::vector<std::int64_t>>& rows);
   void field(std::string_view key, const std::map<std::string, std::uint64_t>& values);
   /// The encoded map; throws std::logic_error if fewer or more fields were written than declared.
   std::string bytes() const;

@@ -1,5 +1,6 @@
 #include "sectorflow/protocol/scan_records.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
@@ -18,6 +19,7 @@ namespace {
 
 constexpr std::uint64_t kU64 = std::numeric_limits<std::uint64_t>::max();
 constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
+constexpr std::uint64_t kI64 = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
 /// Parts written beside a scan's file: a few late parts at most, or something is wrong upstream.
 constexpr std::size_t kMaxExtraPaths = 16;
 
@@ -31,7 +33,9 @@ constexpr std::string_view kRelayFields[] = {"version", "thread", "complete", "f
                                              "updated_s", "run"};
 constexpr std::string_view kNodeGroupFields[] = {"version", "uid", "expected", "received", "frames_complete",
                                                  "frames_incomplete", "sectors_counted", "late", "duplicates",
-                                                 "timed_out", "updated_s"};
+                                                 "timed_out", "updated_s", "runs"};
+/// The fields of one run of "runs" in a NodeGroup record: [port, run, expected, received].
+constexpr std::size_t kPortRunWidth = 4;
 constexpr std::string_view kFileFields[] = {"version", "outcome", "path", "extra_paths", "positions",
                                             "frames_written", "positions_missing", "sectors_counted", "reason",
                                             "written_s"};
@@ -260,7 +264,9 @@ std::string NodeGroupScanRecord::encode() const {
   }
   check_size("NodeGroupScanRecord: ports expected", expected.size(), kMaxPorts);
   check_size("NodeGroupScanRecord: ports received", received.size(), kMaxPorts);
-  detail::MapPacker packer(std::size(kNodeGroupFields), kSchemaVersion);
+  check_size("NodeGroupScanRecord: runs", runs.size(), kMaxPorts * kMaxRunsPerPort);
+  // "runs" only when a port heard more than one: a record without it reads as before.
+  detail::MapPacker packer(std::size(kNodeGroupFields) - (runs.empty() ? 1 : 0), kSchemaVersion);
   packer.field("uid", uid);
   packer.field("expected", expected);
   packer.field("received", received);
@@ -271,6 +277,14 @@ std::string NodeGroupScanRecord::encode() const {
   packer.field("duplicates", duplicates);
   packer.field("timed_out", timed_out);
   packer.field("updated_s", updated_s);
+  if (!runs.empty()) {
+    std::vector<std::vector<std::int64_t>> rows;
+    for (const PortRun& run : runs) {
+      rows.push_back({std::int64_t{run.port}, std::int64_t{run.run}, run.expected,
+                      static_cast<std::int64_t>(std::min<std::uint64_t>(run.received, kI64))});
+    }
+    packer.field("runs", rows);
+  }
   return packer.bytes();
 }
 
@@ -289,13 +303,29 @@ NodeGroupScanRecord NodeGroupScanRecord::decode(std::string_view bytes) {
   record.duplicates = map.unsigned_int("duplicates", kU64);
   record.timed_out = map.boolean("timed_out");
   record.updated_s = seconds(map, "updated_s");
+  if (map.has("runs")) {
+    const auto rows = map.count_rows("runs", kMaxPorts * kMaxRunsPerPort, kPortRunWidth);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::vector<std::int64_t>& row = rows[i];
+      const std::string which = map.about("runs") + ": run " + std::to_string(i);
+      // Only the expected count may be unknown (-1); the port must be one the record counts.
+      if (row[0] < 0 || static_cast<std::uint64_t>(row[0]) >= record.expected.size()) {
+        map.fail(which + ": port " + std::to_string(row[0]) + " is not one of the record's " +
+                 std::to_string(record.expected.size()) + " ports");
+      }
+      if (row[1] < 0 || static_cast<std::uint64_t>(row[1]) > kU32) map.fail(which + ": run is not a uint32");
+      if (row[3] < 0) map.fail(which + ": received is not a count");
+      record.runs.push_back(PortRun{static_cast<std::uint32_t>(row[0]), static_cast<std::uint32_t>(row[1]), row[2],
+                                    static_cast<std::uint64_t>(row[3])});
+    }
+  }
   return record;
 }
 
 bool NodeGroupScanRecord::operator==(const NodeGroupScanRecord& o) const {
   return uid == o.uid && expected == o.expected && received == o.received && frames_complete == o.frames_complete &&
          frames_incomplete == o.frames_incomplete && sectors_counted == o.sectors_counted && late == o.late &&
-         duplicates == o.duplicates && timed_out == o.timed_out && updated_s == o.updated_s;
+         duplicates == o.duplicates && timed_out == o.timed_out && updated_s == o.updated_s && runs == o.runs;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -44,6 +44,10 @@ TEST(ScanRecords, EveryRecordRoundTrips) {
 
   const sp::NodeGroupScanRecord nodegroup{"ng-a", {100, -1}, {100, 3}, 98, 2, 395, 1, 0, true, 1700000003.0};
   EXPECT_EQ(sp::NodeGroupScanRecord::decode(nodegroup.encode()), nodegroup);
+  sp::NodeGroupScanRecord runs = nodegroup;
+  runs.runs = {{0, 7, 1, 1}, {0, 9, 99, 99}, {1, 0, -1, 3}};
+  EXPECT_EQ(sp::NodeGroupScanRecord::decode(runs.encode()), runs);
+  EXPECT_GT(runs.encode().size(), nodegroup.encode().size());  // no runs: the record is as before
 
   const sp::ScanFileRecord file{std::string(sp::kOutcomeIncomplete), "/out/FOURD_0000000007_counted.h5", {}, 8192,
                                 8190, 2, {8190, 8190, 8189, 8190}, "2 positions never arrived", 1700000004.0};
@@ -81,6 +85,20 @@ TEST(ScanRecords, DecodersRefuseWhatTheContractDoesNot) {
   sp::RelayScanRecord relay{0, true, {}, {}, {"ng/a"}, 1.0};
   EXPECT_TRUE(refused(sp::RelayScanRecord::decode, relay.encode(), "must be non-empty and hold no '/'"));
 
+  // A run on a port the record does not count, a received count of -1, a run row of 3 fields.
+  sp::NodeGroupScanRecord nodegroup{"ng-a", {1, 1}, {1, 1}, 1, 0, 2, 0, 0, false, 1.0, {{2, 5, 1, 1}}};
+  EXPECT_TRUE(refused(sp::NodeGroupScanRecord::decode, nodegroup.encode(), "port 2 is not one of the record's 2 ports"));
+  nodegroup.runs = {{1, 5, 1, 1}};
+  std::string runs = nodegroup.encode();
+  runs.back() = static_cast<char>(0xff);  // the last run's received: -1
+  EXPECT_TRUE(refused(sp::NodeGroupScanRecord::decode, runs, "received is not a count"));
+  runs = nodegroup.encode();
+  runs[runs.size() - 5] = static_cast<char>(0x93);  // the run's array of 4 becomes an array of 3
+  EXPECT_TRUE(refused(sp::NodeGroupScanRecord::decode, runs.substr(0, runs.size() - 1),
+                      "expected an array of 4 integers"));
+  nodegroup.runs.assign(sp::kMaxPorts * sp::kMaxRunsPerPort + 1, sp::PortRun{0, 1, 1, 1});
+  EXPECT_THROW(nodegroup.encode(), sp::ProtocolError);
+
   // A request claiming more receivers than a NodeGroup can have ports.
   sp::ScanRequestRecord request{1, 1, 1, "simulator", {}, std::vector<std::uint32_t>(sp::kMaxPorts + 1, 1), 1.0};
   EXPECT_THROW(request.encode(), sp::ProtocolError);
@@ -114,6 +132,11 @@ TEST(ScanRecords, GoldenBytesFromAnotherMsgpackDecodeAndEncodeIdentically) {
   const std::string nodegroup = golden("scan_nodegroup_v1.msgpack");
   EXPECT_EQ(sp::NodeGroupScanRecord::decode(nodegroup).sectors_counted, 8191U);
   EXPECT_EQ(sp::NodeGroupScanRecord::decode(nodegroup).encode(), nodegroup);
+  EXPECT_TRUE(sp::NodeGroupScanRecord::decode(nodegroup).runs.empty());  // a record without runs reads as before
+  const std::string nodegroup_runs = golden("scan_nodegroup_v1_runs.msgpack");
+  EXPECT_EQ(sp::NodeGroupScanRecord::decode(nodegroup_runs).runs,
+            (std::vector<sp::PortRun>{{0, 305419896U, 1, 1}, {0, 2596069104U, 2048, 2048}}));
+  EXPECT_EQ(sp::NodeGroupScanRecord::decode(nodegroup_runs).encode(), nodegroup_runs);
   const std::string file = golden("scan_file_v1.msgpack");
   EXPECT_EQ(sp::ScanFileRecord::decode(file).total_counted(), 8192U * 3 + 8189U);
   EXPECT_EQ(sp::ScanFileRecord::decode(file).encode(), file);

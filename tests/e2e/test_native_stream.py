@@ -6,11 +6,13 @@ neither starts at 0 nor follows the positions."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import stempy.image as stim
@@ -180,6 +182,26 @@ def test_a_stray_native_run_before_a_scan_never_lowers_what_the_real_run_counts(
         extra = native.status("nodegroup", group.uid).extra
         assert (extra["malformed"], extra["late_messages"]) == (0, 0), extra
     assert native.status("aggregator", "t0").extra["native_scans"] == 2
+    # The account and the file name both runs of port 0 at each NodeGroup, and which one the relay
+    # recorded. The stray's run holds its sector (and, while it was open, the real receiver's first
+    # ones); with the real run's, port 0 heard the receiver's 256 sectors and the stray's one.
+    groups = native.client.nodegroups()
+    scan_account = wait_until(lambda: (a := native.account(scan.scan)).outcome == COMPLETE and a, FILE_S,
+                              "scan 7's account")
+    assert (scan_account.counted, scan_account.missing) == (1024, 0)
+    received = []
+    for group in groups:
+        notes = [note for note in scan_account.notes if note.startswith(f"NodeGroup {group.uid}, port ")]
+        assert len(notes) == 1, scan_account.notes
+        match = re.fullmatch(rf"NodeGroup {group.uid}, port 0: 2 runs of this scan, each counted apart: "
+                             r"run [0-9a-f]{8}: (\d+) received of \1; run [0-9a-f]{8} \(the relay's\): "
+                             r"(\d+) received of \2", notes[0])
+        assert match is not None, notes[0]
+        received.append((int(match[1]), int(match[2])))
+    assert sum(stray for stray, _ in received) >= 1 and sum(map(sum, received)) == 257, received
+    with h5py.File(native.output / scan_file_name(scan.scan), "r") as f:
+        ports = {uid: [row[0] for row in group.attrs["runs"].tolist()] for uid, group in f["metadata/nodegroups"].items()}
+    assert ports == {group.uid: [0, 0, 1, 2, 3] for group in groups}
 
 
 

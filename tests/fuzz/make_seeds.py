@@ -25,7 +25,7 @@ COPIED = {
     "fuzz_scan_request": ["scan_request_v1.msgpack"],
     "fuzz_scan_producer": ["scan_producer_v1.msgpack"],
     "fuzz_scan_relay": ["scan_relay_v1.msgpack", "scan_relay_v1_run.msgpack"],
-    "fuzz_scan_nodegroup": ["scan_nodegroup_v1.msgpack"],
+    "fuzz_scan_nodegroup": ["scan_nodegroup_v1.msgpack", "scan_nodegroup_v1_runs.msgpack"],
     "fuzz_scan_file": ["scan_file_v1.msgpack"],
 }
 

@@ -18,6 +18,7 @@ from sectorflow.protocol import (
     STATE_STREAMING,
     STATE_WRITING_TO_DISK,
     NodeGroupScanRecord,
+    PortRun,
     ServiceStatus,
     ProducerScanRecord,
     RelayScanRecord,
@@ -383,3 +384,31 @@ def test_every_nodegroup_of_a_killed_job_that_wrote_no_record_is_named_with_what
                                            "1 dropped at the aggregator: NodeGroup ng-b declared dead",
                                            "8 forwarded to NodeGroup ng-a, which wrote no record",
                                            "6 forwarded to NodeGroup ng-b, which wrote no record"]
+
+
+def test_a_port_that_heard_a_second_run_is_named_in_a_note_with_each_runs_count() -> None:
+    # A stray's run (one sector) came before relay thread 0's real run to ng-a's port 0: the
+    # NodeGroup counted them apart and its record lists both; the account names which is the relay's.
+    runs = [PortRun(port=0, run=0x12345678, expected=1, received=1),
+            PortRun(port=0, run=0x9ABCDEF0, expected=8, received=8),
+            PortRun(port=1, run=0x0BADCAFE, expected=8, received=8)]
+    stray = nodegroup("ng-a", [9, 8], expected=[9, 8], duplicates=1, runs=runs)
+    result = account(records_of(whole_stream(relays=[relay(0, run=0x9ABCDEF0), relay(1, run=0x0BADCAFE)],
+                                             groups=[stray, nodegroup("ng-b", [8, 8])]), SCAN))
+    assert result.notes == [
+        "NodeGroup ng-a: 0 late, 1 duplicate sectors dropped",
+        "NodeGroup ng-a, port 0: 2 runs of this scan, each counted apart: run 12345678: 1 received of 1; "
+        "run 9abcdef0 (the relay's): 8 received of 8",
+    ]
+    assert (result.outcome, result.counted, result.missing) == (COMPLETE, 32, 0)
+
+
+def test_a_run_that_names_none_and_sent_no_count_is_described_as_such() -> None:
+    runs = [PortRun(port=1, run=0, expected=-1, received=2), PortRun(port=1, run=0x0BADCAFE, expected=8, received=8)]
+    result = account(records_of(whole_stream(relays=[relay(0), relay(1, run=0x0BADCAFE)],
+                                             groups=[nodegroup("ng-a", [8, 10], runs=runs),
+                                                     nodegroup("ng-b", [8, 8])]), SCAN))
+    assert result.notes == [
+        "NodeGroup ng-a, port 1: 2 runs of this scan, each counted apart: run 0 (a sender that names no run): "
+        "2 received, no count came; run 0badcafe (the relay's): 8 received of 8",
+    ]

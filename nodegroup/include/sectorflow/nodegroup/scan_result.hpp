@@ -9,6 +9,7 @@
 
 #include "sectorflow/counting/thresholds.hpp"
 #include "sectorflow/nodegroup/virtual_images.hpp"
+#include "sectorflow/protocol/scan_records.hpp"
 
 namespace sectorflow::nodegroup {
 
@@ -39,6 +40,9 @@ struct ScanResult {
   /// received on port r.
   std::vector<std::int64_t> expected;
   std::vector<std::uint64_t> received;
+  /// Every run heard per port (SPEC.md "Runs of a scan at the NodeGroups") when some port heard
+  /// more than one; empty when each heard one (expected and received say it all).
+  std::vector<protocol::PortRun> runs;
   bool timed_out = false;         ///< finished by nodegroup.scan_timeout_s, not by completion
   bool evicted = false;           ///< of those, closed early to make room for a newer scan ([limits])
   std::uint64_t bytes = 0;        ///< payload bytes received

@@ -36,6 +36,8 @@
 #include <string>
 #include <vector>
 
+#include "sectorflow/protocol/limits.hpp"
+
 namespace sectorflow::nodegroup {
 
 class ScanTracker {
@@ -56,7 +58,7 @@ class ScanTracker {
     kRuns,      ///< a run beyond kMaxRuns of the scan on this port: refused
   };
   /// Runs of one scan counted per port; a further run's messages are refused (kRuns).
-  static constexpr std::size_t kMaxRuns = 4;
+  static constexpr std::size_t kMaxRuns = protocol::kMaxRunsPerPort;
   /// A data message of `scan` (of shape scan_x x scan_y) on port `receiver`, of relay run `run`.
   /// kLast if it ends r's part (the scan is over on every port, or r's abort count is reached).
   Arrival on_data(std::uint32_t scan, std::uint32_t receiver, std::uint64_t bytes, std::uint32_t scan_x,

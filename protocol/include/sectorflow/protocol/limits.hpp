@@ -20,6 +20,9 @@ inline constexpr std::size_t kMaxRoutingLength = 4096;
 inline constexpr std::size_t kMaxKeyBytes = 255;
 /// Longest NodeGroup uid: "nodegroups/<uid>" must fit a kvstore key.
 inline constexpr std::size_t kMaxUidBytes = 244;
+/// Runs of one scan a NodeGroup counts apart on one port (SPEC.md "Runs of a scan"): the real run,
+/// a stray's and a restarted relay's, with room; a further run's messages are refused.
+inline constexpr std::size_t kMaxRunsPerPort = 4;
 /// Largest info message: a routing list and a count per uid at their longest fit with room.
 inline constexpr std::size_t kMaxInfoBytes = 4 << 20;
 

@@ -105,6 +105,17 @@ struct RelayScanRecord {
   bool operator==(const RelayScanRecord& other) const;
 };
 
+/// One run of a scan heard on one port of a NodeGroup (SPEC.md "Runs of a scan at the NodeGroups").
+struct PortRun {
+  std::uint32_t port = 0;
+  std::uint32_t run = 0;      ///< the relay thread's run; 0: a sender that names none (version 2)
+  std::int64_t expected = -1;  ///< its count, -1: no info of this run came
+  std::uint64_t received = 0;
+  bool operator==(const PortRun& other) const {
+    return port == other.port && run == other.run && expected == other.expected && received == other.received;
+  }
+};
+
 /// One NodeGroup's account of its part of a scan, written when the part is counted.
 struct NodeGroupScanRecord {
   std::string uid;
@@ -117,6 +128,10 @@ struct NodeGroupScanRecord {
   std::uint64_t duplicates = 0;
   bool timed_out = false;
   double updated_s = 0.0;
+  /// Every run heard, in arrival order per port, when some port heard more than one (a stray's, a
+  /// restarted relay's); empty (not encoded) when each port heard one run: `expected` and
+  /// `received` say it all.
+  std::vector<PortRun> runs;
 
   std::string encode() const;
   static NodeGroupScanRecord decode(std::string_view bytes);

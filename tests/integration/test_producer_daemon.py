@@ -120,13 +120,16 @@ def test_daemons_acquire_to_disk_then_stream_then_replay(make_config, processes,
 
 
 def test_ctrl_c_in_acquire_wait_says_the_scan_goes_on(make_config, processes) -> None:
-    server = start_kvstore(make_config, processes, detector=SMALL_DETECTOR, receivers=small_receivers(1))
+    # No producer runs: acquire --wait would take the producers for dead (exit 1) after the
+    # statuses' ttl and a grace; a long ttl keeps it waiting well past the Ctrl-C on a loaded machine.
+    server = start_kvstore(make_config, processes, detector=SMALL_DETECTOR, receivers=small_receivers(1),
+                           kvstore={"ttl_s": 60.0})
     waiting = processes.sectorflow("acquire", "--config", str(server.path), "--scan-number", "4", "--scan-shape",
                                    "2x2", "--wait", name="acquire")
     wait_until(lambda: "scan 4: requested 2 x 2" in processes.output(waiting), START_S, "the request published")
     waiting.send_signal(signal.SIGINT)  # what Ctrl-C sends
     wait_until(lambda: waiting.poll() is not None, START_S, "acquire to end")
-    assert waiting.returncode == 130
+    assert waiting.returncode == 130, processes.output(waiting)
     assert processes.output(waiting).splitlines()[-1] == (
         f"scan 4: no longer waited for; the scan goes on (the producers and NodeGroups do not stop): 'sectorflow "
         f"status --config {server.path}' shows it, 'sectorflow abort --config {server.path} 4' stops it")

@@ -54,7 +54,8 @@ constexpr int kPublisherHwm = 100000;
 constexpr auto kSnapshotRetry = std::chrono::milliseconds(5);
 // The peer counts as gone after this many heartbeats without its state (kvstore/SPEC.md, "The pair").
 constexpr int kPeerSilenceHeartbeats = 2;
-// ZMQ_MAXMSGSIZE of the peer link's sockets, without and with CURVE.
+// ZMQ_MAXMSGSIZE of the peer link's sockets, without and with CURVE: a state is one short word, and
+// CURVE's handshake commands (an INITIATE of some 300 bytes) pass through the same limit.
 constexpr std::int64_t kPeerLinkFrameBytes = 64;
 constexpr std::int64_t kPeerLinkCurveFrameBytes = 1024;
 // The ZAP domain of the peer link, and the identity prefix of the kvstore role's key it admits.
@@ -271,6 +272,7 @@ struct Server::Impl {
   std::unordered_set<std::string> mirrored_uuids;
   std::vector<std::string> pair_events;  // for the daemon's log (take_pair_events)
   bool peer_silent = false;              // as last logged
+  Clock::time_point peer_link_since;     // when pair_sub last connected, or last heard a state
 
   // Whether this server serves: a single server always, one of a pair while active.
   bool serving() const { return !machine || machine->active(); }
@@ -734,7 +736,25 @@ struct Server::Impl {
       return;
     }
     peer_heard = *peer;
+    peer_link_since = Clock::now();
     on_outcome(machine->on_peer(*peer, Clock::now()));
+  }
+
+  // A new SUB to the peer's P + 3. libzmq gives up a connection whose handshake failed (a fake
+  // peer, a key not yet in place, a peer briefly without [security]), so a link silent for
+  // kStalledHeartbeats heartbeats is connected anew: the real peer is heard once it is back.
+  void connect_peer_link(Clock::time_point now) {
+    pair_sub.emplace(context, zmq::socket_type::sub);
+    pair_sub->set(zmq::sockopt::linger, 0);
+    pair_sub->set(zmq::sockopt::maxmsgsize, options.curve.enabled() ? kPeerLinkCurveFrameBytes : kPeerLinkFrameBytes);
+    pair_sub->set(zmq::sockopt::subscribe, "");
+    security::apply(*pair_sub, peer_client_curve(options.curve));  // nothing without [security]
+    pair_sub->connect(peer_endpoint(3));
+    peer_link_since = now;
+  }
+
+  void tend_peer_link(Clock::time_point now) {
+    if (now - peer_link_since > heartbeat_period() * kStalledHeartbeats) connect_peer_link(now);
   }
 
   // The state the peer said last, or "silent" when it said nothing within the silence period.
@@ -783,8 +803,13 @@ struct Server::Impl {
 
   // A snapshot that does not end within kStalledHeartbeats heartbeats (the active died or yielded
   // mid-reply) is asked for again on new sockets.
+  // So is a mirror that heard nothing for as long: a failed CURVE handshake (a wrong key, the
+  // peer's or this server's) is a protocol error, after which libzmq never reconnects that socket.
   void tend_mirror(Clock::time_point now) {
-    if (mirror == Mirror::kSyncing && now - mirror_since > heartbeat_period() * kStalledHeartbeats) start_mirror();
+    if ((mirror == Mirror::kSyncing || mirror == Mirror::kConnecting) &&
+        now - mirror_since > heartbeat_period() * kStalledHeartbeats) {
+      start_mirror();
+    }
   }
 
   std::optional<KvMsg> read_mirror(zmq::socket_t& socket) {
@@ -1321,38 +1346,30 @@ Server::Server(ServerOptions options) {
     const auto silence = std::chrono::milliseconds(s.options.heartbeat_ms) * kPeerSilenceHeartbeats;
     s.machine.emplace(s.options.pair.role == PairRole::kPrimary, silence, Clock::now());
     s.pair_pub.emplace(s.context, zmq::socket_type::pub);
-    s.pair_sub.emplace(s.context, zmq::socket_type::sub);
-    // A state is one short word; CURVE's handshake commands (an INITIATE of some 300 bytes) pass
-    // through the same limit.
-    const std::int64_t max_frame = s.options.curve.enabled() ? kPeerLinkCurveFrameBytes : kPeerLinkFrameBytes;
-    for (zmq::socket_t* socket : {&*s.pair_pub, &*s.pair_sub}) {
-      socket->set(zmq::sockopt::linger, 0);
-      socket->set(zmq::sockopt::maxmsgsize, max_frame);
-    }
-    s.pair_sub->set(zmq::sockopt::subscribe, "");
+    s.pair_pub->set(zmq::sockopt::linger, 0);
+    s.pair_pub->set(zmq::sockopt::maxmsgsize,
+                    s.options.curve.enabled() ? kPeerLinkCurveFrameBytes : kPeerLinkFrameBytes);
   }
   if (s.options.curve.enabled()) {
     std::vector<security::CurveServer> listeners{s.options.curve};
     std::vector<zmq::socket_t*> watched{&s.snapshot, &s.publisher, &s.collector};
     if (pair) {
       // The peer link is a CURVE server like the other three (a keyless peer is counted by the same
-      // monitors), and this server's SUB to its peer a CURVE client of the one kvstore key.
+      // monitors); this server's SUB to its peer is a CURVE client of the one kvstore key
+      // (connect_peer_link).
       listeners.push_back(peer_link_curve(s.options.curve));
       watched.push_back(&*s.pair_pub);
     }
     s.zap.emplace(s.context, listeners, watched);
     for (zmq::socket_t* socket : {&s.snapshot, &s.publisher, &s.collector}) security::apply(*socket, s.options.curve);
-    if (pair) {
-      security::apply(*s.pair_pub, listeners.back());
-      security::apply(*s.pair_sub, peer_client_curve(s.options.curve));
-    }
+    if (pair) security::apply(*s.pair_pub, listeners.back());
   }
   s.bind(s.snapshot, 0, "snapshot (ROUTER)");
   s.bind(s.publisher, 1, "publisher (PUB)");
   s.bind(s.collector, 2, "collector (SUB)");
   if (pair) {
     s.bind(*s.pair_pub, 3, "pair state (PUB)");
-    s.pair_sub->connect(s.peer_endpoint(3));
+    s.connect_peer_link(Clock::now());
     s.stats.pair_state = std::string(name(s.machine->state()));
   }
   s.stack_id = new_stack_id();
@@ -1454,6 +1471,7 @@ void Server::run() {
         s.guarded("pair", [&s, now] {
           s.send_pair_state();
           s.tend_mirror(now);
+          s.tend_peer_link(now);
           const std::string peer = s.peer_state_text(now);
           s.count([&peer](ServerStats& st) { st.peer_state = peer; });
           // One line when the peer link falls silent and one when it is heard again, not one per heartbeat.

@@ -189,8 +189,14 @@ def test_the_peer_link_admits_only_the_kvstore_key_and_a_fake_peer_cannot_move_t
     # A client role's key, admitted on P .. P + 2, is no peer.
     assert handshake(link, zmq.SUB, Curve(*keyring.pair("viewer"), kvstore_key)) == REFUSED
     assert handshake(link, zmq.SUB, Curve(*keyring.pair("kvstore"), kvstore_key)) == SUCCEEDED
-    # Three refused: the keyless peer seen by the link's monitor, the two keys by the ZAP handler.
-    wait_until(lambda: kv_status(viewer).extra.get("unauthenticated", 0) >= 3, SYNC_S, "3 refusals in the status")
+    # Nor can a stranger mirror: the snapshot port and the publisher admit the kvstore key (the
+    # passive's mirror), not one that only claims the role.
+    for offset, socket_type in ((0, zmq.DEALER), (1, zmq.SUB)):
+        endpoint = f"tcp://{LOOPBACK}:{primary.port + offset}"
+        assert handshake(endpoint, socket_type, Curve(*mallory, kvstore_key)) == REFUSED, f"stranger on P+{offset}"
+        assert handshake(endpoint, socket_type, Curve(*keyring.pair("kvstore"), kvstore_key)) == SUCCEEDED
+    # Five refused: the keyless peer seen by the link's monitor, the four keys by the ZAP handler.
+    wait_until(lambda: kv_status(viewer).extra.get("unauthenticated", 0) >= 5, SYNC_S, "5 refusals in the status")
     wait_until(lambda: mallory[0] in primary.log(), SYNC_S, "the stranger's key in the log")
     wait_until(lambda: f"refused a peer on {link} " in primary.log(), SYNC_S, "the keyless peer in the log")
     assert mallory[1] not in primary.log()

@@ -3,13 +3,14 @@
 primary through CurveZMQ with the kvstore key; killed, the primary hands over to the backup, which
 judges every write it held and every write after by its writer's role and holds each key for the
 identity that wrote it on the primary. The peer link admits the kvstore key alone: no key, a
-stranger's or a client role's is refused and counted, and a peer without the kvstore secret cannot
-move the primary's state machine."""
+stranger's or a client role's is refused and counted, a peer without the kvstore secret cannot
+move the primary's state machine, and the real backup started after such a peer is heard."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from harness import free_port_block
 from keyring import Keyring
 from kvstore_support import KvServer, server_status
 from support import LOOPBACK, Processes, wait_until
-from test_kvstore_pair_servers import PAIR_PORTS, address, kill, start_pair, stopped
+from test_kvstore_pair_servers import PAIR_PORTS, SNAPSHOT_TAKEN, address, kill, start_pair, stopped
 
 from sectorflow.configs import Config
 from sectorflow.kvstore import SERVER_FIELD, Client, client_options
@@ -30,6 +31,8 @@ from sectorflow.protocol import ServiceStatus, status_key
 from sectorflow.security.options import with_key_dir
 
 SYNC_S = 20.0  # deadline of waits; a failure guard, not a speed requirement
+# A ZMTP 3.0 greeting (rfc.zeromq.org/spec:23): signature, version 3.0, mechanism NULL, as-server 0, filler.
+NULL_GREETING = b"\xff" + bytes(8) + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\x00") + b"\x00" + bytes(31)
 
 
 @pytest.fixture
@@ -151,7 +154,8 @@ def test_the_peer_link_admits_only_the_kvstore_key_and_a_fake_peer_cannot_move_t
 
     # A fake backup at the peer's address says "active" without the kvstore secret (no key, then a
     # stranger's): the primary's handshake with it fails, so it hears nothing of it.
-    backup_link = f"tcp://{LOOPBACK}:{int(config.kvstore.servers[1].rpartition(':')[2]) + 3}"
+    backup_port = int(config.kvstore.servers[1].rpartition(":")[2])
+    backup_link = f"tcp://{LOOPBACK}:{backup_port + 3}"
     for curve in (None, mallory):
         with zmq.Context() as context, context.socket(zmq.PUB) as fake:
             fake.linger = 0
@@ -200,3 +204,20 @@ def test_the_peer_link_admits_only_the_kvstore_key_and_a_fake_peer_cannot_move_t
     wait_until(lambda: mallory[0] in primary.log(), SYNC_S, "the stranger's key in the log")
     wait_until(lambda: f"refused a peer on {link} " in primary.log(), SYNC_S, "the keyless peer in the log")
     assert mallory[1] not in primary.log()
+
+    # A fake that greets in ZMTP 3.0 with the NULL mechanism and holds its connection open: the
+    # primary finds the mismatch itself, a protocol error after which libzmq never reconnects that
+    # socket. The real backup, started after it, is heard all the same: the primary connects a peer
+    # link that heard nothing for 10 heartbeats anew.
+    with socket.create_server((LOOPBACK, backup_port + 3)) as listener:
+        listener.settimeout(SYNC_S)
+        connection, _ = listener.accept()
+        with connection:
+            connection.settimeout(SYNC_S)
+            connection.sendall(NULL_GREETING)
+            while connection.recv(4096):  # until the primary closes it
+                pass
+    backup = KvServer(config, path, processes, pair="backup")
+    backup.start()
+    wait_until(lambda: SNAPSHOT_TAKEN in backup.log(), SYNC_S, "the backup to mirror the primary")
+    wait_until(lambda: kv_status(viewer).extra.get("peer_state") == "passive", SYNC_S, "the primary to hear its backup")

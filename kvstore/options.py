@@ -60,7 +60,7 @@ def server_options(config: Config, pair: str = "") -> ServerOptions:
         log_fsync_interval_ms=kv.log_fsync_interval_ms,
         log_max_bytes=kv.log_max_bytes,
     )
-    options.curve = kvstore_server_curve(config)
+    options.curve = kvstore_server_curve(config, pair=bool(pair))
     if pair:
         peer_host, _, peer_port = peer.rpartition(":")
         options.pair_role = pair

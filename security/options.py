@@ -53,13 +53,18 @@ def own_role(keys: KeyDirectory, role: str) -> str:
     return role
 
 
-def kvstore_server_curve(config: Config) -> CurveServer:
-    """The kvstore server's sockets: its own pair, every client role's public keys."""
+def kvstore_server_curve(config: Config, pair: bool = False) -> CurveServer:
+    """The kvstore server's sockets: its own pair, every client role's public keys.
+
+    ``pair``: a server of a Binary Star pair also admits the kvstore role's key, its peer's (both hold
+    the one pair of ``<key_dir>/kvstore/``): the peer mirrors through P and P + 1, and the server
+    admits that key alone on its peer link (kvstore/SPEC.md, "Security"), writes of it refused.
+    """
     curve = CurveServer()
     if not config.security.enabled:
         return curve
     keys = key_directory(config)
-    _fill_server(curve, keys, "kvstore", DOMAIN_KVSTORE, CLIENT_ROLES)
+    _fill_server(curve, keys, "kvstore", DOMAIN_KVSTORE, CLIENT_ROLES + (("kvstore",) if pair else ()))
     return curve
 
 

@@ -54,6 +54,13 @@ constexpr int kPublisherHwm = 100000;
 constexpr auto kSnapshotRetry = std::chrono::milliseconds(5);
 // The peer counts as gone after this many heartbeats without its state (kvstore/SPEC.md, "The pair").
 constexpr int kPeerSilenceHeartbeats = 2;
+// ZMQ_MAXMSGSIZE of the peer link's sockets, without and with CURVE: a state is one short word, and
+// CURVE's handshake commands (an INITIATE of some 300 bytes) pass through the same limit.
+constexpr std::int64_t kPeerLinkFrameBytes = 64;
+constexpr std::int64_t kPeerLinkCurveFrameBytes = 1024;
+// The ZAP domain of the peer link, and the identity prefix of the kvstore role's key it admits.
+constexpr std::string_view kPeerLinkDomain = "kvstore-pair";
+constexpr std::string_view kKvstoreIdentityPrefix = "kvstore/";
 // Uuids of mirrored updates remembered, so that a client's KVSET that reaches the passive after the
 // active's KVPUB of it is not held (and applied again, stale, at a failover).
 constexpr std::size_t kMirroredUuids = 65536;
@@ -107,6 +114,30 @@ std::string peer_address(zmq::message_t& frame) {
   return address != nullptr ? std::string(address) : std::string("unknown");
 }
 
+// The peer link's listener (P + 3): the kvstore key pair, admitting the kvstore role's key alone, in
+// a ZAP domain of its own so that no client role's key can hear the pair's states or feed them.
+security::CurveServer peer_link_curve(const security::CurveServer& curve) {
+  security::CurveServer link{curve.public_key, curve.secret_key, std::string(kPeerLinkDomain), {}};
+  for (const auto& [key, identity] : curve.peers) {
+    if (identity.compare(0, kKvstoreIdentityPrefix.size(), kKvstoreIdentityPrefix) == 0) link.peers.emplace(key, identity);
+  }
+  return link;
+}
+
+// This server as a CURVE client of its peer (the peer link's SUB, the passive's mirror): both servers
+// of a pair hold the one kvstore key pair, so the peer's public key is this server's own.
+security::CurveClient peer_client_curve(const security::CurveServer& curve) {
+  return security::CurveClient{curve.public_key, curve.secret_key, curve.public_key};
+}
+
+// Who sent a message: its ZAP identity ("" without CURVE) and its network address.
+struct Sender {
+  std::string identity;
+  std::string address;
+};
+
+Sender sender_of(zmq::message_t& frame) { return Sender{user_id(frame), peer_address(frame)}; }
+
 void check_options(const ServerOptions& o) {
   if (o.bind_host.empty()) {
     throw KvstoreError("kvstore server: no interface to bind (bind_host is empty; set [kvstore] bind_host)");
@@ -145,10 +176,9 @@ void check_options(const ServerOptions& o) {
       throw KvstoreError("kvstore server: the pair's peer '" + o.pair.peer_host + ":" + std::to_string(o.pair.peer_port) +
                          "' is not host:port with a port from 1 to 65532 ([kvstore] servers)");
     }
-    if (o.curve.enabled()) {
-      throw KvstoreError("kvstore server: a kvstore pair with [security] on is not built yet (the peer link and the "
-                         "passive's mirror have no CURVE keys); run one server ([kvstore] servers empty) or turn "
-                         "[security] off");
+    if (o.curve.enabled() && peer_link_curve(o.curve).peers.empty()) {
+      throw KvstoreError("kvstore server: a pair with [security] on admits its peer by the kvstore role's public "
+                         "key, which its allowlist lacks (both servers hold the one pair of <key_dir>/kvstore/)");
     }
   }
   if (!(o.max_ttl_s > 0.0) || !(o.max_ttl_s <= kTtlCeilingS)) {
@@ -233,6 +263,7 @@ struct Server::Impl {
     std::string uuid;
     Clock::time_point received;
     std::size_t bytes;
+    Sender sender;  // judged as this writer when applied, as a single server judges it on arrival
   };
   std::size_t pending_bytes = 0;
   std::list<Pending> pending;
@@ -241,6 +272,7 @@ struct Server::Impl {
   std::unordered_set<std::string> mirrored_uuids;
   std::vector<std::string> pair_events;  // for the daemon's log (take_pair_events)
   bool peer_silent = false;              // as last logged
+  Clock::time_point peer_link_since;     // when pair_sub last connected, or last heard a state
 
   // Whether this server serves: a single server always, one of a pair while active.
   bool serving() const { return !machine || machine->active(); }
@@ -481,6 +513,7 @@ struct Server::Impl {
   // Not active: keeps a client's write until the active's KVPUB of its uuid comes, or this server
   // becomes active (kvstore/SPEC.md, "The pair"). A message that is no kvmsg is judged when applied.
   void hold() {
+    Sender sender = sender_of(parts[0]);
     std::string uuid(frame_views(parts)[kFrameUuid]);
     if (!uuid.empty() && mirrored_uuids.count(uuid) != 0) return;  // the active published it already
     std::size_t bytes = 0;
@@ -496,7 +529,7 @@ struct Server::Impl {
       }
     }
     pending_bytes += bytes;
-    pending.push_back(Pending{std::move(parts), uuid, Clock::now(), bytes});
+    pending.push_back(Pending{std::move(parts), uuid, Clock::now(), bytes, std::move(sender)});
     parts.clear();
     if (!uuid.empty()) {
       if (const auto old = pending_by_uuid.find(uuid); old != pending_by_uuid.end()) {
@@ -520,8 +553,9 @@ struct Server::Impl {
     if (pair_events.size() < 1000) pair_events.push_back(std::move(line));
   }
 
-  // Applies the write in `parts` (`frames` of them) as a single server does.
-  void apply_update(std::size_t frames) {
+  // Applies the write in `parts` (`frames` of them) as a single server does, as written by `pending_sender`
+  // (a held write's) or else by the sender of `parts`.
+  void apply_update(std::size_t frames, const Sender* pending_sender = nullptr) {
     if (frames != kKvmsgFrames) {
       reject("update: kvmsg of " + std::to_string(frames) + " frames, expected " + std::to_string(kKvmsgFrames) +
              " (key, sequence, uuid, properties, body)");
@@ -541,8 +575,20 @@ struct Server::Impl {
       reject("update: kvmsg '" + msg.key + "': this key belongs to the server, which publishes its status there");
       return;
     }
-    const std::string address = peer_address(parts[0]);
-    const std::string identity = user_id(parts[0]);
+    const Sender sender = pending_sender != nullptr ? *pending_sender : sender_of(parts[0]);
+    const std::string& address = sender.address;
+    const std::string& identity = sender.identity;
+    // Only the server says who wrote: with CURVE the KVPUB names the writer's identity, which a
+    // pair's passive takes as the key's holder.
+    msg.properties.erase(std::string(kWriterProperty));
+    if (options.curve.enabled() && !identity.empty()) {
+      msg.properties[std::string(kWriterProperty)] = identity;
+      if (encode_properties(msg.properties).size() > kMaxPropertiesBytes) {
+        reject("update: kvmsg '" + msg.key + "': properties leave no room for the writer's identity within " +
+               std::to_string(kMaxPropertiesBytes) + " bytes");
+        return;
+      }
+    }
     const std::optional<std::uint32_t> scan = scan_of(msg.key);
     if (scan && msg.key == summary_key(*scan)) {
       // The summary is the server's fold of parts each written by the party allowed to: a client's
@@ -690,7 +736,25 @@ struct Server::Impl {
       return;
     }
     peer_heard = *peer;
+    peer_link_since = Clock::now();
     on_outcome(machine->on_peer(*peer, Clock::now()));
+  }
+
+  // A new SUB to the peer's P + 3. libzmq gives up a connection whose handshake failed (a fake
+  // peer, a key not yet in place, a peer briefly without [security]), so a link silent for
+  // kStalledHeartbeats heartbeats is connected anew: the real peer is heard once it is back.
+  void connect_peer_link(Clock::time_point now) {
+    pair_sub.emplace(context, zmq::socket_type::sub);
+    pair_sub->set(zmq::sockopt::linger, 0);
+    pair_sub->set(zmq::sockopt::maxmsgsize, options.curve.enabled() ? kPeerLinkCurveFrameBytes : kPeerLinkFrameBytes);
+    pair_sub->set(zmq::sockopt::subscribe, "");
+    security::apply(*pair_sub, peer_client_curve(options.curve));  // nothing without [security]
+    pair_sub->connect(peer_endpoint(3));
+    peer_link_since = now;
+  }
+
+  void tend_peer_link(Clock::time_point now) {
+    if (now - peer_link_since > heartbeat_period() * kStalledHeartbeats) connect_peer_link(now);
   }
 
   // The state the peer said last, or "silent" when it said nothing within the silence period.
@@ -708,6 +772,9 @@ struct Server::Impl {
     for (zmq::socket_t* socket : {&*mirror_sub, &*mirror_dealer}) {
       socket->set(zmq::sockopt::linger, 0);
       socket->set(zmq::sockopt::maxmsgsize, max_frame);
+    }
+    for (zmq::socket_t* socket : {&*mirror_sub, &*mirror_dealer}) {
+      security::apply(*socket, peer_client_curve(options.curve));  // nothing without [security]
     }
     mirror_sub->set(zmq::sockopt::rcvhwm, kPublisherHwm);
     mirror_sub->set(zmq::sockopt::subscribe, "");
@@ -736,8 +803,13 @@ struct Server::Impl {
 
   // A snapshot that does not end within kStalledHeartbeats heartbeats (the active died or yielded
   // mid-reply) is asked for again on new sockets.
+  // So is a mirror that heard nothing for as long: a failed CURVE handshake (a wrong key, the
+  // peer's or this server's) is a protocol error, after which libzmq never reconnects that socket.
   void tend_mirror(Clock::time_point now) {
-    if (mirror == Mirror::kSyncing && now - mirror_since > heartbeat_period() * kStalledHeartbeats) start_mirror();
+    if ((mirror == Mirror::kSyncing || mirror == Mirror::kConnecting) &&
+        now - mirror_since > heartbeat_period() * kStalledHeartbeats) {
+      start_mirror();
+    }
   }
 
   std::optional<KvMsg> read_mirror(zmq::socket_t& socket) {
@@ -855,6 +927,13 @@ struct Server::Impl {
       }
       // The active counts the ttl from its write; the mirror from now, a little later.
       if (ttl_s > 0.0) record.deadline_ms = wall_ms() + static_cast<std::int64_t>(std::ceil(ttl_s * 1000.0));
+      // The active's stamp, trusted: the mirror's sockets reach only a holder of the kvstore key.
+      if (options.curve.enabled()) {
+        if (const auto writer = msg.properties.find(std::string(kWriterProperty)); writer != msg.properties.end()) {
+          record.writer = writer->second;
+          if (!in_stack_room(record.key)) record.account = record.writer;
+        }
+      }
       record.uuid = std::move(msg.uuid);
       record.properties = encode_properties(msg.properties);
       record.body = std::move(msg.body);
@@ -923,7 +1002,7 @@ struct Server::Impl {
     std::uint64_t applied = 0;
     for (Pending& write : held) {
       parts = std::move(write.parts);
-      guarded("pending update", [this] { apply_update(parts.size()); });
+      guarded("pending update", [this, &write] { apply_update(parts.size(), &write.sender); });
       ++applied;
     }
     parts.clear();
@@ -1262,26 +1341,35 @@ Server::Server(ServerOptions options) {
   s.snapshot.set(zmq::sockopt::router_mandatory, 1);  // a full pipe is EAGAIN, not a silent drop
   s.publisher.set(zmq::sockopt::sndhwm, kPublisherHwm);
   s.collector.set(zmq::sockopt::subscribe, "");
+  const bool pair = s.options.pair.role != PairRole::kNone;
+  if (pair) {
+    const auto silence = std::chrono::milliseconds(s.options.heartbeat_ms) * kPeerSilenceHeartbeats;
+    s.machine.emplace(s.options.pair.role == PairRole::kPrimary, silence, Clock::now());
+    s.pair_pub.emplace(s.context, zmq::socket_type::pub);
+    s.pair_pub->set(zmq::sockopt::linger, 0);
+    s.pair_pub->set(zmq::sockopt::maxmsgsize,
+                    s.options.curve.enabled() ? kPeerLinkCurveFrameBytes : kPeerLinkFrameBytes);
+  }
   if (s.options.curve.enabled()) {
-    s.zap.emplace(s.context, std::vector<security::CurveServer>{s.options.curve},
-                  std::vector<zmq::socket_t*>{&s.snapshot, &s.publisher, &s.collector});
+    std::vector<security::CurveServer> listeners{s.options.curve};
+    std::vector<zmq::socket_t*> watched{&s.snapshot, &s.publisher, &s.collector};
+    if (pair) {
+      // The peer link is a CURVE server like the other three (a keyless peer is counted by the same
+      // monitors); this server's SUB to its peer is a CURVE client of the one kvstore key
+      // (connect_peer_link).
+      listeners.push_back(peer_link_curve(s.options.curve));
+      watched.push_back(&*s.pair_pub);
+    }
+    s.zap.emplace(s.context, listeners, watched);
     for (zmq::socket_t* socket : {&s.snapshot, &s.publisher, &s.collector}) security::apply(*socket, s.options.curve);
+    if (pair) security::apply(*s.pair_pub, listeners.back());
   }
   s.bind(s.snapshot, 0, "snapshot (ROUTER)");
   s.bind(s.publisher, 1, "publisher (PUB)");
   s.bind(s.collector, 2, "collector (SUB)");
-  if (s.options.pair.role != PairRole::kNone) {
-    const auto silence = std::chrono::milliseconds(s.options.heartbeat_ms) * kPeerSilenceHeartbeats;
-    s.machine.emplace(s.options.pair.role == PairRole::kPrimary, silence, Clock::now());
-    s.pair_pub.emplace(s.context, zmq::socket_type::pub);
-    s.pair_sub.emplace(s.context, zmq::socket_type::sub);
-    for (zmq::socket_t* socket : {&*s.pair_pub, &*s.pair_sub}) {
-      socket->set(zmq::sockopt::linger, 0);
-      socket->set(zmq::sockopt::maxmsgsize, std::int64_t{64});
-    }
-    s.pair_sub->set(zmq::sockopt::subscribe, "");
+  if (pair) {
     s.bind(*s.pair_pub, 3, "pair state (PUB)");
-    s.pair_sub->connect(s.peer_endpoint(3));
+    s.connect_peer_link(Clock::now());
     s.stats.pair_state = std::string(name(s.machine->state()));
   }
   s.stack_id = new_stack_id();
@@ -1383,6 +1471,7 @@ void Server::run() {
         s.guarded("pair", [&s, now] {
           s.send_pair_state();
           s.tend_mirror(now);
+          s.tend_peer_link(now);
           const std::string peer = s.peer_state_text(now);
           s.count([&peer](ServerStats& st) { st.peer_state = peer; });
           // One line when the peer link falls silent and one when it is heard again, not one per heartbeat.

@@ -61,6 +61,9 @@ bool matches(std::string_view key, std::string_view pattern) {
 std::string write_refusal(const std::string& identity, const std::string& key, const std::string& holder) {
   if (identity.empty()) return "the writer is not authenticated";
   const std::string role = identity.substr(0, identity.find('/'));
+  // The pair's peer holds the kvstore key to mirror the active (kvstore/SPEC.md, "Security"); it
+  // never writes through a collector, so a write of that key is no server's but a stolen key's.
+  if (role == "kvstore") return "the kvstore key writes nothing: a pair's peer only mirrors (" + identity + ")";
   for (const Rule& rule : rules()) {
     if (!matches(key, rule.prefix)) continue;
     bool allowed = false;

@@ -102,6 +102,15 @@ TEST(WritePolicy, EachRoleWritesItsOwnPrefixes) {
   EXPECT_NE(write_refusal("", "status/producer/r0t0", ""), "");
 }
 
+TEST(WritePolicy, ThePairsKvstoreKeyWritesNothing) {
+  // A pair's servers admit the kvstore key to mirror each other; no write of it is the peer's.
+  for (const char* key : {"nodegroups/ng-1", "status/kvstore/server", "acquire/request", "scans/0000000001/file"}) {
+    EXPECT_EQ(write_refusal("kvstore/server", key, ""), "the kvstore key writes nothing: a pair's peer only mirrors "
+                                                        "(kvstore/server)")
+        << key;
+  }
+}
+
 TEST(WritePolicy, AViewerWritesOnlyItsOwnLibertemStatus) {
   EXPECT_EQ(write_refusal("viewer/beamline-pc", "status/libertem/beamline-pc", ""), "");
   EXPECT_EQ(write_refusal("operator/alice", "status/libertem/alice", ""), "");  // a host with no viewer key

@@ -2,7 +2,8 @@
 pair, the primary SIGKILLed a quarter into a scan. The data path needs no kvstore while a scan runs,
 every client moves to the backup (whose snapshot request is the vote) and writes its records there,
 so the scan is counted whole, and no record written before the kill is lost: the earlier scan's
-account is still there to read. Both servers killed between scans, the primary's log torn inside its
+account is still there to read. With `[security]` on too: the backup holds every key for the identity
+that wrote it on the primary, so the NodeGroups' file record is taken there and nothing is refused. Both servers killed between scans, the primary's log torn inside its
 last record, come back from their logs with the earlier scan's account, the tear cut and reported.
 
 ``pytest tests/faults/test_kvstore_pair.py -s`` prints the fault table's row and the time each service
@@ -19,12 +20,13 @@ from pathlib import Path
 
 import pytest
 from harness import free_port_block
+from keyring import Keyring
 from support import sectorflow_command
 from test_faults import SECTORS, checked, first_scan, mid_scan, reasons_are
 
 from sectorflow.kvstore import Client
 from sectorflow.operations.scan_account import records_of
-from sectorflow.protocol import scan_prefix
+from sectorflow.protocol import ServiceStatus, scan_prefix, status_key
 from sectorflow.waiting import wait_until
 
 pytestmark = pytest.mark.mpi
@@ -35,10 +37,13 @@ SERVER_FIELD = "kvstore_server"  # a pair client's statuses say where it synced 
 MOVE_S = 60.0
 
 
-def test_the_kvstore_primary_killed_mid_scan_the_scan_is_counted_whole_on_the_backup(beamline, tmp_path: Path) -> None:
+@pytest.mark.parametrize("secured", [False, True], ids=["plain", "secured"])
+def test_the_kvstore_primary_killed_mid_scan_the_scan_is_counted_whole_on_the_backup(
+        beamline, tmp_path: Path, secured: bool) -> None:
     first = free_port_block(LOOPBACK, 2 * PAIR_PORTS)
     primary, backup = f"{LOOPBACK}:{first}", f"{LOOPBACK}:{first + PAIR_PORTS}"
-    line = beamline(kvstore={"servers": [primary, backup], "log_dir": str(tmp_path / "kvlog")})
+    security = {"enabled": True, "key_dir": str(Keyring(tmp_path / "keys").beamline)} if secured else {}
+    line = beamline(kvstore={"servers": [primary, backup], "log_dir": str(tmp_path / "kvlog")}, security=security)
     supervisor = line.start()
     before = first_scan(line)
     killed: list[float] = []
@@ -66,6 +71,8 @@ def test_the_kvstore_primary_killed_mid_scan_the_scan_is_counted_whole_on_the_ba
         # Nothing written before the kill is lost: scan 1's records (or their summary) are on the backup.
         earlier = records_of(client.subtree(scan_prefix(1)), 1)
         assert earlier.request is not None and earlier.file is not None and earlier.file.positions == 16
+        server = ServiceStatus.decode(client.get(status_key("kvstore", "server"))).extra
+        assert server["pair"] == "backup" and (server["unauthorised"], server["unauthenticated"]) == (0, 0), server
     assert {k: v for k, v in line.checksums().items() if k in before} == before
 
 

@@ -57,6 +57,10 @@ inline constexpr std::string_view kTtlProperty = "ttl";
 /// A KVSET with "create=1" is taken only if its key is absent (one claim wins; kvstore/SPEC.md,
 /// "Wire"); the server drops the property before it publishes the update.
 inline constexpr std::string_view kCreateProperty = "create";
+/// With [security] on, the server stamps every KVPUB of a client's write with "writer=<role>/<name>"
+/// (the writer's ZAP User-Id) and drops a "writer" a client sent: a pair's passive mirrors who
+/// holds each key, so that the write policy holds it after a failover (kvstore/SPEC.md, "Wire").
+inline constexpr std::string_view kWriterProperty = "writer";
 /// The longest ttl any configuration may allow (seconds, about 32 years): a deadline this far stays
 /// far inside a steady_clock, whose nanoseconds overflow after 292 years.
 inline constexpr double kTtlCeilingS = 1e9;

@@ -63,6 +63,11 @@
 // comes; passive, it mirrors the active (a snapshot of everything, then its KVPUBs with their
 // sequences, each appended to its own log; its HUGZ carry the mirrored sequence; the active's stack
 // id written to its log_dir). Becoming active, it applies what is still pending.
+// With CURVE on a pair, the peer link (P + 3) admits the kvstore key alone (ZAP domain
+// "kvstore-pair"), the peer's SUB and the passive's mirror are CURVE clients with that one key pair,
+// the kvstore identity may read but writes nothing, every KVPUB names its writer (the "writer"
+// property) so that the passive holds keys for the same identities, and a pending write is judged
+// by its sender's identity when applied (kvstore/SPEC.md, "The pair").
 // The server publishes its own ServiceStatus under status/kvstore/<name> (extra fields: stack_id,
 // malformed, snapshots, expired, keys, map_bytes and the refusal counters of ServerStats) at the
 // first heartbeat after it changes. Every snapshot reply carries that status, whatever its subtree:
@@ -125,7 +130,9 @@ struct ServerOptions {
   std::size_t scans_kept = 10000;
   /// [security]: the server's key pair and the allowlist of every role (domain "kvstore"); off:
   /// plain TCP and no authorisation. On: a ZAP handler refuses unknown keys at the handshake, and
-  /// each write is checked against its writer's role (write_policy.hpp).
+  /// each write is checked against its writer's role (write_policy.hpp). A server of a pair needs
+  /// the kvstore role's key in the allowlist (its peer's; refused without), which alone its peer
+  /// link admits.
   security::CurveServer curve;
   /// [kvstore] log_dir, log_fsync, log_fsync_interval_ms, log_max_bytes: the durable records
   /// (record_log.hpp); an empty dir keeps the map in memory only.

@@ -64,17 +64,24 @@ class GuideClient:
         """The next KVPUB newer than our sequence, applied to kvmap; HUGZ are skipped."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            key, seq, _uuid, props, body = self.recv(self.subscriber, deadline - time.monotonic())
-            sequence = struct.unpack("!q", seq)[0]
-            if key == b"HUGZ" or sequence <= self.sequence:
-                continue
-            self.sequence = sequence
-            if body:
-                self.kvmap[key] = body
-            else:
-                self.kvmap.pop(key, None)
-            return key, sequence, props, body
+            update = self.apply(self.recv(self.subscriber, deadline - time.monotonic()))
+            if update is not None:
+                return update
         pytest.fail("no update from the server")
+
+    def apply(self, frames: list[bytes]) -> tuple[bytes, int, bytes, bytes] | None:
+        """A KVPUB newer than our sequence applied to kvmap, as (key, sequence, properties, body);
+        None for a HUGZ or an update we have."""
+        key, seq, _uuid, props, body = frames
+        sequence = struct.unpack("!q", seq)[0]
+        if key == b"HUGZ" or sequence <= self.sequence:
+            return None
+        self.sequence = sequence
+        if body:
+            self.kvmap[key] = body
+        else:
+            self.kvmap.pop(key, None)
+        return key, sequence, props, body
 
     def kvset(self, key: bytes, body: bytes, ttl_s: int = 0) -> None:
         props = b"ttl=%d\n" % ttl_s if ttl_s else b""
@@ -156,13 +163,15 @@ class GuideServerListClient(GuideClient):
 
 
 def kvset_until_published(client: GuideClient, key: bytes, body: bytes, ttl_s: int = 0) -> tuple[bytes, int, bytes]:
-    """Send a KVSET until its KVPUB comes back (the PUB may not be connected yet); bounded."""
+    """Send a KVSET until its KVPUB comes back, resending every RESEND_S: our PUB may not be connected
+    yet, and a subscriber just connected may miss the KVPUB (its subscription still on the way, the
+    Clone pattern's slow joiner); bounded."""
     deadline = time.monotonic() + SYNC_S
     while time.monotonic() < deadline:
         client.kvset(key, body, ttl_s)
         resend_at = time.monotonic() + RESEND_S
         while client.subscriber.poll(max(0, int((resend_at - time.monotonic()) * 1000))):
-            got_key, sequence, props, got_body = client.next_update()
-            if got_key == key and got_body == body:
-                return props, sequence, got_body
+            update = client.apply(client.recv(client.subscriber, 0.0))
+            if update is not None and update[0] == key and update[3] == body:
+                return update[2], update[1], update[3]
     pytest.fail(f"KVSET {key!r} never published")

@@ -283,8 +283,9 @@ class PublishedRequest:
 
 
 # The least time the server is given to echo a request before it counts as refused: a loaded
-# machine must not pass for a refusal.
-MIN_TAKE_S = 5.0
+# machine must not pass for a refusal (5 s did not hold: four acquires racing for a number beside the
+# test suite on two cores waited longer for one claim).
+MIN_TAKE_S = 10.0
 
 
 def await_taken(client: Client, config: Config, key: str, scan_text: str, what: str) -> None:

@@ -6,9 +6,15 @@ the beamline's public certificates but a pair of their own that no allowlist lis
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
+from sectorflow.configs import Config
+from sectorflow.kvstore import Client, client_options
 from sectorflow.security import ROLES, read_certificate
+from sectorflow.security.options import with_key_dir
 from sectorflow.security.keys import PUBLIC_SUFFIX, generate
 
 # The name of each role's pair in the beamline's directory.
@@ -51,3 +57,31 @@ class Keyring:
     def stranger_pair(self, name: str, role: str) -> tuple[str, str]:
         certificate = read_certificate(str(self.root / name / role / f"{name}.key_secret"))
         return certificate.public_key, certificate.secret_key
+
+
+#: Deadline of a role's client sync; a failure guard, not a speed requirement.
+CLIENT_SYNC_S = 20.0
+
+
+@pytest.fixture
+def keyring(tmp_path: Path) -> Keyring:
+    return Keyring(tmp_path / "keys")
+
+
+@pytest.fixture
+def clients() -> Iterator[Callable[..., Client]]:
+    """``clients(config, role, key_dir=None)``: a synced kvstore client of that role's key (the
+    keyring's beamline keys, or those in ``key_dir``), closed at teardown."""
+    made: list[Client] = []
+
+    def make(config: Config, role: str, key_dir: Path | None = None) -> Client:
+        if key_dir is not None:
+            config = with_key_dir(config, key_dir)
+        client = Client(client_options(config, role=role))
+        made.append(client)
+        assert client.wait_synced(CLIENT_SYNC_S), f"a {role} client did not sync"
+        return client
+
+    yield make
+    for client in made:
+        client.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import msgpack
@@ -20,24 +20,19 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 from handshake import REFUSED, SUCCEEDED, Curve, handshake
 from harness import free_port_block
-from keyring import Keyring
+from keyring import Keyring, clients, keyring  # noqa: F401 (fixtures)
 from kvstore_support import KvServer, server_status
 from support import LOOPBACK, Processes, wait_until
 from test_kvstore_pair_servers import PAIR_PORTS, SNAPSHOT_TAKEN, address, kill, start_pair, stopped
 
 from sectorflow.configs import Config
-from sectorflow.kvstore import SERVER_FIELD, Client, client_options
+from sectorflow.kvstore import SERVER_FIELD, Client
 from sectorflow.protocol import ServiceStatus, status_key
-from sectorflow.security.options import with_key_dir
 
 SYNC_S = 20.0  # deadline of waits; a failure guard, not a speed requirement
 # A ZMTP 3.0 greeting (rfc.zeromq.org/spec:23): signature, version 3.0, mechanism NULL, as-server 0, filler.
 NULL_GREETING = b"\xff" + bytes(8) + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\x00") + b"\x00" + bytes(31)
 
-
-@pytest.fixture
-def keyring(tmp_path: Path) -> Keyring:
-    return Keyring(tmp_path / "keys")
 
 
 @pytest.fixture
@@ -53,22 +48,6 @@ def secured_pair(make_config: Callable, keyring: Keyring, tmp_path: Path) -> Cal
 
     return make
 
-
-@pytest.fixture
-def clients() -> Iterator[Callable[..., Client]]:
-    """``clients(config, role, key_dir=None)``: a synced pair client of that role's key, closed at teardown."""
-    made: list[Client] = []
-
-    def make(config: Config, role: str, key_dir: Path | None = None) -> Client:
-        if key_dir is not None:
-            config = with_key_dir(config, key_dir)
-        made.append(Client(client_options(config, role=role)))
-        assert made[-1].wait_synced(SYNC_S), f"a {role} client did not sync"
-        return made[-1]
-
-    yield make
-    for client in made:
-        client.close()
 
 
 def packed(value: object) -> bytes:

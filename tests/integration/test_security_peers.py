@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import msgpack
 import pytest
 import zmq
 from handshake import REFUSED, SUCCEEDED, Curve, handshake
-from keyring import Keyring
+from keyring import Keyring, clients, keyring  # noqa: F401 (fixtures)
 from kvstore_support import KvServer, server_status
 from support import Processes, wait_until
 
 from sectorflow.configs import Config
-from sectorflow.kvstore import Client, client_options
+from sectorflow.kvstore import Client
 from sectorflow.nodegroup import NodeGroup
 from sectorflow.nodegroup.nodegroup_service import settings_from
 from sectorflow.protocol import (
@@ -33,15 +33,10 @@ from sectorflow.protocol import (
     nodegroup_key,
     status_key,
 )
-from sectorflow.security.options import with_key_dir
 
 SYNC_S = 20.0  # deadline of waits; a failure guard, not a speed requirement
 SCAN = "scans/0000000001"
 
-
-@pytest.fixture
-def keyring(tmp_path: Path) -> Keyring:
-    return Keyring(tmp_path / "keys")
 
 
 @pytest.fixture
@@ -54,23 +49,6 @@ def secured(make_config: Callable, keyring: Keyring) -> Callable[..., tuple[Conf
 
     return make
 
-
-@pytest.fixture
-def clients() -> Iterator[Callable[..., Client]]:
-    """``clients(config, role, key_dir=None)``: a client of that role's key, closed at teardown."""
-    made: list[Client] = []
-
-    def make(config: Config, role: str, key_dir: Path | None = None) -> Client:
-        if key_dir is not None:
-            config = with_key_dir(config, key_dir)
-        client = Client(client_options(config, role=role))
-        made.append(client)
-        assert client.wait_synced(SYNC_S), f"a {role} client did not sync"
-        return client
-
-    yield make
-    for client in made:
-        client.close()
 
 
 def start_kvstore(config: Config, path: Path, processes: Processes) -> KvServer:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +15,15 @@ from slurm_cluster import SlurmCluster, slurm_available
 from support import LOOPBACK, Processes
 
 from sectorflow.configs import DEFAULT_CONFIG, Config, load_config
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The processes the tests start take Ctrl-C as from a terminal, also when the suite runs in the
+    background: a non-interactive shell starts a background command (``make test &``, a CI runner's
+    job) with SIGINT ignored, exec keeps an ignored signal ignored, and Python leaves it so. Then
+    ``sectorflow acquire`` rightly ignored the SIGINT its test sends. A handler is reset at exec."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@
 #include "sectorflow/aggregator/errors.hpp"
 #include "sectorflow/protocol/errors.hpp"
 #include "sectorflow/protocol/limits.hpp"
+#include "sectorflow/protocol/worker_thread.hpp"
 #include "sectorflow/security/zap_handler.hpp"
 
 namespace sectorflow::aggregator {
@@ -186,14 +187,14 @@ void Aggregator::start() {
   if (impl.started || impl.stopped) throw AggregatorError("aggregator: start() may be called once, before stop()");
   impl.started = true;
   for (std::size_t r = 0; r < impl.relays.size(); ++r) {
-    impl.threads.emplace_back([&impl, r] {
+    impl.threads.push_back(protocol::start_worker_thread([&impl, r] {
       try {
         impl.relays[r]->run(impl.stop);
       } catch (const std::exception& error) {
         const std::lock_guard<std::mutex> lock(impl.mutex);
         if (impl.failure.empty()) impl.failure = "aggregator thread " + std::to_string(r) + ": " + error.what();
       }
-    });
+    }));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "sectorflow/counting/errors.hpp"
+#include "sectorflow/protocol/worker_thread.hpp"
 
 namespace sectorflow::counting {
 
@@ -15,7 +16,7 @@ BatchCounter::BatchCounter(const ElectronCounter& prototype, unsigned threads) {
   workers_.reserve(threads - 1);
   try {
     for (unsigned i = 1; i < threads; ++i) {
-      workers_.emplace_back([this, i] { work(i); });
+      workers_.push_back(protocol::start_worker_thread([this, i] { work(i); }));
     }
   } catch (...) {
     // The destructor does not run for a half-built object: stop what was started.

@@ -9,6 +9,7 @@
 #include "replica.hpp"
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
+#include "sectorflow/protocol/worker_thread.hpp"
 #include "sectorflow/security/certificate.hpp"
 
 namespace sectorflow::kvstore {
@@ -135,7 +136,7 @@ Client::Client(ClientOptions options) {
   }
   impl_ = std::make_unique<Impl>(std::move(options));
   impl_->agent = std::make_unique<detail::Agent>(impl_->options, impl_->replica, impl_->status, impl_->commands);
-  impl_->thread = std::thread([agent = impl_->agent.get()] { agent->run(); });
+  impl_->thread = protocol::start_worker_thread([agent = impl_->agent.get()] { agent->run(); });
 }
 
 Client::~Client() {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "sectorflow/protocol/worker_thread.hpp"
+
 namespace sectorflow::nodegroup {
 namespace {
 
@@ -77,8 +79,12 @@ NodeGroup::NodeGroup(NodeGroupSettings settings)
     receivers_.push_back(std::make_unique<Receiver>(context_, settings_, r, endpoints, tracker_, counters_));
     ports_.push_back(receivers_.back()->port());
   }
-  for (auto& worker : workers_) threads_.emplace_back([this, w = worker.get()] { w->run(stop_); });
-  for (auto& receiver : receivers_) threads_.emplace_back([this, r = receiver.get()] { r->run(stop_); });
+  for (auto& worker : workers_) {
+    threads_.push_back(protocol::start_worker_thread([this, w = worker.get()] { w->run(stop_); }));
+  }
+  for (auto& receiver : receivers_) {
+    threads_.push_back(protocol::start_worker_thread([this, r = receiver.get()] { r->run(stop_); }));
+  }
 }
 
 NodeGroup::~NodeGroup() { stop(); }

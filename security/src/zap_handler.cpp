@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "sectorflow/security/errors.hpp"
+#include "sectorflow/protocol/worker_thread.hpp"
 
 namespace sectorflow::security {
 namespace {
@@ -59,7 +60,7 @@ ZapHandler::ZapHandler(zmq::context_t& context, const std::vector<CurveServer>& 
     monitors_.back().set(zmq::sockopt::linger, 0);
     monitors_.back().connect(address);
   }
-  thread_ = std::thread([this] { run(); });
+  thread_ = protocol::start_worker_thread([this] { run(); });
 }
 
 ZapHandler::~ZapHandler() {

@@ -1,0 +1,49 @@
+"""Every thread the project's C++ starts in a Python process blocks the stop signals, so that SIGINT
+and SIGTERM reach the main thread, the only one where Python runs their handlers (a signal the kernel
+gave a worker left the main thread asleep until its wait ended). Read from /proc in a fresh process:
+the threads that a kvstore client and a counter add.""" 
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+SCRIPT = r"""
+import json, os, threading, time
+from sectorflow.configs import load_config
+from sectorflow.counting import Counter
+from sectorflow.kvstore import Client
+
+def threads():
+    names = {}
+    for tid in os.listdir("/proc/self/task"):
+        fields = dict(line.split(":", 1) for line in open(f"/proc/self/task/{tid}/status").read().splitlines())
+        names[tid] = {"name": fields["Name"].strip(), "blocked": int(fields["SigBlk"], 16)}
+    return names
+
+before = threads()  # the main one, and those of the libraries imported (OpenBLAS's, for one)
+client = Client.from_config(load_config(), name="signals")  # its agent thread, which starts libzmq's
+counter = Counter((8, 8), background_threshold=1.0, threads=3)  # two worker threads
+deadline = time.monotonic() + 30
+while not any(t["name"].startswith("ZMQbg") for t in threads().values()) and time.monotonic() < deadline:
+    time.sleep(0.01)  # the agent creates its context when it starts
+assert threading.active_count() == 1, "no Python thread besides the main one"
+print(json.dumps({"main": threads()[str(os.getpid())], "new": {t: v for t, v in threads().items() if t not in before}}))
+client.close()
+"""
+
+
+def test_no_thread_but_the_main_one_takes_a_stop_signal() -> None:
+    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    stop_bits = {signum: 1 << (signum - 1) for signum in (signal.SIGINT, signal.SIGTERM)}
+    assert not any(seen["main"]["blocked"] & bit for bit in stop_bits.values()), seen["main"]
+    # The agent, the counter's two workers and libzmq's I/O and reaper threads.
+    assert len(seen["new"]) >= 5, seen
+    for tid, thread in seen["new"].items():
+        for signum, bit in stop_bits.items():
+            assert thread["blocked"] & bit, f"thread {tid} ({thread['name']}) can take {signum.name}"

@@ -17,6 +17,7 @@ from bench.proc_stats import descendants, stat_cpu_ticks, stat_parent, status_ki
 from bench.ratios import median, per_gb, ratio
 from bench.report import TARGETS_BEGIN, TARGETS_END, cell, merge_targets, section, table, target_rows
 from bench.scaling import layout, variant
+from bench.time_to_science import machine_bound
 from bench.transport import Run, single_sector
 from harness import write_toml
 from sectorflow.configs import config_from_dict
@@ -194,3 +195,10 @@ def test_the_file_workflow_writes_a_simulated_scan_of_local_toml_as_raw_files_st
         assert len(blocks) == 1
         frame = np.asarray(blocks[0].data).reshape(geometry.frame_rows, geometry.frame_cols)
         np.testing.assert_array_equal(frame, simulator.frame(7, position, scan_x=3))
+
+
+def test_the_machine_bound_spreads_the_stacks_cpu_over_every_core() -> None:
+    # A file workflow of 300 s against a stack that used 60 CPU seconds: on 2 cores at best 30 s, 10x.
+    assert machine_bound(300.0, 60.0, 2) == pytest.approx(10.0)
+    assert machine_bound(300.0, 60.0, 1) == pytest.approx(5.0)
+    assert machine_bound(300.0, 0.0, 2) == 0.0  # no CPU figures (a service's /proc unreadable): no bound

@@ -11,10 +11,11 @@ import subprocess
 import sys
 
 SCRIPT = r"""
-import json, os, threading, time
+import json, os, threading
 from sectorflow.configs import load_config
 from sectorflow.counting import Counter
 from sectorflow.kvstore import Client
+from sectorflow.waiting import wait_until
 
 def threads():
     names = {}
@@ -26,9 +27,8 @@ def threads():
 before = threads()  # the main one, and those of the libraries imported (OpenBLAS's, for one)
 client = Client.from_config(load_config(), name="signals")  # its agent thread, which starts libzmq's
 counter = Counter((8, 8), background_threshold=1.0, threads=3)  # two worker threads
-deadline = time.monotonic() + 30
-while not any(t["name"].startswith("ZMQbg") for t in threads().values()) and time.monotonic() < deadline:
-    time.sleep(0.01)  # the agent creates its context when it starts
+# The agent creates its context (libzmq's threads) when it starts.
+wait_until(lambda: any(t["name"].startswith("ZMQbg") for t in threads().values()), 30, "libzmq's threads")
 assert threading.active_count() == 1, "no Python thread besides the main one"
 print(json.dumps({"main": threads()[str(os.getpid())], "new": {t: v for t, v in threads().items() if t not in before}}))
 client.close()

@@ -187,7 +187,7 @@ void Aggregator::start() {
   if (impl.started || impl.stopped) throw AggregatorError("aggregator: start() may be called once, before stop()");
   impl.started = true;
   for (std::size_t r = 0; r < impl.relays.size(); ++r) {
-    impl.threads.push_back(protocol::start_worker_thread([&impl, r] {
+    impl.threads.push_back(protocol::start_worker_thread("sf-relay-" + std::to_string(r), [&impl, r] {
       try {
         impl.relays[r]->run(impl.stop);
       } catch (const std::exception& error) {

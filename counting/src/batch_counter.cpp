@@ -16,7 +16,7 @@ BatchCounter::BatchCounter(const ElectronCounter& prototype, unsigned threads) {
   workers_.reserve(threads - 1);
   try {
     for (unsigned i = 1; i < threads; ++i) {
-      workers_.push_back(protocol::start_worker_thread([this, i] { work(i); }));
+      workers_.push_back(protocol::start_worker_thread("sf-counter-" + std::to_string(i), [this, i] { work(i); }));
     }
   } catch (...) {
     // The destructor does not run for a half-built object: stop what was started.

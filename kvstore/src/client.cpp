@@ -136,7 +136,7 @@ Client::Client(ClientOptions options) {
   }
   impl_ = std::make_unique<Impl>(std::move(options));
   impl_->agent = std::make_unique<detail::Agent>(impl_->options, impl_->replica, impl_->status, impl_->commands);
-  impl_->thread = protocol::start_worker_thread([agent = impl_->agent.get()] { agent->run(); });
+  impl_->thread = protocol::start_worker_thread("sf-kvstore", [agent = impl_->agent.get()] { agent->run(); });
 }
 
 Client::~Client() {

@@ -79,11 +79,11 @@ NodeGroup::NodeGroup(NodeGroupSettings settings)
     receivers_.push_back(std::make_unique<Receiver>(context_, settings_, r, endpoints, tracker_, counters_));
     ports_.push_back(receivers_.back()->port());
   }
-  for (auto& worker : workers_) {
-    threads_.push_back(protocol::start_worker_thread([this, w = worker.get()] { w->run(stop_); }));
+  for (std::size_t w = 0; w < workers_.size(); ++w) {
+    threads_.push_back(protocol::start_worker_thread("sf-count-" + std::to_string(w), [this, w = workers_[w].get()] { w->run(stop_); }));
   }
-  for (auto& receiver : receivers_) {
-    threads_.push_back(protocol::start_worker_thread([this, r = receiver.get()] { r->run(stop_); }));
+  for (std::size_t r = 0; r < receivers_.size(); ++r) {
+    threads_.push_back(protocol::start_worker_thread("sf-receive-" + std::to_string(r), [this, r = receivers_[r].get()] { r->run(stop_); }));
   }
 }
 

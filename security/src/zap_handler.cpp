@@ -60,7 +60,7 @@ ZapHandler::ZapHandler(zmq::context_t& context, const std::vector<CurveServer>& 
     monitors_.back().set(zmq::sockopt::linger, 0);
     monitors_.back().connect(address);
   }
-  thread_ = protocol::start_worker_thread([this] { run(); });
+  thread_ = protocol::start_worker_thread("sf-zap", [this] { run(); });
 }
 
 ZapHandler::~ZapHandler() {

@@ -1,7 +1,8 @@
 """Every thread the project's C++ starts in a Python process blocks the stop signals, so that SIGINT
 and SIGTERM reach the main thread, the only one where Python runs their handlers (a signal the kernel
 gave a worker left the main thread asleep until its wait ended). Read from /proc in a fresh process:
-the threads that a kvstore client and a counter add.""" 
+the threads that a kvstore client and a counter add. Each is named for what it does, as `top -H`,
+`ps -L` and perf show it, where every thread of a Python service would otherwise be "python"."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ def test_no_thread_but_the_main_one_takes_a_stop_signal() -> None:
     assert not any(seen["main"]["blocked"] & bit for bit in stop_bits.values()), seen["main"]
     # The agent, the counter's two workers and libzmq's I/O and reaper threads.
     assert len(seen["new"]) >= 5, seen
+    names = sorted(thread["name"] for thread in seen["new"].values() if not thread["name"].startswith("ZMQbg"))
+    assert names == ["sf-counter-1", "sf-counter-2", "sf-kvstore"], names
     for tid, thread in seen["new"].items():
         for signum, bit in stop_bits.items():
             assert thread["blocked"] & bit, f"thread {tid} ({thread['name']}) can take {signum.name}"

@@ -2,7 +2,10 @@
 // is a Python program, and Python runs its signal handlers on its main thread only).
 #pragma once
 
+#include <algorithm>
 #include <csignal>
+#include <cstddef>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -15,8 +18,10 @@ namespace sectorflow::protocol {
 /// delivered to a worker leaves the main thread asleep in its wait, so that a Ctrl-C took effect
 /// only when that wait ended. libzmq blocks signals in its own I/O threads for the same reason.
 /// The mask is inherited at creation, so it is set around it and restored in this thread.
+/// `name` (at most 15 characters: the kernel's limit) is what `top -H`, `ps -L` and perf show for
+/// the thread, where every thread of a Python service would otherwise be "python".
 template <typename Function>
-std::thread start_worker_thread(Function&& function) {
+std::thread start_worker_thread(std::string name, Function&& function) {
   sigset_t all;
   sigset_t previous;
   sigfillset(&all);
@@ -25,7 +30,11 @@ std::thread start_worker_thread(Function&& function) {
     const sigset_t& mask;
     ~Restore() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
   } restore{previous};
-  return std::thread(std::forward<Function>(function));
+  name.resize(std::min<std::size_t>(name.size(), 15));
+  return std::thread([name = std::move(name), run = std::forward<Function>(function)]() mutable {
+    pthread_setname_np(pthread_self(), name.c_str());
+    run();
+  });
 }
 
 }  // namespace sectorflow::protocol

@@ -44,7 +44,7 @@ from pathlib import Path
 from bench import BenchmarkResult, RunOptions, Table, full_detector
 from bench.counting import seconds_per_frame as counting_seconds_per_frame
 from bench.cpu_per_gb import (ENCRYPTED_GOAL, PAIRINGS, Comparison, Floor, RunCpu, compare, hops,
-                              path_cpu_per_gb, process_cpu_per_gb, targets)
+                              path_cpu_per_gb, process_cpu_per_gb, per_round as cpu_rounds, targets)
 from bench.config_file import with_free_ports, write_config
 from harness import free_port_block
 from bench.processes import STOP_TIMEOUT_S, read_json, start_reporting
@@ -214,7 +214,7 @@ class Bench:
                     start_reporting(processes, "sink", [sys.executable, "-m", "bench.assembly_sink", "--config",
                                                         config.source, "--uid", uid,
                                                         "--timeout-s", str(int(RUN_TIMEOUT_S))])
-                    sink_ready = read_json(processes, "sink", START_TIMEOUT_S)
+                    read_json(processes, "sink", START_TIMEOUT_S)
                     wait_until(lambda: any(r.uid == uid for r in client.nodegroups()), START_TIMEOUT_S,
                                f"NodeGroup {uid} in the kvstore")
                     self.aggregator(processes, client, config)
@@ -222,7 +222,6 @@ class Bench:
                 else:
                     curve = path in SECURED
                     entry = self.sink(processes, curve=curve)
-                    sink_ready = {}  # the C++ sink's CPU before the data is nil
                     if path in ("proxy", "proxy-curve"):
                         start_reporting(processes, "proxy", [str(self.programs["zmq_hop"]), "proxy", "--bind",
                                                              f"tcp://{self.host}:0", "--connect", entry,
@@ -238,7 +237,11 @@ class Bench:
                         self.aggregator(processes, client, config)
                         relays.append("aggregator")
                         entry = f"tcp://{config.aggregator.host}:{config.aggregator.base_port}"
-                before = {name: cpu_seconds(processes.process(name).pid) or 0.0 for name in relays}
+                # The NodeGroup's sink is read here too, not from the line it printed when ready: between the
+                # two it idled while the aggregator started, which is no cost of the transfer (the C++ sinks
+                # start as the data does).
+                measured = relays + (["sink"] if path in pipelines else [])
+                before = {name: cpu_seconds(processes.process(name).pid) or 0.0 for name in measured}
                 if path in pipelines:
                     senders = self.feed(processes, config, uid)
                 else:
@@ -251,7 +254,7 @@ class Bench:
                     if (code := processes.wait(name, RUN_TIMEOUT_S)) != 0:
                         raise SectorflowError(f"{name} exited with code {code}; last lines of its log:\n"
                                               f"{processes.log_tail(name)}")
-                cpu["sink"] = float(end["cpu_s"]) - float(sink_ready.get("cpu_s", 0.0))
+                cpu["sink"] = float(end["cpu_s"]) - before.get("sink", 0.0)
                 return Run(int(end["messages"]), int(end["bytes"]), float(end["seconds"]), cpu)
             finally:
                 if path == "aggregator":
@@ -352,6 +355,7 @@ def summarize(runs: dict[str, list[Run]], config: Config, peek_ns: float, floor:
                   producer_curve=by_service[("producer", True)], aggregator_curve=by_service[("aggregator", True)],
                   nodegroup_curve=by_service[("NodeGroup, counting off", True)])
     detector_rows = full_detector.rows(costs, counting, frame_bytes)
+    same_hop = ratio(profile["pipeline"]["sink"], profile["aggregator"]["sink"])
     notes = [
         f"{MESSAGES:,} two-part messages (header + {sector_bytes:,}-byte payload, zero-copy) per run, {ROUNDS} runs "
         "per path interleaved; every process on tcp 127.0.0.1. CPU-s/GB: a process's user + system CPU seconds "
@@ -376,6 +380,10 @@ def summarize(runs: dict[str, list[Run]], config: Config, peek_ns: float, floor:
         f"hwm {config.aggregator.hwm} (aggregator and sinks), producer send_hwm {config.producer.send_hwm}, "
         f"NodeGroup pool {config.nodegroup.pool_frames} frames, {config.nodegroup.counting_threads} assembling "
         "thread(s); (c) uses a detector of one 144 x 576 sector so that it carries the stream of (a) and (b).",
+        "the NodeGroup against a C++ sink on its own hop (the sink of the aggregator path, fed by the aggregator "
+        f"as the NodeGroup is, so that data arrives at the same pace): {same_hop:.2f}x (rounds "
+        f"{', '.join(f'{v:.2f}' for v in cpu_rounds(figures, ('pipeline', 'sink'), ('aggregator', 'sink')))}); the "
+        "target's anchor, the raw hop's sink, is fed by a sender with nothing before it and reads bigger bursts.",
         "CPU seconds per GB by process (medians): " + "; ".join(
             f"{path}: " + ", ".join(f"{name} {value:.2f}" for name, value in profile[path].items())
             for path in PATHS),

@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,7 +53,10 @@ START_DELAY_S = 3.0  # the simulator waits for the mirror and the consumer to su
 
 
 def _tool(name: str) -> str:
-    path = shutil.which(name)
+    # The venv's own bin first: `make bench` and `.venv/bin/python -m bench` run it without
+    # activating the venv, so its console scripts are not on PATH.
+    search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    path = shutil.which(name, path=search)
     if path is None:
         raise RuntimeError(f"{name} not found: install the optional group 'pvapy' (pip install '.[pvapy]')")
     return path

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import sys
 import tomllib
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from bench import BenchmarkResult, Target
 from bench.config_file import config_tables
 from bench.memory import growth_rows
+from bench.pvapy import _tool
 from bench.proc_stats import descendants, stat_cpu_ticks, stat_parent, status_kib
 from bench.ratios import median, per_gb, ratio
 from bench.report import TARGETS_BEGIN, TARGETS_END, cell, merge_targets, section, table, target_rows
@@ -202,3 +204,13 @@ def test_the_machine_bound_spreads_the_stacks_cpu_over_every_core() -> None:
     assert machine_bound(300.0, 60.0, 2) == pytest.approx(10.0)
     assert machine_bound(300.0, 60.0, 1) == pytest.approx(5.0)
     assert machine_bound(300.0, 0.0, 2) == 0.0  # no CPU figures (a service's /proc unreadable): no bound
+
+
+def test_a_tool_of_the_venv_is_found_when_the_venv_is_not_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `make bench` runs .venv/bin/python without activating the venv: PvaPy's console scripts sit
+    # beside the interpreter, not on PATH.
+    monkeypatch.setenv("PATH", "/nonexistent")
+    interpreter = Path(sys.executable)
+    assert Path(_tool(interpreter.name)) == interpreter.parent / interpreter.name
+    with pytest.raises(RuntimeError, match="install the optional group 'pvapy'"):
+        _tool("no-such-tool-anywhere")

@@ -6,8 +6,9 @@ frame assembly by reference, without electron counting), registers it in the kvs
 as the ``nodegroup`` service does, so that the aggregator finds it, and prints one JSON line
 ``{"uid", "ports", "cpu_s"}``. Then it waits for one scan (at most T seconds; SIGTERM ends it
 early) and prints ``{"messages", "bytes", "seconds", "frames_complete", "frames_incomplete",
-"late", "evicted", "timed_out", "cpu_s"}``: ``seconds`` from the scan's first message to the moment
-every frame was assembled, ``cpu_s`` the CPU seconds of the process so far. Errors are one line on
+"late", "evicted", "timed_out", "cpu_s", "threads"}``: ``seconds`` from the scan's first message to the
+moment every frame was assembled, ``cpu_s`` the CPU seconds of the process so far, ``threads`` the
+same by thread name (sf-receive-0, sf-count-0, ZMQbg/IO/0, ...) as /proc counts them. Errors are one line on
 stderr and exit code 2.
 """
 
@@ -16,9 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import resource
 import sys
 
+from bench.proc_stats import thread_cpu_seconds
 from sectorflow.configs import ConfigError, load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
@@ -75,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                 "evicted": int(result.evicted_frames),
                 "timed_out": bool(result.timed_out),
                 "cpu_s": cpu_s(),
+                "threads": thread_cpu_seconds(os.getpid()),
             }), flush=True)
             return 0
     finally:

@@ -39,6 +39,21 @@ def stat_cpu_ticks(text: str) -> int:
     return int(fields[11]) + int(fields[12])
 
 
+def stat_name(text: str) -> str:
+    """The command name of /proc/<pid>/stat (a thread's name, in /proc/<pid>/task/<tid>/stat)."""
+    return text[text.index("(") + 1:text.rindex(")")]
+
+
+def by_thread_name(stats: list[str]) -> dict[str, float]:
+    """CPU seconds by thread name, from the /proc stat texts of a process's threads; threads of
+    one name (libzmq's I/O threads of two contexts, say) are added together."""
+    seconds: dict[str, float] = {}
+    for text in stats:
+        name = stat_name(text)
+        seconds[name] = seconds.get(name, 0.0) + stat_cpu_ticks(text) / TICKS_PER_S
+    return seconds
+
+
 def stat_parent(text: str) -> int:
     """The parent pid, from /proc/<pid>/stat."""
     return int(stat_fields(text)[1])
@@ -81,6 +96,16 @@ def cpu_seconds(pid: int) -> float | None:
     """CPU seconds (user + system, all threads) a live process has used; None if it has gone."""
     text = _read(f"/proc/{pid}/stat")
     return None if text is None else stat_cpu_ticks(text) / TICKS_PER_S
+
+
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds by thread name of a live process's threads now ({} if it has gone). The threads
+    this project starts are named (sf-relay-0, sf-receive-0, ...), libzmq's too (ZMQbg/IO/0)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    return by_thread_name([text for tid in tids if (text := _read(f"/proc/{pid}/task/{tid}/stat")) is not None])
 
 
 def process_tree(root: int) -> list[int]:

@@ -48,10 +48,10 @@ from bench.cpu_per_gb import (ENCRYPTED_GOAL, PAIRINGS, Comparison, Floor, RunCp
 from bench.config_file import with_free_ports, write_config
 from harness import free_port_block
 from bench.processes import STOP_TIMEOUT_S, read_json, start_reporting
-from bench.proc_stats import cpu_seconds
+from bench.proc_stats import cpu_seconds, thread_cpu_seconds
 from bench.programs import build_programs
 from bench.full_detector import Costs
-from bench.ratios import median, ratio
+from bench.ratios import median, per_gb, ratio
 from sectorflow.configs import Config, ReceiverConfig, SecurityConfig
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
@@ -98,6 +98,8 @@ class Run:
     bytes: int
     seconds: float
     cpu_s: dict[str, float] = field(default_factory=dict)
+    # process -> thread name -> CPU seconds during the transfer, for the relays and the NodeGroup
+    threads: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def gb_s(self) -> float:
@@ -242,6 +244,7 @@ class Bench:
                 # start as the data does).
                 measured = relays + (["sink"] if path in pipelines else [])
                 before = {name: cpu_seconds(processes.process(name).pid) or 0.0 for name in measured}
+                threads_before = {name: thread_cpu_seconds(processes.process(name).pid) for name in measured}
                 if path in pipelines:
                     senders = self.feed(processes, config, uid)
                 else:
@@ -249,13 +252,19 @@ class Bench:
                     self.sender(processes, entry, uid if path == "aggregator" else None, curve=path in SECURED)
                 end = read_json(processes, "sink", RUN_TIMEOUT_S + 10)
                 cpu = {name: (cpu_seconds(processes.process(name).pid) or 0.0) - before[name] for name in relays}
+                threads_after = {name: thread_cpu_seconds(processes.process(name).pid) for name in relays}
+                if "threads" in end:  # the NodeGroup's, read by itself as it ended
+                    threads_after["sink"] = {str(k): float(v) for k, v in end["threads"].items()}
                 for name in senders:
                     cpu[name] = float(read_json(processes, name, RUN_TIMEOUT_S)["cpu_s"])
                     if (code := processes.wait(name, RUN_TIMEOUT_S)) != 0:
                         raise SectorflowError(f"{name} exited with code {code}; last lines of its log:\n"
                                               f"{processes.log_tail(name)}")
                 cpu["sink"] = float(end["cpu_s"]) - before.get("sink", 0.0)
-                return Run(int(end["messages"]), int(end["bytes"]), float(end["seconds"]), cpu)
+                threads = {name: {thread: seconds - threads_before[name].get(thread, 0.0)
+                                  for thread, seconds in after.items()}
+                           for name, after in threads_after.items()}
+                return Run(int(end["messages"]), int(end["bytes"]), float(end["seconds"]), cpu, threads)
             finally:
                 if path == "aggregator":
                     client.erase(nodegroup_key(uid))  # a NodeGroup deregisters itself; the C++ sink cannot
@@ -295,6 +304,28 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
 def per_round(runs: dict[str, list[Run]], path: str, reference: str) -> list[float]:
     """path / reference in each round: the two ran minutes apart at most, under the same load."""
     return [ratio(a.gb_s, b.gb_s) for a, b in zip(runs[path], runs[reference])]
+
+
+# The processes whose CPU is shown thread by thread (path, process): what explains the two plain targets.
+THREAD_PROFILE = (("proxy", "proxy"), ("aggregator", "aggregator"), ("pipeline", "aggregator"), ("pipeline", "sink"))
+THREAD_SHOWN = 0.005  # CPU-s/GB below which a thread is left out of the table
+
+
+def thread_rows(runs: dict[str, list[Run]]) -> list[list[object]]:
+    """Per (path, process) of THREAD_PROFILE, each thread's CPU per GB (median of the rounds) and its share
+    of the process's; a process whose threads were not read (the C++ sinks: they exit as they report) has none."""
+    rows: list[list[object]] = []
+    for path, process in THREAD_PROFILE:
+        path_runs = [r for r in runs.get(path, []) if process in r.threads]
+        if not path_runs:
+            continue
+        whole = median(per_gb(r.cpu_s.get(process, 0.0), r.bytes) for r in path_runs)
+        names = sorted({name for r in path_runs for name in r.threads[process]})
+        for name in names:
+            value = median(per_gb(r.threads[process].get(name, 0.0), r.bytes) for r in path_runs)
+            if value >= THREAD_SHOWN:
+                rows.append([f"{path}: {process}", name, value, f"{100 * ratio(value, whole):.0f}%"])
+    return rows
 
 
 def cpu_figures(runs: dict[str, list[Run]]) -> dict[str, list[RunCpu]]:
@@ -401,6 +432,10 @@ def summarize(runs: dict[str, list[Run]], config: Config, peek_ns: float, floor:
               ["hop", "encrypted path", "CPU-s/GB", "plain path", "CPU-s/GB", "floor", "/ (plain + floor)", "goal"],
               [[h.name, h.encrypted, h.cpu, h.plain, h.plain_cpu, h.floor, h.ratio, f"<= {ENCRYPTED_GOAL:.2f}"]
                for h in encrypted]),
+        Table("where the relays' and the NodeGroup's CPU goes, thread by thread (CPU-s/GB, medians of the rounds; "
+              "python: the Python main thread, zmq_hop: the C++ program's, ZMQbg/IO/n: libzmq's I/O threads, which "
+              "do the TCP reads and writes)",
+              ["path: process", "thread", "CPU-s/GB", "share of the process"], thread_rows(runs)),
         Table(f"{full_detector.TITLE} ({full_detector.detector_gb_s(frame_bytes):.1f} GB/s), from this run's "
               "CPU per GB and counting cost", full_detector.COLUMNS, detector_rows),
     ]

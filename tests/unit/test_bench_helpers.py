@@ -15,12 +15,12 @@ from bench import BenchmarkResult, Target
 from bench.config_file import config_tables
 from bench.memory import growth_rows
 from bench.pvapy import _tool
-from bench.proc_stats import descendants, stat_cpu_ticks, stat_parent, status_kib
+from bench.proc_stats import TICKS_PER_S, by_thread_name, descendants, stat_cpu_ticks, stat_parent, status_kib
 from bench.ratios import median, per_gb, ratio
 from bench.report import TARGETS_BEGIN, TARGETS_END, cell, merge_targets, section, table, target_rows
 from bench.scaling import layout, variant
 from bench.time_to_science import machine_bound
-from bench.transport import Run, single_sector
+from bench.transport import Run, single_sector, thread_rows
 from harness import write_toml
 from sectorflow.configs import config_from_dict
 
@@ -214,3 +214,21 @@ def test_a_tool_of_the_venv_is_found_when_the_venv_is_not_on_path(monkeypatch: p
     assert Path(_tool(interpreter.name)) == interpreter.parent / interpreter.name
     with pytest.raises(RuntimeError, match="install the optional group 'pvapy'"):
         _tool("no-such-tool-anywhere")
+
+
+def test_threads_of_one_name_add_up_and_a_name_may_hold_spaces_and_parentheses() -> None:
+    io = "41 (ZMQbg/IO/0) S 1 41 1 0 -1 4194368 0 0 0 0 300 100 0 0 20 0 9 0 5 0 0"
+    again = io.replace("300 100", "50 50")
+    odd = io.replace("(ZMQbg/IO/0)", "(a (b) c)").replace("300 100", "7 3")
+    seconds = by_thread_name([io, again, odd])
+    assert seconds == pytest.approx({"ZMQbg/IO/0": 500 / TICKS_PER_S, "a (b) c": 10 / TICKS_PER_S})
+
+
+def test_the_thread_table_gives_each_threads_cpu_per_gb_and_its_share_of_the_process() -> None:
+    gb = 1_000_000_000
+    runs = {"pipeline": [Run(1, gb, 1.0, {"sink": 0.4}, {"sink": {"sf-receive-0": 0.1, "ZMQbg/IO/0": 0.3,
+                                                                     "python": 0.001}}),
+                         Run(1, 2 * gb, 1.0, {"sink": 0.8}, {"sink": {"sf-receive-0": 0.2, "ZMQbg/IO/0": 0.6}})],
+            "proxy": [Run(1, gb, 1.0, {"proxy": 0.5})]}  # no threads read: no rows
+    assert thread_rows(runs) == [["pipeline: sink", "ZMQbg/IO/0", pytest.approx(0.3), "75%"],
+                                 ["pipeline: sink", "sf-receive-0", pytest.approx(0.1), "25%"]]

@@ -28,7 +28,9 @@ results (issue 34): each service of (c) against its anchor in the same run (benc
 each encrypted hop against its plain hop plus the cipher's own cost (``cipher_floor``: libsodium
 on one core), and the cores the full detector needs (bench/full_detector.py, with bench/counting.py's
 counting cost per frame). ``zmq_hop check`` times what the aggregator does per message beyond a
-plain relay (decode and check the header as every receiving thread does, pick a NodeGroup).
+plain relay (decode and check the header as every receiving thread does, pick a NodeGroup). The
+relays and the NodeGroup are also read thread by thread (/proc, by the threads' names), which says
+where each one's CPU goes: libzmq's I/O threads, the relay thread, the receiver and counting threads.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ PORT = 5556
 SILENCE_HEARTBEATS = 3
 DEADLINE_S = 60.0  # a failure guard on each wait
 
-# Runs on recv2: a pair client writing w/<n> every 10 ms, and a SUB on each server's P + 1 counting
+# Runs on recv2: a pair client writing w/<n> every 10 ms, at most 20,000 (the kvstore refuses a 25,001st
+# key from one address, [kvstore] max_keys_per_address), and a SUB on each server's P + 1 counting
 # its KVPUBs and HUGZ. Prints "synced" once it syncs, its counters as JSON lines every 100 ms, and a
 # last line "final {...}" once the file argv[2] exists.
 CLIENT = """
@@ -48,11 +49,15 @@ for sub in subs.values():
     poller.register(sub, zmq.POLLIN)
 updates = {"primary": [], "backup": []}
 heartbeats = {"primary": 0, "backup": 0}
-issued, last_report = 0, 0.0
+issued, last_report, next_write = 0, 0.0, time.monotonic()
 while not os.path.exists(sys.argv[2]):
-    client.set_once(f"w/{issued:06d}", msgpack.packb(issued))
-    issued += 1
-    for sub, _ in poller.poll(10):  # paces the writes too
+    if issued < 20_000 and time.monotonic() >= next_write:
+        client.set_once(f"w/{issued:06d}", msgpack.packb(issued))
+        issued += 1
+        next_write += 0.01
+    # Until the next write is due: the updates the writes bring back must not pace them.
+    wait_ms = max(0, int((next_write - time.monotonic()) * 1000)) if issued < 20_000 else 10
+    for sub, _ in poller.poll(wait_ms):
         role = next(r for r, s in subs.items() if s is sub)
         while True:
             try:

@@ -28,8 +28,9 @@ def threads():
 before = threads()  # the main one, and those of the libraries imported (OpenBLAS's, for one)
 client = Client.from_config(load_config(), name="signals")  # its agent thread, which starts libzmq's
 counter = Counter((8, 8), background_threshold=1.0, threads=3)  # two worker threads
-# The agent creates its context (libzmq's threads) when it starts.
-wait_until(lambda: any(t["name"].startswith("ZMQbg") for t in threads().values()), 30, "libzmq's threads")
+# The agent creates its context when it starts: libzmq's I/O and reaper threads, which carry the
+# agent's name until they have named themselves.
+wait_until(lambda: sum(t["name"].startswith("ZMQbg") for t in threads().values()) >= 2, 30, "libzmq's threads")
 assert threading.active_count() == 1, "no Python thread besides the main one"
 print(json.dumps({"main": threads()[str(os.getpid())], "new": {t: v for t, v in threads().items() if t not in before}}))
 client.close()

@@ -30,11 +30,11 @@ std::thread start_worker_thread(std::string name, Function&& function) {
     const sigset_t& mask;
     ~Restore() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
   } restore{previous};
+  std::thread thread(std::forward<Function>(function));
+  // Named from here, not by the thread itself, so that it has its name once this returns.
   name.resize(std::min<std::size_t>(name.size(), 15));
-  return std::thread([name = std::move(name), run = std::forward<Function>(function)]() mutable {
-    pthread_setname_np(pthread_self(), name.c_str());
-    run();
-  });
+  pthread_setname_np(thread.native_handle(), name.c_str());
+  return thread;
 }
 
 }  // namespace sectorflow::protocol

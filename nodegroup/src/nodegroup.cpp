@@ -80,10 +80,12 @@ NodeGroup::NodeGroup(NodeGroupSettings settings)
     ports_.push_back(receivers_.back()->port());
   }
   for (std::size_t w = 0; w < workers_.size(); ++w) {
-    threads_.push_back(protocol::start_worker_thread("sf-count-" + std::to_string(w), [this, w = workers_[w].get()] { w->run(stop_); }));
+    threads_.push_back(protocol::start_worker_thread("sf-count-" + std::to_string(w),
+                                                     [this, worker = workers_[w].get()] { worker->run(stop_); }));
   }
   for (std::size_t r = 0; r < receivers_.size(); ++r) {
-    threads_.push_back(protocol::start_worker_thread("sf-receive-" + std::to_string(r), [this, r = receivers_[r].get()] { r->run(stop_); }));
+    threads_.push_back(protocol::start_worker_thread("sf-receive-" + std::to_string(r),
+                                                     [this, receiver = receivers_[r].get()] { receiver->run(stop_); }));
   }
 }
 

@@ -49,14 +49,15 @@ for sub in subs.values():
     poller.register(sub, zmq.POLLIN)
 updates = {"primary": [], "backup": []}
 heartbeats = {"primary": 0, "backup": 0}
+MAX_WRITES = 20_000
 issued, last_report, next_write = 0, 0.0, time.monotonic()
 while not os.path.exists(sys.argv[2]):
-    if issued < 20_000 and time.monotonic() >= next_write:
+    if issued < MAX_WRITES and time.monotonic() >= next_write:
         client.set_once(f"w/{issued:06d}", msgpack.packb(issued))
         issued += 1
         next_write += 0.01
     # Until the next write is due: the updates the writes bring back must not pace them.
-    wait_ms = max(0, int((next_write - time.monotonic()) * 1000)) if issued < 20_000 else 10
+    wait_ms = max(0, int((next_write - time.monotonic()) * 1000)) if issued < MAX_WRITES else 10
     for sub, _ in poller.poll(wait_ms):
         role = next(r for r, s in subs.items() if s is sub)
         while True:

@@ -16,6 +16,9 @@ sectors missing, no file, or not over within ``--timeout``; 2 is a usage error. 
 bridge (``sectorflow libertem``) had the scan, a line under the account says how many positions
 LiberTEM got empty (``libertem_account``).
 
+A replay is refused before anything is written when it has nothing to do or nobody to count it
+(``replay_check``): the scan's records and file stay as they were.
+
 The scan number is claimed first (``scans/<n>/claim``, written create-only: the kvstore takes one claim
 per number, ``sectorflow.protocol.scan_life``): without ``--scan-number`` the next unused number is claimed, the
 one after if another acquire won it, so concurrent acquires never share a number.
@@ -68,6 +71,7 @@ from sectorflow.simulator import parse_scan_shape
 from sectorflow.waiting import WaitTimeout, wait_until
 
 from .progress import ScanProgress
+from .replay_check import counted_already_by, replay_refusal
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +115,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--rate", default=None, metavar="HZ",
                         help="frames per second (0: as fast as possible); default simulator.rate_hz")
     parser.add_argument("--replay", action="store_true",
-                        help="stream the scan's raw files from producer.fallback_dir instead of simulating it")
+                        help="stream the scan's raw files from producer.fallback_dir instead of simulating it; "
+                        "refused (exit 2) for a scan counted complete or with no raw file known, and (exit 1) into "
+                        "NodeGroups that counted it already")
     parser.add_argument("--wait", action="store_true", help="wait for the scan's outcome and exit with it (see above)")
     parser.add_argument("--timeout", default=None, metavar="S",
                         help="with --wait, give up after S seconds (default: wait as long as it takes)")
@@ -327,7 +333,9 @@ def publish_request(client: Client, config: Config, scan: int | None, scan_x: in
 
     Claims the scan number (``scans/<n>/claim``; ``scan`` None: the next unused one), then writes the
     scan's request record (``scans/<n>/request``), then ``acquire/request``. Raises SectorflowError if
-    the kvstore does not answer, for a number used or claimed before, or for a replay with no NodeGroup.
+    the kvstore does not answer, for a number used or claimed before, or for a replay with no NodeGroup
+    or into NodeGroups that counted the scan already; UsageError (exit 2) for a replay of a scan with
+    nothing to replay (``replay_check``). Every refusal comes before anything is written.
     """
     if not client.wait_synced(SYNC_TIMEOUT_S):
         kv = config.kvstore
@@ -335,13 +343,15 @@ def publish_request(client: Client, config: Config, scan: int | None, scan_x: in
                               "is 'sectorflow kvstore' running?")
     if scan is None:
         scan = claim_next_scan(client, config)
-    elif not replay:
-        earlier = earlier_run(client, scan)
-        if earlier is not None:
-            raise SectorflowError(f"scan {scan} was acquired before ({earlier}): a scan number is used once; the next "
-                                  f"unused is {next_unused_scan(client)}, and --replay streams scan {scan}'s raw "
-                                  "files again")
-        if not claim_scan(client, config, scan):
+        records = ScanRecords(scan)  # a number nobody used
+    else:
+        records = records_of(client.subtree(scan_prefix(scan)), scan)
+        refusal = replay_refusal(records, config.producer.fallback_dir) if replay else None
+        if refusal is not None:
+            raise UsageError(refusal)
+        if not replay and earlier_run(records) is not None:
+            raise SectorflowError(used_number_refusal(records, next_unused_scan(client), config.producer.fallback_dir))
+        if not replay and not claim_scan(client, config, scan):
             raise SectorflowError(f"scan {scan} is claimed by another acquire ({_claimant(client, scan)}): a scan "
                                   f"number is used once; the next unused is {next_unused_scan(client)}")
     routing = [record.uid for record in client.nodegroups()]
@@ -349,6 +359,11 @@ def publish_request(client: Client, config: Config, scan: int | None, scan_x: in
     if replay and not routing:
         raise SectorflowError(f"scan {scan}: --replay needs a registered NodeGroup to stream to, and none is; "
                               "start a streaming session first")
+    counted_by = counted_already_by(records, routing) if replay else []
+    if counted_by:
+        raise SectorflowError(f"scan {scan}: NodeGroups {', '.join(counted_by)} counted it already and refuse another "
+                              "count (a NodeGroup remembers its scans): replay it once the next NodeGroup job runs "
+                              "(a new streaming session)")
     request = AcquireRequest(scan_number=scan, scan_x=scan_x, scan_y=scan_y, rate_hz=rate_hz, routing=routing,
                              source=source)
     published_s = wall_clock_s()
@@ -363,17 +378,28 @@ def publish_request(client: Client, config: Config, scan: int | None, scan_x: in
     return PublishedRequest(request, record, published_s, ttl_s, kv.ttl_s + 2 * silence_s + GONE_GRACE_S)
 
 
-def earlier_run(client: Client, scan: int) -> str | None:
-    """What became of an earlier acquisition of ``scan`` if the kvstore holds one (its request or
+def earlier_run(records: ScanRecords) -> str | None:
+    """What became of an earlier acquisition of the scan if its records hold one (its request or
     a producer's part), else None. The producers ignore a request for a scan they acquired already,
     so a second one would never end."""
-    records = records_of(client.subtree(scan_prefix(scan)), scan)
     if records.request is None and not records.producers:
         return None
     if records.file is None:
         return "no file yet: it is running, or its NodeGroups never wrote one"
     where = f": {records.file.path}" if records.file.path else ""
     return f"outcome {records.file.outcome}{where}"
+
+
+def used_number_refusal(records: ScanRecords, next_unused: int, fallback_dir: str) -> str:
+    """The refusal of a scan number acquired before (``earlier_run`` is not None): what became of it,
+    the next unused number and, only when a replay of it would be taken (``replay_refusal``), that
+    --replay streams its raw files again."""
+    scan = records.scan
+    text = (f"scan {scan} was acquired before ({earlier_run(records)}): a scan number is used once; the next unused "
+            f"is {next_unused}")
+    if replay_refusal(records, fallback_dir) is None:
+        text += f", and --replay streams scan {scan}'s raw files again"
+    return text
 
 
 # How many numbers an acquire tries before giving up: each lost claim means another acquire won it.

@@ -28,6 +28,7 @@ from sectorflow.protocol import (
     ProducerScanRecord,
     RawFileReader,
     find_raw_files,
+    raw_file_name,
     scan_prefix,
     scan_producer_key,
 )
@@ -100,14 +101,13 @@ def test_daemons_acquire_to_disk_then_stream_then_replay(make_config, processes,
         assert len(upstream.data) == 48
 
         # A scan number already used is refused at once (the producers would ignore the request), --wait
-        # or not, with what became of it; nothing is requested.
+        # or not, with what became of it; nothing is requested. Scan 2 spilled nothing: no replay named.
         for wait in ((), ("--wait",)):
             result = acquire(path, "--scan-number", "2", "--scan-shape", "4x3", *wait)
             assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
             assert result.stderr.splitlines()[-1] == (
                 "sectorflow acquire: error: scan 2 was acquired before (no file yet: it is running, or its NodeGroups "
-                "never wrote one): a scan number is used once; the next unused is 3, and --replay streams scan 2's "
-                "raw files again")
+                "never wrote one): a scan number is used once; the next unused is 3")
         assert client.get("acquire/request") is not None and AcquireRequest.decode(
             client.get("acquire/request")).source == "replay", "the replay of scan 1 is the last request"
     for daemon in daemons:
@@ -141,8 +141,14 @@ def test_acquire_refuses_a_bad_scan_shape_and_replay_without_nodegroups(make_con
         result = acquire(server.path, "--scan-number", "1", "--scan-shape", shape)
         assert result.returncode == 2  # a usage error, as acquire --help says
         assert result.stderr.startswith(f"sectorflow acquire: error: scan shape '{shape}'"), result.stderr
+    # A scan with no raw file anywhere has nothing to replay: a bad --scan-number for --replay.
     result = acquire(server.path, "--scan-number", "1", "--scan-shape", "2x2", "--replay")
-    assert result.returncode == 1 and "--replay needs a registered NodeGroup" in result.stderr
+    assert result.returncode == 2 and "scan 1 has no raw files to replay" in result.stderr, result.stderr
+    raw = Path(server.config.producer.fallback_dir)
+    raw.mkdir(parents=True, exist_ok=True)
+    (raw / raw_file_name(1, 0)).write_bytes(b"")
+    result = acquire(server.path, "--scan-number", "1", "--scan-shape", "2x2", "--replay")
+    assert result.returncode == 1 and "--replay needs a registered NodeGroup" in result.stderr, result.stderr
     with Client.from_config(server.config, name="test") as client:
         assert client.wait_synced(START_S) and client.get("acquire/request") is None, "nothing was requested"
 

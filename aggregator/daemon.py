@@ -16,8 +16,9 @@ An aggregator that finds another process's relay threads live in the kvstore
 (``sectorflow.ownership``) stops before relaying, with one line naming that process's host and pid.
 With ``[aggregator] standby_host`` set, the kvstore's lease decides instead (``lease.py``): the
 daemon waits as a standby (``status/aggregator/standby-<host>-<pid>``) until the lease is free, takes
-it, binds (retrying while the ports are still held by the old active) and relays; it stops relaying
-and waits again when the lease is lost, and gives it up when it stops. A takeover mid-scan is a
+it, binds (retrying while the ports are still held by the old active), waits for its relay's kvstore
+replicas (which start at the server its own client found active) and relays, renewing the lease all
+the while; it stops relaying and waits again when the lease is lost, and gives it up when it stops. A takeover mid-scan is a
 restart of the relay threads as far as the scan goes: they rebuild the scan from the producers'
 records, as a restarted aggregator does.
 
@@ -188,12 +189,17 @@ def _run_with_lease(config: Config, standby: bool) -> int:
             record = lease.current()
             logger.info("took the lease %s (takeovers %s): binding and relaying", LEASE_KEY,
                         record.extra.get("takeovers") if record is not None else "?")
-            aggregator = _bind_when_free(config, lease, stop)
+            # The relay's replicas start at the kvstore server this client found active (a pair just
+            # failed over: not a silence period at the dead primary while the lease waits).
+            aggregator = _bind_when_free(config, lease, stop, client.server if config.kvstore.servers else "")
             if aggregator is None:
                 continue
             try:
-                _wait_synced(aggregator, config, stop)
-                failure = _serve(aggregator, client, config, ServiceState(logger), stop, lease)
+                _wait_synced(aggregator, config, stop, lease)
+                why = lease.keep()
+                failure = LOST + why if why else _serve(aggregator, client, config, ServiceState(logger), stop, lease)
+                if why:
+                    logger.warning("%s", why)
             finally:
                 aggregator.stop()
             _log_totals(aggregator)
@@ -243,10 +249,11 @@ def _stand_by(client: Client, config: Config, lease: Lease, stop: threading.Even
     return False
 
 
-def _bind_when_free(config: Config, lease: Lease, stop: threading.Event) -> Aggregator | None:
+def _bind_when_free(config: Config, lease: Lease, stop: threading.Event, first_server: str) -> Aggregator | None:
     """The relay, bound; retried while its ports are taken (the old active, fenced, still unbinding) and
     the lease is kept. None if the lease was lost or the daemon stops first."""
-    options = aggregator_options(config, log=lambda message: logger.info("kvstore replica: %s", message))
+    options = aggregator_options(config, log=lambda message: logger.info("kvstore replica: %s", message),
+                                 first_server=first_server)
     logged = False
     while not stop.is_set():
         try:
@@ -323,14 +330,20 @@ def _log_totals(aggregator: Aggregator) -> None:
                     stats.messages, stats.bytes, stats.lost, sum(stats.malformed.values()))
 
 
-def _wait_synced(aggregator: Aggregator, config: Config, stop: threading.Event) -> bool:
+def _wait_synced(aggregator: Aggregator, config: Config, stop: threading.Event, lease: Lease | None = None) -> bool:
     """Wait for the replicas of nodegroups/ and scans/; without them after SYNC_TIMEOUT_S, relay anyway.
-    Returns whether they synced."""
+    Returns whether they synced. A ``lease`` held is renewed meanwhile, and the wait ends if it is lost
+    (the caller asks it why)."""
     kv = config.kvstore
-    try:
+
+    def synced() -> bool:
         # Each poll blocks in C++ for up to POLL_INTERVAL_S; a stop ends the wait between two.
-        wait_until(lambda: aggregator.wait_synced(POLL_INTERVAL_S), SYNC_TIMEOUT_S, f"kvstore at {kv.address}",
-                   0.0, stop=stop)
+        if aggregator.wait_synced(POLL_INTERVAL_S):
+            return True
+        return lease is not None and bool(lease.keep())
+
+    try:
+        wait_until(synced, SYNC_TIMEOUT_S, f"kvstore at {kv.address}", 0.0, stop=stop)
         return not stop.is_set()
     except WaitTimeout:
         logger.warning("kvstore at %s did not answer within %.0f s: relaying anyway; NodeGroups and scan records "

@@ -10,12 +10,19 @@ sector, when (``first_routed_s``: the failover benchmark's end mark).
 Why it is safe (kvstore/SPEC.md, "Wire"): a takeover is a ``create=1`` write, which the server takes
 only while the key is absent and handles one at a time, so of two standbys (or a standby and a
 returning old active) exactly one gets it, and every process learns which from its replica. The
-holder renews the record every quarter of ``takeover_s``; the server expires it ``takeover_s`` after
+holder renews the record every eighth of ``takeover_s``; the server expires it ``takeover_s`` after
 the last renewal it received. The holder fences itself: it stops relaying once it has not seen one
-of its renewals come back for two thirds of ``takeover_s``, before the server can have expired the
-lease for anyone else to take (a holder cut off from the kvstore, a hung process). A holder that
-finds the record naming another process stops at once. A restarted old aggregator finds the lease
-held and waits as a standby.
+of its renewals come back for three quarters of ``takeover_s``, before the server can have expired
+the lease for anyone else to take (a holder cut off from the kvstore, a hung process), and the last
+quarter is its time to free the ports. A holder that finds the record naming another process stops
+at once. A restarted old aggregator finds the lease held and waits as a standby.
+
+With a kvstore pair, a failover must not fence the holder (docs/fault-model.md, "The lease and the
+kvstore pair"): the loader refuses a ``takeover_s`` shorter than the time a client needs to find the
+new active (``configs.schema.min_takeover_s``); the new active counts every ttl afresh from its
+takeover (a holder is silent only after a whole ttl in which it could reach it), and the renewals
+the holder sent meanwhile reached it as held writes. A holder that fenced itself and takes the free
+lease again is no takeover: nobody else held it.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import time
 import uuid
 
 from sectorflow._core import protocol as _records
+from sectorflow.configs.schema import LEASE_FENCE_FRACTION, LEASE_RENEWALS_PER_PERIOD
 from sectorflow.kvstore import Client
 from sectorflow.protocol import SERVICE_AGGREGATOR, STATE_IDLE, STATE_STREAMING, ServiceStatus, status_key
 from sectorflow.waiting import WaitTimeout, wait_until
@@ -34,8 +42,8 @@ LEASE_NAME = "active"
 LEASE_KEY = status_key(SERVICE_AGGREGATOR, LEASE_NAME)
 STANDBY_PREFIX = "standby-"
 # Renewals per lease period, and the part of it after which an unconfirmed holder stops relaying.
-RENEWALS_PER_PERIOD = 4
-FENCE_FRACTION = 2 / 3
+RENEWALS_PER_PERIOD = LEASE_RENEWALS_PER_PERIOD
+FENCE_FRACTION = LEASE_FENCE_FRACTION
 
 
 def standby_name() -> str:
@@ -83,8 +91,10 @@ class Lease:
         self.period_s = period_s
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._takeovers_seen = -1  # the highest count of any lease record seen; -1: none seen
-        self._last_holder = ""
+        self._last_holder = ""      # "host pid N" of the last other holder seen
+        self._held_last = False     # the last record seen was this process's own
         self._extra: dict[str, int | float | str] | None = None  # what this process wrote last, while it holds the lease
+        self._lost = ""  # why this process stopped holding the lease last
         self._renewal = 0
         self._sent_at = 0.0
         self._confirmed_at = 0.0
@@ -100,6 +110,7 @@ class Lease:
             if isinstance(count, int):
                 self._takeovers_seen = max(self._takeovers_seen, count)
             holder = record.extra.get("holder")
+            self._held_last = holder == self.holder
             if isinstance(holder, str) and holder != self.holder:
                 self._last_holder = f"{record.extra.get('host')} pid {record.extra.get('pid')}"
         return record
@@ -112,14 +123,19 @@ class Lease:
         return self._client.synced() and self.current() is None
 
     def take(self) -> bool:
-        """Asks the server for the lease (create=1) and waits up to one period for the answer; True if won."""
-        takeovers = self._takeovers_seen + 1 if self._takeovers_seen >= 0 else 0
+        """Asks the server for the lease (create=1) and waits up to one period for the answer; True if won.
+
+        Taking it back after this process's own record expired (it fenced itself, the kvstore lost it)
+        is no takeover: the count stays and nobody is named as taken over from.
+        """
+        again = self._held_last
+        takeovers = max(self._takeovers_seen, 0) if again or self._takeovers_seen < 0 else self._takeovers_seen + 1
         extra: dict[str, int | float | str] = {
             "holder": self.holder, "host": socket.gethostname(), "pid": os.getpid(), "since_s": time.time(),
             "takeovers": takeovers, "renewal": 0}
-        if self._last_holder:
+        if self._last_holder and not again:
             extra["took_over_from"] = self._last_holder
-        self._extra, self._renewal = extra, 0
+        self._extra, self._renewal, self._lost = extra, 0, ""
         self._sent_at = self._confirmed_at = time.monotonic()
         self._sent = {0: self._sent_at}
         self._client.create_once(LEASE_KEY, self._encode(False), self.period_s)
@@ -146,11 +162,17 @@ class Lease:
         ``fields`` go into the record (e.g. ``first_routed_s``) with the next renewal.
         """
         if self._extra is None:
-            return "this process does not hold the lease"
+            return self._lost or "this process does not hold the lease"
+        why = self._renew(streaming, fields)
+        if why:
+            self._extra, self._lost = None, why  # never renewed again: it could overwrite a new holder's lease
+        return why
+
+    def _renew(self, streaming: bool, fields: dict[str, int | float | str]) -> str:
+        assert self._extra is not None
         now = time.monotonic()
         record = self.current()
         if record is not None and not self.mine(record):
-            self._extra = None  # never renewed again: a renewal would overwrite the new holder's lease
             return (f"the lease is held by {record.extra.get('host')} pid {record.extra.get('pid')} (it took over): "
                     "stopping relaying")
         renewal = record.extra.get("renewal") if self.mine(record) else None
@@ -158,7 +180,6 @@ class Lease:
             self._confirmed_at = max(self._confirmed_at, self._sent[renewal])
             self._sent = {n: at for n, at in self._sent.items() if n > renewal}
         if now - self._confirmed_at > self.period_s * FENCE_FRACTION:
-            self._extra = None
             return (f"no renewal of the lease came back from the kvstore for {now - self._confirmed_at:.1f} s "
                     f"(takeover_s {self.period_s:g}): a standby may take over, stopping relaying")
         changed = any(self._extra.get(k) != v for k, v in fields.items())

@@ -12,7 +12,8 @@ from sectorflow.security.options import aggregator_curves
 from sectorflow.socket_buffers import warn_if_capped
 
 
-def aggregator_options(config: Config, log: Callable[[str], None] | None = None) -> AggregatorOptions:
+def aggregator_options(config: Config, log: Callable[[str], None] | None = None,
+                       first_server: str = "") -> AggregatorOptions:
     """One relay thread per receiver, fed by that receiver's producer threads.
 
     A NodeGroup of a routing list may be missing from the kvstore for as long as a replica may be
@@ -23,6 +24,7 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None)
     Args:
         config: the loaded configuration.
         log: called on the kvstore agent thread with each state change of the replica.
+        first_server: the kvstore server of a pair the replicas talk to first (``client_options``).
     """
     kv = config.kvstore
     agg = config.aggregator
@@ -30,7 +32,7 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None)
         bind_host=agg.bind_host,
         base_port=agg.base_port,
         producer_threads=[receiver.threads for receiver in config.receivers],
-        kvstore=client_options(config, NODEGROUPS_PREFIX, log, role="aggregator"),
+        kvstore=client_options(config, NODEGROUPS_PREFIX, log, role="aggregator", first_server=first_server),
         geometry=config.geometry(),
         max_scan_positions=config.limits.max_scan_positions,
         max_open_scans=config.limits.max_open_scans,

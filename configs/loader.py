@@ -15,7 +15,15 @@ from typing import Any
 
 from sectorflow.errors import SectorflowError, SectorflowValueError
 
-from .schema import DETECTOR_KEYS, IMAGE_NAME, RESERVED_IMAGE_NAMES, Config, ReceiverConfig, VirtualDetectorConfig
+from .schema import (
+    DETECTOR_KEYS,
+    IMAGE_NAME,
+    RESERVED_IMAGE_NAMES,
+    Config,
+    ReceiverConfig,
+    VirtualDetectorConfig,
+    min_takeover_s,
+)
 
 CONFIG_DIR = Path(__file__).resolve().parent
 DEFAULT_CONFIG = CONFIG_DIR / "local.toml"
@@ -227,11 +235,27 @@ def _check_whole(config: Config, source: str) -> None:
             f"'kvstore.max_ttl_s' = {config.kvstore.max_ttl_s!r}: the server would clamp it; raise max_ttl_s"
         )
     check_kvstore_servers(config.kvstore.servers, source)
+    check_takeover(config, source)
     check_binds(config, source)
     if config.aggregator.base_port + config.n_receivers - 1 > 65535:
         raise ConfigError(
             f"{source}: 'aggregator.base_port' = {config.aggregator.base_port}: thread ports up to "
             f"base_port + {config.n_receivers - 1} must stay below 65536"
+        )
+
+
+def check_takeover(config: Config, source: str) -> None:
+    """``[aggregator] takeover_s`` with a standby: long enough that a kvstore failover never fences the active."""
+    kv, agg = config.kvstore, config.aggregator
+    if not agg.standby_host:
+        return
+    least = min_takeover_s(kv.heartbeat_ms, kv.silence_heartbeats)
+    if agg.takeover_s < least - 1e-9:
+        raise ConfigError(
+            f"{source}: 'aggregator.takeover_s' = {agg.takeover_s:g} is too short for a kvstore failover: the active "
+            f"aggregator's client needs up to (silence_heartbeats {kv.silence_heartbeats} + 2) heartbeats of "
+            f"{kv.heartbeat_ms} ms = {(kv.silence_heartbeats + 2) * kv.heartbeat_ms / 1000:g} s to find the new active "
+            f"and would stop relaying meanwhile; set takeover_s to at least {least:g} (or shorten kvstore.heartbeat_ms)"
         )
 
 

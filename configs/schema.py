@@ -144,6 +144,25 @@ class KvstoreConfig:
         return " or ".join(self.addresses)
 
 
+# The aggregator's lease (aggregator/lease.py): renewals per takeover_s, and the part of takeover_s
+# after which a holder that saw none of its renewals come back stops relaying. The rest of the
+# period is the stopped holder's time to free its ports before the server can expire the lease.
+LEASE_RENEWALS_PER_PERIOD = 8
+LEASE_FENCE_FRACTION = 0.75
+
+
+def min_takeover_s(heartbeat_ms: int, silence_heartbeats: int) -> float:
+    """The shortest ``takeover_s`` with which a kvstore failover never stops the active aggregator.
+
+    Its client finds the new active within ``silence_heartbeats`` heartbeats of the old one's last
+    word, and two more bring the vote, the snapshot and the held renewals applied (kvstore/SPEC.md,
+    "The pair"); a renewal may have been on its way for one renewal period before that. All of it
+    must pass before the holder fences itself.
+    """
+    failover_s = (silence_heartbeats + 2) * heartbeat_ms / 1000
+    return failover_s / (LEASE_FENCE_FRACTION - 1 / LEASE_RENEWALS_PER_PERIOD)
+
+
 @dataclass(frozen=True)
 class AggregatorConfig:
     """The relay: thread r pulls from receiver r's producers on base_port + r."""
@@ -182,9 +201,11 @@ class AggregatorConfig:
         "(ZMQ_IMMEDIATE: only the bound one gets messages). The same address as host: the standby binds the "
         "active's ports once they are free (one machine)")
     takeover_s: float = setting(
-        3.0, "with standby_host set, the lease period: the active aggregator renews status/aggregator/active every "
-        "quarter of it and stops relaying when it has not seen a renewal of its own come back for two thirds of "
-        "it; a standby takes over once the lease expired (not renewed for this long)", min=0.3, max=600.0)
+        8.0, "with standby_host set, the lease period: the active aggregator renews status/aggregator/active every "
+        "eighth of it and stops relaying when it has not seen a renewal of its own come back for three quarters of "
+        "it; a standby takes over once the lease expired (not renewed for this long). At least "
+        "(kvstore.silence_heartbeats + 2) x kvstore.heartbeat_ms / 0.625, so that a kvstore failover never stops the "
+        "active aggregator (8 s with the default heartbeat)", min=0.3, max=600.0)
 
 
 @dataclass(frozen=True)

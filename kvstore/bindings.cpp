@@ -372,6 +372,8 @@ void bind_client(py::module_& m) {
       .def_readwrite("host", &ClientOptions::host)
       .def_readwrite("port", &ClientOptions::port)
       .def_readwrite("servers", &ClientOptions::servers)
+      .def_readwrite("first_server", &ClientOptions::first_server,
+                     "\"host:port\" of the server to talk to first (empty: the primary)")
       .def_readwrite("subtree", &ClientOptions::subtree)
       .def_readwrite("heartbeat_ms", &ClientOptions::heartbeat_ms)
       .def_readwrite("silence_heartbeats", &ClientOptions::silence_heartbeats)

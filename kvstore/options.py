@@ -71,7 +71,7 @@ def server_options(config: Config, pair: str = "") -> ServerOptions:
 
 def client_options(
     config: Config, subtree: str = "", log: Callable[[str], None] | None = None, role: str = "viewer",
-    warn: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] | None = None, first_server: str = "",
 ) -> ClientOptions:
     """How a client reaches the server (``host``, port P, or the pair of ``servers``), when it declares it silent, what it may send.
 
@@ -82,6 +82,8 @@ def client_options(
         role: the process's role ([security]): whose key it connects with, so what it may write.
         warn: called on the agent thread when a sync finds the server another stack than the last
             (``log`` is, without it).
+        first_server: with a pair, the server ("host:port") to talk to first, where another client
+            of the process found the active (``Client.server``); "" starts at the primary.
     """
     kv = config.kvstore
     options = ClientOptions(
@@ -97,4 +99,6 @@ def client_options(
         max_ttl_s=kv.max_ttl_s,
     )
     options.curve = kvstore_client_curve(config, role)
+    if kv.servers:
+        options.first_server = first_server
     return options

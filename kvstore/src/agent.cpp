@@ -42,7 +42,8 @@ Agent::Agent(const ClientOptions& options, Replica& replica, ClientStatus& statu
       silence_(std::chrono::milliseconds(options.heartbeat_ms) * options.silence_heartbeats),
       full_tree_(options.subtree.empty()),
       servers_(server_addresses(options)),
-      publishers_(servers_.size()) {
+      publishers_(servers_.size()),
+      current_(first_server_index(options)) {
   status_.set_server(servers_[current_].text());
 }
 

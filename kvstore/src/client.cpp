@@ -110,8 +110,18 @@ std::vector<ServerAddress> server_addresses(const ClientOptions& options) {
   return addresses;
 }
 
+std::size_t first_server_index(const ClientOptions& options) {
+  if (options.first_server.empty()) return 0;
+  const std::vector<ServerAddress> addresses = server_addresses(options);
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    if (addresses[i].text() == options.first_server) return i;
+  }
+  throw KvstoreError("kvstore client: first server '" + options.first_server + "' is not one of the servers " +
+                     "configured ([kvstore] servers, or host:port)");
+}
+
 Client::Client(ClientOptions options) {
-  server_addresses(options);  // refuses an address it cannot use, naming it
+  first_server_index(options);  // refuses an address it cannot use, naming it
   if (options.heartbeat_ms == 0 || options.silence_heartbeats <= 0) {
     throw KvstoreError("kvstore client: heartbeat " + std::to_string(options.heartbeat_ms) +
                        " ms and silence_heartbeats " + std::to_string(options.silence_heartbeats) +

@@ -712,6 +712,7 @@ struct Server::Impl {
     if (outcome.after == PairState::kActive) {
       stop_mirror();
       apply_pending();
+      guarded("grace", [this] { grant_grace(); });
       published_status.reset();  // says at once that this server is the active
       guarded("status", [this] { publish_status(); });
     } else if (outcome.after == PairState::kPassive) {
@@ -1011,6 +1012,29 @@ struct Server::Impl {
       st.pending_applied += applied;
       st.pending = 0;
     });
+  }
+
+  // Becoming active: every key with a ttl lives at least its whole ttl from now. Its holder's
+  // refreshes went to a dead active, or reached this server only as the mirror's copy, while its
+  // client was still finding the new active; a holder is silent only once it has had a whole ttl to
+  // find this server (the aggregator's lease: a takeover needs the holder silent, not a lost echo).
+  void grant_grace() {
+    const Clock::time_point now = Clock::now();
+    std::uint64_t extended = 0;
+    for (auto& [key, entry] : map) {
+      if (!entry.expires) continue;
+      const double ttl_s = std::min(entry.msg->ttl_s(), options.max_ttl_s);
+      if (!(ttl_s > 0.0)) continue;
+      const Clock::time_point grace =
+          now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_s));
+      if (*entry.expires >= grace) continue;
+      entry.expires = grace;
+      expiries.emplace(grace, key);  // the old index entry is skipped as stale by next_expiry
+      ++extended;
+    }
+    if (extended != 0) {
+      note_pair_event("gave " + std::to_string(extended) + " key(s) with a ttl their whole ttl from becoming active");
+    }
   }
 
   void clear_map() {

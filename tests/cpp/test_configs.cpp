@@ -206,3 +206,19 @@ TEST(Beamline, KvstoreServersAreAListOfStringsTheClientChecks) {
                                             "primary and a backup, so at most 2 ([kvstore] servers)");
   EXPECT_EQ(refused({":1"}).rfind("kvstore client: server 0 ':1': expected", 0), 0u);
 }
+
+TEST(Beamline, AClientStartsAtTheFirstServerItIsGiven) {
+  sectorflow::kvstore::ClientOptions options;
+  options.servers = {"10.0.0.1:5556", "10.0.0.2:5556"};
+  EXPECT_EQ(sectorflow::kvstore::first_server_index(options), 0u);  // none given: the primary
+  options.first_server = "10.0.0.2:5556";
+  EXPECT_EQ(sectorflow::kvstore::first_server_index(options), 1u);
+  options.first_server = "10.0.0.3:5556";
+  try {
+    sectorflow::kvstore::first_server_index(options);
+    ADD_FAILURE() << "a first server that is not configured was taken";
+  } catch (const sectorflow::kvstore::KvstoreError& error) {
+    EXPECT_EQ(std::string(error.what()), "kvstore client: first server '10.0.0.3:5556' is not one of the servers "
+                                         "configured ([kvstore] servers, or host:port)");
+  }
+}

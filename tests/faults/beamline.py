@@ -162,5 +162,30 @@ def config_overrides(**sections: Any) -> dict[str, Any]:
         "logging": {"level": "INFO"},
     }
     for name, values in sections.items():
-        overrides.setdefault(name, {}).update(values)
+        if isinstance(values, list):  # an array of tables ([[receivers]]) is replaced whole
+            overrides[name] = values
+        else:
+            overrides.setdefault(name, {}).update(values)
     return overrides
+
+
+# A kvstore pair on one host: each server uses P .. P + 3 (P + 3: the peer link).
+PAIR_PORTS = 4
+# The facility's lease on the tests' kvstore heartbeat (200 ms, tests/conftest.py): above the 1.6 s
+# that a kvstore failover needs (configs.schema.min_takeover_s), short enough that a dead
+# aggregator's scan of a few seconds still has time left for the standby.
+FACILITY_TAKEOVER_S = 3.0
+
+
+def facility_sections(host: str, first_port: int, key_dir: Path, log_dir: Path) -> dict[str, Any]:
+    """The stack as a facility runs it, every safety feature on together: a kvstore pair on ``first_port``
+    and the next block, a standby aggregator on ``host``, [security] with the keys of ``key_dir``, two
+    threads per receiver, and receiver 0 speaking the detector's native header."""
+    return {
+        "kvstore": {"servers": [f"{host}:{first_port}", f"{host}:{first_port + PAIR_PORTS}"],
+                    "log_dir": str(log_dir)},
+        "aggregator": {"standby_host": host, "takeover_s": FACILITY_TAKEOVER_S},
+        "security": {"enabled": True, "key_dir": str(key_dir)},
+        "receivers": [{"host": host, "threads": 2, "wire": "native" if receiver == 0 else "sectorflow"}
+                      for receiver in range(4)],
+    }

@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 
 import pytest
-from beamline import RANKS, Beamline
+from beamline import FACILITY_TAKEOVER_S, RANKS, Beamline
 from test_faults import SECTORS, checked, first_scan, mid_scan, reasons_are
 
 from sectorflow.aggregator.lease import LEASE_KEY, STANDBY_PREFIX, decode_lease, describe
@@ -53,7 +53,7 @@ def standby_pids(client: Client) -> set[int]:
 
 
 def test_the_active_aggregator_killed_mid_scan_the_standby_takes_over(beamline) -> None:
-    line = beamline(aggregator={"standby_host": "127.0.0.1"})
+    line = beamline(aggregator={"standby_host": "127.0.0.1", "takeover_s": FACILITY_TAKEOVER_S})
     supervisor = line.start()
     active, standby = supervisor.process("aggregator").pid, supervisor.process(AGGREGATOR_STANDBY).pid
     with Client.from_config(line.config, name="fault-test") as client:

@@ -34,7 +34,7 @@ def relaying(client: Client) -> set[int]:
 
 
 def test_one_aggregator_holds_the_lease_and_exactly_one_standby_takes_over(make_config, processes) -> None:
-    server = start_kvstore(make_config, processes, aggregator={"standby_host": "127.0.0.1", "takeover_s": 1.0})
+    server = start_kvstore(make_config, processes, aggregator={"standby_host": "127.0.0.1", "takeover_s": 1.6})
     args = ("aggregator", "--config", str(server.path))
     daemons = [processes.sectorflow(*args, name="aggregator")]
     daemons += [processes.sectorflow(*args, "--standby", name=f"standby{i}") for i in (1, 2)]

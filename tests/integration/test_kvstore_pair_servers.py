@@ -224,7 +224,10 @@ def test_a_write_the_hung_primary_never_published_is_applied_from_pending(
     primary, backup = start_pair(config, path, processes)
     client = pair_clients(config)
     client.set_once("before/1", msgpack.packb(1))
-    wait_until(lambda: client.get("before/1") is not None, SYNC_S, "a write on the primary")
+    # A key with a ttl: its holder had no chance to refresh it on the backup before the failover.
+    client.set_once("lease/1", msgpack.packb(1), 60.0)
+    wait_until(lambda: client.get("before/1") is not None and client.get("lease/1") is not None, SYNC_S,
+               "writes on the primary")
     # Stopped, the primary takes the next write into its socket's buffer and publishes nothing: the
     # backup has it only as pending.
     os.killpg(primary.process.pid, signal.SIGSTOP)
@@ -241,6 +244,8 @@ def test_a_write_the_hung_primary_never_published_is_applied_from_pending(
         kill(primary)
     wait_until(lambda: "applied 1 pending write(s) on becoming active" in backup.log(), SYNC_S,
                "the backup's log line of the pending write applied")
+    # Becoming active, it counted every ttl afresh: the key's holder gets its whole ttl to find it.
+    assert "gave 1 key(s) with a ttl their whole ttl from becoming active" in backup.log()
 
 
 def test_while_both_servers_live_only_the_active_publishes_whatever_the_clients_ask(

@@ -34,7 +34,9 @@ WAIT_S = 60.0
 def test_the_active_aggregator_killed_mid_scan_the_standby_on_another_host_relays_the_rest_across_the_wan(
         processes: Processes, tmp_path: Path) -> None:
     # Each aggregator binds its own host's address: 0.0.0.0 in one configuration for both.
-    config, path = netlab_config(tmp_path, aggregator={"standby_host": f"{STANDBY_ROLE}.netlab", "bind_host": "0.0.0.0"},
+    # The shortest lease that a kvstore failover cannot interrupt on netlab's 500 ms heartbeat.
+    config, path = netlab_config(tmp_path, aggregator={"standby_host": f"{STANDBY_ROLE}.netlab", "bind_host": "0.0.0.0",
+                                                       "takeover_s": 4.0},
                                  nodegroup={"scan_timeout_s": 20.0})
     with Topology(delay_ms=ONE_WAY_MS) as net:
         stack = NetlabStack(net, config, path, processes.supervisor)

@@ -212,6 +212,23 @@ def test_kvstore_servers_are_a_pair_of_host_and_port_at_most() -> None:
         "at most 2")
 
 
+
+def test_a_standby_s_lease_must_outlast_a_kvstore_failover() -> None:
+    # The holder must see a renewal come back through the new active before it fences itself: with
+    # the 1 s heartbeat and 3 silent heartbeats, 8 s; a shorter heartbeat allows a shorter lease.
+    standby = {"standby_host": "127.0.0.2"}
+    assert config_from_dict(local(aggregator=standby)).aggregator.takeover_s == 8.0
+    assert error_of(local(aggregator={**standby, "takeover_s": 3.0})) == (
+        "beamline.toml: 'aggregator.takeover_s' = 3 is too short for a kvstore failover: the active aggregator's "
+        "client needs up to (silence_heartbeats 3 + 2) heartbeats of 1000 ms = 5 s to find the new active and would "
+        "stop relaying meanwhile; set takeover_s to at least 8 (or shorten kvstore.heartbeat_ms)")
+    fast = config_from_dict(local(aggregator={**standby, "takeover_s": 1.6}, kvstore={"heartbeat_ms": 200}))
+    assert fast.aggregator.takeover_s == 1.6
+    assert "at least 9.6" in error_of(local(aggregator={**standby, "takeover_s": 9.0},
+                                            kvstore={"silence_heartbeats": 4}))
+    # Without a standby there is no lease: takeover_s is not used.
+    assert config_from_dict(local(aggregator={"takeover_s": 0.5})).aggregator.takeover_s == 0.5
+
 def detectors(*entries: dict[str, Any]) -> dict:
     data = local()
     data["analysis"]["virtual_detectors"] = list(entries)

@@ -93,6 +93,9 @@ struct ClientOptions {
   std::uint16_t port = 0;            ///< port: the server's snapshot port P
   /// servers: "host:port" of each server of the pair, primary first; empty: the one at host and port.
   std::vector<std::string> servers;
+  /// first_server: the entry of `servers` to talk to first (empty: the primary). A process that
+  /// already knows which server is active starts there, not a silence period later.
+  std::string first_server;
   std::string subtree;               ///< key prefix of the replica; "" holds everything
   std::uint32_t heartbeat_ms = 0;    ///< heartbeat_ms: the server's HUGZ interval
   int silence_heartbeats = 0;        ///< silence_heartbeats: missed heartbeats before reconnecting
@@ -128,6 +131,10 @@ struct ClientStats {
 /// Throws KvstoreError, naming the entry, for one that is not "host:port", a port out of 1..65533, a
 /// server listed twice or more than kMaxServers.
 std::vector<ServerAddress> server_addresses(const ClientOptions& options);
+
+/// The index in server_addresses(options) of `first_server` (0 when it is empty). Throws
+/// KvstoreError for a first_server that is not one of `servers`.
+std::size_t first_server_index(const ClientOptions& options);
 
 /// Called with the key and its new value, or std::nullopt when the key was deleted.
 using ChangeCallback = std::function<void(const std::string& key, const std::optional<std::string>& value)>;

@@ -40,6 +40,7 @@ CountingWorker::CountingWorker(zmq::context_t& context, const std::string& endpo
     pulls_.push_back(std::move(pull));
   }
   held_.resize(settings.receivers);
+  silent_.assign(settings.receivers, false);
   for (std::uint32_t r = 0; r < settings.receivers; ++r) stream_last_.emplace_back(settings.threads_of(r));
 }
 
@@ -89,6 +90,7 @@ bool CountingWorker::read_ready(std::chrono::milliseconds wait) {
 bool CountingWorker::receive(std::uint32_t receiver) {
   zmq::message_t first;
   if (!pulls_[receiver].recv(first, zmq::recv_flags::dontwait)) return false;
+  silent_[receiver] = false;
   if (!first.more()) {
     handle(first, nullptr);
     return true;
@@ -163,9 +165,17 @@ bool CountingWorker::force_progress() {
     // A receiver still read may bring what the pool waits for; a slow one is waited for, and a dead
     // one ends its scans by timeout (end markers make its missing sectors known lost). Waiting
     // forever is only ruled out, against threads starving each other through shared receivers.
-    const auto now = std::chrono::steady_clock::now();
-    if (!stalled_since_) stalled_since_ = now;
-    if (now - *stalled_since_ < stall_before_eviction_) return false;
+    // A receiver that stayed silent through a whole stall (its producer died) is not waited for
+    // again until it delivers: a stall per frame would slow the live receivers to a frame per
+    // stall, and the aggregator would declare this NodeGroup dead for their blocked sends.
+    bool awaited = false;
+    for (std::uint32_t r = 0; r < held_.size(); ++r) awaited = awaited || (!held_[r] && !silent_[r]);
+    if (awaited) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!stalled_since_) stalled_since_ = now;
+      if (now - *stalled_since_ < stall_before_eviction_) return false;
+      for (std::uint32_t r = 0; r < held_.size(); ++r) silent_[r] = silent_[r] || !held_[r];
+    }
   }
   stalled_since_.reset();
   if (assembler_.full()) evict(victim(oldest_held()));

@@ -268,6 +268,28 @@ TEST(CountingWorker, WhenNothingComesForTheStallTimeTheOldestFrameIsCountedEarly
   EXPECT_EQ(worker.counters().late_messages, 1u);
 }
 
+TEST(CountingWorker, AReceiverSilentThroughAStallIsNotWaitedForAgainUntilItDelivers) {
+  // Receiver 1 died after frame 0 (issue 42): one slot, receiver 0 brings the scan's 7 other
+  // frames. The first goes after one stall; the rest at once, not one a stall (6 stalls: on a real
+  // scan the aggregator declared the NodeGroup dead meanwhile). The bound is two stalls.
+  constexpr std::chrono::milliseconds kStall{2000};
+  RunningWorker worker(settings_for(1), kStall);
+  worker.sector(1, 0);
+  worker.sector(0, 0);
+  ASSERT_TRUE(eventually([&] { return worker.counters().frames_complete == 1; }));
+  const auto started = std::chrono::steady_clock::now();
+  for (std::uint32_t frame = 1; frame < kScanX * kScanY; ++frame) worker.sector(0, frame);
+  ASSERT_TRUE(eventually([&] { return worker.counters().evicted_frames == 6; }));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2 * kStall);
+  worker.end(0);
+  worker.end(1);
+
+  const std::optional<sc::ScanResult> part = worker.wait_scan();
+  ASSERT_TRUE(part);
+  EXPECT_EQ(part->frames_complete, 1u);
+  EXPECT_EQ(part->incomplete_positions.size(), 7u);
+}
+
 TEST(CountingWorker, WhenEveryReceiverWaitsForASlotTheOldestFrameGoesWithoutAStall) {
   // Two producer threads per receiver (frame f from thread f % 2), one slot, the stall rule off.
   // Frame 0 holds the slot; both receivers then bring frame 1. Nothing says frame 0's sector 1 is

@@ -21,7 +21,8 @@
 //      whose end marker came sends nothing more of the scan): counted early as incomplete;
 //   3. only if every receiver holds a sector back (the pool is smaller than the frame-order spread)
 //      or nothing came for kStallBeforeEviction: the oldest frame, or the newest when the receivers
-//      wait for a frame older than all in the pool (a receiver ran ahead of the others).
+//      wait for a frame older than all in the pool (a receiver ran ahead of the others). A receiver
+//      silent through a whole stall (its producer died) is not waited for again until it delivers.
 // 2 and 3 count as evicted_frames. While the thresholds wait, a frame counted early (2, 3) or left
 // incomplete at the scan's end joins the sample with the sectors it holds and waits with it: a scan
 // of which no frame is ever whole (a receiver sent nothing, a replay of what one receiver spilled)
@@ -153,6 +154,7 @@ class CountingWorker {
   // Per receiver, per producer thread (frame % threads): the last (scan, frame) it delivered here.
   std::vector<std::vector<std::optional<std::pair<std::uint32_t, std::uint32_t>>>> stream_last_;
   std::optional<std::chrono::steady_clock::time_point> stalled_since_;
+  std::vector<bool> silent_;  // per receiver: nothing came from it through a whole stall, nor since
   std::chrono::milliseconds stall_before_eviction_;
   std::vector<zmq::pollitem_t> items_;     // poll scratch: the receivers read
   std::vector<std::uint32_t> item_receivers_;

@@ -19,7 +19,7 @@ from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol import SERVICE_LIBERTEM
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
 from sectorflow.operations.progress import ReceiverRates
-from sectorflow.operations.scan_account import (COMPLETE, PENDING, account, bridge_last_scan, producers_final,
+from sectorflow.operations.scan_account import (COMPLETE, PENDING, abandoned_producers, account, bridge_last_scan,
                                                 records_of)
 
 from .rates import Rates
@@ -38,9 +38,12 @@ class Remembered:
     rates: Rates = field(default_factory=lambda: Rates(STALE_S))
     nodegroups: dict[str, str] = field(default_factory=dict)  # uid -> last status seen while registered
     lost: dict[str, float] = field(default_factory=dict)      # uid -> when it was found gone without stopping
-    # scan -> (its keys, NodeGroups gone, records, account): a scan whose records did not change is not
-    # decoded and accounted again (most listed scans are over).
-    accounts: dict[int, tuple[Mapping[str, bytes], bool, Any, Any]] = field(default_factory=dict)
+    producers: dict[str, str] = field(default_factory=dict)   # thread (r<R>t<T>) -> its last state seen
+    producers_lost: dict[str, float] = field(default_factory=dict)  # thread -> when its status went without a stop
+    # scan -> (its keys, NodeGroups gone, producer threads gone, records, account): a scan whose records
+    # did not change is not decoded and accounted again (most listed scans are over).
+    accounts: dict[int, tuple[Mapping[str, bytes], bool, frozenset[tuple[int, int]], Any, Any]] = field(
+        default_factory=dict)
     # scan -> its receivers' rates (acquire --wait's arithmetic), while the scan is in progress
     progress: dict[int, ReceiverRates] = field(default_factory=dict)
     # alert id -> when it was first raised (Unix seconds); an alert no longer raised is forgotten
@@ -58,7 +61,9 @@ def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachabl
     statuses = list(status_entries(others))
     services = _services(statuses, now_s, memory.rates)
     nodegroups = _nodegroups(others)
-    scans = _scans(by_scan, {ng["uid"] for ng in nodegroups}, memory, now_s, config)
+    producers = {entry.name: entry.status for entry in statuses
+                 if entry.service == _records.SERVICE_PRODUCER and entry.status is not None}
+    scans = _scans(by_scan, {ng["uid"] for ng in nodegroups}, producers, memory, now_s, config)
     alerts = _stamped(_alerts(services, nodegroups, scans, memory, now_s, reachable), memory, now_s, reachable)
     current = scans[-1] if scans else None
     relay = [s for s in services if s["service"] == _records.SERVICE_AGGREGATOR]
@@ -145,7 +150,8 @@ def _nodegroups(entries: Mapping[str, bytes]) -> list[dict[str, Any]]:
              "status": r.status} for r in listing.records]
 
 
-def _scans(by_scan: Mapping[int, Mapping[str, bytes]], registered: set[str], memory: Remembered, now_s: float,
+def _scans(by_scan: Mapping[int, Mapping[str, bytes]], registered: set[str],
+           producers: Mapping[str, _records.ServiceStatus], memory: Remembered, now_s: float,
            config: str = "") -> list[dict[str, Any]]:
     """Every scan with records, oldest request first, with its account, its times and, per receiver,
     the sectors moved, the rate and the time left (``operations.progress``, as ``acquire --wait`` shows
@@ -155,7 +161,7 @@ def _scans(by_scan: Mapping[int, Mapping[str, bytes]], registered: set[str], mem
     scans = []
     memory.accounts = {scan: memory.accounts[scan] for scan in by_scan if scan in memory.accounts}
     for scan, keys in sorted(by_scan.items()):
-        records, result = _account(scan, keys, registered, memory)
+        records, result = _account(scan, keys, registered, producers, memory, now_s)
         request = records.request
         in_progress = result.outcome == PENDING
         rates = memory.progress.setdefault(scan, ReceiverRates()) if in_progress else None
@@ -166,9 +172,8 @@ def _scans(by_scan: Mapping[int, Mapping[str, bytes]], registered: set[str], mem
                       "left_s": rates.time_left_s(r) if rates else 0.0} for r in result.receivers]
         lefts = [r["left_s"] for r in receivers]
         started_s = request.requested_s if request is not None else 0.0
-        # The scan ends when its producer threads have: the last one's record is written then.
-        ended_s = (max((part.updated_s for part in records.producers.values()), default=0.0)
-                   if producers_final(records) else 0.0)
+        # The scan ends when its producer threads have (or died): the last record is written then.
+        ended_s = 0.0 if in_progress else max((part.updated_s for part in records.producers.values()), default=0.0)
         written_s = records.file.written_s if records.file is not None else 0.0
         end_s = now_s if in_progress else ended_s  # a running scan's duration so far
         scans.append({
@@ -195,6 +200,7 @@ def _scans(by_scan: Mapping[int, Mapping[str, bytes]], registered: set[str], mem
             # The scan's time left is its slowest receiver's; unknown while any receiver's is.
             "left_s": None if None in lefts else max(lefts, default=0.0),
             "invalid_records": len(records.rejected),
+            "died": result.died_line(),
         })
     memory.progress = {scan["scan"]: memory.progress[scan["scan"]] for scan in scans
                        if scan["in_progress"] and scan["scan"] in memory.progress}
@@ -202,19 +208,24 @@ def _scans(by_scan: Mapping[int, Mapping[str, bytes]], registered: set[str], mem
     return scans
 
 
-def _account(scan: int, keys: Mapping[str, bytes], registered: set[str], memory: Remembered) -> tuple[Any, Any]:
-    """The scan's records and account, from the last update's if neither its keys nor their NodeGroups changed."""
+def _account(scan: int, keys: Mapping[str, bytes], registered: set[str], producers: Mapping[str, _records.ServiceStatus],
+             memory: Remembered, now_s: float) -> tuple[Any, Any]:
+    """The scan's records and account, from the last update's if neither its keys nor the NodeGroups
+    and producer threads gone changed (a thread no daemon works on ends its part where its record stopped)."""
     cached = memory.accounts.get(scan)
     if cached is not None and cached[0] == keys:
-        request = cached[2].request
+        records = cached[3]
+        request = records.request
         routing = set(request.routing) if request is not None else set()
-        if (bool(routing) and not routing & registered) == cached[1]:
-            return cached[2], cached[3]
+        if ((bool(routing) and not routing & registered) == cached[1]
+                and abandoned_producers(records, producers, now_s) == cached[2]):
+            return records, cached[4]
     records = records_of(keys, scan)
     routing = set(records.request.routing) if records.request is not None else set()
     gone = bool(routing) and not routing & registered
-    result = account(records, nodegroups_gone=gone)
-    memory.accounts[scan] = (dict(keys), gone, records, result)
+    dead = frozenset(abandoned_producers(records, producers, now_s))
+    result = account(records, nodegroups_gone=gone, producers_gone=dead)
+    memory.accounts[scan] = (dict(keys), gone, dead, records, result)
     return records, result
 
 
@@ -235,6 +246,16 @@ def _alerts(services: list[dict[str, Any]], nodegroups: list[dict[str, Any]], sc
     for uid, since in sorted(memory.lost.items()):
         alerts.append({"id": f"nodegroup-lost/{uid}", "level": "error",
                        "text": f"NodeGroup {uid} lost: its registration expired without a stop ({now_s - since:.0f} s ago)"})
+    producers = {s["name"]: s["state"] for s in services if s["service"] == _records.SERVICE_PRODUCER}
+    for name, last in memory.producers.items():
+        if name not in producers and last not in (_records.STATE_STOPPING, _records.STATE_STOPPED):
+            memory.producers_lost.setdefault(name, now_s)
+    memory.producers_lost = {name: since for name, since in memory.producers_lost.items() if name not in producers}
+    memory.producers = producers
+    for name, since in sorted(memory.producers_lost.items()):
+        alerts.append({"id": f"producer-lost/{name}", "level": "error",
+                       "text": f"producer {name} lost: its status expired without a stop ({now_s - since:.0f} s ago); "
+                               "its receiver streams nothing until its daemon runs again"})
     for service in services:
         extra = service["extra"]
         if service["service"] == _records.SERVICE_PRODUCER and (
@@ -254,6 +275,8 @@ def _alerts(services: list[dict[str, Any]], nodegroups: list[dict[str, Any]], sc
         if service["state"] == "invalid":
             alerts.append({"id": f"invalid/{service['service']}", "level": "warning",
                            "text": f"{service['service']} does not decode: {service['error']}"})
+    if scans and scans[-1]["died"]:
+        alerts.append({"id": f"producer-died/{scans[-1]['scan']}", "level": "error", "text": scans[-1]["died"]})
     if scans and not scans[-1]["in_progress"] and scans[-1]["outcome"] != COMPLETE:
         last = scans[-1]
         alerts.append({"id": f"scan/{last['scan']}/{last['outcome']}", "level": "warning", "text": last["line"]})

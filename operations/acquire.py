@@ -60,6 +60,7 @@ from sectorflow.operations.scan_account import (
     PENDING,
     ScanAccount,
     ScanRecords,
+    abandoned_producers,
     account,
     config_argument,
     kvstore_full,
@@ -476,6 +477,7 @@ def wait_for_account(client: Client, published: PublishedRequest, timeout_s: flo
     result = account(published.records(client))
     waiting: list[str] = []
     nodegroups_absent, producers_absent = Absences(published.gone_after_s), Absences(published.gone_after_s)
+    warned: set[str] = set()  # producer threads whose death was logged
 
     def over() -> bool:
         nonlocal result, waiting
@@ -485,13 +487,18 @@ def wait_for_account(client: Client, published: PublishedRequest, timeout_s: flo
             published.republish_if_lost(client)
         registered = {record.uid for record in client.nodegroups()}
         # A producer daemon's status is its client's own key: it goes when the daemon dies.
-        alive = {name for (_, name) in client.statuses(SERVICE_PRODUCER)}
-        threads = [(r, t) for r, count in enumerate(published.record.producer_threads) for t in range(count)]
+        statuses = {name: status for (_, name), status in client.statuses(SERVICE_PRODUCER).items()}
+        threads = [f"r{r}t{t}" for r, count in enumerate(published.record.producer_threads) for t in range(count)]
         gone = nodegroups_absent.lasting({"nodegroups"} if routing and not routing & registered else set())
-        dead = producers_absent.lasting({f"r{r}t{t}" for r, t in threads if f"r{r}t{t}" not in alive})
+        dead = producers_absent.lasting({name for name in threads if name not in statuses})
         result = account(records, nodegroups_gone=bool(gone),
-                         producers_gone={(r, t) for r, t in threads if f"r{r}t{t}" in dead},
+                         producers_gone=abandoned_producers(records, statuses, wall_clock_s(), absent=dead),
                          full=kvstore_full(client.get(status_key("kvstore", "server"))))
+        if set(result.died) - warned:
+            warned.update(result.died)
+            # Not only in the account at the end: the file waits for the dead receiver's port to time out.
+            log.warning("%s; the NodeGroups close the scan [nodegroup] scan_timeout_s after its last sector came",
+                        result.died_line())
         return result.outcome != PENDING
 
     shown = ScanProgress(sys.stderr)

@@ -115,7 +115,8 @@ class ScanProgress:
             lines.append(f"scan {result.scan}: not yet taken by {', '.join(waiting)}")
         elif result.receivers and all(r.moved + r.missing >= r.sectors for r in result.receivers) \
                 and result.outcome == PENDING and not result.planned_on_disk:
-            lines.append(f"scan {result.scan}: every sector sent; waiting for the NodeGroups' file")
+            lost = f" or lost ({result.missing} missing)" if result.missing else ""
+            lines.append(f"scan {result.scan}: every sector sent{lost}; waiting for the NodeGroups' file")
         return lines
 
     def _receiver_line(self, scan: int, receiver: ReceiverAccount, verb: str, bars: bool) -> str:

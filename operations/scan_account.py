@@ -173,6 +173,7 @@ class ScanAccount:
     kvstore_full: str = ""  # what the kvstore refused for capacity, when a pending account may owe it to that
     planned_on_disk: bool = False  # no NodeGroup was registered: the producers wrote the scan to raw files
     shape: tuple[int, int] = (0, 0)  # scan_x, scan_y (0, 0 without a request record)
+    died: list[str] = field(default_factory=list)  # producer threads (r<R>t<T>) gone with their part unfinished
 
     @property
     def sectors(self) -> int:
@@ -240,6 +241,15 @@ class ScanAccount:
             return text + f"; count it with: {self.replay_command(config)}"
         return text + (f"; file {self.path}" if self.path else "")
 
+    def died_line(self) -> str:
+        """The producer threads that died mid-scan, in the words acquire logs and status and the
+        dashboard show; "" if none did."""
+        if not self.died:
+            return ""
+        many = len(self.died) > 1
+        return (f"scan {self.scan}: producer{'s' if many else ''} {', '.join(self.died)} died mid-scan: "
+                f"{'their' if many else 'its'} unsent sectors are missing")
+
     def breakdown(self) -> list[str]:
         """The account by receiver, where the missing sectors were last seen, the files."""
         lines = []
@@ -280,6 +290,49 @@ def producers_final(records: ScanRecords, producers_gone: Set[tuple[int, int]] =
             if not ended and (receiver, thread) not in producers_gone:
                 return False
     return True
+
+
+# How long a producer thread's unfinished record of a scan must stand still, with no daemon of the
+# thread working on the scan, before its part counts as ended. A live thread's status names its scan
+# (written just after the record, producer.cpp begin_scan), so this only spans a status that is a
+# moment behind its record, or gone for the blink of a kvstore restart.
+PRODUCER_QUIET_S = 3.0
+
+
+def abandoned_producers(records: ScanRecords, statuses: Mapping[str, _records.ServiceStatus], now_s: float,
+                        quiet_s: float = PRODUCER_QUIET_S,
+                        absent: Set[str] | None = None) -> set[tuple[int, int]]:
+    """The producer threads whose part of the scan will never end: their record is not final, has not
+    moved for ``quiet_s`` and no daemon of the thread works on the scan: its status is gone (the daemon
+    died), or names another scan (a daemon started since, which never takes up a scan it did not begin).
+
+    Args:
+        statuses: thread name (``r<R>t<T>``) -> its status (``status/producer/<name>``).
+        now_s: Unix seconds, against the records' ``updated_s`` (the producers' clocks).
+        absent: the names whose status has been gone long enough to be a death (``acquire``'s
+            watch over a kvstore restart's blink); None: a status not in ``statuses`` is gone.
+    """
+    request = records.request
+    if request is None or request.source == SOURCE_NATIVE:
+        return set()
+    abandoned = set()
+    for receiver, threads in enumerate(request.producer_threads):
+        for thread in range(threads):
+            part = records.producers.get((receiver, thread))
+            if part is not None and part.state in _FINAL_PRODUCER_STATES:
+                continue
+            if now_s - (part.updated_s if part is not None else request.requested_s) < quiet_s:
+                continue
+            name = f"r{receiver}t{thread}"
+            status = statuses.get(name)
+            if name in absent if absent is not None else status is None:
+                abandoned.add((receiver, thread))
+            elif status is not None and status.scan != records.scan and (
+                    part is not None or status.state == _records.STATE_IDLE):
+                # An idle daemon takes a waiting request at once: one that has not is a daemon started
+                # after it (it skips the requests that predate it).
+                abandoned.add((receiver, thread))
+    return abandoned
 
 
 def kvstore_full(server_status: bytes | None) -> str:
@@ -382,6 +435,8 @@ def account(records: ScanRecords, nodegroups_gone: bool = False,
             result.notes.append(f"NodeGroup {uid}: {'timed out, ' if part.timed_out else ''}{part.late} late, "
                                 f"{part.duplicates} duplicate sectors dropped")
         result.notes.extend(_runs_notes(uid, part, records.relays))
+    result.died = [f"r{r}t{t}" for r, t in sorted(producers_gone)
+                   if (part := records.producers.get((r, t))) is None or part.state not in _FINAL_PRODUCER_STATES]
     producers_done = producers_final(records, producers_gone)
     if fallback:
         done = producers_done

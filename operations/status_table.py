@@ -13,6 +13,7 @@ from sectorflow._core import protocol as _records
 from sectorflow.operations.scan_account import (
     LIBERTEM_SERVICE,
     ScanAccount,
+    abandoned_producers,
     account,
     kvstore_full,
     libertem_notes,
@@ -77,10 +78,11 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str =
     if request is not None:
         lines.append("")
         lines.append(f"{_records.ACQUIRE_REQUEST_KEY}: {_describe_request(request)}")
-    accounts = _scan_accounts(entries, {row[0] for row in nodegroups})
+    accounts = _scan_accounts(entries, {row[0] for row in nodegroups}, now_s)
     if accounts:
         lines.append("")
         lines.append(_table(SCAN_HEADERS, [row for row, _ in accounts]))
+        lines.extend(result.died_line() for _, result in accounts if result.died)
         lines.extend(f"scan {result.scan}: {result.outcome}; count it with: {result.replay_command(config)}"
                      for _, result in accounts if result.replayable)
         bridges = {(entry.service, entry.name): entry.status for entry in status_entries(entries, LIBERTEM_SERVICE)
@@ -213,13 +215,20 @@ def _nodegroup_rows(entries: Mapping[str, bytes]) -> list[tuple[str, ...]]:
     return rows
 
 
-def _scan_accounts(entries: Mapping[str, bytes], registered: set[str]) -> list[tuple[tuple[str, ...], ScanAccount]]:
-    """The last RECENT_SCANS scans with records: where their sectors ended (sectorflow.operations.scan_account)."""
+def _scan_accounts(entries: Mapping[str, bytes], registered: set[str],
+                   now_s: float) -> list[tuple[tuple[str, ...], ScanAccount]]:
+    """The last RECENT_SCANS scans with records: where their sectors ended (sectorflow.operations.scan_account).
+
+    A producer thread that no daemon works on ends its part where its record stopped, as ``acquire``
+    ends it: a scan whose producer died is over once its file is written, not pending for ever."""
+    producers = {entry.name: entry.status for entry in status_entries(entries, _records.SERVICE_PRODUCER)
+                 if entry.status is not None}
     rows = []
     for scan in scans_in(entries)[-RECENT_SCANS:]:
         records = records_of(entries, scan)
         routing = set(records.request.routing) if records.request is not None else set()
         result = account(records, nodegroups_gone=bool(routing) and not routing & registered,
+                         producers_gone=abandoned_producers(records, producers, now_s),
                          full=kvstore_full(entries.get(_records.status_key("kvstore", "server"))))
         shape = f"{records.request.scan_x} x {records.request.scan_y}" if records.request is not None else "?"
         outcome = "kvstore full" if result.kvstore_full else result.outcome

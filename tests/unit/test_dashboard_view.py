@@ -254,3 +254,27 @@ def test_the_page_names_the_active_kvstore_server_and_aggregator_and_counts_fail
 
 def test_a_single_kvstore_server_and_an_aggregator_with_no_standby_show_no_failover_line() -> None:
     assert view(scan_entries())["failover"] == []
+
+
+def test_a_producer_that_died_mid_scan_is_an_alert_and_its_scan_ends_with_its_file() -> None:
+    # Receiver 0's daemon died after 10 sectors (issue 42): its status is gone, its record stopped;
+    # the NodeGroups wrote the file with the rest. Over, incomplete, and said so; not pending for ever.
+    entries = scan_entries(sent=10)
+    memory = Remembered()
+    assert view(entries, memory)["alerts"] == []
+    del entries[status_key("producer", "r0t0")]
+    entries[scan_file_key(SCAN)] = ScanFileRecord(
+        outcome="incomplete", path="/data/FOURD_0000000003_counted.h5", extra_paths=[], positions=16,
+        frames_written=16, positions_missing=0, sectors_counted=[10, 16], reason="", written_s=110.0).encode()
+    state = view(entries, memory, now_s=120.0)
+    scan = state["scan"]
+    assert (scan["in_progress"], scan["outcome"], scan["counted"], scan["missing"]) == (False, "incomplete", 26, 6)
+    assert scan["duration_s"] == 5.0  # to the dead thread's last record
+    texts = {alert["id"]: alert["text"] for alert in state["alerts"]}
+    assert texts["producer-died/3"] == "scan 3: producer r0t0 died mid-scan: its unsent sectors are missing"
+    assert texts["producer-lost/r0t0"].startswith("producer r0t0 lost: its status expired without a stop")
+    # Its daemon started again (idle, no scan): the scan stays over, and the lost alert clears.
+    entries[status_key("producer", "r0t0")] = status(STATE_IDLE, scan=0, receiver=0, thread=0)
+    state = view(entries, memory, now_s=130.0)
+    assert state["scan"]["outcome"] == "incomplete"
+    assert "producer-lost/r0t0" not in {alert["id"] for alert in state["alerts"]}

@@ -39,6 +39,7 @@ from sectorflow.operations.scan_account import (
     ON_DISK,
     PENDING,
     SPILLED,
+    abandoned_producers,
     account,
     kvstore_full,
     libertem_notes,
@@ -412,3 +413,36 @@ def test_a_run_that_names_none_and_sent_no_count_is_described_as_such() -> None:
         "NodeGroup ng-a, port 1: 2 runs of this scan, each counted apart: run 0 (a sender that names no run): "
         "2 received, no count came; run 0badcafe (the relay's): 8 received of 8",
     ]
+
+
+def test_a_producer_thread_no_daemon_works_on_ends_its_part_where_its_record_stopped() -> None:
+    # Issue 42: receiver 1's daemon died after 3 sectors; the file came. `status` and the dashboard
+    # have no watch over time: a thread is gone when its record stood still and its status is gone
+    # or names another scan (a daemon started since never takes up the scan).
+    stopped = producer(1, state=STATE_STREAMING, sent=3, updated_s=101.0)
+    records = records_of(whole_stream(producers=[producer(0), stopped], relays=[relay(0)],
+                                      scan_file=file([16, 9], OUTCOME_INCOMPLETE)), SCAN)
+    live = ServiceStatus(state=STATE_STREAMING, scan=SCAN)
+    assert abandoned_producers(records, {"r0t0": live, "r1t0": live}, now_s=200.0) == set()
+    assert abandoned_producers(records, {"r0t0": live}, now_s=101.5) == set(), "a status a moment behind its record"
+    assert abandoned_producers(records, {"r0t0": live}, now_s=200.0) == {(1, 0)}
+    restarted = ServiceStatus(state="idle", scan=0)
+    assert abandoned_producers(records, {"r0t0": live, "r1t0": restarted}, now_s=200.0) == {(1, 0)}
+    assert abandoned_producers(records, {"r0t0": live}, now_s=200.0, absent=set()) == set(), "acquire's watch decides"
+    result = account(records, producers_gone={(1, 0)})
+    assert (result.outcome, result.died) == (INCOMPLETE, ["r1t0"])
+    assert result.died_line() == "scan 7: producer r1t0 died mid-scan: its unsent sectors are missing"
+    text = render(whole_stream(producers=[producer(0), stopped], relays=[relay(0)],
+                               scan_file=file([16, 9], OUTCOME_INCOMPLETE)), 200.0, "title")
+    row = next(line for line in text.splitlines() if line.startswith("7 "))
+    assert row.split()[4:7] == ["incomplete", "25", "0"], text
+    assert "scan 7: producer r1t0 died mid-scan: its unsent sectors are missing" in text.splitlines()
+
+
+def test_a_thread_that_never_took_the_request_is_gone_only_when_no_idle_daemon_would_take_it() -> None:
+    records = records_of(whole_stream(producers=[producer(0)], scan_file=file([16, 0], OUTCOME_INCOMPLETE)), SCAN)
+    busy = ServiceStatus(state=STATE_STREAMING, scan=SCAN - 1)  # takes the request once idle
+    assert abandoned_producers(records, {"r1t0": busy}, now_s=200.0) == set()
+    assert abandoned_producers(records, {"r1t0": ServiceStatus(state="idle", scan=0)}, now_s=200.0) == {(1, 0)}
+    assert abandoned_producers(records, {}, now_s=200.0) == {(1, 0)}
+    assert account(records, producers_gone={(1, 0)}).died == ["r1t0"]

@@ -10,7 +10,7 @@ from sectorflow.configs import Config
 from sectorflow.simulator import parse_scan_shape
 
 from .demo import DemoOptions, run_demo
-from .stack import DASHBOARD, dashboard_url, start_stack
+from .stack import DASHBOARD, dashboard_url, restart_service, start_stack
 from .supervisor import STATE_FILE, load_running, stop_services
 
 
@@ -40,6 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "<run-dir>/<service>.log; wait until all have registered; print the dashboard's address; then return. Acquire scans with 'sectorflow acquire'; stop with 'sectorflow down'.",
     )
     add_stack_arguments(up)
+    up.add_argument("--only", metavar="SERVICE",
+                    help="start one service of the stack running in the run directory again (producer-1, "
+                    "aggregator, nodegroups, dashboard, ...: the names 'sectorflow down' prints), stopping it "
+                    "first if it still runs; the others run on")
     up.set_defaults(run=run_up)
 
     down = subparsers.add_parser("down", help="stop the services 'sectorflow up' started",
@@ -70,6 +74,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_up(args: argparse.Namespace, config: Config) -> int:
     run_dir = args.run_dir or default_run_dir(config)
+    if args.only:
+        pid = restart_service(config, run_dir, args.only, args.ranks, args.output, args.ready_timeout)
+        print(f"{args.only} started again (pid {pid}); logs in {run_dir}/{args.only}.log")
+        return 0
     supervisor = start_stack(config, run_dir, args.ranks, args.output, not args.no_nodegroups, args.ready_timeout,
                              dashboard=config.dashboard.with_stack and not args.no_dashboard)
     print(f"sectorflow is up ({config.source}); logs in {run_dir}/. "

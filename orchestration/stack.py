@@ -25,7 +25,7 @@ from sectorflow.kvstore import Client
 
 from .port_owners import ports_held
 from .readiness import Expected, wait_ready
-from .supervisor import ServiceSpec, Supervisor, load_running
+from .supervisor import STOP_TIMEOUT_S, ServiceSpec, Supervisor, load_running, stop_services
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +148,40 @@ def start_stack(config: Config, run_dir: Path, ranks: int, output_dir: Path | No
         supervisor.stop_all()
         raise
     return supervisor
+
+
+def restart_service(config: Config, run_dir: Path, name: str, ranks: int, output_dir: Path | None,
+                    ready_timeout_s: float, grace_s: float = STOP_TIMEOUT_S) -> int:
+    """Start the service ``name`` of the stack running in ``run_dir`` again (``up --only``): stopped
+    first if it still runs, started as ``up`` starts it, the stack then waited for as ``up`` does. The
+    other services run on, recorded as before. Returns the new process's pid.
+
+    Raises SectorflowError if nothing runs in ``run_dir`` or ``name`` is no service of the stack.
+    """
+    recorded = load_running(run_dir)
+    if not any(Path(f"/proc/{service.pid}").exists() for service in recorded if service.name != name):
+        raise SectorflowError(f"no stack runs in {run_dir}: start it with 'sectorflow up'")
+    with_nodegroups = name == "nodegroups" or any(service.name == "nodegroups" for service in recorded)
+    specs = {spec.name: spec for spec in stack_services(config, ranks, output_dir, with_nodegroups=with_nodegroups)}
+    specs[DASHBOARD] = dashboard_service(config)
+    if name not in specs:
+        raise SectorflowError(f"--only {name}: no such service in the stack of {config.source}; one of "
+                              f"{', '.join(specs)}")
+    stop_services([service for service in recorded if service.name == name], grace_s)
+    supervisor = Supervisor(run_dir, recorded=[service for service in recorded if service.name != name])
+    process = supervisor.start(specs[name])
+    try:
+        if name == DASHBOARD:
+            wait_serving(config, ready_timeout_s, supervisor.check)
+        else:
+            groups = ranks * config.nodegroup.groups_per_rank if with_nodegroups else 0
+            with Client.from_config(config, name="up") as client:
+                wait_ready(client, Expected.of(config, groups), ready_timeout_s, supervisor.check)
+        supervisor.check()
+    except BaseException:
+        supervisor.stop_all()
+        raise
+    return process.pid
 
 
 def wait_serving(config: Config, timeout_s: float, check: Callable[[], None]) -> None:

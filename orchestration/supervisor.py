@@ -55,11 +55,15 @@ class Supervisor:
 
     :param run_dir: where ``<name>.log`` of every process and the state file go.
     :param stop_timeout_s: from SIGTERM to SIGKILL when a stop names no timeout.
+    :param recorded: services another Supervisor started in ``run_dir`` (a running stack's, ``up
+        --only``): kept in the state file beside this one's, never stopped by it.
     """
 
-    def __init__(self, run_dir: Path, stop_timeout_s: float = STOP_TIMEOUT_S) -> None:
+    def __init__(self, run_dir: Path, stop_timeout_s: float = STOP_TIMEOUT_S,
+                 recorded: list[RunningService] | None = None) -> None:
         self.run_dir = run_dir
         self.stop_timeout_s = stop_timeout_s
+        self._recorded = list(recorded or [])
         self._processes: dict[str, subprocess.Popen[bytes]] = {}  # every process started, stopped ones too
         self._specs: dict[str, ServiceSpec] = {}  # what each was started from
         self._running: list[RunningService] = []  # started and not yet stopped, oldest first
@@ -200,7 +204,9 @@ class Supervisor:
         return f"{message}; last lines of {self.log_path(name)}:\n{self.log_tail(name)}"
 
     def _save(self) -> None:
-        (self.run_dir / STATE_FILE).write_text(json.dumps([asdict(s) for s in self._running], indent=2))
+        own = {service.name for service in self._running}
+        services = [s for s in self._recorded if s.name not in own] + self._running
+        (self.run_dir / STATE_FILE).write_text(json.dumps([asdict(s) for s in services], indent=2))
 
 
 def load_running(run_dir: Path) -> list[RunningService]:

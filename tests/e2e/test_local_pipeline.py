@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,19 @@ def test_up_acquire_down(make_config, tmp_path: Path) -> None:
             "another stack runs on these ports; stop it ('sectorflow down --run-dir DIR' of that stack) or give this "
             "one other ports in its configuration"]
         assert not load_running(tmp_path / "second")
+        # A producer killed, `up --only` starts it again in its place; the others run on, recorded as before.
+        killed = next(s for s in services if s.name == "producer-1")
+        os.kill(killed.pid, signal.SIGKILL)
+        again = sectorflow("up", "--config", str(path), "--run-dir", str(run_dir), "--only", "producer-1")
+        assert again.returncode == 0, again.stderr[-3000:]
+        restarted = load_running(run_dir)
+        assert [s.name for s in restarted] == [s.name for s in services if s.name != "producer-1"] + ["producer-1"]
+        assert [s.pid for s in restarted][:-1] == [s.pid for s in services if s.name != "producer-1"]
+        assert restarted[-1].pid != killed.pid and Path(f"/proc/{restarted[-1].pid}").exists()
+        unknown = sectorflow("up", "--config", str(path), "--run-dir", str(run_dir), "--only", "producer-9")
+        assert unknown.returncode == 1 and len(unknown.stderr.strip().splitlines()) == 1, unknown.stderr
+        assert "--only producer-9: no such service" in unknown.stderr
+        services = restarted
         # The first stack's scans are whole (acquire --wait exits 0 only then).
         for scan in (1, 2):
             acquired = sectorflow("acquire", "--config", str(path), "--scan-number", str(scan), "--scan-shape",

@@ -17,6 +17,11 @@ sectors counted per receiver, why) that the service publishes as ``scans/<n>/fil
   positions the old one lacked (merged: the new file is never worse than the old), and the
   part's frames at positions the old one already had in another part file beside it. The record
   names the most complete file as ``path`` and the others as ``extra_paths``; a warning is logged.
+- A run of a scan that brings no data (only info messages, or nothing before the scan timeout:
+  a stray's, a replay's after a restart) writes nothing. For a scan with a file in the output
+  directories, or a record this job gave, :meth:`ScanGatherer.write` returns :class:`Unchanged`
+  and the scan's record and files stay as they were: a failure from a run that brought nothing
+  never replaces a finished scan's record. Otherwise its record says failed.
 - A write that fails (a full disk) tries ``second_output_dir``; if that fails too the scan stays
   pending and is retried every ``RETRY_INTERVAL_S`` for ``write_retry_s``, then (or at once when
   stopping) its record says failed with the reason. Nothing partial is left under a final name.
@@ -238,6 +243,15 @@ class WriteFailed(SectorflowError):
     """No output directory took the file."""
 
 
+@dataclass(frozen=True)
+class Unchanged:
+    """A run that brought no data to a scan recorded before: nothing written, and the scan's
+    ``scans/<n>/file`` record must stay as it is (``why`` says so, as logged)."""
+
+    scan_number: int
+    why: str
+
+
 class ScanGatherer:
     """Rank 0's collection of GroupResults, writing each scan's file once it is whole.
 
@@ -273,6 +287,8 @@ class ScanGatherer:
         self.reported: dict[int, set[str]] = {}
         # Scans written before, by this job or an earlier one: a part for one of them is late.
         self.on_disk: dict[int, list[Path]] = counted_files(self.directories)
+        # Scans this job gave a record (a failed one has no file): a later run bringing nothing keeps it.
+        self.recorded: set[int] = set()
 
     def add(self, result: GroupResult) -> None:
         """Keep a NodeGroup's part of a scan."""
@@ -297,11 +313,13 @@ class ScanGatherer:
                 out.append(scan_number)
         return out
 
-    def write(self, scan_number: int, final: bool = False) -> ScanFileRecord | None:
+    def write(self, scan_number: int, final: bool = False) -> ScanFileRecord | Unchanged | None:
         """Merge the scan's parts and write its file; forget the scan once written or failed.
 
         :param final: the last try (the job stops): a failed write is not retried.
-        :returns: the scan's file record, or None while a failed write waits for its retry.
+        :returns: the scan's file record; :class:`Unchanged` when the parts hold no data and the scan
+            was recorded before (its record is not to be written again); None while a failed write
+            waits for its retry.
         """
         pending = self.pending[scan_number]
         now = time.monotonic()
@@ -317,20 +335,27 @@ class ScanGatherer:
                 return None
             del self.pending[scan_number]
             log.error("scan %d: no counted file: %s", scan_number, error)
-            return _failed(str(error))
+            return self._recorded(scan_number, _failed(str(error)))
         except SectorflowError as error:
             del self.pending[scan_number]
             log.error("%s", error)
-            return _failed(str(error))
+            return self._recorded(scan_number, _failed(str(error)))
         del self.pending[scan_number]
+        return record if isinstance(record, Unchanged) else self._recorded(scan_number, record)
+
+    def _recorded(self, scan_number: int, record: ScanFileRecord) -> ScanFileRecord:
+        self.recorded.add(scan_number)
         return record
 
-    def _write(self, scan_number: int, pending: _Pending) -> ScanFileRecord:
+    def _write(self, scan_number: int, pending: _Pending) -> ScanFileRecord | Unchanged:
         expected_groups = self.expected_groups_of(pending)
         self.reported.setdefault(scan_number, set()).update(pending.results)
         results = [pending.results[uid] for uid in sorted(pending.results)]
         shaped = [r for r in results if r.scan_x and r.scan_y]
         if not shaped:
+            unchanged = self._unchanged(scan_number, sorted(pending.results))
+            if unchanged is not None:
+                return unchanged
             raise SectorflowError(f"scan {scan_number}: no data message reached this job's NodeGroups "
                                   f"({', '.join(sorted(pending.results))}); nothing to write")
         scan_x, scan_y = shaped[0].scan_x, shaped[0].scan_y
@@ -363,6 +388,18 @@ class ScanGatherer:
             ", timed out" if scan_info["timed_out"] else "", scan_info["scan_s"],
         )
         return record
+
+    def _unchanged(self, scan_number: int, uids: list[str]) -> Unchanged | None:
+        """A run that brought no data to a scan with a file or a record already, or None. Such a run
+        (a replay after the NodeGroups restarted) once recorded a good scan "failed, no file"."""
+        files = self.on_disk.get(scan_number, [])
+        if not files and scan_number not in self.recorded:
+            return None
+        kept = f"its files ({', '.join(f.name for f in files)}) and its record" if files else "its record"
+        why = (f"scan {scan_number}: no data message reached this job's NodeGroups ({', '.join(uids)}) in this run; "
+               f"nothing written: {kept} stay as they were")
+        log.warning("%s", why)
+        return Unchanged(scan_number, why)
 
     def _write_later_part(self, scan_number: int, scan: _Scan, metadata: dict[str, Any],
                           reasons: list[str]) -> ScanFileRecord:
@@ -572,4 +609,4 @@ def _failed(reason: str) -> ScanFileRecord:
                           positions_missing=0, sectors_counted=[], reason=reason, written_s=time.time())
 
 
-__all__ = ["GroupResult", "ScanGatherer", "WriteFailed", "scan_file_name"]
+__all__ = ["GroupResult", "ScanGatherer", "Unchanged", "WriteFailed", "scan_file_name"]

@@ -41,8 +41,9 @@ NodeGroup (:class:`LocalGroup`):
 
 Rank 0 writes ``FOURD_<scan:010d>_counted.h5`` (gather.py) and ``scans/<n>/file`` (a
 ``ScanFileRecord``: the outcome, the files, the sectors counted per receiver) for every scan, written
-or failed. Before any NodeGroup registers, rank 0 checks that it can write the output directory
-(and ``second_output_dir``): a job that cannot write registers nothing and exits with one line.
+or failed, but for a run that brought no data to a scan recorded before: its record stays as it was.
+Before any NodeGroup registers, rank 0 checks that it can write the output directory (and
+``second_output_dir``): a job that cannot write registers nothing and exits with one line.
 
 On SIGTERM/SIGINT or when ``duration_s`` has passed, every rank deregisters its NodeGroups at
 once, stops them, sends rank 0 a goodbye, and closes its kvstore client, which deletes its other
@@ -114,7 +115,7 @@ from sectorflow.socket_buffers import warn_if_capped
 from sectorflow.waiting import WaitTimeout, wait_until
 
 from .abort_watch import AbortWatch
-from .gather import GroupResult, ScanGatherer
+from .gather import GroupResult, ScanGatherer, Unchanged
 from .job_watch import JobWatch
 from .launcher_watch import LauncherWatch
 from .output_dir import check_writable
@@ -758,6 +759,12 @@ class NodeGroupService:
                 record = self.gatherer.write(scan_number, final=flush)
             if record is None:
                 continue  # not written anywhere yet: retried
+            if isinstance(record, Unchanged):
+                # Nothing written: publishing would replace a finished scan's record (the gatherer logged why).
+                for group in self.groups:
+                    group.transition(STATE_FINISHED)
+                    group.publish()
+                continue
             self.client.set_once(scan_file_key(scan_number), record.encode(), self.config.kvstore.scan_record_ttl_s)
             for group in self.groups:
                 if record.path:

@@ -5,13 +5,17 @@ fails with the reason and nothing under the final name."""
 
 from __future__ import annotations
 
+import hashlib
+import logging
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import stempy.io as stio
 
 from sectorflow.counting import read_counted_scan
-from sectorflow.nodegroup import GroupResult, ScanGatherer, scan_file_name
+from sectorflow.nodegroup import GroupResult, ScanGatherer, gather, scan_file_name
+from sectorflow.nodegroup.gather import Unchanged
 
 FRAME = (8, 8)
 RECEIVERS = 2
@@ -144,3 +148,57 @@ def test_a_file_of_the_scan_that_cannot_be_read_is_kept_and_the_new_part_becomes
     assert record.outcome == "complete" and record.sectors_counted == [8, 8]
     assert record.path == str(tmp_path / scan_file_name(SCAN, 2)) and record.extra_paths == [str(broken)]
     assert broken.read_bytes() == b"not hdf5"
+
+
+def nothing(uid: str) -> GroupResult:
+    """A NodeGroup's part of a run that brought no data message (info messages alone, then the timeout)."""
+    return replace(part(uid, []), scan_x=0, scan_y=0, received=[0] * RECEIVERS, timed_out=True,
+                   counts={key: 0 for key in part(uid, []).counts})
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_run_that_brings_no_data_leaves_a_counted_scans_record_and_file_as_they_were(tmp_path, caplog):
+    first = gatherer(tmp_path)
+    first.add(part("ng-a", EVEN))
+    first.add(part("ng-b", ODD))
+    record = first.write(SCAN)
+    assert record.outcome == "complete"
+    digest = sha256(Path(record.path))
+
+    # The NodeGroups restarted (a new job on the same directory); a replay of the scan brings them nothing.
+    restarted = gatherer(tmp_path)
+    restarted.add(nothing("ng-a"))
+    restarted.add(nothing("ng-b"))
+    assert restarted.ready(flush=True) == [SCAN]
+    with caplog.at_level(logging.WARNING, logger=gather.__name__):
+        kept = restarted.write(SCAN, final=True)
+    assert isinstance(kept, Unchanged) and not restarted.pending  # no record: the service publishes none
+    why = (f"scan {SCAN}: no data message reached this job's NodeGroups (ng-a, ng-b) in this run; nothing written: "
+           f"its files ({scan_file_name(SCAN)}) and its record stay as they were")
+    assert kept.why == why and why in caplog.text
+    assert sha256(Path(record.path)) == digest and [p.name for p in tmp_path.iterdir()] == [scan_file_name(SCAN)]
+
+    # The job that wrote the file gets the same run: the same answer.
+    first.add(nothing("ng-a"))
+    first.add(nothing("ng-b"))
+    assert isinstance(first.write(SCAN, final=True), Unchanged)
+    assert sha256(Path(record.path)) == digest
+
+
+def test_a_run_that_brings_no_data_keeps_a_failed_record_of_this_job_and_fails_a_scan_never_recorded(tmp_path):
+    g = gatherer(tmp_path / "gone", create=False)  # no directory takes the file
+    g.add(part("ng-a", EVEN))
+    g.add(part("ng-b", ODD))
+    failed = g.write(SCAN, final=True)
+    assert failed.outcome == "failed" and "No such file or directory" in failed.reason
+    g.add(nothing("ng-a"))
+    assert isinstance(g.write(SCAN, final=True), Unchanged)  # the reason of the failure stays the record's
+
+    fresh = gatherer(tmp_path / "fresh")
+    fresh.add(nothing("ng-a"))
+    fresh.add(nothing("ng-b"))
+    never = fresh.write(SCAN, final=True)
+    assert never.outcome == "failed" and "no data message reached this job's NodeGroups" in never.reason

@@ -20,7 +20,8 @@ from sectorflow.service import ServiceState
 
 from . import asi_wire
 from .in_order import InOrder, Released
-from .server import DROPPED, QUEUED, AcquisitionServer, Delivery
+from .server import DROPPED, ENDED, PENDING, READ, AcquisitionServer
+from .slot import Delivery
 from .status import StatusPublisher, bridge_status
 
 log = logging.getLogger(__name__)
@@ -33,16 +34,16 @@ RECEIVE_WAIT_S = 0.1
 class BridgeCounters:
     """What the bridge did, over its life (logged per scan and at the end)."""
 
-    scans_served: int = 0  # acquisitions sent whole to a client
-    scans_unserved: int = 0  # scans with no client at their start, or whose client went during them
+    scans_served: int = 0  # acquisitions a client read whole
+    scans_unserved: int = 0  # scans no client read whole: none at their start, or each went or was dropped
     positions_empty: int = 0  # positions sent empty: never came, or came too late
     frames_late: int = 0  # frames that came after their position was given up, left out
-    # Frames never queued for a client (the server counts what it wrote and what it discarded of
-    # those it queued: AcquisitionServer.delivered, discarded_dropped, discarded_gone):
-    frames_unsent: int = 0  # of scans with no client at their start, or whose client went
-    frames_dropped: int = 0  # of a scan whose client was disconnected by the queue's bound, from there on
+    # Frames never queued for a client, per client (the server counts what its clients read and
+    # what it discarded of what it queued: AcquisitionServer.delivered, discarded_dropped, discarded_gone):
+    frames_unsent: int = 0  # of scans with no client at their start, or after a client went
+    frames_dropped: int = 0  # of a scan after a client of it was dropped (too slow, or read nothing)
     # The last scan over, for its account (operations/scan_account.py): its number, whether a
-    # client got it whole, its positions and how many of them were sent empty.
+    # client read it whole, its positions and how many of them were sent empty.
     last_scan: int = -1
     last_scan_served: bool = False
     last_scan_positions: int = 0
@@ -59,9 +60,11 @@ class _Scan:
     last_at: float
     senders: set[str] = field(default_factory=set)
     ended: set[str] = field(default_factory=set)
-    connection: int = 0  # the client connection it is sent on; 0: none (unserved)
     started: bool = False
-    dropped: bool = False  # its client was disconnected for reading too slowly
+    clients: list[int] = field(default_factory=list)  # the client connections it started on
+    sending: list[int] = field(default_factory=list)  # those of them it is still sent to
+    dropped: int = 0  # its clients dropped during it (each misses the rest of it)
+    gone: int = 0  # its clients that went during it
 
 
 class FrameSource(Protocol):
@@ -89,6 +92,8 @@ class Bridge:
         self.counters = BridgeCounters()
         self.state = ServiceState(log)
         self._scans: dict[int, _Scan] = {}  # open scans, in the order their first frame came
+        # Scans sent whole, in order, until a client has read one whole or none of its clients can.
+        self._reading: dict[int, _Scan] = {}
         self._finished: set[int] = set()
 
     def run(self, stop: threading.Event) -> None:
@@ -101,6 +106,7 @@ class Bridge:
                 if batch is not None:
                     self._take(batch, now)
                 self._serve(now)
+                self._settle()
                 self._publish(now)
         finally:
             self.state.enter(STATE_STOPPING)
@@ -109,7 +115,7 @@ class Bridge:
             self._publish(time.monotonic(), force=True)
 
     def _publish(self, now: float, force: bool = False) -> None:
-        scan = next(iter(self._scans)) if self._scans else None
+        scan = next(iter(self._reading), next(iter(self._scans), None))
         status = bridge_status(self.counters, self.server, scan)
         if self.state.state in (STATE_IDLE, STATE_STREAMING):
             self.state.enter(status.state, why=f"scan {status.scan}")
@@ -160,51 +166,70 @@ class Bridge:
         sequence = scan.number
         if not scan.started:
             scan.started = True
-            if self.server.connected:
-                scan.connection = self.server.connection
-                head = [asi_wire.acquisition_start(sequence, scan.scan_shape, scan.frame_shape),
-                        asi_wire.scan_start(sequence)]
-                sent = self.server.send(scan.connection, head)
-                if sent != QUEUED:
-                    scan.dropped = sent == DROPPED
-                    scan.connection = 0
-            if not scan.connection and not scan.dropped:
+            scan.clients = self.server.clients()
+            scan.sending = list(scan.clients)
+            if scan.clients:
+                self._to_clients(scan, [asi_wire.acquisition_start(sequence, scan.scan_shape, scan.frame_shape),
+                                        asi_wire.scan_start(sequence)], Delivery(), None)
+            else:
                 log.warning("libertem: scan %d not served: no LiberTEM client connected at its start", scan.number)
         empty = released.empty
-        if scan.connection:
+        if scan.sending:
             parts: list[bytes] = []
             for indptr, indices in _chunks(released, self.settings.chunk_bytes):
                 parts += asi_wire.array_chunk(indptr, indices)
+            mark = None
             if scan.order.done:
                 parts += [asi_wire.scan_end(sequence), asi_wire.acquisition_end(sequence)]
-            sent = self.server.send(scan.connection, parts, Delivery(released.frames - empty, released.frames))
-            if sent != QUEUED:
-                scan.dropped = sent == DROPPED
-                log.warning("libertem: scan %d: its client %s during the scan, the rest is not sent", scan.number,
-                            "was disconnected for reading too slowly" if scan.dropped else "went")
-                scan.connection = 0
+                mark = sequence  # read whole by a client once it has read this
+            self._to_clients(scan, parts, Delivery(released.frames - empty, released.frames), mark)
         self.counters.positions_empty += empty
-        # What was queued the server counts: delivered once written, or discarded with its client.
-        if scan.dropped:
-            self.counters.frames_dropped += released.frames - empty
-        elif not scan.connection:
-            self.counters.frames_unsent += released.frames - empty
+        # What was queued the server counts, per client: read, or discarded with its client. Each
+        # client the scan started on that is no longer sent to misses these frames.
+        frames = released.frames - empty
+        self.counters.frames_dropped += frames * scan.dropped
+        self.counters.frames_unsent += frames * (scan.gone + (not scan.clients))
+
+    def _to_clients(self, scan: _Scan, parts: list[bytes], carries: Delivery, mark: int | None) -> None:
+        for connection, sent in self.server.send(scan.sending, parts, carries, mark).items():
+            if sent in (DROPPED, ENDED):
+                scan.sending.remove(connection)
+                scan.dropped += sent == DROPPED
+                scan.gone += sent == ENDED
+                log.warning("libertem: scan %d: its client of connection %d %s, the rest is not sent to it",
+                            scan.number, connection,
+                            "was disconnected (read too slowly)" if sent == DROPPED else "went")
 
     def _finish(self, scan: _Scan) -> None:
         del self._scans[scan.number]
         self._finished.add(scan.number)
+        self.counters.frames_late += scan.order.late
+        self._reading[scan.number] = scan
+
+    def _settle(self) -> None:
+        """Counts the scans sent whole as served once a client has read one whole, unserved once
+        none of its clients can; in order, so that the last one counted is the last one sent."""
+        while self._reading:
+            scan = next(iter(self._reading.values()))
+            outcomes = {self.server.outcome(connection, scan.number) for connection in scan.sending}
+            if READ not in outcomes and PENDING in outcomes:
+                return
+            del self._reading[scan.number]
+            self.server.forget(scan.number)
+            self._count(scan, READ in outcomes)
+
+    def _count(self, scan: _Scan, served: bool) -> None:
         order = scan.order
-        self.counters.frames_late += order.late
-        if scan.connection:
+        if served:
             self.counters.scans_served += 1
         else:
             self.counters.scans_unserved += 1
         self.counters.last_scan = scan.number
-        self.counters.last_scan_served = bool(scan.connection)
+        self.counters.last_scan_served = served
         self.counters.last_scan_positions = order.positions
         self.counters.last_scan_empty = order.empty
         log.info("libertem: scan %d %s: %d of %d positions sent empty (never came in time), %d late frames left out",
-                 scan.number, "served" if scan.connection else "not served", order.empty, order.positions,
+                 scan.number, "read whole by a client" if served else "not served", order.empty, order.positions,
                  order.late)
 
 

@@ -45,15 +45,15 @@ def status_name(config: Config) -> str:
 
 
 def bridge_status(counters: BridgeCounters, server: AcquisitionServer, scan: int | None) -> ServiceStatus:
-    """The bridge's status: streaming while a scan (``scan``) is open, else idle; ``messages`` counts
-    the positions sent to clients, ``bytes`` the bytes written to them."""
+    """The bridge's status: streaming while a scan (``scan``) is open or not yet read whole by a
+    client it was sent to, else idle; ``messages`` counts the positions clients read, ``bytes`` the
+    bytes they read."""
     fields = dataclasses.asdict(counters)
     last_scan = fields.pop("last_scan")
     fields.update(sent_fields(counters, server))
     extra: dict[str, bool | int | str] = {
-        "client_connected": server.connected, "listen": f"{server.address[0]}:{server.address[1]}",
-        "clients_dropped": server.clients_dropped, "clients_gone": server.clients_gone,
-        "clients_refused": server.clients_refused, **fields, **owner_fields()}
+        "client_connected": server.connected, "clients": len(server.clients()),
+        "listen": f"{server.address[0]}:{server.address[1]}", **client_fields(server), **fields, **owner_fields()}
     if last_scan >= 0:
         extra["last_scan"] = last_scan
     else:
@@ -64,9 +64,16 @@ def bridge_status(counters: BridgeCounters, server: AcquisitionServer, scan: int
                          messages=server.delivered.positions, bytes=server.bytes_sent, extra=extra)
 
 
+def client_fields(server: AcquisitionServer) -> dict[str, int]:
+    """What became of the clients that connected."""
+    return {"clients_denied": server.clients_denied, "clients_refused": server.clients_refused,
+            "clients_dropped": server.clients_dropped, "clients_gone": server.clients_gone}
+
+
 def sent_fields(counters: BridgeCounters, server: AcquisitionServer) -> dict[str, int]:
-    """What clients got of what the bridge released: positions and frames written whole to a client,
-    and the frames that did not reach one (never queued, or queued and discarded with their client)."""
+    """What clients got of what the bridge released: positions and frames a client read whole (per
+    client), and the frames that did not reach one (never queued, or queued and discarded unread
+    with their client)."""
     return {"positions_sent": server.delivered.positions, "frames_sent": server.delivered.frames,
             "frames_unsent": counters.frames_unsent + server.discarded_gone.frames,
             "frames_dropped": counters.frames_dropped + server.discarded_dropped.frames}

@@ -116,6 +116,15 @@ def test_a_listening_address_that_is_not_host_port_is_refused(address: str) -> N
         parse_listen(address, allow_remote=False)
 
 
+@pytest.mark.parametrize(("address", "allow_remote"), [("10.1.2.3:8283", True), ("127.0.0.1:8283", True),
+                                                       ("0.0.0.0:8283", False)])
+def test_with_security_on_the_bridge_listens_on_loopback_only(address: str, allow_remote: bool) -> None:
+    # LiberTEM's client carries no key: the bridge knows who it is only by its socket on this host.
+    with pytest.raises(UsageError, match=r"with \[security\] on the bridge serves loopback only .*\(ssh -L"):
+        parse_listen(address, allow_remote=allow_remote, secured=True)
+    assert parse_listen("127.0.0.1:8283", allow_remote=False, secured=True) == ("127.0.0.1", 8283)
+
+
 def test_loopback_addresses_are_accepted() -> None:
     assert parse_listen("127.0.0.1:0", allow_remote=False) == ("127.0.0.1", 0)
     assert parse_listen("[::1]:8283", allow_remote=False) == ("::1", 8283)
@@ -154,7 +163,7 @@ def test_the_status_says_what_the_bridge_did_and_the_last_scan_only_once_there_i
         assert "last_scan" not in fresh.extra and "last_scan_empty" not in fresh.extra
         counters = BridgeCounters(scans_served=1, positions_empty=2, last_scan=4, last_scan_served=True,
                                   last_scan_positions=12, last_scan_empty=2)
-        server.delivered = Delivery(frames=10, positions=12)  # what its writer thread wrote to a client
+        server.totals.delivered = Delivery(frames=10, positions=12)  # what its clients read
         streaming = bridge_status(counters, server, 5)
         assert (streaming.state, streaming.scan, streaming.messages) == ("streaming", 5, 12)
         assert {k: streaming.extra[k] for k in ("last_scan", "last_scan_served", "last_scan_empty", "frames_dropped",

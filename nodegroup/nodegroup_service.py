@@ -33,6 +33,8 @@ NodeGroup (:class:`LocalGroup`):
   messages refused since the previous scan,
 - closes a scan aborted while the job runs (``sectorflow abort``) as soon as the relays' records say
   what they forwarded and it came, not after ``scan_timeout_s`` (abort_watch.py),
+- closes the ports of a receiver whose producer threads all died mid-scan once they are found gone,
+  not ``scan_timeout_s`` after its last sector (death_watch.py),
 - hands every finished scan to rank 0 (MPI point-to-point, never a collective per scan, so ranks
   whose NodeGroups are not in a scan's routing list never wait for it), if someone announced it:
   a scan with no request record (``scans/<n>/request``: written by ``sectorflow acquire``, or by the
@@ -115,6 +117,7 @@ from sectorflow.socket_buffers import warn_if_capped
 from sectorflow.waiting import WaitTimeout, wait_until
 
 from .abort_watch import AbortWatch
+from .death_watch import DeathWatch
 from .gather import GroupResult, ScanGatherer, Unchanged
 from .job_watch import JobWatch
 from .launcher_watch import LauncherWatch
@@ -578,6 +581,7 @@ class NodeGroupService:
         # Ranks that gave rank 0 no goodbye when it stopped: MPI_Finalize would wait for them forever.
         self.silent_ranks = 0
         self.aborts: AbortWatch | None = None
+        self.deaths: DeathWatch | None = None
 
     def start(self) -> list[str]:
         """Check the output directories, bind and register this rank's NodeGroups; learn every
@@ -599,6 +603,7 @@ class NodeGroupService:
                                           self.options.count, self.options.job))
             log.info("nodegroup %s: listening on %s ports %s", uid, self.groups[-1].host, self.groups[-1].ports)
         self.aborts = AbortWatch(self.client, [receiver.threads for receiver in self.config.receivers], self.groups)
+        self.deaths = DeathWatch(self.client, self.config, self.groups)
         uids_by_rank = self.comm.allgather([g.uid for g in self.groups])
         job_uids = sorted(uid for uids in uids_by_rank for uid in uids)
         self.watch = JobWatch(self.client.get, self.client.synced, uids_by_rank, self.rank,
@@ -676,6 +681,8 @@ class NodeGroupService:
                 self._step(LOOP_WAIT_S / len(self.groups))
                 if self.aborts is not None:
                     self.aborts.check()
+                if self.deaths is not None:
+                    self.deaths.check()
                 self._refresh()
                 if self.launcher.gone():
                     log.error("the job's launcher is gone (its PMI connection, fd %s, hung up): this rank's "

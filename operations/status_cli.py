@@ -58,25 +58,26 @@ def run_status(args: argparse.Namespace, config: Config) -> int:
                 f"start one with 'sectorflow kvstore --config {config.source}'"
             )
         if not args.watch:
-            _show(client, config.source, clear=False)
+            _show(client, config, clear=False)
             return 0
         # Ctrl-C ends the loop between two refreshes, never in the middle of the kvstore client's
         # work (a KeyboardInterrupt raised anywhere could leave it unable to close).
         with stop_on_signals(logger) as stop:
             while not stop.is_set():
-                _show(client, config.source, clear=sys.stdout.isatty())
+                _show(client, config, clear=sys.stdout.isatty())
                 stop.wait(args.interval)  # the refresh period the user asked for
         return 0
 
 
-def _show(client: Client, config_source: str, clear: bool) -> None:
+def _show(client: Client, config: Config, clear: bool) -> None:
     from sectorflow._core.protocol import wall_clock_s
 
     state = "live" if client.synced() else "SERVER SILENT, last known state"
     stack = client.stack_id or "unknown (the server names none)"
     # The server it syncs with: of a pair, the one it moved to last.
     title = f"kvstore tcp://{client.server}: stack {stack}, sequence {client.sequence()}, {state}"
-    text = render(client.subtree(), wall_clock_s(), title, config_argument(config_source))
+    producers = {f"r{r}t{t}": r for r, receiver in enumerate(config.receivers) for t in range(receiver.threads)}
+    text = render(client.subtree(), wall_clock_s(), title, config_argument(config.source), producers)
     print(("\x1b[2J\x1b[H" if clear else "") + text + ("" if clear else "\n"), flush=True)
 
 

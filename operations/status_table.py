@@ -39,7 +39,8 @@ INVALID = "invalid"
 QUIET_FIELDS = frozenset({"machine", _core.STACK_ID_FIELD, _core.STACK_CHANGED_FIELD})
 
 
-def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str = "") -> str:
+def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str = "",
+           producers: Mapping[str, int] | None = None) -> str:
     """Tables of every status, NodeGroup and acquire request in ``entries`` (key -> value bytes).
 
     A value that does not decode is shown as ``invalid`` with the reason, never skipped, and a last
@@ -51,12 +52,18 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str =
         title: the first line (which server, which sequence).
         config: the configuration file, for the replay command of a scan on disk
             (``scan_account.config_argument``); "" leaves --config out of it.
+        producers: the producer threads the configuration has (``r<R>t<T>`` -> its receiver R): one
+            with no status is named, as its receiver streams nothing (a daemon that died leaves no row).
     """
     pair = describe_pair(entries)
     lines = [title, *([pair] if pair else []), ""]
     services = _service_rows(entries, now_s)
     lines.append(_table(SERVICE_HEADERS, [row[:-1] for row in services]) if services
                  else "no service has published a status")
+    present = {name for _, service, name, status, _ in status_entries(entries, _records.SERVICE_PRODUCER)}
+    lines.extend(f"producer {name}: NO STATUS: its daemon is not running, and receiver {receiver} streams nothing "
+                 f"('sectorflow up --only producer-{receiver}' starts it again in a stack of 'sectorflow up')"
+                 for name, receiver in (producers or {}).items() if name not in present)
     details = [(f"{row[0]} {row[1]}".strip(), row[-1]) for row in services if row[-1]]
     if details:
         lines.append("")

@@ -2,9 +2,11 @@
 
 One receiver of four dies a quarter into a scan big enough that its missing sectors fill the
 NodeGroups' frame pools many times over. The other receivers' sectors are all counted (no NodeGroup
-is declared dead for one silent receiver, nothing is spilled), the dead receiver's unsent sectors are
-missing with the reason, acquire warns in its log, and once the file is written the scan is over
-(incomplete) for ``acquire``, ``sectorflow status`` and after the producer is started again.
+is declared dead for one silent receiver, nothing is spilled), the NodeGroups close the dead
+receiver's port once they find its producer gone (not after ``[nodegroup] scan_timeout_s``), its
+unsent sectors are missing with the reason, acquire warns in its log, and once the file is written
+the scan is over (incomplete) for ``acquire``, ``sectorflow status`` and after the producer is
+started again.
 """
 
 from __future__ import annotations
@@ -63,12 +65,17 @@ def test_a_producer_daemon_killed_mid_scan_leaves_the_other_receivers_counted(be
     assert "declared dead" not in result.output, result.output
     assert 0 < result.missing < POSITIONS, result.output
     reasons_are(result, "not sent by thread 0, which died mid-scan")
+    # The NodeGroups closed the dead receiver's port once they found its producer gone, not after
+    # [nodegroup] scan_timeout_s: no part timed out, and each incomplete frame lacks that one sector.
+    assert "timed out" not in result.output, result.output
+    assert f"\n  file: incomplete: {result.missing} frames incomplete\n" in result.output, result.output
     # acquire said so in its log when it found the daemon gone, not only in the account.
     assert re.search(rf"WARNING.*scan 2: producer r{DEAD}t0 died mid-scan", result.output), result.output
     # Over for `sectorflow status` too, in the account's words, with the death named.
     text = status_text(line)
     assert scan_row(text, 2)[4:7] == ["incomplete", f"{result.counted:,}", "0"], text
     assert f"scan 2: producer r{DEAD}t0 died mid-scan" in text, text
+    assert f"producer r{DEAD}t0: NO STATUS: its daemon is not running" in text, text
     # Started again, the receiver's daemon does not bring the scan back to pending; the next scan is whole.
     spec = supervisor.spec(f"producer-{DEAD}")
     supervisor.start(replace(spec, name=f"producer-{DEAD}-again"))
@@ -76,6 +83,7 @@ def test_a_producer_daemon_killed_mid_scan_leaves_the_other_receivers_counted(be
         wait_until(lambda: ("producer", f"r{DEAD}t0") in client.statuses("producer"), 60, "the restarted producer")
     text = status_text(line)
     assert scan_row(text, 2)[4] == "incomplete", text
+    assert "NO STATUS" not in text, text
     after = Beamline.finish(line.acquire(3, "4x4", 0.0))
     assert (after.outcome, after.exit_code, after.counted) == ("complete", 0, 64), after.output
     assert {k: v for k, v in line.checksums().items() if k in before} == before

@@ -108,3 +108,11 @@ def test_no_stack_is_flagged_when_the_kvstore_names_none() -> None:
     entries = {status_key("producer", "r0t0"): ServiceStatus(state="idle", extra={"stack_id": "aaaaaaaaaaaaaaaa"},
                                                             updated_s=1.0).encode()}
     assert "STACK" not in render(entries, now_s=1.0, title="t")
+
+
+def test_a_producer_thread_of_the_configuration_with_no_status_is_named_with_how_to_start_it() -> None:
+    entries = {status_key("producer", "r0t0"): ServiceStatus(state="idle").encode()}
+    lines = render(entries, 0.0, "t", producers={"r0t0": 0, "r1t0": 1}).splitlines()
+    assert [line for line in lines if "NO STATUS" in line] == [
+        "producer r1t0: NO STATUS: its daemon is not running, and receiver 1 streams nothing ('sectorflow up "
+        "--only producer-1' starts it again in a stack of 'sectorflow up')"]

@@ -229,7 +229,7 @@ class Bridge:
         self.counters.last_scan_positions = order.positions
         self.counters.last_scan_empty = order.empty
         log.info("libertem: scan %d %s: %d of %d positions sent empty (never came in time), %d late frames left out",
-                 scan.number, "read whole by a client" if served else "not served", order.empty, order.positions,
+                 scan.number, "served" if served else "not served", order.empty, order.positions,
                  order.late)
 
 

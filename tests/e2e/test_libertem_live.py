@@ -4,11 +4,15 @@ a scan through the whole stack, read by LiberTEM-live's asi_tpx3 detector with s
 pattern, masked sums and centre of mass; positions the live stream lost reach LiberTEM empty and
 are counted; a LiberTEM client that vanishes during a scan, or that never reads, leaves the file
 complete and the bridge serving the next client; the bridge's status and the scan's account count
-what LiberTEM got."""
+what LiberTEM got. With [security] on, a local reader of another account with no key gets not a
+byte, and a client of the bridge's own account that connects and never reads costs LiberTEM
+nothing and is never said to have been sent a scan."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from keyring import Keyring
 from support import Processes, sectorflow_command, stack_up, wait_until
 
 from sectorflow.counting import read_counted_scan
@@ -52,9 +57,9 @@ def acquire(path: Path, scan: int) -> None:
     assert acquired.returncode == 0, acquired.stdout + acquired.stderr
 
 
-def start_libertem(processes: Processes, path_out: Path, port: int) -> subprocess.Popen:
+def start_libertem(processes: Processes, path_out: Path, port: int, scans: int = 1) -> subprocess.Popen:
     """The shipped example, as a process the ``processes`` fixture stops whatever the test did."""
-    return processes.start(sys.executable, str(EXAMPLE), "--port", str(port), "--scans", "1", "--timeout", "120",
+    return processes.start(sys.executable, str(EXAMPLE), "--port", str(port), "--scans", str(scans), "--timeout", "120",
                            "--mask-radius", str(MASK_RADIUS), "--out", str(path_out), name="libertem-live")
 
 
@@ -235,3 +240,100 @@ def test_a_client_that_never_reads_is_disconnected_counted_and_the_next_client_i
     assert "clients_dropped 1" in status.stdout
     assert f"scan 2: LiberTEM (bridge " in status.stdout
     assert counters["clients_dropped"] == 1 and counters["scans_served"] == 1 and counters["scans_unserved"] == 1
+
+
+# A local reader of another account with no key: connects to the bridge and reads all it is given.
+# Plain Python, no sectorflow: what anyone on the host can run.
+STRANGER = """
+import socket, sys
+client = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+client.settimeout(60)
+total = 0
+while True:
+    data = client.recv(1 << 16)
+    if not data:
+        break
+    total += len(data)
+print(total)
+"""
+NOBODY = 65534
+
+
+def bridge_extra(client, name: str) -> object:  # type: ignore[no-untyped-def]
+    status = bridge_status(client)
+    return status.extra.get(name) if status is not None else None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs the keyless reader as another account (nobody): needs root")
+def test_with_security_on_a_keyless_reader_gets_nothing_and_a_client_that_never_reads_costs_libertem_nothing(
+        make_config, processes: Processes, tmp_path: Path) -> None:
+    keyring = Keyring(tmp_path / "keys")
+    config, path = make_config(detector=DETECTOR, simulator=SIMULATOR, counting=COUNTING,
+                               analysis={"live_rate_hz": 5.0},
+                               security={"enabled": True, "key_dir": str(keyring.beamline)})
+    output = tmp_path / "h5"
+    python = shutil.which("python3", path="/usr/bin:/bin")  # one the other account may run
+    assert python is not None
+    with stack_up(config, path, tmp_path / "run", output) as client:
+        bridge, port = start_bridge(processes, path)
+        wait_bridge_subscribed(client)
+        wait_until(lambda: bridge_status(client), 30, "the bridge's status")
+
+        # The reader of another account: closed before a byte, counted.
+        stranger = subprocess.run([python, "-I", "-c", STRANGER, str(port)], user=NOBODY, group=NOBODY,
+                                  extra_groups=[], cwd="/", capture_output=True, text=True, timeout=120)
+        assert stranger.returncode == 0 and stranger.stdout.split() == ["0"], stranger
+        wait_until(lambda: bridge_extra(client, "clients_denied") == 1, 30, "the stranger counted")
+
+        # A client of the bridge's own account connects first and never reads; LiberTEM, beside
+        # it, reads three scans as they come.
+        squatter = socket.create_connection(("127.0.0.1", port))
+        try:
+            wait_until(lambda: bridge_extra(client, "clients") == 1, 30, "the squatter in the status")
+            libertem = start_libertem(processes, tmp_path / "result.npz", port, scans=3)
+            wait_until(lambda: bridge_extra(client, "clients") == 2, 120, "LiberTEM to connect")
+            acquired = []
+            for scan in (1, 2, 3):
+                result = sectorflow_command("acquire", "--config", str(path), "--scan-number", str(scan),
+                                            "--scan-shape", f"{SCAN_X}x{SCAN_Y}", "--wait", "--timeout", "120")
+                assert result.returncode == 0, result.stdout + result.stderr
+                acquired.append(result.stdout)
+            finish(processes, libertem)
+            wait_until(lambda: bridge_extra(client, "clients_dropped") == 1, 60, "the squatter dropped")
+            three = bridge_finished(client, 3)
+        finally:
+            squatter.close()
+
+        # A scan only a client that never reads gets: acquire may not say it was sent.
+        squatter = socket.create_connection(("127.0.0.1", port))
+        try:
+            wait_until(lambda: bridge_extra(client, "clients") == 1, 30, "the second squatter in the status")
+            fourth = sectorflow_command("acquire", "--config", str(path), "--scan-number", "4", "--scan-shape",
+                                        f"{SCAN_X}x{SCAN_Y}", "--wait", "--timeout", "120")
+            assert fourth.returncode == 0, fourth.stdout + fourth.stderr
+            four = bridge_finished(client, 4)
+        finally:
+            squatter.close()
+        wait_until(lambda: (output / scan_file_name(4)).exists(), 60, "scan 4's file")
+        status = sectorflow_command("status", "--config", str(path))
+        counters = served(processes, bridge)
+
+    positions = SCAN_X * SCAN_Y
+    for scan, out in zip((1, 2, 3), acquired):
+        notes = [line.strip() for line in out.splitlines() if "LiberTEM (bridge " in line]
+        assert len(notes) == 1 and re.search(rf"bridge bob\): \d+ of {positions} positions sent empty", notes[0]), \
+            (scan, out)
+    counts, _ = per_position_counts(output / scan_file_name(3))
+    np.testing.assert_array_equal(np.load(tmp_path / "result.npz")["intensity"], counts)
+    # Sent: what LiberTEM read, three scans; the squatter read nothing and was dropped.
+    assert three.extra["scans_served"] == 3 and three.extra["last_scan_served"] is True, three
+    assert three.extra["positions_sent"] == 3 * positions and three.messages == 3 * positions, three
+    assert three.extra["clients_denied"] == 1 and three.extra["clients_dropped"] == 1
+    # Scan 4: none of it sent, not served, whatever acquire waited for.
+    assert "positions sent empty" not in fourth.stdout, fourth.stdout
+    assert four.extra["last_scan_served"] is False and four.extra["positions_sent"] == 3 * positions, four
+    assert four.extra["clients_dropped"] == 2 and four.extra["scans_unserved"] == 1
+    assert status.returncode == 0, status.stderr
+    assert "scan 4: LiberTEM (bridge bob): not served" in status.stdout, status.stdout
+    assert counters["clients_denied"] == 1 and counters["clients_dropped"] == 2 and counters["clients_refused"] == 0
+    assert counters["scans_served"] == 3 and counters["scans_unserved"] == 1

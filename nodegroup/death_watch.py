@@ -4,7 +4,8 @@ A receiver whose producer threads are all gone sends nothing more of the scan, y
 waited ``[nodegroup] scan_timeout_s`` (60 s in configs/local.toml) from its last sector before the
 file could be written (issue 42). This watch finds such receivers as ``sectorflow acquire`` does
 (``scan_account.abandoned_producers``: a record that is not final and stood still for the kvstore
-ttl and two silence periods, its daemon's status gone or on another scan) and ends that port's part
+ttl and two silence periods, its daemon's status gone as long as this rank has looked, or on another
+scan; ``operations/absences.py``) and ends that port's part
 of the scan at once (``NodeGroup.close_aborted`` with no further message due). By then whatever the
 dead threads sent long ago came through; a straggler after it would be counted late.
 
@@ -16,11 +17,12 @@ from __future__ import annotations
 
 import logging
 import queue
-import time
+from time import monotonic
 from collections.abc import Sequence
 from typing import Any
 
 from sectorflow.configs import Config
+from sectorflow.operations.absences import Absences, gone_after_s
 from sectorflow.operations.scan_account import abandoned_producers, records_of
 from sectorflow.protocol import (SCANS_PREFIX, SERVICE_PRODUCER, ProtocolError, parse_scan_key, scan_prefix,
                                  wall_clock_s)
@@ -30,7 +32,6 @@ log = logging.getLogger(__name__)
 #: Scans watched at once; beyond, the oldest is left to the scan timeout.
 MAX_WATCHED = 16
 CHECK_PERIOD_S = 1.0  # records are decoded this often at most, not at every turn of the rank's loop
-GONE_GRACE_S = 2.0    # beyond the ttl and two silence periods, as acquire waits (operations/acquire.py)
 
 
 class DeathWatch:
@@ -42,10 +43,13 @@ class DeathWatch:
     """
 
     def __init__(self, client: Any, config: Config, groups: Sequence[Any]) -> None:
-        kv = config.kvstore
         self._client = client
         self._groups = groups
-        self._quiet_s = kv.ttl_s + 2 * kv.heartbeat_ms * kv.silence_heartbeats / 1000 + GONE_GRACE_S
+        self._quiet_s = gone_after_s(config)
+        # A status must stay away this long as this rank sees it, not only be absent now: a kvstore
+        # restarted with its log serves a live thread's record, its status expired, until it writes again.
+        self._absent = Absences(self._quiet_s)
+        self._threads = {f"r{r}t{t}" for r, receiver in enumerate(config.receivers) for t in range(receiver.threads)}
         self._seen: queue.SimpleQueue[int] = queue.SimpleQueue()  # requests, from the kvstore agent thread
         self._watched: dict[int, set[int]] = {}  # scan -> receivers whose port this watch closed
         self._checked_s = 0.0
@@ -67,11 +71,12 @@ class DeathWatch:
                 self._watched.setdefault(self._seen.get_nowait(), set())
             except queue.Empty:
                 break
-        now = time.monotonic()
+        now = monotonic()
         if now - self._checked_s < CHECK_PERIOD_S or not self._watched:
             return
         self._checked_s = now
         statuses = {name: status for (_, name), status in self._client.statuses(SERVICE_PRODUCER).items()}
+        absent = self._absent.lasting(self._threads - set(statuses))
         for scan in sorted(self._watched)[:-MAX_WATCHED]:
             del self._watched[scan]
         for scan in sorted(self._watched):
@@ -84,7 +89,7 @@ class DeathWatch:
             if request is None:
                 continue
             closed = self._watched[scan]
-            dead = abandoned_producers(records, statuses, wall_clock_s(), self._quiet_s)
+            dead = abandoned_producers(records, statuses, wall_clock_s(), self._quiet_s, absent)
             for receiver, threads in enumerate(request.producer_threads):
                 # Deaths mid-scan only: a receiver none of whose threads began the scan (their
                 # record comes first) is left to the timeout, as before (docs/fault-model.md).

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +70,7 @@ from sectorflow.protocol.scan_life import ScanClaim, claim_key
 from sectorflow.simulator import parse_scan_shape
 from sectorflow.waiting import WaitTimeout, wait_until
 
+from .absences import Absences, gone_after_s
 from .progress import ScanProgress
 from .replay_check import counted_already_by, replay_refusal
 
@@ -82,9 +82,6 @@ SYNC_TIMEOUT_S = 10.0
 # Without --wait: how long to see every producer thread take the request (re-publishing it meanwhile
 # if a kvstore restart took it away) before leaving that to them.
 ACK_WAIT_S = 5.0
-# How long a producer's status or every NodeGroup of the scan must stay away, beyond its ttl and two
-# of the kvstore client's silence periods, before acquire takes it for dead.
-GONE_GRACE_S = 2.0
 
 
 def register(subparsers: Any) -> None:
@@ -374,9 +371,7 @@ def publish_request(client: Client, config: Config, scan: int | None, scan_x: in
     ttl_s = config.kvstore.scan_record_ttl_s
     client.set_once(scan_request_key(scan), record.encode(), ttl_s)
     client.set_once(ACQUIRE_REQUEST_KEY, request.encode())
-    kv = config.kvstore
-    silence_s = kv.heartbeat_ms * kv.silence_heartbeats / 1000
-    return PublishedRequest(request, record, published_s, ttl_s, kv.ttl_s + 2 * silence_s + GONE_GRACE_S)
+    return PublishedRequest(request, record, published_s, ttl_s, gone_after_s(config))
 
 
 def earlier_run(records: ScanRecords) -> str | None:
@@ -449,20 +444,6 @@ def next_unused_scan(client: Client) -> int:
     return max(numbers, default=0) + 1
 
 
-class Absences:
-    """Which names have been absent for longer than ``grace_s``: a kvstore restart empties every replica
-    for a moment (until each client has re-published its keys), which must not pass for a death."""
-
-    def __init__(self, grace_s: float) -> None:
-        self.grace_s = grace_s
-        self._since: dict[str, float] = {}
-
-    def lasting(self, absent: set[str]) -> set[str]:
-        now = time.monotonic()
-        self._since = {name: self._since.get(name, now) for name in absent}
-        return {name for name, since in self._since.items() if now - since >= self.grace_s}
-
-
 def wait_for_account(client: Client, published: PublishedRequest, timeout_s: float | None) -> ScanAccount:
     """Waits until the scan is over (``scan_account.account`` says so) and returns its account.
 
@@ -496,9 +477,9 @@ def wait_for_account(client: Client, published: PublishedRequest, timeout_s: flo
                          full=kvstore_full(client.get(status_key("kvstore", "server"))))
         if set(result.died) - warned:
             warned.update(result.died)
-            # Not only in the account at the end: the file waits for the dead receiver's port to time out.
-            log.warning("%s; the NodeGroups close the scan [nodegroup] scan_timeout_s after its last sector came",
-                        result.died_line())
+            # Not only in the account at the end: the file waits until the NodeGroups close the port too.
+            log.warning("%s; the NodeGroups close its port once they find it gone too ([nodegroup] "
+                        "scan_timeout_s after its last sector at the latest)", result.died_line())
         return result.outcome != PENDING
 
     shown = ScanProgress(sys.stderr)

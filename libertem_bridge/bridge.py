@@ -110,6 +110,7 @@ class Bridge:
                 self._publish(now)
         finally:
             self.state.enter(STATE_STOPPING)
+            self._settle(stopping=True)
             self.stream.close()
             self.state.enter(STATE_STOPPED)
             self._publish(time.monotonic(), force=True)
@@ -206,13 +207,14 @@ class Bridge:
         self.counters.frames_late += scan.order.late
         self._reading[scan.number] = scan
 
-    def _settle(self) -> None:
+    def _settle(self, stopping: bool = False) -> None:
         """Counts the scans sent whole as served once a client has read one whole, unserved once
-        none of its clients can; in order, so that the last one counted is the last one sent."""
+        none of its clients can (or the bridge stops first); in order, so that the last one
+        counted is the last one sent."""
         while self._reading:
             scan = next(iter(self._reading.values()))
             outcomes = {self.server.outcome(connection, scan.number) for connection in scan.sending}
-            if READ not in outcomes and PENDING in outcomes:
+            if READ not in outcomes and PENDING in outcomes and not stopping:
                 return
             del self._reading[scan.number]
             self.server.forget(scan.number)

@@ -425,8 +425,11 @@ void Agent::mirror(std::size_t server, const KvMsg& msg) {
 }
 
 void Agent::handle_published(const KvMsg& msg) {
-  // A pair's passive publishes HUGZ too: while syncing only the snapshot proves the server serves.
-  if (!(pair() && state_ == ClientState::kSyncing)) silence_deadline_ = Clock::now() + silence_;
+  // A pair's passive publishes HUGZ too: while syncing only the snapshot proves the server serves,
+  // and a HUGZ that says passive never does (a server that turned passive under a synced client, a
+  // partial replica above all, which sees no sequence gap: it must leave, not stay frozen there).
+  const bool passive = msg.key == kHeartbeat && msg.body == kPassiveHeartbeat;
+  if (!passive && !(pair() && state_ == ClientState::kSyncing)) silence_deadline_ = Clock::now() + silence_;
   switch (state_) {
     case ClientState::kConnecting:
       // Our subscription is live: every update after the snapshot will reach us.

@@ -61,9 +61,15 @@ class Cursor {
   std::size_t at_ = 0;
 };
 
+// The highest sequence a record may carry: a server counts on from its log's last one, and past
+// 2^63 - 1 its sequence would wrap negative (every later write then refused as stale). 2^62 leaves
+// more writes than a server makes in any lifetime (a million a second for 146,000 years).
+constexpr std::int64_t kMaxSequence = std::int64_t{1} << 62;
+
 // Why a record may not be written or read ("" when it may).
 std::string refusal(const LogRecord& r) {
   if (r.sequence < 1) return "sequence " + std::to_string(r.sequence) + " below 1";
+  if (r.sequence > kMaxSequence) return "sequence " + std::to_string(r.sequence) + " above 2^62";
   if (r.kind == LogRecord::Kind::kSnapshot) return {};
   if (r.key.empty() || r.key.size() > kMaxKeyBytes) {
     return "key of " + std::to_string(r.key.size()) + " bytes, expected 1 to " + std::to_string(kMaxKeyBytes);

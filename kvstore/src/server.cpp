@@ -277,6 +277,16 @@ struct Server::Impl {
   // Whether this server serves: a single server always, one of a pair while active.
   bool serving() const { return !machine || machine->active(); }
 
+  // Whether a snapshot request's sender counts in the pair's vote: without [security] anyone (the
+  // network is trusted), with it a role that writes the stack's records, not a viewer (nor a
+  // pair's peer). `frame` is one the peer sent: a ROUTER's routing id frame carries no metadata.
+  bool votes(zmq::message_t& frame) const {
+    if (!options.curve.enabled()) return true;
+    const std::string identity = user_id(frame);
+    const std::string role = identity.substr(0, identity.find('/'));
+    return role == "producer" || role == "aggregator" || role == "nodegroup" || role == "operator";
+  }
+
   std::string endpoint(int offset) const {
     return "tcp://" + options.bind_host + ":" + std::to_string(options.port + offset);
   }
@@ -473,7 +483,13 @@ struct Server::Impl {
     std::string identity(views[0]);
     const std::string subtree(views[2]);
     if (machine) {
-      // The Binary Star vote: a passive serves only when its active is silent and a client asks.
+      // The Binary Star vote: a passive serves only when its active is silent and a client asks. Only a
+      // client that could write votes: a viewer's key (every screen holds one) could otherwise make a
+      // second active beside a live one whose peer link alone was cut.
+      if (!serving() && !votes(parts[1])) {
+        count([](ServerStats& st) { ++st.snapshots_refused; });
+        return;
+      }
       const PairMachine::Outcome outcome = machine->on_request(Clock::now());
       on_outcome(outcome);
       if (!outcome.serve) {
@@ -1162,9 +1178,22 @@ struct Server::Impl {
     count([](ServerStats& s) { ++s.summaries_dropped; });
   }
 
+  // The body of `scan`'s request record: its key, or the part its summary folded (nothing if neither).
+  std::optional<std::string> request_of(std::uint32_t scan) const {
+    const std::string key = protocol::scan_request_key(scan);
+    if (const auto request = map.find(key); request != map.end()) return request->second.msg->body;
+    if (const auto summary = map.find(summary_key(scan)); summary != map.end()) {
+      protocol::ScanParts parts = protocol::decode_summary(summary->second.msg->body);
+      const auto folded = parts.find(key.substr(protocol::scan_prefix(scan).size()));
+      if (folded != parts.end()) return std::move(folded->second);
+    }
+    return std::nullopt;
+  }
+
   // Why `identity` may not write `key` when it is a scan's file record: only the NodeGroup job the
-  // scan's routing named writes it (kvstore/SPEC.md, "Security"). A job is known by the identity that
-  // holds its NodeGroups' registrations; a scan with no request record or no routing list (producers
+  // scan's routing named writes it (kvstore/SPEC.md, "Security"), and never before the scan was
+  // requested (a file record waiting for a scan would turn its NodeGroups' data away). A job is known
+  // by the identity that holds its NodeGroups' registrations; a scan with no routing list (producers
   // route over every registration) takes the file of any job that holds a registration.
   std::string file_record_refusal(const std::string& identity, const std::string& key) const {
     std::uint32_t scan = 0;
@@ -1175,12 +1204,12 @@ struct Server::Impl {
     }
     if (key != protocol::scan_file_key(scan)) return {};
     std::vector<std::string> routing;
-    if (const auto request = map.find(protocol::scan_request_key(scan)); request != map.end()) {
-      try {
-        routing = protocol::ScanRequestRecord::decode(request->second.msg->body).routing;
-      } catch (const std::exception&) {
-        return "the scan's request record does not decode, so no job can be named its writer";
-      }
+    try {
+      const std::optional<std::string> request = request_of(scan);
+      if (!request) return "the scan has no request record: nobody routed it to a job that could write its file";
+      routing = protocol::ScanRequestRecord::decode(*request).routing;
+    } catch (const std::exception&) {
+      return "the scan's request record does not decode, so no job can be named its writer";
     }
     const auto holds = [this, &identity](const std::string& registration) {
       const auto found = map.find(registration);
@@ -1348,6 +1377,7 @@ struct Server::Impl {
     KvMsg hugz;
     hugz.key = std::string(kHeartbeat);
     hugz.sequence = sequence;
+    if (machine && !serving()) hugz.body = std::string(kPassiveHeartbeat);
     send_kvmsg(publisher, hugz);
   }
 };

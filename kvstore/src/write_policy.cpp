@@ -1,5 +1,7 @@
 #include "write_policy.hpp"
 
+#include <algorithm>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -56,6 +58,24 @@ bool matches(std::string_view key, std::string_view pattern) {
   }
 }
 
+// A producer key named `receiver-<r>` (docs/deployment.md, "Keys") speaks for receiver r alone: its
+// records and statuses are named r<r>t<thread>. The receiver a key names, or nothing for a key of
+// another name (one key for several receivers: it writes for any of them).
+std::optional<std::string_view> named_receiver(std::string_view name) {
+  constexpr std::string_view prefix = "receiver-";
+  if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
+  const std::string_view digits = name.substr(prefix.size());
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  return digits;
+}
+
+// Whether the last part of `key` (a producer thread's name, r<r>t<thread>) is one of receiver `r`'s.
+bool names_receiver(std::string_view key, std::string_view r) {
+  const std::string_view last = key.substr(key.rfind('/') + 1);
+  if (last.size() < r.size() + 2 || last[0] != 'r' || last.substr(1, r.size()) != r) return false;
+  return last[1 + r.size()] == 't';
+}
+
 }  // namespace
 
 std::string write_refusal(const std::string& identity, const std::string& key, const std::string& holder) {
@@ -77,6 +97,13 @@ std::string write_refusal(const std::string& identity, const std::string& key, c
       const std::string name = identity.substr(role.size() + (role.size() < identity.size() ? 1 : 0));
       if (key.substr(rule.prefix.size()) != name)
         return "a " + role + " may write only " + std::string(rule.prefix) + name + " (its own name), not " + key;
+    }
+    if (role == "producer") {
+      const std::string_view name = std::string_view(identity).substr(std::min(identity.size(), role.size() + 1));
+      if (const auto r = named_receiver(name); r && !names_receiver(key, *r)) {
+        return "a producer key named " + std::string(name) + " writes only receiver " + std::string(*r) +
+               "'s records (r" + std::string(*r) + "t<thread>), not " + key;
+      }
     }
     if (rule.held && !holder.empty() && holder != identity) return "the key is held by " + holder;
     return {};

@@ -102,6 +102,21 @@ TEST(WritePolicy, EachRoleWritesItsOwnPrefixes) {
   EXPECT_NE(write_refusal("", "status/producer/r0t0", ""), "");
 }
 
+TEST(WritePolicy, AProducerKeyNamedForAReceiverWritesOnlyThatReceiversRecords) {
+  // Issue 43: any producer key took every receiver's records, racing the real producers.
+  EXPECT_EQ(write_refusal("producer/receiver-2", "scans/0000000001/producer/r2t0", ""), "");
+  EXPECT_EQ(write_refusal("producer/receiver-2", "status/producer/r2t1", ""), "");
+  EXPECT_EQ(write_refusal("producer/receiver-2", "scans/0000000001/producer/r1t0", ""),
+            "a producer key named receiver-2 writes only receiver 2's records (r2t<thread>), not "
+            "scans/0000000001/producer/r1t0");
+  EXPECT_NE(write_refusal("producer/receiver-2", "scans/0000000001/producer/r21t0", ""), "");  // receiver 21
+  EXPECT_NE(write_refusal("producer/receiver-2", "status/producer/r9t0", ""), "");
+  EXPECT_NE(write_refusal("producer/receiver-1", "status/producer/r1", ""), "");  // no thread: no record of it
+  // A key of another name (one key for several receivers, a test bed's) writes for any of them.
+  EXPECT_EQ(write_refusal("producer/receivers", "scans/0000000001/producer/r3t0", ""), "");
+  EXPECT_EQ(write_refusal("producer/receiver-x", "status/producer/r3t0", ""), "");
+}
+
 TEST(WritePolicy, ThePairsKvstoreKeyWritesNothing) {
   // A pair's servers admit the kvstore key to mirror each other; no write of it is the peer's.
   for (const char* key : {"nodegroups/ng-1", "status/kvstore/server", "acquire/request", "scans/0000000001/file"}) {

@@ -160,7 +160,8 @@ def test_the_peer_link_admits_only_the_kvstore_key_and_a_fake_peer_cannot_move_t
             finally:
                 fake.disable_monitor()
                 monitor.close()
-    viewer = clients(config, "viewer")  # its snapshot request is the vote: the primary is active
+    clients(config, "producer")  # a writer's snapshot request is the vote (a viewer's is none): the primary is active
+    viewer = clients(config, "viewer")
     status = kv_status(viewer)
     assert status.extra["pair_state"] == "active" and status.extra["peer_state"] in ("silent", "unheard")
     assert status.extra["failovers"] == 0 and status.extra["splits"] == 0
@@ -200,3 +201,26 @@ def test_the_peer_link_admits_only_the_kvstore_key_and_a_fake_peer_cannot_move_t
     backup.start()
     wait_until(lambda: SNAPSHOT_TAKEN in backup.log(), SYNC_S, "the backup to mirror the primary")
     wait_until(lambda: kv_status(viewer).extra.get("peer_state") == "passive", SYNC_S, "the primary to hear its backup")
+
+
+def test_a_viewers_snapshot_request_is_no_vote(secured_pair, processes: Processes, clients) -> None:
+    # Issue 43: with only the peer link cut, one snapshot request with a viewer key (every screen
+    # holds one) made the backup active beside a live primary. A viewer writes nothing, so its
+    # request to a server that does not serve counts for nothing; a writer's is the vote.
+    config, path = secured_pair()
+    primary, backup = start_pair(config, path, processes)
+    viewer = clients(config, "viewer")
+    os.killpg(primary.process.pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: stopped(primary.process.pid), SYNC_S, "every thread of the primary stopped")
+        # Primary, backup (refused), primary, backup: it asked the backup, whose peer is silent.
+        wait_until(lambda: viewer.stats().server_moves >= 3, 3 * SYNC_S, "the viewer to try both servers")
+        assert "-> active" not in backup.log(), backup.log()[-2000:]
+        assert not viewer.synced()
+        producer = clients(config, "producer")  # synced: its request was the vote
+        assert producer.server == address(backup)
+        wait_until(lambda: "pair: passive -> active" in backup.log(), SYNC_S, "the backup's log of the vote")
+        wait_until(lambda: viewer.synced() and viewer.server == address(backup), 3 * SYNC_S,
+                   "the viewer served by the new active")
+    finally:
+        kill(primary)

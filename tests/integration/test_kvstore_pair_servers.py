@@ -12,7 +12,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import msgpack
@@ -247,6 +247,49 @@ def test_a_write_the_hung_primary_never_published_is_applied_from_pending(
     # Becoming active, it counted every ttl afresh: the key's holder gets its whole ttl to find it.
     assert "gave 1 key(s) with a ttl their whole ttl from becoming active" in backup.log()
 
+
+
+def test_a_partial_replica_leaves_a_server_that_turned_passive_under_it(
+    pair_config: tuple[Config, Path], processes: Processes, pair_clients: Callable[[Config], Client],
+) -> None:
+    # Issue 43: after two actives settled on the primary, a client replicating part of the store
+    # (status/, as services and the dashboard do) stayed with the backup that yielded: its HUGZ
+    # kept coming and a partial replica sees no sequence gap, so its view froze. A passive's HUGZ
+    # say so, and count as no sign of a server to use.
+    config, path = pair_config
+    primary, backup = start_pair(config, path, processes)
+    writer = pair_clients(config)
+    partial = Client(client_options(config, subtree="status/"))
+    try:
+        assert partial.wait_synced(SYNC_S) and partial.server == address(primary)
+        os.killpg(primary.process.pid, signal.SIGSTOP)
+        try:
+            wait_until(lambda: stopped(primary.process.pid), SYNC_S, "every thread of the primary stopped")
+            for client in (writer, partial):
+                wait_until(lambda c=client: c.server == address(backup) and c.synced(), 3 * SYNC_S,
+                           "the clients on the backup")
+        finally:
+            os.killpg(primary.process.pid, signal.SIGCONT)
+        # Two actives: the pair settles on the primary, the backup yields and turns passive. The
+        # primary's sequence runs ahead of what the backup reached alone, so the HUGZ the backup
+        # publishes once it mirrors the primary are newer than the partial replica: nothing in their
+        # sequence tells it to leave.
+        one = replace(config.kvstore, servers=(), host=LOOPBACK, port=primary.port)
+        with Client(client_options(replace(config, kvstore=one))) as direct:
+            assert direct.wait_synced(3 * SYNC_S)
+            for i in range(300):
+                direct.set_once(f"bulk/{i:03d}", msgpack.packb(i))
+            wait_until(lambda: direct.get("bulk/299") is not None, SYNC_S, "the writes on the primary")
+        wait_until(lambda: "pair: active -> passive" in backup.log(), 3 * SYNC_S, "the backup to yield")
+        wait_until(lambda: partial.server == address(primary) and partial.synced(), 3 * SYNC_S,
+                   "the partial replica on the primary again")
+        wait_until(lambda: writer.server == address(primary) and writer.synced(), 3 * SYNC_S,
+                   "the full replica on the primary again")
+        writer.set_once("status/after-the-split", msgpack.packb(1))
+        wait_until(lambda: partial.get("status/after-the-split") is not None, SYNC_S,
+                   "a write on the primary in the partial replica")
+    finally:
+        partial.close()
 
 def test_while_both_servers_live_only_the_active_publishes_whatever_the_clients_ask(
     pair_config: tuple[Config, Path], processes: Processes, pair_clients: Callable[[Config], Client],

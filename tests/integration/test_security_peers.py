@@ -312,6 +312,26 @@ def test_the_aggregator_sends_no_sector_to_a_listener_without_a_nodegroup_key(
         assert rogue.poll(0) == 0
 
 
+
+def test_a_producer_key_named_for_a_receiver_writes_only_that_receivers_records(
+        secured, keyring: Keyring, processes: Processes, clients) -> None:
+    """Issue 43: any producer key took every receiver's records, racing the real producers (their
+    writes refused as held by it, and acquire said the scan was never taken)."""
+    receiver_1 = keyring.stranger("receiver-1", "producer", admitted=True)
+    config, path = secured()
+    start_kvstore(config, path, processes)
+    viewer = clients(config, "viewer")
+    intruder = clients(config, "producer", receiver_1)
+    write_then_mark(intruder, [(f"{SCAN}/producer/r0t0", packed("taken")), ("status/producer/r2t0", packed(1)),
+                               (f"{SCAN}/producer/r11t0", packed("taken"))], f"{SCAN}/producer/r1t0")
+    wait_until(lambda: viewer.get(f"{SCAN}/producer/r1t0") is not None, SYNC_S, "receiver 1's own record")
+    for key in (f"{SCAN}/producer/r0t0", "status/producer/r2t0", f"{SCAN}/producer/r11t0"):
+        assert viewer.get(key) is None, key
+    wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 3, SYNC_S, "3 unauthorised writes counted")
+    # The receiver whose record it tried to take writes it, as it would have anyway.
+    clients(config, "producer").set_once(f"{SCAN}/producer/r0t0", packed("mine"))
+    wait_until(lambda: viewer.get(f"{SCAN}/producer/r0t0") == packed("mine"), SYNC_S, "receiver 0's own record")
+
 def test_a_scans_file_record_is_written_only_by_the_job_its_routing_named(secured, keyring: Keyring,
                                                                           processes: Processes, clients) -> None:
     """Issue 30: an admitted NodeGroup key of another job rewrote any scan's file record, and status
@@ -327,6 +347,10 @@ def test_a_scans_file_record_is_written_only_by_the_job_its_routing_named(secure
                                 producer_threads=[1], requested_s=1.0)
     write_then_mark(job, [("nodegroups/ng-1", packed(1))], f"{SCAN}/nodegroup/ng-1")
     write_then_mark(other_job, [], "nodegroups/ng-2")
+    # Issue 43: a file record before the scan's request (it turned the scan's data away when it came).
+    write_then_mark(other_job, [(f"{SCAN}/file", packed("early"))], "status/nodegroup/ng-2-early")
+    wait_until(lambda: viewer.get("status/nodegroup/ng-2-early") is not None, SYNC_S, "the early writer's mark")
+    assert viewer.get(f"{SCAN}/file") is None
     operator.set_once(f"{SCAN}/request", request.encode())
     wait_until(lambda: viewer.get(f"{SCAN}/request") == request.encode() and viewer.get("nodegroups/ng-2") is not None,
                SYNC_S, "the request and both jobs' registrations")
@@ -338,7 +362,7 @@ def test_a_scans_file_record_is_written_only_by_the_job_its_routing_named(secure
     write_then_mark(other_job, [(f"{SCAN}/file", packed("failed")), (f"{SCAN}/file", None)], "status/nodegroup/ng-2")
     wait_until(lambda: viewer.get("status/nodegroup/ng-2") is not None, SYNC_S, "the other job's writes")
     assert msgpack.unpackb(viewer.get(f"{SCAN}/file")) == "whole"
-    wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 2, SYNC_S, "2 unauthorised writes counted")
+    wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 3, SYNC_S, "3 unauthorised writes counted")
     # A replay routed over the other job's NodeGroup hands the file record to that job.
     replay = ScanRequestRecord(scan_number=1, scan_x=4, scan_y=4, source="replay", routing=["ng-2"],
                                producer_threads=[1], requested_s=2.0)

@@ -53,6 +53,9 @@ inline std::int64_t max_frame_bytes(std::size_t max_value_bytes) {
 inline constexpr std::string_view kSnapshotRequest = "ICANHAZ?";
 inline constexpr std::string_view kSnapshotEnd = "KTHXBAI";
 inline constexpr std::string_view kHeartbeat = "HUGZ";
+/// The body of a HUGZ from a server of a pair that does not serve (kvstore/SPEC.md, "The pair"):
+/// its clients take it for no sign of a server they can use, so they leave it.
+inline constexpr std::string_view kPassiveHeartbeat = "passive";
 inline constexpr std::string_view kTtlProperty = "ttl";
 /// A KVSET with "create=1" is taken only if its key is absent (one claim wins; kvstore/SPEC.md,
 /// "Wire"); the server drops the property before it publishes the update.

@@ -493,9 +493,16 @@ class DashboardConfig:
 class LibertemConfig:
     """``sectorflow libertem``: the counted frames served to LiberTEM-live as asi_tpx3 (libertem_bridge/SPEC.md)."""
 
-    listen: str = setting("127.0.0.1:8283", "HOST:PORT the bridge listens on for one LiberTEM-live client (its "
+    listen: str = setting("127.0.0.1:8283", "HOST:PORT the bridge listens on for LiberTEM-live clients (their "
                           "asi_tpx3 data_host and data_port); a non-loopback host is refused unless the bridge "
-                          "is started with --allow-remote (the stream has no authentication)")
+                          "is started with --allow-remote (the stream has no key), and always with [security] on, "
+                          "where a client is admitted only if its socket belongs to the bridge's own account")
+    max_clients: int = setting(4, "LiberTEM-live clients served at once, each with its own queue; a further one is "
+                               "refused and counted (clients_refused)", min=1, max=64)
+    read_deadline_s: float = setting(
+        10.0, "a client that holds bytes it has read none of for this long is dropped and counted (clients_dropped), "
+        "so that one that never reads holds nothing; one idle between acquisitions holds nothing unread and stays",
+        min=0.5, max=3600.0)
     empty_after_s: float = setting(
         2.0, "a position still missing this long after a later position of its scan arrived is sent to LiberTEM "
         "as an empty frame and counted (positions_empty); at the scan's end every missing one is", min=0.0, max=3600.0)

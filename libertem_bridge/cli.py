@@ -49,7 +49,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     name = status_name(config)  # before listening: a host with no viewer key fails in one line
     # With [security] on, a client is admitted by the account that owns its socket: LiberTEM's
     # asi_tpx3 client presents no key (libertem_bridge/SPEC.md, "Clients").
-    server = AcquisitionServer(host, port, config.libertem.queue_mib << 20,
+    server = AcquisitionServer(host, port, config.libertem.queue_mib << 20, max_clients=config.libertem.max_clients,
+                               read_deadline_s=config.libertem.read_deadline_s,
                                account=os.geteuid() if secured else None)
     try:
         with Client.from_config(config, subtree=f"status/{SERVICE_LIBERTEM}/{name}", name="libertem",

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterable
 
+from sectorflow.configs import LibertemConfig
 from sectorflow.configs.loader import is_loopback
 from sectorflow.errors import UsageError
 
@@ -22,11 +23,12 @@ log = logging.getLogger(__name__)
 
 #: How often the serving thread looks at its clients and its stop flag, seconds.
 POLL_S = 0.1
-#: Clients served at once; a further one is refused, counted.
-MAX_CLIENTS = 4
-#: A client holding bytes it has read none of for this long is dropped, seconds. LiberTEM reads an
-#: acquisition as it comes; one idle between acquisitions holds nothing unread, and is kept.
-READ_DEADLINE_S = 10.0
+#: Clients served at once; a further one is refused, counted ([libertem] max_clients).
+MAX_CLIENTS: int = LibertemConfig.max_clients
+#: A client holding bytes it has read none of for this long is dropped, seconds ([libertem]
+#: read_deadline_s). LiberTEM reads an acquisition as it comes; one idle between acquisitions holds
+#: nothing unread, and is kept.
+READ_DEADLINE_S: float = LibertemConfig.read_deadline_s
 
 #: What ``send`` did with the parts for a connection: queued; refused as that connection went (or
 #: never was); refused as it was dropped (now, as the queue would pass its bound, or before).

@@ -13,7 +13,8 @@ closes the scan (it died, or restarted mid-scan) leaves its port to that timeout
 
 Only aborts that come while the job runs are watched: a scan aborted before (still in the
 kvstore's records) may be replayed under its number, and its old relay records would cut the
-replay short.
+replay short. Nor is one that comes before the scan's request (in the kvstore's order): no
+operator's abort (``sectorflow abort`` refuses a scan not requested); ``sectorflow acquire`` erases it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from sectorflow.protocol import (
     scan_file_key,
     scan_producer_key,
     scan_relay_key,
+    scan_request_key,
 )
 
 log = logging.getLogger(__name__)
@@ -64,9 +66,13 @@ class AbortWatch:
         if value is None or not key.endswith("/abort") or not self._client.synced():
             return
         try:
-            self._seen.put(parse_scan_key(key))
+            scan = parse_scan_key(key)
         except ProtocolError:
-            pass
+            return
+        if self._client.get(scan_request_key(scan)) is None:
+            log.warning("scan %d: an abort (%s) before the scan was requested: ignored", scan, key)
+            return
+        self._seen.put(scan)
 
     def check(self) -> None:
         """Take the aborts seen since, and give the NodeGroups the relay counts that came."""

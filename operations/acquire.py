@@ -21,7 +21,10 @@ A replay is refused before anything is written when it has nothing to do or nobo
 
 The scan number is claimed first (``scans/<n>/claim``, written create-only: the kvstore takes one claim
 per number, ``sectorflow.protocol.scan_life``): without ``--scan-number`` the next unused number is claimed, the
-one after if another acquire won it, so concurrent acquires never share a number.
+one after if another acquire won it, so concurrent acquires never share a number; a claim far above
+the scans acquired is left out of that numbering, with a warning (``numbering``). An abort of the
+scan in the kvstore before its request is no operator's: it is erased, with a warning
+(``withdraw_earlier_abort``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +70,7 @@ from sectorflow.operations.scan_account import (
     libertem_notes,
     records_of,
 )
-from sectorflow.protocol.scan_life import ScanClaim, claim_key
+from sectorflow.protocol.scan_life import ScanAbort, ScanClaim, abort_key, claim_key
 from sectorflow.simulator import parse_scan_shape
 from sectorflow.waiting import WaitTimeout, wait_until
 
@@ -369,9 +373,43 @@ def publish_request(client: Client, config: Config, scan: int | None, scan_x: in
                                producer_threads=[receiver.threads for receiver in config.receivers],
                                requested_s=published_s)
     ttl_s = config.kvstore.scan_record_ttl_s
+    withdraw_earlier_abort(client, scan)
     client.set_once(scan_request_key(scan), record.encode(), ttl_s)
     client.set_once(ACQUIRE_REQUEST_KEY, request.encode())
     return PublishedRequest(request, record, published_s, ttl_s, gone_after_s(config))
+
+
+def withdraw_earlier_abort(client: Client, scan: int) -> None:
+    """Erases an abort of ``scan`` that is in the kvstore before its request, with a warning naming it.
+
+    ``sectorflow abort`` refuses a scan not requested, so such an abort is no operator's abort of this
+    scan: a record left from an earlier life of the number, or written by anyone on the network of a
+    stack without [security]. Erased rather than ignored by each reader: the aggregator, rank 0's file
+    and the account take the key's presence for the abort, and the kvstore delivers this client's
+    erase before its request, so no reader sees the request with it. The producers and NodeGroups
+    also take no abort that comes before the request (by the kvstore's order, not by clocks).
+    """
+    raw = client.get(abort_key(scan))
+    if raw is None:
+        return
+    try:
+        abort = ScanAbort.decode(raw)
+        what = f"by {abort.by} at {_utc(abort.requested_s)}"
+    except ProtocolError as error:
+        what = f"that does not decode ({error})"
+    client.erase(abort_key(scan))
+    # Until the erase comes back this command's own account would read the scan as aborted.
+    try:
+        wait_until(lambda: client.get(abort_key(scan)) is None, MIN_TAKE_S, "the kvstore to erase the abort", POLL_S)
+    except WaitTimeout:
+        raise SectorflowError(f"scan {scan}: an abort {what} is in the kvstore from before the scan was requested, "
+                              f"and the kvstore did not erase it within {MIN_TAKE_S:g} s") from None
+    log.warning("scan %d: an abort %s was in the kvstore before the scan was requested: ignored and erased "
+                "(only 'sectorflow abort %d' after this request stops it)", scan, what, scan)
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
 
 
 def earlier_run(records: ScanRecords) -> str | None:
@@ -425,23 +463,62 @@ def _claimant(client: Client, scan: int) -> str:
 
 
 def claim_next_scan(client: Client, config: Config) -> int:
-    """Claims the next unused scan number, the one after for each claim another acquire won."""
-    scan = next_unused_scan(client)
+    """Claims the next unused scan number, the one after for each claim another acquire won.
+
+    Claims far above the scans acquired are left out of the numbering, with a warning naming them
+    (``numbering``).
+    """
+    scan, odd = numbering(client)
+    for claim in odd:
+        log.warning("scan %d: claimed by %s but never requested, more than %d above the highest scan acquired: "
+                    "left out of the numbering (on a stack without [security], anyone on its network can write a "
+                    "claim: docs/deployment.md)", claim, _claimant(client, claim), PLAUSIBLE_CLAIMS)
     for _ in range(MAX_CLAIM_TRIES):
         if scan > MAX_SCAN_NUMBER:
             break
         if claim_scan(client, config, scan):
             return scan
-        scan = max(scan + 1, next_unused_scan(client))
+        scan = max(scan + 1, numbering(client)[0])
     raise SectorflowError(f"no scan number claimed in {MAX_CLAIM_TRIES} tries (up to {scan}): other acquires took "
                           "each one first, or the numbers are used up; give one with --scan-number")
 
 
+# How far above the highest scan acquired a claim without a request still counts for the numbering.
+# Such a claim is an acquire between its claim and its request, or one that died there: they sit
+# just above the acquired scans (each automatic claim is one above the highest). Far above, it is
+# no acquire's (a claim of 4294967295 would end the numbering): left out. Wider than the tries an
+# acquire makes, so that racing acquires' claims are always counted.
+PLAUSIBLE_CLAIMS = 10 * MAX_CLAIM_TRIES
+
+
+def numbering(client: Client) -> tuple[int, list[int]]:
+    """The next unused scan number and the claims left out of it (ascending).
+
+    Counted: every scan that ran or was requested (any key of it but ``claim`` and ``abort``: an
+    abort alone names no scan, ``sectorflow abort`` refuses one never requested), and the claims at
+    most PLAUSIBLE_CLAIMS above the highest of those. Scans given with --scan-number count whatever
+    their number, by their request. Why not every claim: a claim is the one key an acquire writes
+    before anything is known of the scan, so one far above the scans says nothing of them.
+    """
+    acquired: set[int] = set()
+    claimed: set[int] = set()
+    for key in client.subtree(SCANS_PREFIX):
+        parts = key.split("/")
+        if len(parts) < 3 or not parts[1].isdigit():
+            continue
+        if parts[2] == "claim":
+            claimed.add(int(parts[1]))
+        elif parts[2] != "abort":
+            acquired.add(int(parts[1]))
+    highest = max(acquired, default=0)
+    plausible = [n for n in claimed if n <= highest + PLAUSIBLE_CLAIMS]
+    odd = sorted(n for n in claimed if n > highest + PLAUSIBLE_CLAIMS)
+    return max([highest, *plausible]) + 1, odd
+
+
 def next_unused_scan(client: Client) -> int:
-    """One above the highest scan number the kvstore holds records of."""
-    numbers = [int(key.split("/")[1]) for key in client.subtree(SCANS_PREFIX)
-               if key.count("/") >= 2 and key.split("/")[1].isdigit()]
-    return max(numbers, default=0) + 1
+    """One above the highest scan number the kvstore holds records of (odd claims left out: ``numbering``)."""
+    return numbering(client)[0]
 
 
 def wait_for_account(client: Client, published: PublishedRequest, timeout_s: float | None) -> ScanAccount:

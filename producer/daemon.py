@@ -13,7 +13,8 @@ scan's record (``scans/<n>/producer/r<R>t<T>``); a request refused here, or a so
 open, is recorded there as an error, so that no scan a producer was asked for is lost silently.
 An abort (``scans/<n>/abort``, ``sectorflow abort``) stops every thread's sending of that scan at its
 next sector, or refuses the scan if it has not begun; each thread's record then says ``error`` with the
-abort and what it sent and spilled before.
+abort and what it sent and spilled before. An abort that comes before the scan's request (in the
+kvstore's order) is ignored: it is nobody's abort of that scan (``sectorflow acquire`` erases it).
 After each scan the daemon logs one line: the receiver's sectors sent, spilled to raw files and
 missing.
 
@@ -65,6 +66,7 @@ from sectorflow.protocol import (
     ProtocolError,
     check_scan_shape,
     parse_scan_key,
+    scan_request_key,
 )
 from sectorflow.ownership import refuse_if_running
 from sectorflow.service import ServiceState
@@ -102,6 +104,7 @@ class ProducerDaemon:
     _requests: queue.Queue = field(default_factory=queue.Queue)
     _producers: list[Producer] = field(default_factory=list)
     _aborted: set[int] = field(default_factory=set)  # scans aborted while this daemon ran
+    _client: Client | None = None  # the replica the abort watch reads (set by run)
 
     def __post_init__(self) -> None:
         check_receiver(self.config, self.receiver)
@@ -122,6 +125,7 @@ class ProducerDaemon:
             SectorflowError: the kvstore did not answer within ``sync_timeout_s``.
         """
         with Client.from_config(self.config, name=f"producer r{self.receiver}", role="producer") as client:
+            self._client = client
             try:
                 client.on_change(ACQUIRE_REQUEST_KEY, self._on_request)
                 client.on_change(SCANS_PREFIX, self._on_scan_record)
@@ -167,6 +171,12 @@ class ProducerDaemon:
         except ProtocolError:
             return
         if scan in self._aborted:
+            return
+        if self._client is not None and self._client.get(scan_request_key(scan)) is None:
+            # Before the scan's request (the kvstore's order): no operator's abort ('sectorflow abort'
+            # refuses a scan not requested), so it must not refuse the scan when it comes; acquire
+            # erases it and says so.
+            log.warning("scan %d: an abort (%s) before the scan was requested: ignored", scan, key)
             return
         self._aborted.add(scan)
         for producer in list(self._producers):

@@ -14,8 +14,10 @@ sectors counted per receiver, why) that the service publishes as ``scans/<n>/fil
 - A part that comes for a scan already written (later than the gather timeout, a stray message,
   or a scan written before this job started: the output directories are read at start-up) goes
   into a new file ``..._counted_part<k>.h5``: the old file's frames plus the part's frames at
-  positions the old one lacked (merged: the new file is never worse than the old), and the
-  part's frames at positions the old one already had in another part file beside it. The record
+  positions the old one lacked, and the part's sectors an incomplete old frame lacked joined into
+  that frame (a replay of what a receiver spilled: merged, the new file is never worse than the
+  old), and the part's frames that add nothing at positions the old one had in another part file
+  beside it. The record
   names the most complete file as ``path`` and the others as ``extra_paths``; a warning is logged.
 - A run of a scan that brings no data (only info messages, or nothing before the scan timeout:
   a stray's, a replay's after a restart) writes nothing. For a scan with a file in the output
@@ -264,12 +266,14 @@ class ScanGatherer:
     :param second_output_dir: where a file goes that output_dir cannot take; None for nowhere.
     :param write_retry_s: how long a file that no directory took is retried before it fails.
     :param plan: the analyses the parts' outputs were made by (sectorflow.analysis.plan_of); None: none.
+    :param sector_shape: (rows, cols) of a sector; None: ``receivers`` bands of whole rows (the 4D Camera's).
     """
 
     def __init__(self, job_uids: list[str], output_dir: str | os.PathLike[str], frame_shape: tuple[int, int],
                  gather_timeout_s: float, counting: dict[str, Any] | None = None, receivers: int = 1,
                  second_output_dir: str | os.PathLike[str] | None = None, write_retry_s: float = 0.0,
-                 plan: Plan | None = None, aborted: Callable[[int], bool] | None = None) -> None:
+                 plan: Plan | None = None, aborted: Callable[[int], bool] | None = None,
+                 sector_shape: tuple[int, int] | None = None) -> None:
         self.job_uids = set(job_uids)
         self.aborted = aborted or (lambda _scan: False)
         self.output_dir = Path(output_dir)
@@ -278,6 +282,7 @@ class ScanGatherer:
         self.gather_timeout_s = gather_timeout_s
         self.counting = counting or {}
         self.receivers = receivers
+        self.sector_shape = sector_shape or (frame_shape[0] // max(receivers, 1), frame_shape[1])
         self.write_retry_s = write_retry_s
         self.plan = plan
         self.pending: dict[int, _Pending] = {}
@@ -411,10 +416,18 @@ class ScanGatherer:
             merged = _Scan(old.scan_x, old.scan_y, list(old.events), dict(old.incomplete))
             duplicates = _Scan(scan.scan_x, scan.scan_y, [None] * scan.positions, {})
             for p in new_positions:
+                lacks = merged.incomplete.get(p, [])
+                adds = [sector for sector in lacks if sector not in scan.incomplete.get(p, [])]
                 if merged.events[p] is None:
                     merged.events[p] = scan.events[p]
                     if p in scan.incomplete:
                         merged.incomplete[p] = scan.incomplete[p]
+                elif adds:  # a replay of sectors spilled after the frame's others were counted: one frame
+                    merged.events[p] = self._joined(merged.events[p], scan.events[p], adds)
+                    if still := [sector for sector in lacks if sector not in adds]:
+                        merged.incomplete[p] = still
+                    else:
+                        del merged.incomplete[p]
                 else:
                     duplicates.events[p] = scan.events[p]
                     if p in scan.incomplete:
@@ -422,8 +435,9 @@ class ScanGatherer:
         else:  # the old file cannot be read, or is of another shape: the part goes beside it whole
             merged, duplicates = None, scan
         path, final = best, old  # the scan's file stays the old one unless the part adds to it
-        if merged is not None and old is not None and merged.frames_written() > old.frames_written():
-            added = merged.frames_written() - old.frames_written()
+        if merged is not None and old is not None and \
+                sum(merged.sectors_counted(self.receivers)) > sum(old.sectors_counted(self.receivers)):
+            added = sum(merged.sectors_counted(self.receivers)) - sum(old.sectors_counted(self.receivers))
             written = merged.frames_written()
             merged_meta = {**metadata, "scan": {
                 **metadata["scan"], "merged_from": best.name,
@@ -432,7 +446,7 @@ class ScanGatherer:
                 "missing_positions": np.int64(merged.positions - written),
                 "sectors_counted": np.asarray(merged.sectors_counted(self.receivers), dtype=np.int64)}}
             path, final = self._create(scan_number, merged, merged_meta, reasons, files), merged
-            log.warning("scan %d: a part came after its file was written: %d frames merged with %s's into %s",
+            log.warning("scan %d: a part came after its file was written: %d sectors merged with %s's into %s",
                         scan_number, added, best.name, path.name)
         if duplicates.frames_written():
             holds = [] if old is None else [f"a later part of positions {best.name} already holds"]
@@ -449,6 +463,15 @@ class ScanGatherer:
         assert final is not None
         extra = [f for f in self.on_disk[scan_number] if f != path]
         return self._record(final, path, extra, [] if final is old else reasons)
+
+    def _joined(self, old: Any, new: Any, sectors: list[int]) -> np.ndarray:
+        """One frame's events: the old frame's, and the new one's in ``sectors`` (those the old lacked)."""
+        new = np.asarray(new, dtype=np.uint32)
+        rows, cols = self.sector_shape
+        grid_cols = max(self.frame_shape[1] // cols, 1)
+        row, col = np.divmod(new.astype(np.int64), self.frame_shape[1])
+        taken = new[np.isin((row // rows) * grid_cols + col // cols, sectors)]
+        return np.sort(np.concatenate([np.asarray(old, dtype=np.uint32), taken]))
 
     def _most_complete(self, files: list[Path]) -> tuple[Path, _Scan | None]:
         """The scan's file holding the most frames (the latest of equals), read back."""

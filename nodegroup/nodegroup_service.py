@@ -621,6 +621,7 @@ class NodeGroupService:
                     "threshold_sample_frames": thresholds.sample_frames,
                 },
                 receivers=self.config.n_receivers,
+                sector_shape=(d.sector_rows, d.sector_cols),
                 second_output_dir=self.options.second_output_dir,
                 write_retry_s=self.config.nodegroup.write_retry_s,
                 plan=self.groups[0].plan,

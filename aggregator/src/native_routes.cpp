@@ -20,6 +20,11 @@ std::vector<std::string> NativeRoutes::open(std::uint32_t scan, std::uint32_t sc
   if (found == routes_.end()) {
     // Fixed under the lock: a second thread opening the scan meanwhile waits for this list.
     found = routes_.emplace(scan, Route{fix(scan, scan_x, scan_y, thread), 0, now}).first;
+  } else if (const std::optional<protocol::ScanRequestRecord> request = records_.request_record(scan);
+             request && !request->routing.empty() && request->routing != found->second.routing) {
+    // Requested again since this list was fixed (a replay into the next NodeGroup job): the run
+    // opening now is the new request's; the threads still in the old run keep the list they took.
+    found->second.routing = request->routing;
   }
   ++found->second.holders;
   return found->second.routing;

@@ -158,8 +158,9 @@ void Relay::on_native_data(zmq::message_t* parts) {
     // A straggler of the run that closed here, where scans are requested; where a receiver's own
     // software starts them, the closed run may be a stray's and this the real run: it opens a run
     // of its own, which the NodeGroups count apart (SPEC.md, "Runs of a scan").
-    if (closed != native_closed_.end() && now - closed->second < settings_.native_idle &&
-        settings_.native_requested) {
+    if (closed != native_closed_.end() && now - closed->second.at < settings_.native_idle &&
+        settings_.native_requested && header.thread_id < closed->second.announced.size() &&
+        closed->second.announced[header.thread_id] == native.frames_this_thread) {
       counters_.lost();  // a straggler of the run that closed here
       return;
     }
@@ -180,17 +181,22 @@ void Relay::on_native_data(zmq::message_t* parts) {
     return;
   }
   if (std::string error = scan->native_arrival(header.thread_id, native.frames_this_thread); !error.empty()) {
-    // Where scans are requested, or where the thread's producer record announces the first count
-    // (sectorflow's producer daemon writes one), the header is the stray: refused.
-    if (settings_.native_requested || !against_record(header, native.frames_this_thread).empty()) {
-      counters_.malformed(Refusal::kScan, error);
+    // A header its thread's producer record contradicts is the stray: refused. One the record agrees
+    // with, a record since rewritten, is the thread's replay of what it spilled: a new run. Where
+    // scans are requested and no record describes the thread, nothing vouches for it: refused.
+    const std::string stray = against_record(header, native.frames_this_thread);
+    const bool replay = stray.empty() && described(header);
+    if (!stray.empty() || (settings_.native_requested && !replay)) {
+      counters_.malformed(Refusal::kScan, stray.empty() ? error : stray);
       return;
     }
-    // A receiver's own software starts scans, so nothing tells which of the two headers is the
-    // scan's real run: the one that came first (a stray, or a receiver restarted with an old scan)
-    // closes as a run of its own, and this header begins another. The NodeGroups count each run
-    // apart, so neither lowers what the other counts (SPEC.md, "Runs of a scan").
-    report(*scan, true, "closed unfinished: " + error + ": a new run of the scan began");
+    // A replay, or a receiver's own software starting scans: the run that came first (the spilled
+    // one; or a stray, a receiver restarted with an old scan) closes as a run of its own, and this
+    // header begins another. The NodeGroups count each run apart, so neither lowers what the other
+    // counts (SPEC.md, "Runs of a scan").
+    report(*scan, true, "closed unfinished: " + error +
+                            (replay ? ": its producer thread began a new run of the scan (a replay)"
+                                    : ": a new run of the scan began"));
     remember_closed(scans_.close(header.scan_number));
     native_closed_.erase(header.scan_number);  // not a straggler: the new run's own messages follow
     scan = &open_native_run(header);
@@ -269,21 +275,23 @@ bool Relay::requested(std::uint32_t scan) {
   return false;
 }
 
-std::string Relay::against_record(const protocol::DataHeader& header, std::uint32_t frames) const {
-  for (const protocol::ProducerScanRecord& record :
-       records_.producer_records(header.scan_number, settings_.receiver, std::chrono::milliseconds(0))) {
-    if (record.thread != header.thread_id) continue;
-    std::uint64_t announced = 0;
-    for (const auto& [uid, count] : record.counts) announced += count;
-    if (announced == frames) return {};
-    return header.where() + ": num_frames_this_thread " + std::to_string(frames) + " differs from the " +
-           std::to_string(announced) + " its producer thread's scan record announced: a stray, dropped";
-  }
-  return {};
+std::string Relay::against_record(const protocol::DataHeader& header, std::uint32_t frames) {
+  return settled([&]() -> std::string {
+    for (const protocol::ProducerScanRecord& record :
+         records_.producer_records(header.scan_number, settings_.receiver, std::chrono::milliseconds(0))) {
+      if (record.thread != header.thread_id) continue;
+      std::uint64_t announced = 0;
+      for (const auto& [uid, count] : record.counts) announced += count;
+      if (announced == frames) return {};
+      return header.where() + ": num_frames_this_thread " + std::to_string(frames) + " differs from the " +
+             std::to_string(announced) + " its producer thread's scan record announced: a stray, dropped";
+    }
+    return {};
+  });
 }
 
 std::string Relay::against_record(const protocol::InfoMessage& info) {
-  const auto contradiction = [&]() -> std::string {
+  return settled([&]() -> std::string {
     for (const protocol::ProducerScanRecord& record :
          records_.producer_records(info.scan_number, settings_.receiver, std::chrono::milliseconds(0))) {
       if (record.thread != info.thread_id) continue;
@@ -293,7 +301,17 @@ std::string Relay::against_record(const protocol::InfoMessage& info) {
              ": routing and counts differ from those its producer thread's scan record announced: a stray, dropped";
     }
     return {};
-  };
+  });
+}
+
+bool Relay::described(const protocol::DataHeader& header) const {
+  const std::vector<protocol::ProducerScanRecord> records =
+      records_.producer_records(header.scan_number, settings_.receiver, std::chrono::milliseconds(0));
+  return std::any_of(records.begin(), records.end(),
+                     [&](const protocol::ProducerScanRecord& record) { return record.thread == header.thread_id; });
+}
+
+std::string Relay::settled(const std::function<std::string()>& contradiction) {
   std::string error = contradiction();
   auto now = std::chrono::steady_clock::now();
   if (error.empty() || now < next_record_wait_) return error;
@@ -374,9 +392,13 @@ void Relay::remember_closed(ScanState scan) {
     // Its stragglers are lost for native_idle; after that the number opens a new run.
     const auto now = std::chrono::steady_clock::now();
     for (auto it = native_closed_.begin(); it != native_closed_.end();) {
-      it = now - it->second >= settings_.native_idle ? native_closed_.erase(it) : std::next(it);
+      it = now - it->second.at >= settings_.native_idle ? native_closed_.erase(it) : std::next(it);
     }
-    if (native_closed_.size() < kClosedRemembered) native_closed_[number] = now;
+    if (native_closed_.size() < kClosedRemembered) {
+      std::vector<std::uint32_t> announced(settings_.producer_threads);
+      for (std::uint32_t thread = 0; thread < announced.size(); ++thread) announced[thread] = scan.announced(thread);
+      native_closed_[number] = ClosedNative{now, std::move(announced)};
+    }
     return;
   }
   if (closed_.insert(number).second) {

@@ -44,8 +44,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -108,8 +108,16 @@ class Relay {
   bool requested(std::uint32_t scan);
   /// Why a native header, the first of its thread in the scan's run, is not the run its producer
   /// thread's scan record describes (another num_frames_this_thread: a stray), or "" (it is, or
-  /// no record describes the thread: a receiver's own software writes none).
-  std::string against_record(const protocol::DataHeader& header, std::uint32_t frames) const;
+  /// no record describes the thread: a receiver's own software writes none). The thread writes its
+  /// record before its first header, so a replica a moment behind (a replay's new record) is
+  /// waited for as for an info.
+  std::string against_record(const protocol::DataHeader& header, std::uint32_t frames);
+  /// Whether a producer thread's scan record describes `header`'s thread (sectorflow's producer
+  /// daemon writes one before its first header; a receiver's own software writes none).
+  bool described(const protocol::DataHeader& header) const;
+  /// Waits, bounded and not again for a while after a wait that ended contradicted, for
+  /// `contradiction` to find the replica agreeing; returns its last answer.
+  std::string settled(const std::function<std::string()>& contradiction);
   /// Why an SFSP info that would open a run, join one, or begin a new one is not the run its producer
   /// thread's scan record describes (another routing or counts: a stray), or "" (it is, or no record
   /// describes the thread yet). The thread writes its record just before its info, so a replica a
@@ -170,13 +178,19 @@ class Relay {
   std::map<std::uint32_t, ScanState> lingering_;
   std::deque<std::uint32_t> lingering_order_;
   bool records_synced_once_ = false;     ///< waited once for the scans/ replica: never again per message
-  std::map<std::uint32_t, std::chrono::steady_clock::time_point> native_closed_;  ///< native scan -> closed at
+  /// A native run closed here: when, and what each thread's headers announced. A header announcing
+  /// the same is its straggler; another count (its producer record agreeing) is a replay's new run.
+  struct ClosedNative {
+    std::chrono::steady_clock::time_point at;
+    std::vector<std::uint32_t> announced;
+  };
+  std::map<std::uint32_t, ClosedNative> native_closed_;  ///< native scan -> its last closed run
   std::chrono::steady_clock::time_point next_expiry_check_{};
   std::chrono::steady_clock::time_point next_abort_check_{};
   /// Before this, a native scan with no request record is refused without waiting for the record
   /// (a flood of stray scan numbers cannot make the thread wait for each).
   std::chrono::steady_clock::time_point next_request_wait_{};
-  std::chrono::steady_clock::time_point next_record_wait_{};  ///< against_record(info)'s wait, like requested()'s
+  std::chrono::steady_clock::time_point next_record_wait_{};  ///< settled()'s wait, like requested()'s
 };
 
 }  // namespace sectorflow::aggregator::detail

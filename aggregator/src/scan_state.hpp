@@ -64,6 +64,8 @@ class ScanState {
   std::uint64_t handled() const { return forwarded_ + lost_; }
   /// Messages the native threads heard from announced, in all.
   std::uint64_t announced() const;
+  /// What native thread `thread`'s headers announced (num_frames_this_thread), 0 if not heard.
+  std::uint32_t announced(std::uint32_t thread) const { return thread < announced_.size() ? announced_[thread] : 0; }
   /// Whether the scan has a NodeGroup to route to (a native scan may have none).
   bool routable() const { return !targets_.empty(); }
   /// When a message of the scan last arrived at this thread.

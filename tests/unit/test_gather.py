@@ -107,6 +107,30 @@ def test_a_late_part_goes_into_a_new_file_holding_the_old_ones_frames_never_over
     assert sorted(p.name for p in tmp_path.iterdir()) == [scan_file_name(SCAN, k) for k in (1, 2, 3, 4)]
 
 
+def test_a_replay_of_spilled_sectors_joins_the_frames_the_old_file_holds_incomplete(tmp_path):
+    """Issue 42 item 4: a frame counted without receiver 1's sector, then that sector replayed: one
+    frame of both in the merged file, counted for both receivers, no part file beside it."""
+    positions = list(range(8))
+    g = gatherer(tmp_path)
+    # Receiver 0's sector is rows 0..3 (pixels 0..31), receiver 1's rows 4..7 (32..63).
+    g.add(part("ng-a", positions, incomplete={p: [1] for p in positions}, routing=["ng-a"]))
+    first = g.write(SCAN)
+    assert first.sectors_counted == [8, 0] and first.positions_missing == 0
+    replayed = part("ng-a", positions, incomplete={p: [0] for p in positions[:6]}, routing=["ng-a"])
+    # The replay's frames hold receiver 1's sector (pixel 40 + p), and at positions 6, 7 a stray event
+    # in receiver 0's, which the old frame already has: only the lacking sector joins.
+    events = np.concatenate([[40 + p] if p < 6 else [1, 40 + p] for p in positions]).astype(np.uint32)
+    offsets = np.cumsum([0] + [1 if p < 6 else 2 for p in positions]).astype(np.uint64)
+    g.add(replace(replayed, events=events, offsets=offsets))
+    merged = g.write(SCAN)
+    assert (merged.outcome, merged.sectors_counted) == ("complete", [8, 8]), merged.reason
+    assert merged.path == str(tmp_path / scan_file_name(SCAN, 2)) and merged.extra_paths == [first.path]
+    scan = read_counted_scan(merged.path)
+    assert [list(map(int, e)) for e in scan.events] == [[p, 40 + p] for p in positions]
+    assert len(scan.incomplete_positions) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [scan_file_name(SCAN, k) for k in (1, 2)]
+
+
 def test_a_failed_write_is_retried_then_fails_with_nothing_under_the_final_name(tmp_path):
     missing_dir = tmp_path / "gone"  # does not exist: every write fails
     g = gatherer(missing_dir, create=False, write_retry_s=3600.0)

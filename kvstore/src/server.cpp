@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <deque>
 #include <functional>
@@ -137,6 +138,31 @@ struct Sender {
 };
 
 Sender sender_of(zmq::message_t& frame) { return Sender{user_id(frame), peer_address(frame)}; }
+
+// The number after `letter` at the start of `text` ("t3" -> 3), or nothing; the rest of `text`
+// past the digits in `rest` (must be empty when `rest` is null).
+std::optional<std::uint32_t> parse_index(std::string_view text, char letter, std::string_view* rest = nullptr) {
+  if (text.empty() || text[0] != letter) return std::nullopt;
+  std::uint32_t value = 0;
+  const char* begin = text.data() + 1;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(begin, end, value);
+  if (error != std::errc() || stop == begin) return std::nullopt;
+  const std::string_view left(stop, static_cast<std::size_t>(end - stop));
+  if (rest == nullptr) return left.empty() ? std::optional<std::uint32_t>(value) : std::nullopt;
+  *rest = left;
+  return value;
+}
+
+// A producer thread's name, r<receiver>t<thread>, as (receiver, thread); nothing for another name.
+std::optional<std::pair<std::uint32_t, std::uint32_t>> parse_thread_name(std::string_view name) {
+  std::string_view rest;
+  const auto receiver = parse_index(name, 'r', &rest);
+  if (!receiver) return std::nullopt;
+  const auto thread = parse_index(rest, 't');
+  if (!thread) return std::nullopt;
+  return std::make_pair(*receiver, *thread);
+}
 
 void check_options(const ServerOptions& o) {
   if (o.bind_host.empty()) {
@@ -619,6 +645,7 @@ struct Server::Impl {
       const std::string& holder = held_entry != map.end() ? held_entry->second.writer : std::string();
       std::string why = detail::write_refusal(identity, msg.key, holder);
       if (why.empty()) why = file_record_refusal(identity, msg.key);
+      if (why.empty() && !msg.is_delete()) why = scan_part_refusal(msg.key);
       if (!why.empty()) {
         refuse(&ServerStats::unauthorised, "unauthorised",
                "update from " + address + ": kvmsg '" + msg.key + "' refused: " + why);
@@ -1183,9 +1210,9 @@ struct Server::Impl {
     const std::string key = protocol::scan_request_key(scan);
     if (const auto request = map.find(key); request != map.end()) return request->second.msg->body;
     if (const auto summary = map.find(summary_key(scan)); summary != map.end()) {
-      protocol::ScanParts parts = protocol::decode_summary(summary->second.msg->body);
-      const auto folded = parts.find(key.substr(protocol::scan_prefix(scan).size()));
-      if (folded != parts.end()) return std::move(folded->second);
+      protocol::ScanParts folded_parts = protocol::decode_summary(summary->second.msg->body);
+      const auto folded = folded_parts.find(key.substr(protocol::scan_prefix(scan).size()));
+      if (folded != folded_parts.end()) return std::move(folded->second);
     }
     return std::nullopt;
   }
@@ -1227,6 +1254,52 @@ struct Server::Impl {
       if (holds(std::string(protocol::kNodegroupsPrefix) + uid)) return {};
     }
     return "the scan's routing names no NodeGroup " + identity + " holds (only the job it was routed to writes its file)";
+  }
+
+  // Why `key`, a part of a scan's record, names what the scan does not have: a scan never requested,
+  // a producer thread or relay thread outside the request's receivers and threads, a NodeGroup
+  // outside its routing. With [security] on, where each part's writer is known: one producer key
+  // wrote 2.26 million records for a receiver 9 that did not exist, and the room they took evicted
+  // the stack's history (issue 43). Deletions are a holder's own business (the held rule).
+  std::string scan_part_refusal(const std::string& key) const {
+    std::uint32_t scan = 0;
+    try {
+      scan = protocol::parse_scan_key(key);
+    } catch (const std::exception&) {
+      return {};
+    }
+    const std::string_view rest = std::string_view(key).substr(protocol::scan_prefix(scan).size());
+    const std::size_t slash = rest.find('/');
+    if (slash == std::string_view::npos) return {};
+    const std::string_view kind = rest.substr(0, slash);
+    const std::string_view name = rest.substr(slash + 1);
+    if (kind != "producer" && kind != "aggregator" && kind != "nodegroup") return {};
+    protocol::ScanRequestRecord request;
+    try {
+      const std::optional<std::string> body = request_of(scan);
+      if (!body) return "scan " + std::to_string(scan) + " has no request record: nothing has a part of it yet";
+      request = protocol::ScanRequestRecord::decode(*body);
+    } catch (const std::exception&) {
+      return "the scan's request record does not decode, so no part of it can be judged";
+    }
+    const std::vector<std::uint32_t>& threads = request.producer_threads;
+    if (kind == "producer") {
+      const auto thread = parse_thread_name(name);
+      if (!thread || thread->first >= threads.size() || thread->second >= threads[thread->first]) {
+        return "the scan's request names no producer thread " + std::string(name) + " (" +
+               std::to_string(threads.size()) + " receivers)";
+      }
+    } else if (kind == "aggregator") {
+      const auto relay = parse_index(name, 't');
+      if (!relay || *relay >= threads.size()) {
+        return "the scan's request names no relay thread " + std::string(name) + " (" + std::to_string(threads.size()) +
+               " receivers)";
+      }
+    } else if (!request.routing.empty() &&
+               std::find(request.routing.begin(), request.routing.end(), name) == request.routing.end()) {
+      return "the scan's routing names no NodeGroup " + std::string(name);
+    }
+    return {};
   }
 
   // Takes a key's pending expiry out of the index. The index would otherwise keep erased and

@@ -171,12 +171,17 @@ def test_the_kvstore_lets_each_role_write_only_its_own_keys(secured, keyring: Ke
     def shows(key: str) -> bool:
         return viewer.get(key) is not None
 
+    # The scan the parts below belong to: a scan's parts are taken only once it was requested.
+    request = ScanRequestRecord(scan_number=1, scan_x=4, scan_y=4, source="simulator", routing=["ng-1"],
+                                producer_threads=[1, 1], requested_s=1.0)
+    operator.set_once(f"{SCAN}/request", request.encode())
+    wait_until(lambda: shows(f"{SCAN}/request"), SYNC_S, "the scan's request")
     # Allowed: each role's own prefixes.
     write_then_mark(nodegroup, [("nodegroups/ng-1", packed(1)), (f"{SCAN}/nodegroup/ng-1", packed(1))],
                     "status/nodegroup/ng-1")
-    write_then_mark(operator, [("acquire/request", packed("op"))], f"{SCAN}/request")
+    write_then_mark(operator, [("acquire/request", packed("op"))], "acquire/mark")
     write_then_mark(aggregator, [(f"{SCAN}/aggregator/t0", packed(1))], "status/aggregator/t0")
-    wait_until(lambda: all(shows(k) for k in ("status/nodegroup/ng-1", f"{SCAN}/request", "status/aggregator/t0")),
+    wait_until(lambda: all(shows(k) for k in ("status/nodegroup/ng-1", "acquire/mark", "status/aggregator/t0")),
                SYNC_S, "the allowed writes")
     assert all(shows(k) for k in ("nodegroups/ng-1", f"{SCAN}/nodegroup/ng-1", "acquire/request",
                                   f"{SCAN}/aggregator/t0"))
@@ -322,6 +327,10 @@ def test_a_producer_key_named_for_a_receiver_writes_only_that_receivers_records(
     start_kvstore(config, path, processes)
     viewer = clients(config, "viewer")
     intruder = clients(config, "producer", receiver_1)
+    request = ScanRequestRecord(scan_number=1, scan_x=4, scan_y=4, source="simulator", routing=[],
+                                producer_threads=[1, 1, 1], requested_s=1.0)
+    clients(config, "operator").set_once(f"{SCAN}/request", request.encode())
+    wait_until(lambda: viewer.get(f"{SCAN}/request") is not None, SYNC_S, "the scan's request")
     write_then_mark(intruder, [(f"{SCAN}/producer/r0t0", packed("taken")), ("status/producer/r2t0", packed(1)),
                                (f"{SCAN}/producer/r11t0", packed("taken"))], f"{SCAN}/producer/r1t0")
     wait_until(lambda: viewer.get(f"{SCAN}/producer/r1t0") is not None, SYNC_S, "receiver 1's own record")
@@ -331,6 +340,39 @@ def test_a_producer_key_named_for_a_receiver_writes_only_that_receivers_records(
     # The receiver whose record it tried to take writes it, as it would have anyway.
     clients(config, "producer").set_once(f"{SCAN}/producer/r0t0", packed("mine"))
     wait_until(lambda: viewer.get(f"{SCAN}/producer/r0t0") == packed("mine"), SYNC_S, "receiver 0's own record")
+
+
+def test_a_scans_parts_name_only_what_its_request_has(secured, keyring: Keyring, processes: Processes,
+                                                      clients) -> None:
+    """Issue 43: one producer key wrote millions of records for a receiver that does not exist (and
+    for scans never requested); the room they took evicted the stack's history."""
+    config, path = secured()
+    start_kvstore(config, path, processes)
+    viewer = clients(config, "viewer")
+    producer = clients(config, "producer")
+    aggregator = clients(config, "aggregator")
+    nodegroup = clients(config, "nodegroup")
+    operator = clients(config, "operator")
+    # Scan 9 was never requested: nothing has a part of it.
+    write_then_mark(producer, [("scans/0000000009/producer/r0t0", packed(1))], "status/producer/r0t0")
+    wait_until(lambda: viewer.get("status/producer/r0t0") is not None, SYNC_S, "the producer's mark")
+    request = ScanRequestRecord(scan_number=1, scan_x=4, scan_y=4, source="simulator", routing=["ng-1"],
+                                producer_threads=[2, 1], requested_s=1.0)
+    operator.set_once(f"{SCAN}/request", request.encode())
+    wait_until(lambda: viewer.get(f"{SCAN}/request") is not None, SYNC_S, "the scan's request")
+    # Receivers 0 (two threads) and 1 (one), one relay thread each, NodeGroup ng-1: nothing else.
+    write_then_mark(producer, [(f"{SCAN}/producer/r9t0", packed(1)), (f"{SCAN}/producer/r1t1", packed(1)),
+                               (f"{SCAN}/producer/x", packed(1)), (f"{SCAN}/producer/r0t1", packed(1))],
+                    f"{SCAN}/producer/r1t0")
+    write_then_mark(aggregator, [(f"{SCAN}/aggregator/t2", packed(1))], f"{SCAN}/aggregator/t1")
+    write_then_mark(nodegroup, [(f"{SCAN}/nodegroup/ng-7", packed(1))], f"{SCAN}/nodegroup/ng-1")
+    wait_until(lambda: all(viewer.get(f"{SCAN}/{part}") is not None
+                           for part in ("producer/r1t0", "aggregator/t1", "nodegroup/ng-1", "producer/r0t1")),
+               SYNC_S, "the parts the request names")
+    for key in ("scans/0000000009/producer/r0t0", f"{SCAN}/producer/r9t0", f"{SCAN}/producer/r1t1",
+                f"{SCAN}/producer/x", f"{SCAN}/aggregator/t2", f"{SCAN}/nodegroup/ng-7"):
+        assert viewer.get(key) is None, key
+    wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 6, SYNC_S, "6 unauthorised writes counted")
 
 def test_a_scans_file_record_is_written_only_by_the_job_its_routing_named(secured, keyring: Keyring,
                                                                           processes: Processes, clients) -> None:
@@ -345,7 +387,7 @@ def test_a_scans_file_record_is_written_only_by_the_job_its_routing_named(secure
     operator = clients(config, "operator")
     request = ScanRequestRecord(scan_number=1, scan_x=4, scan_y=4, source="simulator", routing=["ng-1"],
                                 producer_threads=[1], requested_s=1.0)
-    write_then_mark(job, [("nodegroups/ng-1", packed(1))], f"{SCAN}/nodegroup/ng-1")
+    write_then_mark(job, [], "nodegroups/ng-1")
     write_then_mark(other_job, [], "nodegroups/ng-2")
     # Issue 43: a file record before the scan's request (it turned the scan's data away when it came).
     write_then_mark(other_job, [(f"{SCAN}/file", packed("early"))], "status/nodegroup/ng-2-early")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from beamline import Beamline
-from test_faults import SECTORS, SHAPE, checked, first_scan, mid_scan, reasons_are
+from test_faults import RATE_HZ, checked, first_scan, reasons_are
 
 from sectorflow.kvstore import Client
 from sectorflow.nodegroup import scan_file_name
@@ -26,8 +26,11 @@ from sectorflow.waiting import wait_until
 
 pytestmark = pytest.mark.mpi
 
-# About 290 of the scan's 166 kB sectors: the spill of the last three quarters (some 770) fills it.
-DISK = "48m"
+SHAPE, SECTORS = "32x32", 4096
+# Struck a quarter in, each receiver has some 700 to 770 sectors of 166 kB left to spill: the disk
+# (2,560 records) holds any three receivers' spills, never all four, so it fills mid-spill and
+# every receiver, the native one included, has records to replay whichever spills last.
+DISK = "405m"
 
 
 def native_receivers() -> list[dict[str, object]]:
@@ -45,21 +48,27 @@ def test_disk_full_during_a_spill_then_replay_adds_to_the_first_account(beamline
         supervisor = line.start()
         before = first_scan(line)
         aggregator = supervisor.process("aggregator").pid
-        acquire = mid_scan(line, lambda _: os.kill(aggregator, signal.SIGSTOP))
+        with Client.from_config(line.config, name="fault-test") as client:
+            client.wait_synced(10.0)
+            acquire = line.acquire(2, SHAPE, RATE_HZ)
+            line.wait_sent(client, 2, SECTORS // 4)
+            os.kill(aggregator, signal.SIGSTOP)
         try:
-            first = checked(line, Beamline.finish(acquire), 2, "disk full during a spill (aggregator stalled)")
+            first = checked(line, Beamline.finish(acquire), 2, "disk full during a spill (aggregator stalled)",
+                            SECTORS)
         finally:
             os.kill(aggregator, signal.SIGCONT)
         names = sorted(p.name for p in raw.iterdir())
         assert any(name.endswith(".partial") for name in names), names
         assert first.spilled > 0 and first.missing > 0 and first.exit_code == 1, first.output
+        assert all(list(raw.glob(f"*module{r}*")) for r in range(4)), names  # the native receiver's too
         written = line.checksums()
         # A job that counted the scan refuses another count: the replay goes to the next job.
         line.restart("nodegroups", kill=False)
         with Client.from_config(line.config, name="fault-test") as client:
             wait_until(lambda: len(client.nodegroups()) == 2, 60, "the next job's NodeGroups")
         replay = checked(line, Beamline.finish(line.acquire(2, SHAPE, 0.0, "--replay")), 2,
-                         "disk full during a spill, then replay into a new job", replay=True)
+                         "disk full during a spill, then replay into a new job", SECTORS, replay=True)
         on_disk = line.records_on_disk(2)
         # What the first run counted plus every whole record on the full disk; missing only what it could not hold.
         assert replay.counted == first.counted + on_disk, replay.output

@@ -68,7 +68,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
             raise SectorflowError(f"scan {scan} is over ({so_far.outcome}); nothing to abort")
         abort = ScanAbort(who(), wall_clock_s())
         client.set_once(abort_key(scan), abort.encode(), kv.scan_record_ttl_s)
-        await_taken(client, config, abort_key(scan), f"scan {scan}", "the abort")
+        # A scan that ends as soon as its producers stop (written to disk) is folded moments after
+        # the abort: its summary then holds the abort and the key is gone, maybe before a poll saw it.
+        await_taken(client, config, abort_key(scan), f"scan {scan}", "the abort",
+                    lambda: records_of(client.subtree(scan_prefix(scan)), scan).abort is not None)
     print(f"scan {scan}: aborted; the producers stop sending it, and its file will hold what was counted before "
           "(outcome aborted)", flush=True)
     return 0

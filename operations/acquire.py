@@ -34,6 +34,7 @@ import logging
 import sys
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from sectorflow.cli import add_config_argument
@@ -296,14 +297,17 @@ class PublishedRequest:
 MIN_TAKE_S = 10.0
 
 
-def await_taken(client: Client, config: Config, key: str, scan_text: str, what: str) -> None:
-    """Wait until the kvstore holds ``key`` (just written by this client); SectorflowError if it does not
-    within a silence period: with [security] on the server drops, silently to the writer, a scan
-    record whose key is not an operator's (kvstore/SPEC.md, "Security")."""
+def await_taken(client: Client, config: Config, key: str, scan_text: str, what: str,
+                taken: Callable[[], bool] | None = None) -> None:
+    """Wait until the kvstore holds ``key`` (just written by this client), or until ``taken()`` when
+    given; SectorflowError if it does not within a silence period: with [security] on the server
+    drops, silently to the writer, a scan record whose key is not an operator's (kvstore/SPEC.md,
+    "Security")."""
     kv = config.kvstore
     silence_s = max(kv.heartbeat_ms * kv.silence_heartbeats / 1000, MIN_TAKE_S)
+    held = taken or (lambda: client.get(key) is not None)
     try:
-        wait_until(lambda: client.get(key) is not None, silence_s, f"the kvstore to take {what}", POLL_S)
+        wait_until(held, silence_s, f"the kvstore to take {what}", POLL_S)
     except WaitTimeout:
         raise SectorflowError(
             f"{scan_text}: the kvstore did not take {what} within {silence_s:g} s"

@@ -17,7 +17,8 @@ from support import Processes, sectorflow_command, stack_up, wait_until
 
 from sectorflow.counting import read_counted_scan
 from sectorflow.nodegroup import scan_file_name
-from sectorflow.protocol import scan_prefix
+from sectorflow.protocol import scan_prefix, wall_clock_s
+from sectorflow.protocol.scan_life import ScanAbort, abort_key
 from sectorflow.operations.scan_account import records_of
 
 pytestmark = pytest.mark.mpi
@@ -96,10 +97,17 @@ def test_an_aborted_scan_ends_everywhere_and_the_next_is_whole(make_config, proc
         assert unknown.returncode == 2 and unknown.stderr.splitlines()[-1].startswith(
             "sectorflow abort: error: scan 99 is not known to the kvstore")
 
-        # The stack is whole again: the next scan, numbered by the kvstore, is complete.
+        # The stack is whole again: the next scan, numbered by the kvstore, is complete, although an abort
+        # of its number was written before its request (anyone may, on a plain stack): acquire erases it
+        # and says so, and neither the producers, the relays, the NodeGroups nor the file take it.
+        client.set_once(abort_key(scan + 1), ScanAbort("elsewhere:1", wall_clock_s()).encode())
+        wait_until(lambda: client.get(abort_key(scan + 1)) is not None, START_S, "the early abort")
         following = sectorflow_command("acquire", "--config", str(path), "--scan-shape", "6x6", "--wait",
                                        "--timeout", "120", timeout_s=180)
         assert following.returncode == 0, following.stdout + following.stderr
         assert f"scan {scan + 1}: complete: 144 counted + 0 spilled + 0 missing = 144 sectors" in following.stdout
+        assert f"scan {scan + 1}: an abort by elsewhere:1 at " in following.stderr, following.stderr
+        following_file = read_counted_scan(output / scan_file_name(scan + 1))
+        assert following_file.metadata["completeness"]["outcome"] == "complete"
         print(f"acquire --wait of the aborted scan ended {ended_s:.2f} s after the abort was taken "
               f"(scan_timeout_s {SCAN_TIMEOUT_S:g})")

@@ -53,13 +53,14 @@ class NetlabStack:
     def _start(self, role: str, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         return self.supervisor.start(ServiceSpec(name, tuple(self.net.command(role, argv))), env)
 
-    def start(self) -> None:
+    def start(self, hosts: dict[str, str] | None = None) -> None:
         """The services `sectorflow up` runs (orchestration's list), each on its host: kvstore and
-        aggregator on agg, producer r on recv<r+1>; waits until all announced."""
+        aggregator on agg, producer r on recv<r+1>, or the role ``hosts`` names for a service (the
+        backup of a kvstore pair on another host); waits until all announced."""
         for spec in stack_services(self.config, 0, with_nodegroups=False):
             role = RECEIVER_ROLES[int(spec.name.removeprefix("producer-"))] if spec.name.startswith("producer-") \
                 else "agg"
-            self._start(role, spec.name, list(spec.argv))
+            self._start((hosts or {}).get(spec.name, role), spec.name, list(spec.argv))
         self.await_ready(0)
 
     def start_service(self, role: str, name: str, *args: str) -> subprocess.Popen:

@@ -3,9 +3,9 @@
 A receiver whose producer threads are all gone sends nothing more of the scan, yet each port of it
 waited ``[nodegroup] scan_timeout_s`` (60 s in configs/local.toml) from its last sector before the
 file could be written (issue 42). This watch finds such receivers as ``sectorflow acquire`` does
-(``scan_account.abandoned_producers``: a record that is not final and stood still for the kvstore
+(``protocol.scan_parts.abandoned_producers``: a record that is not final and stood still for the kvstore
 ttl and two silence periods, its daemon's status gone as long as this rank has looked, or on another
-scan; ``operations/absences.py``) and ends that port's part
+scan; ``sectorflow/absences.py``) and ends that port's part
 of the scan at once (``NodeGroup.close_aborted`` with no further message due). By then whatever the
 dead threads sent long ago came through; a straggler after it would be counted late.
 
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from sectorflow.configs import Config
-from sectorflow.operations.absences import Absences, gone_after_s
-from sectorflow.operations.scan_account import abandoned_producers, records_of
+from sectorflow.absences import Absences, gone_after_s
+from sectorflow.protocol.scan_parts import abandoned_producers, records_of
 from sectorflow.protocol import (SCANS_PREFIX, SERVICE_PRODUCER, ProtocolError, parse_scan_key, scan_prefix,
                                  wall_clock_s)
 

@@ -75,7 +75,7 @@ from sectorflow.protocol.scan_life import ScanAbort, ScanClaim, abort_key, claim
 from sectorflow.simulator import parse_scan_shape
 from sectorflow.waiting import WaitTimeout, wait_until
 
-from .absences import Absences, gone_after_s
+from sectorflow.absences import Absences, gone_after_s
 from .progress import ScanProgress
 from .replay_check import counted_already_by, replay_refusal
 

@@ -14,7 +14,6 @@ and the dashboard show the same account in the same words; acquire takes its exi
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
@@ -23,8 +22,13 @@ from typing import Any
 
 from sectorflow._core import protocol as _records
 from sectorflow.protocol import OUTCOME_ABORTED, SERVICE_LIBERTEM
-from sectorflow.protocol.scan_life import ScanAbort, ScanClaim
-from sectorflow.protocol.scan_summary import SUMMARY_PART, decode_parts
+# A scan's records and its abandoned producer threads are the records' own (protocol/scan_parts.py,
+# read by services too); the account's readers take them from here as well (explicit re-exports).
+from sectorflow.protocol.scan_parts import FINAL_PRODUCER_STATES, SOURCE_NATIVE, ScanRecords
+from sectorflow.protocol.scan_parts import PRODUCER_QUIET_S as PRODUCER_QUIET_S
+from sectorflow.protocol.scan_parts import abandoned_producers as abandoned_producers
+from sectorflow.protocol.scan_parts import records_of as records_of
+from sectorflow.protocol.scan_parts import scans_in as scans_in
 
 # The outcome of a scan as acquire and status report it.
 COMPLETE = "complete"      # every sector counted in the file
@@ -39,88 +43,11 @@ ABORTED = OUTCOME_ABORTED    # an operator aborted it (sectorflow abort) before 
 EXIT_CODES = {COMPLETE: 0, ON_DISK: 0, SPILLED: 3, INCOMPLETE: 1, FAILED: 1, PENDING: 1, ABORTED: 4}
 
 SOURCE_REPLAY = _records.SOURCE_REPLAY
-SOURCE_NATIVE = _records.SOURCE_NATIVE  # the aggregator wrote the request: a native receiver's stream began the scan
 LIBERTEM_SERVICE = SERVICE_LIBERTEM  # status/libertem/<name>: libertem_bridge/status.py
 # Who writes a request: acquire, or the aggregator when a native stream opens a run (with
 # native_scans_requested = false); a refused write is the kvstore's (kvstore_full says so).
 NO_REQUEST = ("no request record (no 'sectorflow acquire' asked for the scan and no native stream began it, "
               "or its records expired or were refused)")
-_FINAL_PRODUCER_STATES = {_records.STATE_FINISHED, _records.STATE_ERROR}
-_PRODUCER_NAME = re.compile(r"r(\d+)t(\d+)")
-_RELAY_NAME = re.compile(r"t(\d+)")
-
-
-@dataclass
-class ScanRecords:
-    """Every record of one scan that a replica holds; parts that do not decode are in ``rejected``."""
-
-    scan: int
-    request: _records.ScanRequestRecord | None = None
-    producers: dict[tuple[int, int], _records.ProducerScanRecord] = field(default_factory=dict)
-    relays: dict[int, _records.RelayScanRecord] = field(default_factory=dict)
-    nodegroups: dict[str, _records.NodeGroupScanRecord] = field(default_factory=dict)
-    file: _records.ScanFileRecord | None = None
-    claim: ScanClaim | None = None
-    abort: ScanAbort | None = None
-    rejected: dict[str, str] = field(default_factory=dict)
-
-
-def scans_in(entries: Mapping[str, bytes]) -> list[int]:
-    """The scan numbers that have records in ``entries`` (a replica's content), ascending."""
-    numbers = set()
-    for key in entries:
-        if key.startswith(_records.SCANS_PREFIX):
-            try:
-                numbers.add(_records.parse_scan_key(key))
-            except _records.ProtocolError:
-                continue
-    return sorted(numbers)
-
-
-def records_of(entries: Mapping[str, bytes], scan: int) -> ScanRecords:
-    """The records of ``scan`` in ``entries`` (key -> value bytes, e.g. ``client.subtree(scan_prefix(n))``).
-
-    A folded scan's summary (protocol/scan_summary.py) gives its parts as the keys did; a part's key
-    written after the fold replaces the folded part.
-    """
-    prefix = _records.scan_prefix(scan)
-    records = ScanRecords(scan)
-    parts: dict[str, tuple[str, bytes]] = {}
-    summary = entries.get(prefix + SUMMARY_PART)
-    if summary is not None:
-        try:
-            parts = {part: (prefix + part, raw) for part, raw in decode_parts(summary).items()}
-        except _records.ProtocolError as error:
-            records.rejected[prefix + SUMMARY_PART] = str(error)
-    for key, raw in entries.items():
-        if key.startswith(prefix) and key != prefix + SUMMARY_PART:
-            parts[key[len(prefix):]] = (key, raw)
-    for part, (key, raw) in parts.items():
-        try:
-            _add(records, part, raw)
-        except _records.ProtocolError as error:
-            records.rejected[key] = str(error)
-    return records
-
-
-def _add(records: ScanRecords, part: str, raw: bytes) -> None:
-    kind, _, name = part.partition("/")
-    if part == "request":
-        records.request = _records.ScanRequestRecord.decode(raw)
-    elif part == "file":
-        records.file = _records.ScanFileRecord.decode(raw)
-    elif part == "claim":
-        records.claim = ScanClaim.decode(raw)
-    elif part == "abort":
-        records.abort = ScanAbort.decode(raw)
-    elif kind == "producer" and (match := _PRODUCER_NAME.fullmatch(name)):
-        records.producers[(int(match[1]), int(match[2]))] = _records.ProducerScanRecord.decode(raw)
-    elif kind == "aggregator" and (match := _RELAY_NAME.fullmatch(name)):
-        records.relays[int(match[1])] = _records.RelayScanRecord.decode(raw)
-    elif kind == "nodegroup" and name:
-        records.nodegroups[name] = _records.NodeGroupScanRecord.decode(raw)
-    else:
-        raise _records.ProtocolError(f"no record is written under {part!r}")
 
 
 @dataclass
@@ -286,53 +213,10 @@ def producers_final(records: ScanRecords, producers_gone: Set[tuple[int, int]] =
     for receiver, threads in enumerate(records.request.producer_threads):
         for thread in range(threads):
             part = records.producers.get((receiver, thread))
-            ended = part is not None and part.state in _FINAL_PRODUCER_STATES
+            ended = part is not None and part.state in FINAL_PRODUCER_STATES
             if not ended and (receiver, thread) not in producers_gone:
                 return False
     return True
-
-
-# How long a producer thread's unfinished record of a scan must stand still, with no daemon of the
-# thread working on the scan, before its part counts as ended. A live thread's status names its scan
-# (written just after the record, producer.cpp begin_scan), so this only spans a status that is a
-# moment behind its record, or gone for the blink of a kvstore restart.
-PRODUCER_QUIET_S = 3.0
-
-
-def abandoned_producers(records: ScanRecords, statuses: Mapping[str, _records.ServiceStatus], now_s: float,
-                        quiet_s: float = PRODUCER_QUIET_S,
-                        absent: Set[str] | None = None) -> set[tuple[int, int]]:
-    """The producer threads whose part of the scan will never end: their record is not final, has not
-    moved for ``quiet_s`` and no daemon of the thread works on the scan: its status is gone (the daemon
-    died), or names another scan (a daemon started since, which never takes up a scan it did not begin).
-
-    Args:
-        statuses: thread name (``r<R>t<T>``) -> its status (``status/producer/<name>``).
-        now_s: Unix seconds, against the records' ``updated_s`` (the producers' clocks).
-        absent: the names whose status has been gone long enough to be a death (``acquire``'s
-            watch over a kvstore restart's blink); None: a status not in ``statuses`` is gone.
-    """
-    request = records.request
-    if request is None or request.source == SOURCE_NATIVE:
-        return set()
-    abandoned = set()
-    for receiver, threads in enumerate(request.producer_threads):
-        for thread in range(threads):
-            part = records.producers.get((receiver, thread))
-            if part is not None and part.state in _FINAL_PRODUCER_STATES:
-                continue
-            if now_s - (part.updated_s if part is not None else request.requested_s) < quiet_s:
-                continue
-            name = f"r{receiver}t{thread}"
-            status = statuses.get(name)
-            if name in absent if absent is not None else status is None:
-                abandoned.add((receiver, thread))
-            elif status is not None and status.scan != records.scan and (
-                    part is not None or status.state == _records.STATE_IDLE):
-                # An idle daemon takes a waiting request at once: one that has not is a daemon started
-                # after it (it skips the requests that predate it).
-                abandoned.add((receiver, thread))
-    return abandoned
 
 
 def kvstore_full(server_status: bytes | None) -> str:
@@ -436,7 +320,7 @@ def account(records: ScanRecords, nodegroups_gone: bool = False,
                                 f"{part.duplicates} duplicate sectors dropped")
         result.notes.extend(_runs_notes(uid, part, records.relays))
     result.died = [f"r{r}t{t}" for r, t in sorted(producers_gone)
-                   if (part := records.producers.get((r, t))) is None or part.state not in _FINAL_PRODUCER_STATES]
+                   if (part := records.producers.get((r, t))) is None or part.state not in FINAL_PRODUCER_STATES]
     producers_done = producers_final(records, producers_gone)
     if fallback:
         done = producers_done
@@ -489,7 +373,7 @@ def _settle_pending(records: ScanRecords, request: _records.ScanRequestRecord, r
                         "not in the receiver's raw files" if request.source == SOURCE_REPLAY
                         else "never reached the producer")
         for thread, part in parts:
-            if part.state in _FINAL_PRODUCER_STATES:
+            if part.state in FINAL_PRODUCER_STATES:
                 why = f": {part.error}" if part.error else ""
                 account.explain(part.unaccounted, f"not sent by thread {thread}{why}")
             elif (account.receiver, thread) in producers_gone:
@@ -519,7 +403,7 @@ def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord, 
         # accounts for died with it (unsent, or queued in its socket when it was killed).
         gone = [(thread, records.producers.get((receiver, thread))) for receiver, thread in sorted(producers_gone)
                 if receiver == account.receiver]
-        dead = [thread for thread, part in gone if part is not None and part.state not in _FINAL_PRODUCER_STATES]
+        dead = [thread for thread, part in gone if part is not None and part.state not in FINAL_PRODUCER_STATES]
         if dead and account.missing > 0:
             account.explain(account.missing, f"not sent by thread {', '.join(map(str, dead))}, which died mid-scan")
         # A thread writes its record before its info and data (producer.cpp): one gone without a
@@ -551,7 +435,7 @@ def _follow_chain(records: ScanRecords, request: _records.ScanRequestRecord, acc
     parts = [part for (receiver, _), part in records.producers.items() if receiver == account.receiver]
     for receiver, thread in sorted(producers_gone):
         part = records.producers.get((receiver, thread))
-        if receiver == account.receiver and part is not None and part.state not in _FINAL_PRODUCER_STATES:
+        if receiver == account.receiver and part is not None and part.state not in FINAL_PRODUCER_STATES:
             account.reasons.append(f"producer thread {thread} died mid-scan: what it sent after its last "
                                    "record is not known")
     # A replay streams what the raw files hold: the rest was counted or lost in the first run.
@@ -559,7 +443,7 @@ def _follow_chain(records: ScanRecords, request: _records.ScanRequestRecord, acc
                     "not in the receiver's raw files" if request.source == SOURCE_REPLAY
                     else "never reached the producer")
     for part in parts:
-        if part.state in _FINAL_PRODUCER_STATES and part.unaccounted:
+        if part.state in FINAL_PRODUCER_STATES and part.unaccounted:
             why = f": {part.error}" if part.error else ""
             account.explain(part.unaccounted, f"not sent by thread {part.thread}{why}")
     sent = sum(part.sent for part in parts)

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from sectorflow import absences
+from sectorflow.absences import gone_after_s
 from sectorflow.configs import load_config
 from sectorflow.nodegroup import death_watch
 from sectorflow.nodegroup.death_watch import DeathWatch
-from sectorflow.operations import absences
-from sectorflow.operations.absences import gone_after_s
 from sectorflow.protocol import (
     STATE_FINISHED,
     STATE_STREAMING,

@@ -195,9 +195,11 @@ def libertem_account(client: Client, config: Config, scan: int) -> list[str]:
     """What the LiberTEM bridges say of ``scan`` once they finished it (scan_account's
     ``libertem_notes``); none when no bridge had it.
 
-    A bridge is behind the file by the live stream's period, and gives a missing position up
-    ``[libertem] empty_after_s`` after the scan's end at the latest: it is waited for that long,
-    and a heartbeat more, before this says it has not finished the scan.
+    A bridge is behind the file by the live stream's period, gives a missing position up
+    ``[libertem] empty_after_s`` after the scan's end at the latest, and a client that holds the
+    scan unread is dropped ``[libertem] read_deadline_s`` after it stopped reading (the scan is then
+    not served): it is waited for that long, and two heartbeats more, before this says it has not
+    finished the scan.
     """
     def behind() -> dict[str, ServiceStatus]:
         # A bridge has the scan (or one before it) open, or holds a client and has not had it yet.
@@ -206,7 +208,8 @@ def libertem_account(client: Client, config: Config, scan: int) -> list[str]:
                 or (status.extra.get("client_connected") and status.state == STATE_IDLE
                     and int(status.extra.get("last_scan", -1)) < scan)}
 
-    wait_s = config.libertem.empty_after_s + 2 * config.kvstore.heartbeat_ms / 1000
+    libertem = config.libertem
+    wait_s = libertem.empty_after_s + libertem.read_deadline_s + 2 * config.kvstore.heartbeat_ms / 1000
     late: list[str] = []
     try:
         wait_until(lambda: not behind(), wait_s, f"the LiberTEM bridges to finish scan {scan}", POLL_S)

@@ -41,9 +41,6 @@ from sectorflow.waiting import WaitTimeout, wait_until
 LEASE_NAME = "active"
 LEASE_KEY = status_key(SERVICE_AGGREGATOR, LEASE_NAME)
 STANDBY_PREFIX = "standby-"
-# Renewals per lease period, and the part of it after which an unconfirmed holder stops relaying.
-RENEWALS_PER_PERIOD = LEASE_RENEWALS_PER_PERIOD
-FENCE_FRACTION = LEASE_FENCE_FRACTION
 
 
 def standby_name() -> str:
@@ -179,11 +176,11 @@ class Lease:
         if isinstance(renewal, int) and renewal in self._sent:
             self._confirmed_at = max(self._confirmed_at, self._sent[renewal])
             self._sent = {n: at for n, at in self._sent.items() if n > renewal}
-        if now - self._confirmed_at > self.period_s * FENCE_FRACTION:
+        if now - self._confirmed_at > self.period_s * LEASE_FENCE_FRACTION:
             return (f"no renewal of the lease came back from the kvstore for {now - self._confirmed_at:.1f} s "
                     f"(takeover_s {self.period_s:g}): a standby may take over, stopping relaying")
         changed = any(self._extra.get(k) != v for k, v in fields.items())
-        if changed or now - self._sent_at >= self.period_s / RENEWALS_PER_PERIOD:
+        if changed or now - self._sent_at >= self.period_s / LEASE_RENEWALS_PER_PERIOD:
             self._renewal += 1
             self._extra.update(fields)
             self._extra["renewal"] = self._renewal

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <deque>
 #include <functional>
@@ -31,6 +30,7 @@
 #include "sectorflow/kvstore/wakeup.hpp"
 #include "sectorflow/security/zap_handler.hpp"
 #include "snapshots.hpp"
+#include "thread_names.hpp"
 #include "write_policy.hpp"
 
 namespace sectorflow::kvstore {
@@ -138,31 +138,6 @@ struct Sender {
 };
 
 Sender sender_of(zmq::message_t& frame) { return Sender{user_id(frame), peer_address(frame)}; }
-
-// The number after `letter` at the start of `text` ("t3" -> 3), or nothing; the rest of `text`
-// past the digits in `rest` (must be empty when `rest` is null).
-std::optional<std::uint32_t> parse_index(std::string_view text, char letter, std::string_view* rest = nullptr) {
-  if (text.empty() || text[0] != letter) return std::nullopt;
-  std::uint32_t value = 0;
-  const char* begin = text.data() + 1;
-  const char* end = text.data() + text.size();
-  const auto [stop, error] = std::from_chars(begin, end, value);
-  if (error != std::errc() || stop == begin) return std::nullopt;
-  const std::string_view left(stop, static_cast<std::size_t>(end - stop));
-  if (rest == nullptr) return left.empty() ? std::optional<std::uint32_t>(value) : std::nullopt;
-  *rest = left;
-  return value;
-}
-
-// A producer thread's name, r<receiver>t<thread>, as (receiver, thread); nothing for another name.
-std::optional<std::pair<std::uint32_t, std::uint32_t>> parse_thread_name(std::string_view name) {
-  std::string_view rest;
-  const auto receiver = parse_index(name, 'r', &rest);
-  if (!receiver) return std::nullopt;
-  const auto thread = parse_index(rest, 't');
-  if (!thread) return std::nullopt;
-  return std::make_pair(*receiver, *thread);
-}
 
 void check_options(const ServerOptions& o) {
   if (o.bind_host.empty()) {
@@ -1284,13 +1259,13 @@ struct Server::Impl {
     }
     const std::vector<std::uint32_t>& threads = request.producer_threads;
     if (kind == "producer") {
-      const auto thread = parse_thread_name(name);
+      const auto thread = detail::parse_thread_name(name);
       if (!thread || thread->first >= threads.size() || thread->second >= threads[thread->first]) {
         return "the scan's request names no producer thread " + std::string(name) + " (" +
                std::to_string(threads.size()) + " receivers)";
       }
     } else if (kind == "aggregator") {
-      const auto relay = parse_index(name, 't');
+      const auto relay = detail::parse_index(name, 't');
       if (!relay || *relay >= threads.size()) {
         return "the scan's request names no relay thread " + std::string(name) + " (" + std::to_string(threads.size()) +
                " receivers)";

@@ -1,9 +1,14 @@
 #include "write_policy.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <optional>
 #include <string_view>
+#include <system_error>
 #include <vector>
+
+#include "thread_names.hpp"
 
 namespace sectorflow::kvstore::detail {
 namespace {
@@ -69,11 +74,12 @@ std::optional<std::string_view> named_receiver(std::string_view name) {
   return digits;
 }
 
-// Whether the last part of `key` (a producer thread's name, r<r>t<thread>) is one of receiver `r`'s.
+// Whether the last part of `key` is the name of one of receiver `r`'s producer threads.
 bool names_receiver(std::string_view key, std::string_view r) {
-  const std::string_view last = key.substr(key.rfind('/') + 1);
-  if (last.size() < r.size() + 2 || last[0] != 'r' || last.substr(1, r.size()) != r) return false;
-  return last[1 + r.size()] == 't';
+  const auto thread = parse_thread_name(key.substr(key.rfind('/') + 1));
+  std::uint32_t receiver = 0;
+  const auto [stop, error] = std::from_chars(r.data(), r.data() + r.size(), receiver);
+  return thread && error == std::errc() && stop == r.data() + r.size() && thread->first == receiver;
 }
 
 }  // namespace

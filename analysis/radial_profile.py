@@ -16,10 +16,11 @@ RING_WIDTH_PX = 2.0
 
 @lru_cache(maxsize=8)
 def ring_of_pixel(frame_shape: tuple[int, int], centre_row: float, centre_col: float, width: float) -> np.ndarray:
-    """Each pixel's ring, flat: its middle's distance from the centre over the ring width."""
+    """Each pixel's ring, flat: its distance from the centre over the ring width (pixel (r, c) at the
+    point (r, c), analysis/SPEC.md "Pixel coordinates")."""
     rows, cols = frame_shape
     yy, xx = np.indices((rows, cols))
-    return (np.hypot(yy + 0.5 - centre_row, xx + 0.5 - centre_col) / width).astype(np.int64).ravel()
+    return (np.hypot(yy - centre_row, xx - centre_col) / width).astype(np.int64).ravel()
 
 
 def _rings(context: Context) -> np.ndarray:

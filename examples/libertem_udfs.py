@@ -10,7 +10,9 @@ acquire a scan:
 It prints a line per partial result (positions done, electrons so far) and one per scan at its end,
 and with --out saves the last scan's results (``sum``: the summed pattern; ``intensity``: events
 per position; ``masked``: electrons in a disk of --mask-radius around the frame centre per position;
-``mask``: that disk; ``com_y``, ``com_x``: LiberTEM's centre of mass) as an .npz file.
+``mask``: that disk; ``ring``, ``ring_mask``: the same for a ring of --ring-radii; ``com_y``, ``com_x``:
+LiberTEM's centre of mass about the frame centre) as an .npz file. The masks are LiberTEM's
+(``libertem.masks``), whose pixel convention sectorflow's virtual detectors follow (analysis/SPEC.md).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ CHUNKS_PER_STACK = 24
 
 
 def run(host: str, port: int, scans: int, timeout_s: float, workers: int, mask_radius: float | None,
-        out: Path | None, chunk_bytes: int) -> int:
+        ring_radii: tuple[float, float] | None, out: Path | None, chunk_bytes: int) -> int:
     # Imported here: the optional group's packages are only needed to run this, not to read it.
     from libertem import masks
     from libertem.executor.pipelined import PipelinedExecutor
@@ -52,7 +54,9 @@ def run(host: str, port: int, scans: int, timeout_s: float, workers: int, mask_r
                 rows, cols = aq.shape.sig
                 radius = mask_radius if mask_radius is not None else min(rows, cols) / 4
                 disk = masks.circular(cols / 2, rows / 2, cols, rows, radius)
-                udfs = [SumUDF(), SumSigUDF(), ApplyMasksUDF(mask_factories=[lambda: disk]),
+                inner, outer = ring_radii if ring_radii is not None else (radius, 2 * radius)
+                ring = masks.ring(cols / 2, rows / 2, cols, rows, outer, inner)
+                udfs = [SumUDF(), SumSigUDF(), ApplyMasksUDF(mask_factories=[lambda: disk, lambda: ring]),
                         CoMUDF.with_params(cy=rows / 2, cx=cols / 2)]
                 result = None
                 for result in ctx.run_udf_iter(dataset=aq, udf=udfs):
@@ -65,8 +69,8 @@ def run(host: str, port: int, scans: int, timeout_s: float, workers: int, mask_r
                     final[2]["intensity"].data, final[3]
                 print(f"scan done: {aq.shape.nav.size} positions, {sumsig.sum():.0f} electrons", flush=True)
                 if out is not None:
-                    np.savez(out, sum=sums, intensity=sumsig, masked=masked[..., 0],
-                             com_y=com["field_y"].data, com_x=com["field_x"].data, mask=disk)
+                    np.savez(out, sum=sums, intensity=sumsig, masked=masked[..., 0], ring=masked[..., 1],
+                             com_y=com["field_y"].data, com_x=com["field_x"].data, mask=disk, ring_mask=ring)
     return 0
 
 
@@ -79,12 +83,14 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="LiberTEM worker processes (CPUs)")
     parser.add_argument("--mask-radius", type=float, default=None, help="ApplyMasksUDF's disk, pixels "
                         "(default: a quarter of the frame)")
+    parser.add_argument("--ring-radii", type=float, nargs=2, default=None, metavar=("INNER", "OUTER"),
+                        help="ApplyMasksUDF's ring, pixels (default: the disk's radius and twice it)")
     parser.add_argument("--out", type=Path, default=None, help="save the last scan's results here (.npz)")
     parser.add_argument("--chunk-bytes", type=int, default=384 << 10, help="the bridge's [libertem] chunk_bytes "
                         "(default 393216, the bridge's): LiberTEM's shared-memory slots are sized to hold one chunk")
     args = parser.parse_args()
-    return run(args.host, args.port, args.scans, args.timeout, args.workers, args.mask_radius, args.out,
-               args.chunk_bytes)
+    return run(args.host, args.port, args.scans, args.timeout, args.workers, args.mask_radius,
+               tuple(args.ring_radii) if args.ring_radii else None, args.out, args.chunk_bytes)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ def radial_profile(config: str | Path, scan: int | None, timeout_s: float | None
         if ring_of_pixel is None:
             rows, cols = frame.frame_shape
             yy, xx = np.indices((rows, cols))
-            distance = np.hypot(yy + 0.5 - rows / 2, xx + 0.5 - cols / 2)
+            distance = np.hypot(yy - rows / 2, xx - cols / 2)
             ring_of_pixel = (distance / RING_WIDTH_PX).astype(np.int64).ravel()
             pixels_per_ring = np.bincount(ring_of_pixel)
             counts = np.zeros(len(pixels_per_ring), dtype=np.int64)

@@ -299,7 +299,8 @@ function drawDetectors(svg, images) {
     const drawn = d.kind === "mask" ? [shape("path", {d: d.outline, class: "mask"})] : d.kind === "rectangle"
       ? [shape("rect", {x: d.col0, y: d.row0, width: d.cols, height: d.rows, class: "rectangle"})]
       : (d.kind === "disk" ? [d.radius] : [d.inner, d.outer]).map((r) =>
-          shape("circle", {cx: d.centre_col, cy: d.centre_row, r, class: d.kind === "disk" ? "bright" : "dark"}));
+          // Pixel (r, c) is drawn as the square [c, c+1) x [r, r+1): its point (r, c) at its middle.
+          shape("circle", {cx: d.centre_col + 0.5, cy: d.centre_row + 0.5, r, class: d.kind === "disk" ? "bright" : "dark"}));
     for (const node of drawn) {
       node.append(Object.assign(document.createElementNS(SVG, "title"), {textContent: name}));
       svg.append(node);

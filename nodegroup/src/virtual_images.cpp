@@ -14,11 +14,14 @@ bool VirtualDetector::contains(std::uint32_t row, std::uint32_t col) const {
   if (kind == DetectorKind::kRectangle) {
     return row >= row0 && row - row0 < rows && col >= col0 && col - col0 < cols;
   }
-  const double dr = row + 0.5 - centre_row;
-  const double dc = col + 0.5 - centre_col;
+  // The field's convention (analysis/SPEC.md "Pixel coordinates"): pixel (row, col) is the point
+  // (row, col); a disk holds it at distance <= radius, a ring at inner < distance <= outer, as
+  // LiberTEM's masks.circular and masks.ring.
+  const double dr = row - centre_row;
+  const double dc = col - centre_col;
   const double d2 = dr * dr + dc * dc;
   if (kind == DetectorKind::kDisk) return d2 <= radius * radius;
-  return d2 >= inner * inner && d2 <= outer * outer;
+  return d2 > inner * inner && d2 <= outer * outer;
 }
 
 void VirtualDetectors::validate() const {
@@ -107,8 +110,8 @@ VirtualPixel VirtualImager::pixel(const std::vector<std::uint32_t>& events) cons
     pixel.com_x = pixel.com_y = std::numeric_limits<float>::quiet_NaN();
   } else {
     const auto n = static_cast<double>(events.size());
-    pixel.com_x = static_cast<float>(sum_col / n + 0.5 - detectors_.centre_col);
-    pixel.com_y = static_cast<float>(sum_row / n + 0.5 - detectors_.centre_row);
+    pixel.com_x = static_cast<float>(sum_col / n - detectors_.centre_col);
+    pixel.com_y = static_cast<float>(sum_row / n - detectors_.centre_row);
   }
   return pixel;
 }

@@ -36,6 +36,11 @@ COUNTING = {"background_threshold": 30.0, "xray_threshold": 1000.0}
 SCAN_X, SCAN_Y = 24, 20
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "libertem_udfs.py"
 MASK_RADIUS = 20.0
+RING = (20.0, 40.0)
+# The file's disk and ring are LiberTEM's: around the frame centre (64, 64), whole-pixel radii, so that
+# pixels lie exactly on the circles (20 = |(12, 16)|, 40 = |(24, 32)|) and the edges' sides are checked.
+DETECTORS = [{"name": "bright_field", "kind": "disk", "radius": MASK_RADIUS},
+             {"name": "dark_field", "kind": "annulus", "inner": RING[0], "outer": RING[1]}]
 
 
 def start_bridge(processes: Processes, path: Path) -> tuple[subprocess.Popen, int]:
@@ -60,7 +65,8 @@ def acquire(path: Path, scan: int) -> None:
 def start_libertem(processes: Processes, path_out: Path, port: int, scans: int = 1) -> subprocess.Popen:
     """The shipped example, as a process the ``processes`` fixture stops whatever the test did."""
     return processes.start(sys.executable, str(EXAMPLE), "--port", str(port), "--scans", str(scans), "--timeout", "120",
-                           "--mask-radius", str(MASK_RADIUS), "--out", str(path_out), name="libertem-live")
+                           "--mask-radius", str(MASK_RADIUS), "--ring-radii", *map(str, RING), "--out", str(path_out),
+                           name="libertem-live")
 
 
 def finish(processes: Processes, process: subprocess.Popen) -> str:
@@ -85,7 +91,7 @@ def served(processes: Processes, bridge: subprocess.Popen) -> dict[str, int]:
 
 def test_libertem_live_reads_a_scan_as_its_file_holds_it(make_config, processes: Processes, tmp_path: Path) -> None:
     config, path = make_config(detector=DETECTOR, simulator=SIMULATOR, counting=COUNTING,
-                               analysis={"live_rate_hz": 5.0})
+                               analysis={"live_rate_hz": 5.0, "virtual_detectors": DETECTORS})
     output = tmp_path / "h5"
     with stack_up(config, path, tmp_path / "run", output) as client:
         bridge, port = start_bridge(processes, path)
@@ -112,6 +118,13 @@ def test_libertem_live_reads_a_scan_as_its_file_holds_it(make_config, processes:
     com_x = np.array([np.mean(e % cols) - cols / 2 if len(e) else 0.0 for e in counted.events]).reshape(SCAN_Y, SCAN_X)
     np.testing.assert_allclose(result["com_y"], com_y, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(result["com_x"], com_x, rtol=1e-4, atol=1e-3)
+    # The file's own virtual images, made by the NodeGroups as they counted, are LiberTEM's stock UDFs':
+    # the disk and the ring (ApplyMasksUDF with libertem.masks) and the centre of mass (CoMUDF).
+    assert result["masked"].std() > 0 and result["ring"].std() > 0  # images, not constants
+    np.testing.assert_array_equal(counted.images["bright_field"], result["masked"])
+    np.testing.assert_array_equal(counted.images["dark_field"], result["ring"])
+    np.testing.assert_allclose(counted.images["com_x"], result["com_x"], rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(counted.images["com_y"], result["com_y"], rtol=1e-4, atol=1e-3)
     assert counters["scans_served"] == 1 and counters["positions_empty"] == 0 and counters["frames_late"] == 0
     assert counters["frames_sent"] == SCAN_X * SCAN_Y
     assert f"scan done: {SCAN_X * SCAN_Y} positions, {counts.sum()} electrons" in out

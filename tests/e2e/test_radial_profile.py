@@ -25,9 +25,9 @@ RING_WIDTH_PX = 2.0
 
 
 def numpy_profile(events: list[np.ndarray]) -> np.ndarray:
-    """Electrons per 2 px ring around the frame centre (pixel middles), per position."""
+    """Electrons per 2 px ring around the frame centre (pixel (r, c) at the point (r, c)), per position."""
     yy, xx = np.indices((128, 128))
-    ring = (np.hypot(yy + 0.5 - 64, xx + 0.5 - 64) / RING_WIDTH_PX).astype(np.int64).ravel()
+    ring = (np.hypot(yy - 64, xx - 64) / RING_WIDTH_PX).astype(np.int64).ravel()
     rings = int(ring.max()) + 1
     return np.stack([np.bincount(ring[np.asarray(e, np.int64)], minlength=rings) for e in events]).reshape(
         SCAN_Y, SCAN_X, rings)
@@ -52,7 +52,7 @@ def test_the_radial_profile_added_through_the_registry_is_in_the_file_live_in_vi
     assert list(counted.images) == ["bright_field", "dark_field", "com_x", "com_y", "diffraction", "radial_profile"]
     expected = numpy_profile(counted.events)
     profile = counted.images["radial_profile"]
-    assert profile.shape == expected.shape == (SCAN_Y, SCAN_X, 45)  # to the corner pixel: 63.5 * sqrt(2) / 2
+    assert profile.shape == expected.shape == (SCAN_Y, SCAN_X, 46)  # to the corner pixel (0, 0): 64 * sqrt(2) / 2
     assert expected.sum() == sum(len(e) for e in counted.events) > 0
     np.testing.assert_array_equal(profile, expected)
     assert counted.outputs["radial_profile"].unit == "electrons"

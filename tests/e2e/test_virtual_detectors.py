@@ -32,8 +32,8 @@ MASK[64:, ::3] = True
 
 
 def numpy_image(events: list[np.ndarray], detector: dict[str, Any]) -> np.ndarray:
-    """Electrons per position inside ``detector``, from the file's events (pixel middles for the
-    round ones, around the frame centre)."""
+    """Electrons per position inside ``detector``, from the file's events (pixel (r, c) at the point
+    (r, c) for the round ones, around the frame centre: analysis/SPEC.md)."""
     out = np.zeros(len(events))
     for position, frame in enumerate(events):
         rows, cols = np.asarray(frame, np.int64) // 128, np.asarray(frame, np.int64) % 128
@@ -43,9 +43,9 @@ def numpy_image(events: list[np.ndarray], detector: dict[str, Any]) -> np.ndarra
             inside = ((rows >= detector["row0"]) & (rows < detector["row0"] + detector["rows"])
                       & (cols >= detector["col0"]) & (cols < detector["col0"] + detector["cols"]))
         else:
-            distance = np.hypot(rows + 0.5 - 64, cols + 0.5 - 64)
+            distance = np.hypot(rows - 64, cols - 64)
             inside = distance <= detector["radius"] if detector["kind"] == "disk" else \
-                (distance >= detector["inner"]) & (distance <= detector["outer"])
+                (distance > detector["inner"]) & (distance <= detector["outer"])
         out[position] = np.count_nonzero(inside)
     return out.reshape(SCAN_Y, SCAN_X)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from libertem import masks
 
 from sectorflow.configs import DEFAULT_CONFIG, config_from_dict, load_config
 from sectorflow.errors import SectorflowError
@@ -18,12 +19,16 @@ ROWS, COLS = 48, 40
 
 
 def inside(d: VirtualDetector, events: np.ndarray) -> np.ndarray:
-    """Whether each event's pixel lies in ``d``, written from the detector's definition."""
+    """Whether each event's pixel lies in ``d``: a rectangle from its definition, a disk and an
+    annulus by LiberTEM's own masks (the field's pixel convention, analysis/SPEC.md)."""
     rows, cols = events // COLS, events % COLS
     if d.kind == "rectangle":
         return (rows >= d.row0) & (rows < d.row0 + d.rows) & (cols >= d.col0) & (cols < d.col0 + d.cols)
-    distance = np.hypot(rows + 0.5 - d.centre_row, cols + 0.5 - d.centre_col)
-    return distance <= d.radius if d.kind == "disk" else (distance >= d.inner) & (distance <= d.outer)
+    if d.kind == "disk":
+        mask = masks.circular(d.centre_col, d.centre_row, COLS, ROWS, d.radius)
+    else:
+        mask = masks.ring(d.centre_col, d.centre_row, COLS, ROWS, d.outer, d.inner)
+    return mask.reshape(-1)[events]
 
 
 def reference(detectors: VirtualDetectors, frames: list[np.ndarray]) -> dict[str, np.ndarray]:
@@ -31,8 +36,8 @@ def reference(detectors: VirtualDetectors, frames: list[np.ndarray]) -> dict[str
     for events in frames:
         for d in detectors.detectors:
             out[d.name].append(np.count_nonzero(inside(d, events)))
-        out["com_x"].append((events % COLS + 0.5 - detectors.centre_col).mean() if len(events) else np.nan)
-        out["com_y"].append((events // COLS + 0.5 - detectors.centre_row).mean() if len(events) else np.nan)
+        out["com_x"].append((events % COLS - detectors.centre_col).mean() if len(events) else np.nan)
+        out["com_y"].append((events // COLS - detectors.centre_row).mean() if len(events) else np.nan)
     return {name: np.array(values) for name, values in out.items()}
 
 
@@ -42,7 +47,9 @@ def test_images_equal_the_numpy_reference_frame_by_frame() -> None:
     frames[3] = np.zeros(0, np.uint32)  # a frame without electrons: no centre of mass
     detectors = VirtualDetectors(centre_row=23.0, centre_col=21.5, detectors=[
         VirtualDetector(name="bright_field", kind="disk", centre_row=23.0, centre_col=21.5, radius=7.0),
-        VirtualDetector(name="dark_field", kind="annulus", centre_row=23.0, centre_col=21.5, inner=9.0, outer=18.0),
+        # Whole-pixel centre and radii: pixels lie exactly on both circles (5 = |(3, 4)|, 13 = |(5, 12)|), so the
+        # comparison checks which side of each edge they fall on.
+        VirtualDetector(name="dark_field", kind="annulus", centre_row=23.0, centre_col=21.0, inner=5.0, outer=13.0),
         VirtualDetector(name="probe", kind="rectangle", row0=2, col0=30, rows=10, cols=10),
         # Overlapping the others, with a centre of its own: an electron counts in every detector it lies in.
         VirtualDetector(name="off_axis", kind="disk", centre_row=10.0, centre_col=12.0, radius=12.5),
@@ -61,7 +68,7 @@ def test_images_equal_the_numpy_reference_frame_by_frame() -> None:
 
 
 def test_no_detectors_still_give_the_centre_of_mass_and_pattern() -> None:
-    detectors = VirtualDetectors(centre_row=1.0, centre_col=1.0, detectors=[])
+    detectors = VirtualDetectors(centre_row=0.5, centre_col=0.5, detectors=[])
     images = virtual_images(detectors, 4, 4, np.array([0, 5], np.uint32), np.array([0, 2], np.uint64))
     assert set(images) == {"com_x", "com_y", "diffraction"}
     assert images["com_x"][0] == pytest.approx(0.0) and images["com_y"][0] == pytest.approx(0.0)

@@ -20,15 +20,17 @@ inline constexpr std::size_t kMaxVirtualDetectors = 16;
 
 enum class DetectorKind : std::uint8_t { kDisk, kAnnulus, kRectangle, kMask };
 
-/// One virtual detector in frame pixels; pixel (r, c) is the square [r, r+1) x [c, c+1), and it
-/// belongs to the detector when its middle (r + 0.5, c + 0.5) does (a rectangle: when r, c lie in it).
+/// One virtual detector in frame pixels; pixel (r, c) is the point (r, c), as in LiberTEM's masks and
+/// stempy (analysis/SPEC.md "Pixel coordinates"), and it belongs to a disk when its distance from the
+/// centre is at most the radius, to an annulus when inner < distance <= outer (a rectangle: when r, c
+/// lie in it).
 struct VirtualDetector {
   std::string name;  ///< the image's name: /virtual_images/<name>, the live stream's field
   DetectorKind kind = DetectorKind::kDisk;
   double centre_row = 0.0;  ///< disk, annulus
   double centre_col = 0.0;
   double radius = 0.0;  ///< disk
-  double inner = 0.0;   ///< annulus: inner <= distance <= outer
+  double inner = 0.0;   ///< annulus: inner < distance <= outer
   double outer = 0.0;
   std::uint32_t row0 = 0;  ///< rectangle: rows row0 .. row0 + rows - 1, columns col0 .. col0 + cols - 1
   std::uint32_t col0 = 0;
@@ -56,7 +58,7 @@ struct VirtualDetectors {
 /// One frame's virtual-image values.
 struct VirtualPixel {
   std::array<std::uint32_t, kMaxVirtualDetectors> counts{};  ///< electrons in detector d, d < detectors
-  float com_x = 0.0F;  ///< mean column - centre_col over all electrons (NaN: none)
+  float com_x = 0.0F;  ///< mean column index - centre_col over all electrons (NaN: none)
   float com_y = 0.0F;  ///< mean row - centre_row
 };
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import tomllib
 import typing
 from pathlib import Path
@@ -218,6 +219,11 @@ def _check_whole(config: Config, source: str) -> None:
             f"{source}: 'producer.max_lead_frames' = {config.producer.max_lead_frames} is less than the "
             f"{most_threads} threads of a receiver: thread t's next frame is {most_threads} past its last, so it "
             f"must be at least {most_threads}"
+        )
+    if config.nodegroup.file_mode and not re.fullmatch(r"0?[0-7]{3}", config.nodegroup.file_mode):
+        raise ConfigError(
+            f"{source}: 'nodegroup.file_mode' = {config.nodegroup.file_mode!r}: expected permissions in octal, "
+            "such as '0640' (owner reads and writes, group reads), or '' to follow the umask"
         )
     if config.nodegroup.mpiexec_port_min > config.nodegroup.mpiexec_port_max:
         raise ConfigError(

@@ -253,6 +253,12 @@ class NodegroupConfig:
                               "job that cannot write there registers no NodeGroup)")
     second_output_dir: str = setting(
         "", "where a scan's file goes when it cannot be written to output_dir (a full disk); '' for none")
+    file_mode: str = setting(
+        "", "permissions of the counted files, in octal (e.g. '0640': the group reads, others do not); '' follows "
+        "the NodeGroups' umask, as every file and directory sectorflow makes (0644 under the usual 022)")
+    file_group: str = setting(
+        "", "group (name or number) the counted files are given, one the NodeGroups' user belongs to (checked at "
+        "start-up); '' keeps the user's own")
     write_retry_s: float = setting(
         30.0, "how long rank 0 keeps retrying a scan's file that could not be written anywhere before its file "
         "record says failed (on stop: one last try)", min=0.0)
@@ -268,6 +274,11 @@ class NodegroupConfig:
         "('cannot find proxy with ID 255')", **PORT)
     mpiexec_port_max: int = setting(21999, "highest TCP port of mpiexec's range (one port per running job on a "
                                     "host)", **PORT)
+
+    @property
+    def file_mode_bits(self) -> int | None:
+        """``file_mode`` as permission bits; None when it is '' (the umask decides)."""
+        return int(self.file_mode, 8) if self.file_mode else None
 
     @property
     def mpiexec_port_range(self) -> str:

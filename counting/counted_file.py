@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,11 +216,15 @@ def write_counted_scan(
     outcome: str | None = None,
     reason: str = "",
     analyses: Results | None = None,
+    mode: int | None = None,
+    group: int | None = None,
 ) -> Path:
     """Write one counted scan in stempy's layout, creating the file exclusively.
 
     The file is written under a temporary name in the same directory and hard-linked to ``path``
     when complete, so a reader never sees half a file and an existing file is never replaced.
+    Its permissions follow the umask, as any file's (0644 under the usual 022), unless ``mode``
+    says otherwise: the scientist's account is rarely the writer's.
 
     :param path: the .h5 file to create; it must not exist.
     :param events: one entry per probe position, scan-major: ascending flat pixel indices, or
@@ -239,6 +243,8 @@ def write_counted_scan(
     :param reason: why the scan is incomplete ("" when complete).
     :param analyses: the outputs of the scan's analyses (sectorflow.analysis.Results), each written
         at its path; None for none.
+    :param mode: the file's permission bits (e.g. 0o640), exactly; None: 0666 less the umask.
+    :param group: the group id the file is given (the writer must belong to it); None: the writer's.
     :returns: the path written.
     :raises CountingError: events that do not fit the shapes, or positions out of range.
     :raises FileExistsError: ``path`` exists (it is left as it was).
@@ -275,10 +281,12 @@ def write_counted_scan(
     target = Path(path)
     if target.exists():  # checked again, atomically, by the link below; this saves the write
         raise FileExistsError(f"{target} exists; a counted file is never replaced")
-    handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
-    os.close(handle)
-    partial = Path(name)
+    partial = _create_partial(target)
     try:
+        if mode is not None:
+            os.chmod(partial, mode)
+        if group is not None:
+            os.chown(partial, -1, group)
         _write_layout(partial, frames, positions, (frame_rows, frame_cols), (scan_rows, scan_cols), counting_attrs,
                       missing, incomplete_positions, incomplete_sectors, outcome, reason, metadata)
         if analyses is not None:
@@ -291,6 +299,18 @@ def write_counted_scan(
         target, positions, sum(len(e) for e in frames), len(missing), len(incomplete_positions),
     )
     return target
+
+
+def _create_partial(target: Path) -> Path:
+    """A new empty file beside ``target`` under a name of its own, created with 0666 less the
+    umask (``tempfile.mkstemp`` would make it 0600, which no other user reads)."""
+    while True:
+        partial = target.parent / f".{target.name}.{secrets.token_hex(4)}.partial"
+        try:
+            os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return partial
+        except FileExistsError:
+            continue
 
 
 def _write_layout(partial: Path, frames: np.ndarray, positions: int, frame_shape: tuple[int, int],

@@ -69,7 +69,7 @@ from sectorflow.counting import (
 from sectorflow.errors import SectorflowError
 from sectorflow.protocol import OUTCOME_ABORTED, NodeGroupScanRecord, PortRun, ScanFileRecord
 
-from .output_dir import counted_files, next_part, scan_file_name
+from .output_dir import FileAccess, counted_files, next_part, scan_file_name
 
 log = logging.getLogger(__name__)
 
@@ -267,14 +267,16 @@ class ScanGatherer:
     :param write_retry_s: how long a file that no directory took is retried before it fails.
     :param plan: the analyses the parts' outputs were made by (sectorflow.analysis.plan_of); None: none.
     :param sector_shape: (rows, cols) of a sector; None: ``receivers`` bands of whole rows (the 4D Camera's).
+    :param access: the files' mode and group ([nodegroup] file_mode, file_group); by default the umask's.
     """
 
     def __init__(self, job_uids: list[str], output_dir: str | os.PathLike[str], frame_shape: tuple[int, int],
                  gather_timeout_s: float, counting: dict[str, Any] | None = None, receivers: int = 1,
                  second_output_dir: str | os.PathLike[str] | None = None, write_retry_s: float = 0.0,
                  plan: Plan | None = None, aborted: Callable[[int], bool] | None = None,
-                 sector_shape: tuple[int, int] | None = None) -> None:
+                 sector_shape: tuple[int, int] | None = None, access: FileAccess = FileAccess()) -> None:
         self.job_uids = set(job_uids)
+        self.access = access
         self.aborted = aborted or (lambda _scan: False)
         self.output_dir = Path(output_dir)
         self.directories = [self.output_dir] + ([Path(second_output_dir)] if second_output_dir else [])
@@ -516,7 +518,7 @@ class ScanGatherer:
                         metadata={k: v for k, v in metadata.items() if k != "statistics"},
                         outcome=OUTCOME_ABORTED if ABORTED_REASON in reasons else None if not reasons else "incomplete",
                         reason=_reason(scan, reasons),
-                        analyses=self._results(scan),
+                        analyses=self._results(scan), mode=self.access.mode, group=self.access.group,
                     )
                 except FileExistsError:
                     known.append(directory / name)  # someone else's: take the next part number

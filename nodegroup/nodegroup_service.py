@@ -121,7 +121,7 @@ from .death_watch import DeathWatch
 from .gather import GroupResult, ScanGatherer, Unchanged
 from .job_watch import JobWatch
 from .launcher_watch import LauncherWatch
-from .output_dir import check_writable
+from .output_dir import FileAccess, check_writable
 
 log = logging.getLogger(__name__)
 
@@ -626,6 +626,7 @@ class NodeGroupService:
                 write_retry_s=self.config.nodegroup.write_retry_s,
                 plan=self.groups[0].plan,
                 aborted=lambda scan: self.client.get(abort_key(scan)) is not None,
+                access=self._file_access(),
             )
             log.info("job of %d ranks, %d NodeGroups; files go to %s%s", self.size, len(job_uids),
                      self.options.output_dir,
@@ -661,12 +662,17 @@ class NodeGroupService:
                     f"[nodegroup] host to an address of this node")
         return None
 
+    def _file_access(self) -> FileAccess:
+        """The counted files' mode and group ([nodegroup] file_mode, file_group)."""
+        return FileAccess.from_config(self.config.nodegroup.file_mode_bits, self.config.nodegroup.file_group)
+
     def _check_output(self) -> str | None:
         """Why rank 0 cannot write its files, or None."""
         try:
-            check_writable(self.options.output_dir, "output directory")
+            access = self._file_access()
+            check_writable(self.options.output_dir, "output directory", access)
             if self.options.second_output_dir is not None:
-                check_writable(self.options.second_output_dir, "[nodegroup] second_output_dir")
+                check_writable(self.options.second_output_dir, "[nodegroup] second_output_dir", access)
         except SectorflowError as error:
             return str(error)
         return None

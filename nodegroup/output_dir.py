@@ -13,9 +13,11 @@ File names: ``FOURD_<scan:010d>_counted.h5`` for a scan's first file, ``FOURD_<s
 
 from __future__ import annotations
 
+import grp
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from sectorflow.errors import SectorflowError
@@ -38,8 +40,31 @@ def parse_file_name(name: str) -> tuple[int, int] | None:
     return int(match.group(1)), int(match.group(2) or 1)
 
 
-def check_writable(directory: Path, key: str) -> None:
-    """Create ``directory`` if missing and prove it writable with a probe file.
+@dataclass(frozen=True)
+class FileAccess:
+    """Who may read the counted files: ``[nodegroup] file_mode`` and ``file_group`` resolved
+    (None: the umask's bits, the writer's group)."""
+
+    mode: int | None = None
+    group: int | None = None
+
+    @classmethod
+    def from_config(cls, mode: int | None, group: str) -> FileAccess:
+        """``group`` a name or number; raises SectorflowError naming the key for an unknown name."""
+        if not group:
+            return cls(mode, None)
+        if group.isdigit():
+            return cls(mode, int(group))
+        try:
+            return cls(mode, grp.getgrnam(group).gr_gid)
+        except KeyError:
+            raise SectorflowError(f"[nodegroup] file_group {group!r}: no such group on this host; name one the "
+                                  "NodeGroups' user belongs to, or '' to keep the user's") from None
+
+
+def check_writable(directory: Path, key: str, access: FileAccess = FileAccess()) -> None:
+    """Create ``directory`` if missing and prove it writable with a probe file, given the
+    counted files' mode and group (``access``).
 
     :param key: the option that names it, for the error.
     :raises SectorflowError: it cannot be created or written, one line saying why.
@@ -54,6 +79,16 @@ def check_writable(directory: Path, key: str) -> None:
         try:
             os.write(handle, b"probe")
             os.fsync(handle)
+            if access.mode is not None:
+                os.fchmod(handle, access.mode)
+            if access.group is not None:
+                try:
+                    os.fchown(handle, -1, access.group)
+                except OSError as error:
+                    raise SectorflowError(
+                        f"[nodegroup] file_group: cannot give a file in {directory} the group {access.group} "
+                        f"({error.strerror or error}): the NodeGroups' user must belong to it; no NodeGroup "
+                        "registered") from None
         finally:
             os.close(handle)
             os.unlink(probe)
@@ -81,4 +116,4 @@ def next_part(files: list[Path]) -> int:
     return max(parts, default=0) + 1
 
 
-__all__ = ["check_writable", "counted_files", "next_part", "parse_file_name", "scan_file_name"]
+__all__ = ["FileAccess", "check_writable", "counted_files", "next_part", "parse_file_name", "scan_file_name"]

@@ -302,3 +302,11 @@ def test_a_virtual_detector_named_like_another_analysiss_output_is_one_line() ->
                               "detector")
     data["analysis"]["analyses"] = []
     assert config_from_dict(data, source="beamline.toml").analysis.virtual_detectors[1].name == "radial_profile"
+
+
+def test_file_mode_is_octal_permissions_or_empty() -> None:
+    assert config_from_dict(local(nodegroup={"file_mode": "0640"}), source="b.toml").nodegroup.file_mode_bits == 0o640
+    assert config_from_dict(local(), source="b.toml").nodegroup.file_mode_bits is None  # the umask decides
+    assert error_of(local(nodegroup={"file_mode": "rw-r-----"})) == (
+        "beamline.toml: 'nodegroup.file_mode' = 'rw-r-----': expected permissions in octal, such as '0640' (owner "
+        "reads and writes, group reads), or '' to follow the umask")

@@ -3,6 +3,10 @@ the same events; missing positions and incomplete frames are recorded, never hid
 
 from __future__ import annotations
 
+import grp
+import os
+import stat
+
 import h5py
 import numpy as np
 import pytest
@@ -202,3 +206,18 @@ def test_the_outcome_and_its_reason_are_in_the_file_stempy_still_opens(tmp_path)
     assert read_counted_scan(tmp_path / "known.h5").metadata["completeness"]["outcome"] == "incomplete"
     with pytest.raises(CountingError, match="outcome 'complete'"):
         write_counted_scan(tmp_path / "claim.h5", events, scan_shape=SCAN, frame_shape=FRAME, outcome="complete")
+
+
+def test_a_file_follows_the_umask_unless_a_mode_and_group_are_given(tmp_path):
+    events, _ = counted_events()
+    previous = os.umask(0o027)
+    try:
+        umasked = write_counted_scan(tmp_path / "umask.h5", events, scan_shape=SCAN, frame_shape=FRAME)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(umasked.stat().st_mode) == 0o640  # 0666 less the umask, as any file (was 0600)
+    group = grp.getgrnam("nogroup").gr_gid if os.geteuid() == 0 else os.getegid()
+    given = write_counted_scan(tmp_path / "given.h5", events, scan_shape=SCAN, frame_shape=FRAME, mode=0o604,
+                               group=group)
+    assert stat.S_IMODE(given.stat().st_mode) == 0o604 and given.stat().st_gid == group
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["given.h5", "umask.h5"]  # no partial file left

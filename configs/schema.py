@@ -312,7 +312,10 @@ class SimulatorConfig:
     electron_adu: float = setting(200.0, "mean signal of one electron in ADU", min=0.0)
     electron_spread_px: float = setting(0.7, "Gaussian spread of an electron's charge in pixels", min=0.0)
     dark_mean_adu: float = setting(20.0, "mean of the dark background", min=0.0)
-    dark_sigma_adu: float = setting(2.2, "standard deviation of the dark noise", min=0.0)
+    dark_sigma_adu: float = setting(
+        2.1, "standard deviation of the dark noise (2.1 with the mean of 20 puts the 4.5-sigma background threshold "
+        "at 29.54, half an ADU from an integer: pixel values are integers, so a threshold on one, as 30.0 at 2.2, "
+        "counts the dark pixels of that value as events in one scan and not in the next)", min=0.0)
     bright_field_radius_px: float = setting(0.0, "radius of the bright-field disk (0: electrons anywhere)", min=0.0)
     dropped_fraction: float = setting(0.0, "fraction of sectors lost upstream (0.001 models UDP loss)", min=0.0, max=1.0)
     specimen: str = setting(

@@ -229,6 +229,9 @@ void bind_server(py::module_& m) {
       .def_property_readonly("log_dir", [](const ServerOptions& o) { return o.log.dir; })
       .def_property_readonly("log_fsync", [](const ServerOptions& o) { return std::string(to_string(o.log.fsync)); })
       .def_readwrite("curve", &ServerOptions::curve, "[security]: CurveServer (off by default).")
+      .def_readwrite("producer_threads", &ServerOptions::producer_threads,
+                     "[[receivers]] threads, one per receiver: with [security] on, the producer threads whose "
+                     "status (status/producer/r<R>t<T>) the server takes; required then.")
       .def_property(
           "pair_role",
           [](const ServerOptions& o) {

@@ -30,7 +30,8 @@ def pair_addresses(config: Config, role: str) -> tuple[str, str]:
 
 
 def server_options(config: Config, pair: str = "") -> ServerOptions:
-    """Where the server binds (``bind_host``, ports P..P+2), its heartbeat and its bounds.
+    """Where the server binds (``bind_host``, ports P..P+2), its heartbeat, its bounds and the
+    receivers' producer threads (with [security] on, the only producer statuses it takes).
 
     ``pair``: "primary" or "backup" (``sectorflow kvstore --pair``): the server takes its P from its
     entry of ``[kvstore] servers`` and its peer from the other, and its durable records go to
@@ -61,6 +62,7 @@ def server_options(config: Config, pair: str = "") -> ServerOptions:
         log_max_bytes=kv.log_max_bytes,
     )
     options.curve = kvstore_server_curve(config, pair=bool(pair))
+    options.producer_threads = [receiver.threads for receiver in config.receivers]
     if pair:
         peer_host, _, peer_port = peer.rpartition(":")
         options.pair_role = pair

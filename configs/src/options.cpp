@@ -102,6 +102,9 @@ kvstore::ServerOptions server_options(const Beamline& beamline) {
   options.max_stack_bytes = whole<std::size_t>(beamline, "kvstore.max_stack_bytes");
   options.max_ttl_s = beamline.number("kvstore.max_ttl_s");
   options.scans_kept = whole<std::size_t>(beamline, "kvstore.scans_kept");
+  for (std::uint32_t receiver = 0; receiver < beamline.receivers(); ++receiver) {
+    options.producer_threads.push_back(receiver_threads(beamline, receiver));
+  }
   options.log.dir = beamline.text("kvstore.log_dir");
   options.log.fsync = kvstore::parse_log_fsync(beamline.text("kvstore.log_fsync"));
   options.log.fsync_interval = std::chrono::milliseconds(whole<std::uint32_t>(beamline, "kvstore.log_fsync_interval_ms"));

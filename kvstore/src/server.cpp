@@ -182,6 +182,10 @@ void check_options(const ServerOptions& o) {
                          "key, which its allowlist lacks (both servers hold the one pair of <key_dir>/kvstore/)");
     }
   }
+  if (o.curve.enabled() && o.producer_threads.empty()) {
+    throw KvstoreError("kvstore server: [security] on with no receivers' threads (producer_threads): the server "
+                       "takes a producer's status only for a thread of [[receivers]], which it must be given");
+  }
   if (!(o.max_ttl_s > 0.0) || !(o.max_ttl_s <= kTtlCeilingS)) {
     throw KvstoreError("kvstore server: max_ttl_s " + std::to_string(o.max_ttl_s) + " out of range; expected more " +
                        "than 0 and at most 1e9 seconds ([kvstore] max_ttl_s)");
@@ -621,6 +625,7 @@ struct Server::Impl {
       std::string why = detail::write_refusal(identity, msg.key, holder);
       if (why.empty()) why = file_record_refusal(identity, msg.key);
       if (why.empty() && !msg.is_delete()) why = scan_part_refusal(msg.key);
+      if (why.empty() && !msg.is_delete()) why = detail::status_refusal(msg.key, options.producer_threads);
       if (!why.empty()) {
         refuse(&ServerStats::unauthorised, "unauthorised",
                "update from " + address + ": kvmsg '" + msg.key + "' refused: " + why);

@@ -117,4 +117,21 @@ std::string write_refusal(const std::string& identity, const std::string& key, c
   return "no role may write keys outside nodegroups/, status/, acquire/ and scans/ (" + identity + ")";
 }
 
+std::string status_refusal(const std::string& key, const std::vector<std::uint32_t>& producer_threads) {
+  constexpr std::string_view prefix = "status/producer/";
+  if (std::string_view(key).substr(0, prefix.size()) != prefix) return {};
+  const std::string_view name = std::string_view(key).substr(prefix.size());
+  const auto thread = parse_thread_name(name);
+  if (!thread) return "a producer's status is named r<receiver>t<thread>, not " + std::string(name);
+  if (thread->first >= producer_threads.size()) {
+    return "the stack has no receiver " + std::to_string(thread->first) + " (" +
+           std::to_string(producer_threads.size()) + " receivers, [[receivers]])";
+  }
+  if (thread->second >= producer_threads[thread->first]) {
+    return "receiver " + std::to_string(thread->first) + " has no producer thread " + std::to_string(thread->second) +
+           " (" + std::to_string(producer_threads[thread->first]) + " threads, [[receivers]] threads)";
+  }
+  return {};
+}
+
 }  // namespace sectorflow::kvstore::detail

@@ -17,6 +17,7 @@
 #include "write_policy.hpp"
 
 namespace security = sectorflow::security;
+using sectorflow::kvstore::detail::status_refusal;
 using sectorflow::kvstore::detail::write_refusal;
 
 namespace {
@@ -115,6 +116,23 @@ TEST(WritePolicy, AProducerKeyNamedForAReceiverWritesOnlyThatReceiversRecords) {
   // A key of another name (one key for several receivers, a test bed's) writes for any of them.
   EXPECT_EQ(write_refusal("producer/receivers", "scans/0000000001/producer/r3t0", ""), "");
   EXPECT_EQ(write_refusal("producer/receiver-x", "status/producer/r3t0", ""), "");
+}
+
+TEST(WritePolicy, AProducersStatusNamesAThreadTheStackHas) {
+  // Issue 43: one producer key wrote millions of statuses for threads that do not exist.
+  const std::vector<std::uint32_t> threads{2, 1};  // receiver 0: two threads, receiver 1: one
+  EXPECT_EQ(status_refusal("status/producer/r0t1", threads), "");
+  EXPECT_EQ(status_refusal("status/producer/r1t0", threads), "");
+  EXPECT_EQ(status_refusal("status/producer/r1t1", threads),
+            "receiver 1 has no producer thread 1 (1 threads, [[receivers]] threads)");
+  EXPECT_EQ(status_refusal("status/producer/r0t4000000", threads),
+            "receiver 0 has no producer thread 4000000 (2 threads, [[receivers]] threads)");
+  EXPECT_EQ(status_refusal("status/producer/r2t0", threads), "the stack has no receiver 2 (2 receivers, [[receivers]])");
+  EXPECT_NE(status_refusal("status/producer/anything", threads), "");
+  EXPECT_NE(status_refusal("status/producer/r0t0x", threads), "");
+  // Only producer statuses are judged so.
+  EXPECT_EQ(status_refusal("status/aggregator/t9", threads), "");
+  EXPECT_EQ(status_refusal("scans/0000000001/producer/r9t9", threads), "");
 }
 
 TEST(WritePolicy, ThePairsKvstoreKeyWritesNothing) {

@@ -6,10 +6,10 @@ reader, its own thresholds) and our HDF5 file, read by stempy, hold the same eve
 stempy's electron_count takes its thresholds from ONE frame (threshold_num_blocks=1: the first
 complete frame its reader threads hand over, number_of_samples copies of it), ours from each
 NodeGroup's first threshold_sample_frames complete frames. Pixel values are integers, so two
-background thresholds count alike exactly when their floors are equal: the dark noise here is
-chosen so that every early frame's background threshold lies well inside (29, 30). At the shipped
-configuration's 2.2 ADU it lies within a few hundredths of 30, and which side stempy lands on
-depends on which frame its threads reach first (README, "Counting a scan on disk with stempy").
+background thresholds count alike exactly when their floors are equal: the shipped configuration's
+dark noise (2.1 ADU) puts every early frame's background threshold well inside (29, 30). At 2.2 ADU
+it lay within a few hundredths of 30, and which side stempy landed on depended on which frame its
+threads reached first (README, "Counting a scan on disk with stempy").
 """
 
 from __future__ import annotations
@@ -38,10 +38,9 @@ SAMPLES, BACKGROUND_SIGMA, XRAY_SIGMA = 100, 4.5, 175.0
 
 def test_a_replayed_fallback_scan_counts_as_stempys_electron_count_on_its_raw_files(
         make_config, processes, tmp_path: Path) -> None:
-    # The shipped configuration, 2 producer threads per receiver; dark noise 2.1 ADU puts the
-    # background threshold near 29.5 (at 2.2 ADU it is 30.0 +- 0.05: see the module's docstring).
+    # The shipped configuration (its background threshold near 29.5: see the module's docstring),
+    # 2 producer threads per receiver.
     config, path = make_config(receivers=[{"host": "127.0.0.1", "threads": 2}] * 4,
-                               simulator={"dark_sigma_adu": 2.1},
                                counting={"background_sigma": BACKGROUND_SIGMA, "xray_sigma": XRAY_SIGMA})
     output = tmp_path / "h5"
     shape = f"{SCAN_X}x{SCAN_Y}"

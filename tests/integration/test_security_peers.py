@@ -374,6 +374,38 @@ def test_a_scans_parts_name_only_what_its_request_has(secured, keyring: Keyring,
         assert viewer.get(key) is None, key
     wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 6, SYNC_S, "6 unauthorised writes counted")
 
+def test_a_producer_keys_flood_of_statuses_for_threads_the_stack_lacks_is_refused_and_history_stays(
+        secured, processes: Processes, clients) -> None:
+    """Issue 43, item 5: a status record is named r<receiver>t<thread>, bounded in receivers by a key's
+    name but not in threads, so one producer key wrote millions of statuses and their room evicted the
+    stack's history. With a room of 64 keys, a flood three times that for a thread and a receiver the
+    stack does not have is refused and counted, and the scan and the real statuses stay."""
+    config, path = secured(kvstore={"max_stack_keys": 64})
+    server = start_kvstore(config, path, processes)
+    viewer = clients(config, "viewer")
+    producer = clients(config, "producer")
+    request = ScanRequestRecord(scan_number=1, scan_x=4, scan_y=4, source="simulator", routing=[],
+                                producer_threads=[1, 1, 1, 1], requested_s=1.0)
+    clients(config, "operator").set_once(f"{SCAN}/request", request.encode())
+    write_then_mark(producer, [], "status/producer/r0t0")
+    wait_until(lambda: viewer.get(f"{SCAN}/request") is not None and viewer.get("status/producer/r0t0") is not None,
+               SYNC_S, "the scan's request and the real producer's status")
+    flood = [(f"status/producer/r0t{thread}", packed("flood")) for thread in range(1, 97)]
+    flood += [(f"status/producer/r9t{thread}", packed("flood")) for thread in range(96)]
+    write_then_mark(producer, flood, "status/producer/r3t0")
+    wait_until(lambda: viewer.get("status/producer/r3t0") is not None, SYNC_S, "the producer's mark after the flood")
+    status = wait_until(lambda: (s := kv_status(viewer)).extra.get("unauthorised") == len(flood) and s, SYNC_S,
+                        f"{len(flood)} unauthorised writes counted")
+    assert status.extra["scans_evicted"] == 0 and status.extra["refused_full"] == 0
+    assert sorted(viewer.values("status/producer/")) == ["status/producer/r0t0", "status/producer/r3t0"]
+    wait_until(lambda: "kvmsg 'status/producer/r0t1' refused: receiver 0 has no producer thread 1 (1 threads, "
+               "[[receivers]] threads)" in server.log(), SYNC_S, "the first refusal, named, in the server's log")
+    assert viewer.get(f"{SCAN}/request") == request.encode()
+    # The real producer's status is still its own to write.
+    producer.set_once("status/producer/r0t0", packed("streaming"))
+    wait_until(lambda: viewer.get("status/producer/r0t0") == packed("streaming"), SYNC_S, "the real status rewritten")
+
+
 def test_a_scans_file_record_is_written_only_by_the_job_its_routing_named(secured, keyring: Keyring,
                                                                           processes: Processes, clients) -> None:
     """Issue 30: an admitted NodeGroup key of another job rewrote any scan's file record, and status

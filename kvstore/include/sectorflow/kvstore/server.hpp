@@ -134,6 +134,11 @@ struct ServerOptions {
   /// the kvstore role's key in the allowlist (its peer's; refused without), which alone its peer
   /// link admits.
   security::CurveServer curve;
+  /// [[receivers]] threads, one entry per receiver: with [security] on, a producer's status
+  /// (status/producer/r<R>t<T>) is taken only for a thread the stack has, so that one producer key
+  /// cannot fill the stack's room with statuses of threads that do not exist (refused and counted
+  /// unauthorised). Required (non-empty) with [security] on.
+  std::vector<std::uint32_t> producer_threads;
   /// [kvstore] log_dir, log_fsync, log_fsync_interval_ms, log_max_bytes: the durable records
   /// (record_log.hpp); an empty dir keeps the map in memory only.
   RecordLogOptions log;

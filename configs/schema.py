@@ -531,6 +531,21 @@ class LibertemConfig:
 
 
 @dataclass(frozen=True)
+class InstrumentConfig:
+    """The microscope's settings a scan's file records under /metadata/instrument, each with its unit, so
+    that a reader can draw a scale bar; 0 is unknown (not recorded). ``sectorflow acquire`` may give each
+    for one scan (--scan-step-nm, ...), as a microscope's control software would."""
+
+    scan_step_nm: float = setting(0.0, "distance between neighbouring probe positions, nm (0: unknown)", min=0.0)
+    detector_pixel_um: float = setting(0.0, "side of one detector pixel, micrometres (the 4D Camera's: 10; 0: "
+                                       "unknown)", min=0.0)
+    camera_length_mm: float = setting(0.0, "camera length, mm (0: unknown); with detector_pixel_um it gives the "
+                                      "scattering angle per detector pixel", min=0.0)
+    beam_energy_kev: float = setting(0.0, "energy of the beam's electrons, keV (0: unknown)", min=0.0)
+    convergence_mrad: float = setting(0.0, "convergence semi-angle of the probe, mrad (0: unknown)", min=0.0)
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     """Logging of every service."""
 
@@ -556,6 +571,7 @@ class Config:
     security: SecurityConfig = setting(SecurityConfig(), "CURVE keys and who may connect")
     dashboard: DashboardConfig = setting(DashboardConfig(), "web dashboard and Prometheus metrics")
     libertem: LibertemConfig = setting(LibertemConfig(), "the LiberTEM-live bridge")
+    instrument: InstrumentConfig = setting(InstrumentConfig(), "the microscope's settings recorded in each file")
     logging: LoggingConfig = setting(LoggingConfig(), "logging")
 
     @property

@@ -199,6 +199,8 @@ def _scans(by_scan: Mapping[int, Mapping[str, bytes]], registered: set[str],
             "rate_per_s": sum(r["rate_per_s"] for r in receivers),
             # The scan's time left is its slowest receiver's; unknown while any receiver's is.
             "left_s": None if None in lefts else max(lefts, default=0.0),
+            # The known quantities as the file records them ({quantity: {value, units, source}}).
+            "instrument": records.instrument.known() if records.instrument is not None else {},
             "invalid_records": len(records.rejected),
             "died": result.died_line(),
         })

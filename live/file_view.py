@@ -37,4 +37,5 @@ def view_of_scan(scan: CountedScan) -> LiveView:
         positions_counted=rows * cols - len(scan.missing_positions),
         complete=bool(completeness.get("complete", False)),
         outputs=dict(scan.outputs),
+        instrument=dict(scan.metadata.get("instrument", {})),
     )

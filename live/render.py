@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from sectorflow.analysis import PER_POSITION, Output
+from sectorflow.protocol.scan_instrument import describe
 
 from .subscriber import LiveView
 
@@ -84,6 +85,8 @@ def render_text(view: LiveView) -> str:
     lines = [f"scan {view.scan}: {view.positions_counted} of {total} positions counted"
              f"{' (complete)' if view.complete else ''}"
              f"{f'; {view.refused} live message(s) refused' if view.refused else ''}"]
+    if view.instrument:
+        lines.append(f"instrument: {describe(view.instrument)}")
     names = detector_names(view)
     for left, right in zip(names[::2], [*names[1::2], None]):
         left_title = view.outputs[left].label
@@ -123,7 +126,7 @@ def draw(figure: Any, view: LiveView, title: str) -> None:
 def title_of(view: LiveView) -> str:
     rows, cols = view.scan_shape
     return (f"scan {view.scan}: {view.positions_counted} of {rows * cols} positions counted"
-            f"{' (complete)' if view.complete else ''}")
+            f"{' (complete)' if view.complete else ''}{f'; {describe(view.instrument)}' if view.instrument else ''}")
 
 
 def write_png(view: LiveView, path: Path, title: str | None = None) -> Path:

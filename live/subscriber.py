@@ -68,6 +68,9 @@ class LiveView:
     (NodeGroups configured with different detectors)"""
     outputs: dict[str, Output] = field(default_factory=dict)
     """what each of images and sums is (unit, label), by name"""
+    instrument: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """the scan's known instrument settings as its file's /metadata/instrument holds them ({quantity: {value,
+    units, source}}, protocol/scan_instrument.py); empty when unknown (a live view)"""
 
     @property
     def diffraction(self) -> np.ndarray:

@@ -41,6 +41,9 @@ Metadata beyond stempy's:
   runs, sectorflow.analysis): see ``sectorflow.counting.write_counted_scan``. A part file merged with an earlier file of the scan
   carries none (the earlier file's frames have none to merge); a part file of this job's parts
   alone carries theirs.
+- ``/metadata/instrument/<quantity>`` attrs value, units, source: the scan's known instrument
+  settings (scan step, detector pixel, camera length, beam energy, convergence angle, the angle a
+  detector pixel spans; protocol/scan_instrument.py), from ``scans/<n>/instrument`` or the configuration.
 - ``/metadata/nodegroups/<uid>`` attrs: per NodeGroup rank, host, expected and received messages
   per aggregator thread (-1: no info came), timed_out, frame counts and its own thresholds, and
   when some port heard more than one run of the scan (a stray's, a restarted relay's) ``runs``:
@@ -274,8 +277,11 @@ class ScanGatherer:
                  gather_timeout_s: float, counting: dict[str, Any] | None = None, receivers: int = 1,
                  second_output_dir: str | os.PathLike[str] | None = None, write_retry_s: float = 0.0,
                  plan: Plan | None = None, aborted: Callable[[int], bool] | None = None,
-                 sector_shape: tuple[int, int] | None = None, access: FileAccess = FileAccess()) -> None:
+                 sector_shape: tuple[int, int] | None = None, access: FileAccess = FileAccess(),
+                 instrument: Callable[[int], dict[str, dict[str, Any]]] | None = None) -> None:
         self.job_uids = set(job_uids)
+        # The scan's known instrument settings, as /metadata/instrument holds them (ScanInstrument.known).
+        self.instrument = instrument or (lambda _scan: {})
         self.access = access
         self.aborted = aborted or (lambda _scan: False)
         self.output_dir = Path(output_dir)
@@ -581,6 +587,8 @@ class ScanGatherer:
                 "receive_s": (max(lasts) - first_s) if lasts else 0.0,
                 "scan_s": written_s - first_s if first_s else 0.0,
             },
+            # Each known quantity a group: attributes value, units and source (protocol/scan_instrument.py).
+            **({"instrument": instrument} if (instrument := self.instrument(scan_number)) else {}),
             "nodegroups": {
                 r.uid: {
                     "rank": np.int64(r.rank), "host": r.host, "timed_out": r.timed_out,

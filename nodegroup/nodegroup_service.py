@@ -100,6 +100,7 @@ from sectorflow.protocol import (
     STATE_WRITING,
     SERVICE_NODEGROUP,
     NodeGroupRecord,
+    ProtocolError,
     ServiceStatus,
     nodegroup_key,
     refusal_fields,
@@ -110,6 +111,7 @@ from sectorflow.protocol import (
     status_key,
 )
 from sectorflow.ownership import machine_id, owner_fields, refuse_if_running
+from sectorflow.protocol.scan_instrument import ScanInstrument, instrument_key
 from sectorflow.protocol.scan_life import abort_key
 from sectorflow.security.options import data_client_curve, live_curve
 from sectorflow.service import ServiceState
@@ -626,6 +628,7 @@ class NodeGroupService:
                 write_retry_s=self.config.nodegroup.write_retry_s,
                 plan=self.groups[0].plan,
                 aborted=lambda scan: self.client.get(abort_key(scan)) is not None,
+                instrument=self._instrument,
                 access=self._file_access(),
             )
             log.info("job of %d ranks, %d NodeGroups; files go to %s%s", self.size, len(job_uids),
@@ -661,6 +664,17 @@ class NodeGroupService:
                     f"advertises the host {advertised!r} this rank would: two machines with one host name; set "
                     f"[nodegroup] host to an address of this node")
         return None
+
+    def _instrument(self, scan: int) -> dict[str, dict[str, Any]]:
+        """The scan's known instrument settings for its file: ``scans/<n>/instrument`` as acquire wrote it,
+        else (a scan requested without it, a record that does not decode: logged) this configuration's."""
+        raw = self.client.get(instrument_key(scan))
+        if raw is not None:
+            try:
+                return ScanInstrument.decode(raw).known()
+            except ProtocolError as error:
+                log.warning("scan %d: %s; its file records the configuration's [instrument]", scan, error)
+        return ScanInstrument.of(self.config.instrument).known()
 
     def _file_access(self) -> FileAccess:
         """The counted files' mode and group ([nodegroup] file_mode, file_group)."""

@@ -34,11 +34,12 @@ import logging
 import sys
 import time
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from collections.abc import Callable
 from typing import Any
 
 from sectorflow.cli import add_config_argument
-from sectorflow.configs import Config
+from sectorflow.configs import Config, InstrumentConfig
 from sectorflow.errors import SectorflowError, UsageError
 from sectorflow.kvstore import Client
 from sectorflow.protocol import (
@@ -71,6 +72,7 @@ from sectorflow.operations.scan_account import (
     libertem_notes,
     records_of,
 )
+from sectorflow.protocol.scan_instrument import ScanInstrument, fields as instrument_fields, instrument_key
 from sectorflow.protocol.scan_life import ScanAbort, ScanClaim, abort_key, claim_key
 from sectorflow.simulator import parse_scan_shape
 from sectorflow.waiting import WaitTimeout, wait_until
@@ -121,6 +123,10 @@ def register(subparsers: Any) -> None:
                         help="stream the scan's raw files from producer.fallback_dir instead of simulating it; "
                         "refused (exit 2) for a scan counted complete or with no raw file known, and (exit 1) into "
                         "NodeGroups that counted it already")
+    for name in instrument_fields():
+        parser.add_argument(_instrument_option(name), default=None, metavar="X", dest=name,
+                            help=f"this scan's [instrument] {name}: {_instrument_doc(name)}; recorded in the file "
+                            "under /metadata/instrument (default: the configuration's)")
     parser.add_argument("--wait", action="store_true", help="wait for the scan's outcome and exit with it (see above)")
     parser.add_argument("--timeout", default=None, metavar="S",
                         help="with --wait, give up after S seconds (default: wait as long as it takes)")
@@ -137,6 +143,22 @@ def _number(text: str, option: str, low: float, high: float, kind: type) -> Any:
     return value
 
 
+def _instrument_option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _instrument_doc(name: str) -> str:
+    return next(f.metadata["doc"] for f in dataclass_fields(InstrumentConfig) if f.name == name)
+
+
+def instrument_of(args: argparse.Namespace, config: Config) -> ScanInstrument:
+    """The scan's instrument settings: the configuration's, each replaced by its option when given."""
+    given = {name: None if getattr(args, name, None) is None else
+             _number(getattr(args, name), _instrument_option(name), 0.0, float("inf"), float)
+             for name in instrument_fields()}
+    return ScanInstrument.of(config.instrument, given)
+
+
 def expected_producers(config: Config) -> list[str]:
     """Status names of every producer thread of the configuration: r<R>t<T>."""
     return [f"r{r}t{t}" for r, receiver in enumerate(config.receivers) for t in range(receiver.threads)]
@@ -150,8 +172,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
     scan = None if args.scan_number is None else _number(args.scan_number, "--scan-number", 0, MAX_SCAN_NUMBER, int)
     rate = config.simulator.rate_hz if args.rate is None else _number(args.rate, "--rate", 0.0, float("inf"), float)
     timeout = None if args.timeout is None else _number(args.timeout, "--timeout", 0.0, float("inf"), float)
+    instrument = instrument_of(args, config)
     with Client.from_config(config, name="acquire", role="operator") as client:
-        published = publish_request(client, config, scan, scan_x, scan_y, rate, args.replay)
+        published = publish_request(client, config, scan, scan_x, scan_y, rate, args.replay, instrument)
         if config.security.enabled:
             _check_accepted(client, config, published)
         request = published.request
@@ -337,13 +360,14 @@ def _check_accepted(client: Client, config: Config, published: PublishedRequest)
 
 
 def publish_request(client: Client, config: Config, scan: int | None, scan_x: int, scan_y: int, rate_hz: float,
-                    replay: bool = False) -> PublishedRequest:
+                    replay: bool = False, instrument: ScanInstrument | None = None) -> PublishedRequest:
     """Ask every producer daemon for a scan, routed to the NodeGroups registered now.
 
     Claims the scan number (``scans/<n>/claim``; ``scan`` None: the next unused one), then writes the
-    scan's request record (``scans/<n>/request``), then ``acquire/request``. Raises SectorflowError if
-    the kvstore does not answer, for a number used or claimed before, or for a replay with no NodeGroup
-    or into NodeGroups that counted the scan already; UsageError (exit 2) for a replay of a scan with
+    scan's instrument settings (``scans/<n>/instrument``: ``instrument``, None: the configuration's; a
+    replay keeps the scan's own), its request record (``scans/<n>/request``), then ``acquire/request``.
+    Raises SectorflowError if the kvstore does not answer, for a number used or claimed before, or for a
+    replay with no NodeGroup or into NodeGroups that counted the scan already; UsageError (exit 2) for a replay of a scan with
     nothing to replay (``replay_check``). Every refusal comes before anything is written.
     """
     if not client.wait_synced(SYNC_TIMEOUT_S):
@@ -381,6 +405,8 @@ def publish_request(client: Client, config: Config, scan: int | None, scan_x: in
                                requested_s=published_s)
     ttl_s = config.kvstore.scan_record_ttl_s
     withdraw_earlier_abort(client, scan)
+    if not (replay and client.get(instrument_key(scan)) is not None):
+        client.set_once(instrument_key(scan), (instrument or ScanInstrument.of(config.instrument)).encode(), ttl_s)
     client.set_once(scan_request_key(scan), record.encode(), ttl_s)
     client.set_once(ACQUIRE_REQUEST_KEY, request.encode())
     return PublishedRequest(request, record, published_s, ttl_s, gone_after_s(config))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from sectorflow._core import protocol as _records
 
+from .scan_instrument import ScanInstrument
 from .scan_life import ScanAbort, ScanClaim
 from .scan_summary import SUMMARY_PART, decode_parts
 
@@ -35,6 +36,7 @@ class ScanRecords:
     file: _records.ScanFileRecord | None = None
     claim: ScanClaim | None = None
     abort: ScanAbort | None = None
+    instrument: ScanInstrument | None = None
     rejected: dict[str, str] = field(default_factory=dict)
 
 
@@ -86,6 +88,8 @@ def _add(records: ScanRecords, part: str, raw: bytes) -> None:
         records.claim = ScanClaim.decode(raw)
     elif part == "abort":
         records.abort = ScanAbort.decode(raw)
+    elif part == "instrument":
+        records.instrument = ScanInstrument.decode(raw)
     elif kind == "producer" and (match := _PRODUCER_NAME.fullmatch(name)):
         records.producers[(int(match[1]), int(match[2]))] = _records.ProducerScanRecord.decode(raw)
     elif kind == "aggregator" and (match := _RELAY_NAME.fullmatch(name)):

@@ -86,6 +86,13 @@ function renderAlerts(state) {
   }));
 }
 
+// The scan's known instrument settings ({quantity: {value, units, source}}), as the file records them.
+function instrumentText(instrument) {
+  const known = Object.entries(instrument || {});
+  if (!known.length) return "";
+  return "instrument: " + known.map(([name, q]) => `${name.replaceAll("_", " ")} ${Number(q.value)} ${q.units}`).join(", ");
+}
+
 function renderScan(state) {
   const scan = state.scan;
   if (!scan) return;
@@ -97,6 +104,7 @@ function renderScan(state) {
   $("scan-detail").textContent = `${shape} positions, ${scan.source || "simulator"}, ${target}; ` +
     `${fates(scan)} of ${number(scan.sectors)} sectors${file}`;
   $("scan-replay").textContent = scan.replay ? `count it with: ${scan.replay}` : "";
+  $("scan-instrument").textContent = instrumentText(scan.instrument);
   const elapsed = scan.duration_s === null ? "" : `${scan.in_progress ? "running for" : "took"} ${span(scan.duration_s)}`;
   $("scan-eta").textContent = scan.in_progress
     ? `${elapsed}; ${number(Math.round(scan.rate_per_s))} sectors/s; ${timeLeft(scan.left_s)}`

@@ -38,6 +38,7 @@ const std::vector<Rule>& rules() {
       {"scans/*/request", {"operator", "aggregator"}, false},
       {"scans/*/claim", {"operator"}, false},
       {"scans/*/abort", {"operator"}, false},
+      {"scans/*/instrument", {"operator"}, false},
       {"scans/*/producer/", {"producer"}, true},
       {"scans/*/aggregator/", {"aggregator"}, true},
       {"scans/*/nodegroup/", {"nodegroup"}, true},

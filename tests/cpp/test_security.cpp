@@ -93,6 +93,8 @@ TEST(WritePolicy, EachRoleWritesItsOwnPrefixes) {
   EXPECT_EQ(write_refusal("operator/alice", "scans/0000000001/abort", "operator/bob"), "");
   EXPECT_NE(write_refusal("producer/r0", "scans/0000000001/abort", ""), "");
   EXPECT_NE(write_refusal("viewer/bob", "scans/0000000001/claim", ""), "");
+  EXPECT_EQ(write_refusal("operator/alice", "scans/0000000001/instrument", "operator/bob"), "");
+  EXPECT_NE(write_refusal("nodegroup/ng-a", "scans/0000000001/instrument", ""), "");
   EXPECT_EQ(write_refusal("nodegroup/s", "scans/0000000001/file", "nodegroup/other"), "");
   EXPECT_NE(write_refusal("producer/r0", "scans/0000000001/file", ""), "");
   EXPECT_EQ(write_refusal("producer/r0", "scans/0000000001/producer/r0t0", ""), "");

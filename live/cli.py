@@ -9,12 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sectorflow.cli import add_verbose_argument
 from sectorflow.configs import Config
-from sectorflow.errors import UsageError, require
+from sectorflow.errors import SectorflowError, UsageError, require
+from sectorflow.kvstore import Client
+from sectorflow.protocol import scan_prefix
+from sectorflow.protocol.scan_parts import records_of
 
 from .file_view import view_of_file
 from .render import draw, render_text, title_of, write_png
-from .subscriber import LiveView, subscribe
+from .subscriber import SYNC_TIMEOUT_S, LiveView, subscribe
 
 
 def register(subparsers: Any) -> None:
@@ -42,14 +46,38 @@ def register(subparsers: Any) -> None:
     view.add_argument("--window", action="store_true", help="draw in a matplotlib window instead of the terminal "
                       "(needs a display)")
     view.add_argument("--png", type=Path, default=None, metavar="OUT", help="save the (last) view as a PNG at OUT")
+    add_verbose_argument(view)
     view.set_defaults(run=run_view)
+
+
+def finished_file(config: Config, scan: int) -> tuple[str, Path] | None:
+    """(outcome, path) of ``scan``'s counted file when the kvstore records it written, else None.
+
+    :raises SectorflowError: no kvstore answers.
+    """
+    with Client.from_config(config, subtree=scan_prefix(scan), name="view") as client:
+        if not client.wait_synced(SYNC_TIMEOUT_S):
+            raise SectorflowError(f"no kvstore server answered at {config.kvstore.address} "
+                                  f"within {SYNC_TIMEOUT_S:g} s; is the stack up ('sectorflow up')?")
+        file = records_of(client.subtree(scan_prefix(scan)), scan).file
+    return (file.outcome, Path(file.path)) if file is not None and file.path else None
 
 
 def _views(args: argparse.Namespace, config: Config) -> Iterator[LiveView]:
     if args.file is not None:
         yield view_of_file(args.file)
-    else:
+        return
+    finished = finished_file(config, args.scan) if args.scan is not None else None
+    if finished is None:
         yield from subscribe(config, scan=args.scan, timeout_s=args.timeout)
+        return
+    # A finished scan streams nothing more: its file is what there is to see.
+    outcome, path = finished
+    print(f"scan {args.scan}: finished ({outcome}); its file: {path}", flush=True)
+    if not path.exists():
+        raise SectorflowError(f"scan {args.scan}'s file {path} is not on this host; view it where it is, "
+                              "'sectorflow view FILE'")
+    yield view_of_file(path)
 
 
 def run_view(args: argparse.Namespace, config: Config) -> int:

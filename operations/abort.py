@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sectorflow.cli import add_config_argument
+from sectorflow.cli import add_config_argument, add_verbose_argument
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError, UsageError
 from sectorflow.kvstore import Client
@@ -41,6 +41,7 @@ def register(subparsers: Any) -> None:
         "1 the scan is over already, or the kvstore did not take the abort.",
     )
     add_config_argument(parser)
+    add_verbose_argument(parser)
     parser.add_argument("scan_number", metavar="N", help="the scan to abort")
     parser.set_defaults(run=run)
 

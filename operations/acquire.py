@@ -38,7 +38,7 @@ from dataclasses import fields as dataclass_fields
 from collections.abc import Callable
 from typing import Any
 
-from sectorflow.cli import add_config_argument
+from sectorflow.cli import add_config_argument, add_verbose_argument
 from sectorflow.configs import Config, InstrumentConfig
 from sectorflow.errors import SectorflowError, UsageError
 from sectorflow.kvstore import Client
@@ -105,13 +105,15 @@ def register(subparsers: Any) -> None:
         "and time left goes to stderr (a live bar on a terminal, a line every 2 s otherwise). Exit codes with --wait: "
         "0 every sector counted (or, with no NodeGroup, 'on disk, not counted': every sector written to disk); "
         "3 none missing but some spilled to raw files "
-        "(acquire --replay completes the file); 1 sectors missing, no file, or --timeout passed; 2 a bad argument or configuration; "
+        "(acquire --replay completes the file); 1 sectors missing, no file, or --timeout passed; 2 a bad argument or "
+        "configuration (a scan number used before is one); "
         "4 aborted by 'sectorflow abort N' (what was counted before is in the file); "
         "130 Ctrl-C, which stops the waiting, not the scan (it names the abort command). A scan number is used once: "
         "one used before is refused; without --scan-number the next unused one is claimed (concurrent acquires get "
         "different numbers).",
     )
     add_config_argument(parser)
+    add_verbose_argument(parser)
     parser.add_argument("--scan-number", default=None, metavar="N",
                         help="scan number, 0 to 4294967295 (default: the next unused one, claimed atomically; "
                         "--replay needs it)")
@@ -382,10 +384,11 @@ def publish_request(client: Client, config: Config, scan: int | None, scan_x: in
         refusal = replay_refusal(records, config.producer.fallback_dir) if replay else None
         if refusal is not None:
             raise UsageError(refusal)
+        # A number used before is a bad argument (exit 2), whoever used it.
         if not replay and earlier_run(records) is not None:
-            raise SectorflowError(used_number_refusal(records, next_unused_scan(client), config.producer.fallback_dir))
+            raise UsageError(used_number_refusal(records, next_unused_scan(client), config.producer.fallback_dir))
         if not replay and not claim_scan(client, config, scan):
-            raise SectorflowError(f"scan {scan} is claimed by another acquire ({_claimant(client, scan)}): a scan "
+            raise UsageError(f"scan {scan} is claimed by another acquire ({_claimant(client, scan)}): a scan "
                                   f"number is used once; the next unused is {next_unused_scan(client)}")
     routing = [record.uid for record in client.nodegroups()]
     source = SOURCE_REPLAY if replay else SOURCE_SIMULATOR
@@ -594,9 +597,10 @@ def wait_for_account(client: Client, published: PublishedRequest, timeout_s: flo
 
     shown = ScanProgress(sys.stderr)
 
-    def progress(_elapsed_s: float) -> None:
+    def progress(elapsed_s: float) -> None:
         # The producers' records carry their progress (every 500 ms at most): over() just read them.
-        shown.show(result, waiting)
+        # Threads that have not taken the request are named once they had as long as without --wait.
+        shown.show(result, waiting if elapsed_s >= ACK_WAIT_S else None)
 
     try:
         # Polling the replica, which the kvstore agent keeps current.

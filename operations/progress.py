@@ -4,7 +4,8 @@ producer threads' records keep current (kvstore/SPEC.md, "Producer records": eve
 
 On a terminal: one live bar per receiver, redrawn in place. Otherwise (a log, a pipe): plain lines,
 one per receiver, at most every ``LINE_PERIOD_S`` and only when a count moved (or ``QUIET_S``
-passed, so that a stalled scan still says it is waiting).
+passed, so that a stalled scan still says it is waiting); none before ``LINE_PERIOD_S`` has passed,
+so that a short scan's output is its request and its account, not a line of zeros.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class ScanProgress:
         self.live = stream.isatty() if live is None else live
         self._rates = ReceiverRates()
         self._drawn = 0          # lines of the live display on the screen
-        self._shown_s = -1e9     # when the last plain lines or redraw went out
+        self._shown_s: float | None = None  # when the last plain lines or redraw went out
         self._shown: tuple[int, ...] | None = None
 
     def show(self, result: ScanAccount, waiting: list[str] | None = None, now_s: float | None = None) -> None:
@@ -90,8 +91,11 @@ class ScanProgress:
         now_s = time.monotonic() if now_s is None else now_s
         self._rates.note(result, now_s)
         counts = tuple(n for r in result.receivers for n in (r.moved, r.counted, r.missing)) + (len(waiting or ()),)
+        if self._shown_s is None and not self.live:  # the first plain lines wait a period
+            self._shown_s, self._shown = now_s, ()
+            return
         if self.live:
-            if now_s - self._shown_s < REDRAW_S:
+            if self._shown_s is not None and now_s - self._shown_s < REDRAW_S:
                 return
             self._redraw(self._lines(result, waiting, now_s, bars=True))
         else:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from sectorflow.cli import add_config_argument
-from sectorflow.configs import Config
+from sectorflow.configs import DEFAULT_CONFIG, Config
 from sectorflow.simulator import parse_scan_shape
 
 from .demo import DemoOptions, run_demo
@@ -80,12 +80,23 @@ def run_up(args: argparse.Namespace, config: Config) -> int:
         return 0
     supervisor = start_stack(config, run_dir, args.ranks, args.output, not args.no_nodegroups, args.ready_timeout,
                              dashboard=config.dashboard.with_stack and not args.no_dashboard)
-    print(f"sectorflow is up ({config.source}); logs in {run_dir}/. "
-          f"Acquire with 'sectorflow acquire --config {config.source} --scan-number N --scan-shape XxY', "
-          f"stop with 'sectorflow down --run-dir {run_dir}'.")
+    print(f"sectorflow is up ({config.source}); logs in {run_dir}/.")
+    print(next_commands(config, run_dir))
     if DASHBOARD in supervisor.names():
         print(f"dashboard: {dashboard_url(config)} (Prometheus metrics at {dashboard_url(config)}metrics)")
     return 0
+
+
+def next_commands(config: Config, run_dir: Path) -> str:
+    """The README's scan loop ("At the microscope") as commands for this stack: --config and
+    --run-dir only where this stack is not the default one."""
+    source = config.source
+    shipped = not source or source.startswith("<") or Path(source).resolve() == DEFAULT_CONFIG.resolve()
+    option = "" if shipped else f" --config {Path(source).resolve()}"
+    down = "" if run_dir == default_run_dir(config) else f" --run-dir {run_dir}"
+    return (f"next: 'sectorflow acquire{option} --scan-shape 256x256 --wait' (the next free scan number; progress, "
+            f"then where every sector went), 'sectorflow status{option}', 'sectorflow view{option} --scan N'; "
+            f"stop with 'sectorflow down{option}{down}'")
 
 
 def run_demo_command(args: argparse.Namespace, config: Config) -> int:

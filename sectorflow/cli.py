@@ -64,12 +64,26 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_verbose_argument(parser: argparse.ArgumentParser) -> None:
+    """-v of an operator's command (acquire, abort): without it, its logs below WARNING (the kvstore
+    client's connection lines) stay out of the command's own lines."""
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also log at the configuration's [logging] level (the kvstore connection, ...)")
+
+
+def _log_level(args: argparse.Namespace, config_level: str) -> str:
+    """The configured level; at least WARNING for a command with -v (add_verbose_argument) not given."""
+    if getattr(args, "verbose", True) or logging.getLevelName(config_level) >= logging.WARNING:
+        return config_level
+    return "WARNING"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config)
-        configure_logging(args.command, config.logging.level)
+        configure_logging(args.command, _log_level(args, config.logging.level))
         keep_messages_on_heap()
         return int(args.run(args, config) or 0)
     except EXPECTED_ERRORS as error:

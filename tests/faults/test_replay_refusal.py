@@ -89,12 +89,12 @@ def test_a_replay_with_nothing_to_replay_or_nobody_to_count_it_is_refused_and_ch
         assert code == 1 and last.startswith(f"sectorflow acquire: error: scan 1: NodeGroups {', '.join(sorted(job))} "
                                              "counted it already and refuse another count"), last
         seconds.append(took)
-        # A used number's refusal names --replay only for the scan a replay would take.
+        # A used number's refusal (a bad argument: exit 2) names --replay only for the scan a replay would take.
         code, last, _ = refused(line, 2)
-        assert (code, last) == (1, f"sectorflow acquire: error: scan 2 was acquired before (outcome complete: "
+        assert (code, last) == (2, f"sectorflow acquire: error: scan 2 was acquired before (outcome complete: "
                                    f"{counted.path}): a scan number is used once; the next unused is 3")
         code, last, _ = refused(line, 1)
-        assert code == 1 and last.endswith("the next unused is 3, and --replay streams scan 1's raw files again"), last
+        assert code == 2 and last.endswith("the next unused is 3, and --replay streams scan 1's raw files again"), last
 
         # A new job (it finds scan 2's file on disk and would once have recorded the scan failed).
         line.restart("nodegroups", kill=False)

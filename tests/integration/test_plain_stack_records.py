@@ -52,9 +52,9 @@ def test_a_claim_of_the_last_number_does_not_end_the_numbering(make_config, proc
             assert (f"scan {ODD}: claimed by elsewhere:1:odd but never requested, more than 1000 above the highest "
                     "scan acquired: left out of the numbering") in result.stderr, result.stderr
             assert "Traceback" not in result.stderr
-        # The odd claim still holds its number: given with --scan-number, it is refused, naming the next.
+        # The odd claim still holds its number: given with --scan-number, it is refused (exit 2), naming the next.
         taken = acquire(path, "--scan-number", str(ODD), "--scan-shape", "2x2")
-        assert taken.returncode == 1 and taken.stderr.splitlines()[-1] == (
+        assert taken.returncode == 2 and taken.stderr.splitlines()[-1] == (
             f"sectorflow acquire: error: scan {ODD} is claimed by another acquire (elsewhere:1:odd): a scan number "
             "is used once; the next unused is 6")
 

@@ -101,10 +101,11 @@ def test_daemons_acquire_to_disk_then_stream_then_replay(make_config, processes,
         assert len(upstream.data) == 48
 
         # A scan number already used is refused at once (the producers would ignore the request), --wait
-        # or not, with what became of it; nothing is requested. Scan 2 spilled nothing: no replay named.
+        # or not, as a bad argument (exit 2) with what became of it; nothing is requested. Scan 2 spilled
+        # nothing: no replay named.
         for wait in ((), ("--wait",)):
             result = acquire(path, "--scan-number", "2", "--scan-shape", "4x3", *wait)
-            assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+            assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
             assert result.stderr.splitlines()[-1] == (
                 "sectorflow acquire: error: scan 2 was acquired before (no file yet: it is running, or its NodeGroups "
                 "never wrote one): a scan number is used once; the next unused is 3")

@@ -55,11 +55,12 @@ def test_concurrent_acquires_get_different_numbers(make_config, processes) -> No
 
         wait_until(lambda: all(acquired(scan) for scan in numbers), START_S, "the four scans acquired")
 
-        # A number given with --scan-number that another acquire claimed is refused at once, naming the next.
+        # A number given with --scan-number that another acquire claimed is refused at once (a bad argument,
+        # exit 2), naming the next.
         result = subprocess.run([sys.executable, "-m", "sectorflow", "acquire", "--config", str(path),
                                  "--scan-number", "1", "--scan-shape", "2x2"], capture_output=True, text=True,
                                 timeout=ACQUIRE_S)
-        assert result.returncode == 1, result.stderr
+        assert result.returncode == 2, result.stderr
         assert result.stderr.splitlines()[-1] == ("sectorflow acquire: error: scan 1 is claimed by another acquire "
                                                   "(elsewhere:1:dead): a scan number is used once; the next unused is 7")
         # --replay streams a given scan's files: it needs the number.

@@ -76,7 +76,7 @@ _ADDRESSES = {
 
 
 def run(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess:
-    """Run one ``ip``/``tc``/``sysctl`` command; raise NetlabError naming it and its stderr on failure."""
+    """Run one ``ip``/``tc``/``sysctl``/``iptables`` command; raise NetlabError naming it and its stderr on failure."""
     try:
         done = subprocess.run(list(argv), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -281,6 +281,24 @@ class Topology:
     def link_up(self) -> None:
         assert self.delay_line is not None
         self.delay_line.up()
+
+    def cut_port(self, role_a: str, role_b: str, port: int) -> None:
+        """Cut one service's link between hosts ``role_a`` and ``role_b``: every TCP packet between
+        them to or from ``port`` (on either host) is dropped, each way, until ``heal_port``; every
+        other path between them stays up (a kvstore pair's peer link, P + 3, without its mirror)."""
+        self._port_rules("-A", role_a, role_b, port)
+
+    def heal_port(self, role_a: str, role_b: str, port: int) -> None:
+        """Undo ``cut_port``: TCP retransmits what the cut held."""
+        self._port_rules("-D", role_a, role_b, port)
+
+    def _port_rules(self, action: str, role_a: str, role_b: str, port: int) -> None:
+        # Each host drops what comes from the other to its port (the other's connection to it) and
+        # from the other's port (the replies on its own connection there): both connections, both ways.
+        for host, peer in ((role_a, role_b), (role_b, role_a)):
+            for side in ("--dport", "--sport"):
+                run(["ip", "netns", "exec", self.hosts[host].namespace, "iptables", action, "INPUT", "-s",
+                     self.address(peer), "-p", "tcp", side, str(port), "-j", "DROP"])
 
     def remove_host(self, role: str) -> None:
         """Kill everything running on ``role`` and delete its namespace: a node lost mid-scan."""

@@ -24,7 +24,7 @@ HEADER = """\
 # C++ through the sectorflow::configs library, which compiles this file in (and installs it as
 # share/sectorflow/defaults.toml). It is itself a complete configuration: one [[receivers]] per
 # sector of the default detector, each with the defaults of a receiver.
-# Reference for every key: README.md, "Configuration".
+# Reference for every key: docs/configuration.md.
 """
 
 

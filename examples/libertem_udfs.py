@@ -1,11 +1,12 @@
 """LiberTEM-live on sectorflow's counted frames: stock UDFs (SumUDF, SumSigUDF, ApplyMasksUDF,
 CoMUDF) run on every scan as it is counted, with partial results while it runs. Needs the optional
-group: ``pip install 'sectorflow[libertem]'``. Run it beside a running stack and its bridge, then
+group ``libertem``, which the checkout's ``.venv`` has (``make demo`` installs every extra of
+requirements.lock); elsewhere ``pip install '.[libertem]'`` in the checkout (sectorflow is not on PyPI). Run it beside a running stack and its bridge, then
 acquire a scan:
 
     sectorflow libertem --config configs/local.toml &        # listening on 127.0.0.1:8283
     python examples/libertem_udfs.py --port 8283 --scans 1 &
-    sectorflow acquire --scan-number 1 --scan-shape 64x64 --wait
+    sectorflow acquire --scan-shape 64x64 --wait
 
 It prints a line per partial result (positions done, electrons so far) and one per scan at its end,
 and with --out saves the last scan's results (``sum``: the summed pattern; ``intensity``: events

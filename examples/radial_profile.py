@@ -3,7 +3,7 @@ by frame as the NodeGroups count it (sectorflow.live.frames), without touching t
 work. Run it beside a running stack, then acquire a scan:
 
     python examples/radial_profile.py --config configs/local.toml --timeout 120 &
-    sectorflow acquire --scan-number 1 --scan-shape 64x64 --wait
+    sectorflow acquire --scan-shape 64x64 --wait
 
 It prints the profile (electrons per pixel of each ring, 2 px wide) and how many frames it saw;
 a frame it missed (it was too slow, the NodeGroups count it) is named too.

@@ -177,7 +177,7 @@ const toml::node& lookup(const toml::table& file, const std::string& source, con
     if (step.index) step.index = 0;
   }
   if (const toml::node* node = walk(defaults_table(), steps, key, nullptr)) return *node;
-  throw ConfigError("no configuration key '" + key + "' (README.md, \"Configuration\", lists them)");
+  throw ConfigError("no configuration key '" + key + "' (docs/configuration.md lists them)");
 }
 
 [[noreturn]] void wrong_type(const std::string& source, const std::string& key, const toml::node& node,

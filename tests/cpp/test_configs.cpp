@@ -164,7 +164,7 @@ TEST(Beamline, MistakesAreOneLineNamingTheFileAndTheKey) {
   EXPECT_EQ(error_of([] { cf::Beamline::load("/nonexistent/beamline.toml"); }),
             "/nonexistent/beamline.toml: cannot read the configuration file (does it exist?)");
   EXPECT_EQ(error_of([] { cf::Beamline::defaults().integer("kvstore.nonsense"); }),
-            "no configuration key 'kvstore.nonsense' (README.md, \"Configuration\", lists them)");
+            "no configuration key 'kvstore.nonsense' (docs/configuration.md lists them)");
 }
 
 TEST(Beamline, ANumberTakesAnIntegerAndADictTakesAnyKey) {

@@ -1,5 +1,5 @@
-// A beamline configuration file read from C++ (configs/*.toml; every key in README.md,
-// "Configuration"): what a receiver program that embeds sectorflow reads instead of copying
+// A beamline configuration file read from C++ (configs/*.toml; every key in
+// docs/configuration.md): what a receiver program that embeds sectorflow reads instead of copying
 // values from the file.
 //
 // A key the file leaves out has its default from the defaults table, configs/defaults.toml, which

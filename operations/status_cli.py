@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client, client_options
+from sectorflow.orchestration.cli import default_run_dir
+from sectorflow.orchestration.config_drift import restart_note
 from sectorflow.service import stop_on_signals
 
 from .scan_account import config_argument
@@ -35,6 +38,9 @@ def register(subparsers: Any) -> None:
         "with one line if no server answers within the timeout.",
     )
     add_config_argument(status)
+    status.add_argument("--run-dir", type=Path, default=None, help="the run directory given to 'up' (default: "
+                        "runs/<config name>): where 'up' kept the configuration it started with, to say when the file "
+                        "changed since (restart to apply)")
     status.add_argument("--watch", action="store_true", help="keep refreshing until Ctrl-C")
     status.add_argument("--interval", type=_positive, default=1.0, metavar="S",
                         help="seconds between refreshes with --watch (default: 1)")
@@ -58,18 +64,18 @@ def run_status(args: argparse.Namespace, config: Config) -> int:
                 f"start one with 'sectorflow kvstore --config {config.source}'"
             )
         if not args.watch:
-            _show(client, config, clear=False)
+            _show(client, config, clear=False, run_dir=args.run_dir)
             return 0
         # Ctrl-C ends the loop between two refreshes, never in the middle of the kvstore client's
         # work (a KeyboardInterrupt raised anywhere could leave it unable to close).
         with stop_on_signals(logger) as stop:
             while not stop.is_set():
-                _show(client, config, clear=sys.stdout.isatty())
+                _show(client, config, clear=sys.stdout.isatty(), run_dir=args.run_dir)
                 stop.wait(args.interval)  # the refresh period the user asked for
         return 0
 
 
-def _show(client: Client, config: Config, clear: bool) -> None:
+def _show(client: Client, config: Config, clear: bool, run_dir: Path | None) -> None:
     from sectorflow._core.protocol import wall_clock_s
 
     state = "live" if client.synced() else "SERVER SILENT, last known state"
@@ -78,6 +84,9 @@ def _show(client: Client, config: Config, clear: bool) -> None:
     title = f"kvstore tcp://{client.server}: stack {stack}, sequence {client.sequence()}, {state}"
     producers = {f"r{r}t{t}": r for r, receiver in enumerate(config.receivers) for t in range(receiver.threads)}
     text = render(client.subtree(), wall_clock_s(), title, config_argument(config.source), producers)
+    note = restart_note(config, run_dir or default_run_dir(config))
+    if note:
+        text = f"{note}\n{text}"
     print(("\x1b[2J\x1b[H" if clear else "") + text + ("" if clear else "\n"), flush=True)
 
 

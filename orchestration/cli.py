@@ -7,8 +7,10 @@ from pathlib import Path
 
 from sectorflow.cli import add_config_argument
 from sectorflow.configs import DEFAULT_CONFIG, Config
+from sectorflow.errors import SectorflowError
 from sectorflow.simulator import parse_scan_shape
 
+from .config_drift import forget_snapshot, keep_snapshot, restart_note
 from .demo import DemoOptions, run_demo
 from .stack import DASHBOARD, dashboard_url, restart_service, start_stack
 from .supervisor import STATE_FILE, load_running, stop_services
@@ -78,8 +80,13 @@ def run_up(args: argparse.Namespace, config: Config) -> int:
         pid = restart_service(config, run_dir, args.only, args.ranks, args.output, args.ready_timeout)
         print(f"{args.only} started again (pid {pid}); logs in {run_dir}/{args.only}.log")
         return 0
-    supervisor = start_stack(config, run_dir, args.ranks, args.output, not args.no_nodegroups, args.ready_timeout,
-                             dashboard=config.dashboard.with_stack and not args.no_dashboard)
+    try:
+        supervisor = start_stack(config, run_dir, args.ranks, args.output, not args.no_nodegroups,
+                                 args.ready_timeout, dashboard=config.dashboard.with_stack and not args.no_dashboard)
+    except SectorflowError as error:
+        note = restart_note(config, run_dir)  # the stack already runs, with the file as it was
+        raise SectorflowError(f"{error}; {note}" if note else str(error)) from None
+    keep_snapshot(config, run_dir)
     print(f"sectorflow is up ({config.source}); logs in {run_dir}/.")
     print(next_commands(config, run_dir))
     if DASHBOARD in supervisor.names():
@@ -95,7 +102,7 @@ def next_commands(config: Config, run_dir: Path) -> str:
     option = "" if shipped else f" --config {Path(source).resolve()}"
     down = "" if run_dir == default_run_dir(config) else f" --run-dir {run_dir}"
     return (f"next: 'sectorflow acquire{option} --scan-shape 256x256 --wait' (the next free scan number; progress, "
-            f"then where every sector went), 'sectorflow status{option}', 'sectorflow view{option} --scan N'; "
+            f"then where every sector went), 'sectorflow status{option}{down}', 'sectorflow view{option} --scan N'; "
             f"stop with 'sectorflow down{option}{down}'")
 
 
@@ -116,5 +123,6 @@ def run_down(args: argparse.Namespace, config: Config) -> int:
         return 0
     stop_services(list(reversed(services)), args.grace)
     (run_dir / STATE_FILE).write_text("[]")
+    forget_snapshot(run_dir)
     print(f"stopped {len(services)} services ({', '.join(s.name for s in services)})")
     return 0

@@ -1,7 +1,8 @@
 """What an operator sees first from the scan loop's commands on a running stack, and their exit
 codes (issue 45, item 6): `acquire` and `abort` print their own lines, no kvstore connection lines
 unless -v; a scan number used before is a bad argument (exit 2, as --help says); `view --scan N` of a
-finished scan names its file."""
+finished scan names its file; a configuration edited while the stack runs is named by `status` and
+a second `up` (restart to apply)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ pytestmark = pytest.mark.mpi
 
 def test_the_scan_loops_commands_say_their_own_lines_first_and_exit_as_help_says(make_config, tmp_path: Path) -> None:
     config, path = make_config()
-    output = tmp_path / "h5"
-    with stack_up(config, path, tmp_path / "run", output):
+    output, run_dir = tmp_path / "h5", tmp_path / "run"
+    with stack_up(config, path, run_dir, output):
         acquired = sectorflow_command("acquire", "--config", str(path), "--scan-shape", "8x8", "--wait")
         assert acquired.returncode == 0, acquired.stderr
         assert acquired.stdout.startswith("scan 1: requested 8 x 8 (simulator), streaming to 2 NodeGroups: ")
@@ -40,3 +41,12 @@ def test_the_scan_loops_commands_say_their_own_lines_first_and_exit_as_help_says
         assert viewed.returncode == 0, viewed.stderr
         assert viewed.stdout.startswith(f"scan 1: finished (complete); its file: {output / scan_file_name(1)}\n"
                                         "scan 1: 64 of 64 positions counted (complete)\n"), viewed.stdout
+
+        # The file edited while the stack runs: the services still run with what they read at start.
+        path.write_text(path.read_text().replace("dose_per_frame = 20.0", "dose_per_frame = 40.0"))
+        note = (f"{path} changed since the stack started (simulator.dose_per_frame): restart to apply ('sectorflow "
+                f"down --config {path} --run-dir {run_dir}', then 'sectorflow up --config {path} --run-dir {run_dir}')")
+        status = sectorflow_command("status", "--config", str(path), "--run-dir", str(run_dir))
+        assert status.returncode == 0 and status.stdout.splitlines()[0] == note, status.stdout
+        second = sectorflow_command("up", "--config", str(path), "--run-dir", str(run_dir))
+        assert second.returncode == 1 and second.stderr.splitlines()[-1].endswith(f"; {note}"), second.stderr

@@ -137,7 +137,7 @@ def start_stack(config: Config, run_dir: Path, ranks: int, output_dir: Path | No
             wait_ready(client, Expected.of(config, groups), ready_timeout_s, supervisor.check)
         missing = dashboard_missing() if dashboard else []
         if missing:
-            log.warning("no dashboard: %s not installed (pip install 'sectorflow[dashboard]')", ", ".join(missing))
+            log.warning("no dashboard: %s not installed (pip install '.[dashboard]' in the checkout)", ", ".join(missing))
         elif dashboard:
             # Once the stack is ready: the dashboard only observes it, and nothing of the stack waits for it.
             supervisor.start(dashboard_service(config))

@@ -36,7 +36,7 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
     except ImportError as error:
         raise SectorflowError(
             f"{module.split('.')[0]} is needed {purpose} but cannot be imported ({error}); "
-            f"install it with: pip install 'sectorflow[{extra}]'"
+            f"install it with: pip install '.[{extra}]' in the sectorflow checkout (it is not on PyPI)"
         ) from None
 
 
@@ -54,7 +54,7 @@ def import_mpi() -> ModuleType:
             raise
         raise SectorflowError(
             "mpi4py is not installed; NodeGroups need the nodegroup extra, built against this machine's MPI: "
-            "pip install --no-binary mpi4py 'sectorflow[nodegroup]'"
+            "pip install --no-binary mpi4py '.[nodegroup]' in the sectorflow checkout"
         ) from None
     except (ImportError, RuntimeError) as error:
         raise SectorflowError(

@@ -76,7 +76,7 @@ def test_a_demo_without_matplotlib_says_which_extra_before_it_starts_anything(tm
     assert result.returncode == 1
     assert result.stderr == ("sectorflow demo: error: matplotlib is needed to draw the scan's PNG (or run the demo "
                              "with --no-png) but cannot be imported (No module named 'matplotlib'); install it with: "
-                             "pip install 'sectorflow[plot]'\n")
+                             "pip install '.[plot]' in the sectorflow checkout (it is not on PyPI)\n")
     assert not (tmp_path / "run").exists()
 
 

@@ -36,7 +36,9 @@ Metadata beyond stempy's:
   timed_out, groups_expected, groups_reported, missing_groups (comma-separated uids),
   uncounted_frames, late_messages, evicted_frames, sectors_counted (per receiver),
   first_message_s, last_message_s, finished_s, written_s (Unix seconds), receive_s, scan_s (first
-  message to written), and in a merged file merged_from (the file it extends)
+  message to written), background_thresholds_count_alike (False when the NodeGroups' thresholds lie
+  on both sides of an integer ADU on uncorrected frames: ScanGatherer.thresholds_apart), and in a
+  merged file merged_from (the file it extends)
 - ``/virtual_images`` and ``/analysis`` (the outputs of the registered analyses the configuration
   runs, sectorflow.analysis): see ``sectorflow.counting.write_counted_scan``. A part file merged with an earlier file of the scan
   carries none (the earlier file's frames have none to merge); a part file of this job's parts
@@ -53,6 +55,7 @@ Metadata beyond stempy's:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -382,6 +385,10 @@ class ScanGatherer:
             _add_images(scan, r)
         missing_groups = sorted(expected_groups - set(pending.results))
         metadata = self._metadata(scan_number, scan, results, len(expected_groups), missing_groups)
+        apart = self.thresholds_apart(results)
+        metadata["scan"]["background_thresholds_count_alike"] = not apart
+        if apart:
+            log.warning("scan %d: %s", scan_number, apart)
         reasons = [f"NodeGroups {', '.join(missing_groups)} never reported"] if missing_groups else []
         if self.aborted(scan_number):
             reasons.insert(0, ABORTED_REASON)
@@ -554,6 +561,25 @@ class ScanGatherer:
             positions_missing=scan.positions - scan.frames_written(),
             sectors_counted=scan.sectors_counted(self.receivers), reason=reason, written_s=time.time(),
         )
+
+    def thresholds_apart(self, results: list[GroupResult]) -> str:
+        """Why the NodeGroups' background thresholds do not count alike, or "" when they do.
+
+        Each NodeGroup samples its own frames, so their thresholds differ by the samples' noise (a
+        few hundredths of an ADU). On uncorrected frames (no dark reference, no gain) pixel values
+        are integers and two thresholds count alike exactly when their integer parts are equal;
+        thresholds on both sides of an integer count the dark pixels of that value in one
+        NodeGroup's frames and not in another's (issue 45: 29.987 and 30.026 in one scan).
+        """
+        corrected = self.counting.get("dark_reference_applied") or self.counting.get("gain_applied")
+        thresholds = {r.uid: float(r.statistics["background_threshold"]) for r in results
+                      if r.thresholds_known and "background_threshold" in r.statistics}
+        if corrected or len({math.floor(t) for t in thresholds.values()}) <= 1:
+            return ""
+        listed = ", ".join(f"{uid} {t:.3f}" for uid, t in sorted(thresholds.items()))
+        return (f"the NodeGroups' background thresholds lie on both sides of an integer ADU ({listed}): pixels of "
+                "that value are events in some NodeGroups' frames only; set [counting] background_threshold, or a "
+                "background_sigma that puts the threshold away from an integer")
 
     def _metadata(self, scan_number: int, scan: _Scan, results: list[GroupResult], groups_expected: int,
                   missing_groups: list[str]) -> dict[str, Any]:

@@ -76,6 +76,7 @@ def test_two_scans_of_one_specimen_count_alike_and_another_user_reads_them(make_
     print(f"electrons per frame: {per_frame[0]:.2f}, {per_frame[1]:.2f}; background thresholds {thresholds}")
     assert abs(per_frame[0] - per_frame[1]) <= 0.03 * max(per_frame), per_frame
     assert len({int(t) for scan_thresholds in thresholds for t in scan_thresholds}) == 1, thresholds
+    assert all(read_counted_scan(f).metadata["scan"]["background_thresholds_count_alike"] for f in files)
 
     # Files and directories follow the umask: another user reads a counted file of a real scan.
     for file in files:

@@ -226,3 +226,28 @@ def test_a_run_that_brings_no_data_keeps_a_failed_record_of_this_job_and_fails_a
     fresh.add(nothing("ng-b"))
     never = fresh.write(SCAN, final=True)
     assert never.outcome == "failed" and "no data message reached this job's NodeGroups" in never.reason
+
+
+def with_threshold(result: GroupResult, background: float) -> GroupResult:
+    return replace(result, thresholds_known=True, statistics={"background_threshold": background,
+                                                              "x_ray_threshold": 1000.0})
+
+
+def test_nodegroups_whose_thresholds_straddle_an_integer_are_named_in_the_log_and_the_file(tmp_path, caplog):
+    # Pixel values are integers: 29.987 and 30.026 count 30 ADU pixels differently (issue 45, item 2).
+    g = gatherer(tmp_path / "apart")
+    g.add(with_threshold(part("ng-a", EVEN), 29.987))
+    g.add(with_threshold(part("ng-b", ODD), 30.026))
+    with caplog.at_level(logging.WARNING, logger="sectorflow.nodegroup.gather"):
+        record = g.write(SCAN)
+    assert not read_counted_scan(record.path).metadata["scan"]["background_thresholds_count_alike"]
+    assert (f"scan {SCAN}: the NodeGroups' background thresholds lie on both sides of an integer ADU (ng-a 29.987, "
+            "ng-b 30.026): pixels of that value are events in some NodeGroups' frames only") in caplog.text
+
+    caplog.clear()
+    alike = gatherer(tmp_path / "alike")
+    alike.add(with_threshold(part("ng-a", EVEN), 29.535))
+    alike.add(with_threshold(part("ng-b", ODD), 29.572))
+    record = alike.write(SCAN)
+    assert read_counted_scan(record.path).metadata["scan"]["background_thresholds_count_alike"]
+    assert "both sides of an integer" not in caplog.text

@@ -32,6 +32,8 @@ from sectorflow.errors import SectorflowError
 #: Where an output's values belong.
 PER_POSITION = "position"
 PER_SCAN = "scan"
+#: matplotlib's diverging colour maps: an output drawn with one is signed, its colours centred on 0.
+DIVERGING_COLOUR_MAPS = ("RdBu_r", "RdBu", "coolwarm", "bwr", "seismic")
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,12 @@ class Output:
     text: str = "shade"
     """how a terminal shows it: "shade" (an image in characters), "range" (its smallest and largest
     value), "total" (its sum), "vector" (its mean over the positions, element by element)"""
+
+    @property
+    def diverging(self) -> bool:
+        """Signed values (the centre of mass): drawn on a diverging colour map whose middle is 0, so that
+        the colour of 0 is the same in every scan and the scale runs from -m to +m, m the largest |value|."""
+        return self.colour_map in DIVERGING_COLOUR_MAPS
 
     @property
     def image(self) -> bool:

@@ -161,7 +161,7 @@ def create_app(config: Config) -> Starlette:
         data, log_scale = picture
         png = view.pngs.get(name)
         if png is None:  # two pages asking at once may both encode it: the same bytes
-            png = view.pngs[name] = await asyncio.to_thread(array_png, data, log_scale)
+            png = view.pngs[name] = await asyncio.to_thread(array_png, data, log_scale, diverging=view.diverging(name))
         return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
 
     async def thumbnail(request: Request) -> Response:

@@ -25,7 +25,7 @@ from sectorflow.operations.scan_account import config_argument
 
 from .images_source import PATTERN, ImageSource, labels
 from .outline import MAX_SEGMENTS, mask_outline
-from .png import RAMP
+from .png import DIVERGING_RAMP, RAMP
 from .scan_groups import ScanGroups, group_scans
 from .view import Remembered, build_view
 
@@ -153,6 +153,9 @@ class Follower:
             "frame_shape": None if images.diffraction is None else list(images.diffraction.shape),
             "detectors": self._detectors,
             "ramp": RAMP,
+            # The signed images (the centre of mass), drawn on this ramp from -m to +m (png.py).
+            "diverging": [name for name in [*images.images, *images.sums] if images.diverging(name)],
+            "diverging_ramp": DIVERGING_RAMP,
         }
         summaries = self.images.summaries()
         for scan in view["recent"]:

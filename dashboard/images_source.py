@@ -25,7 +25,7 @@ from sectorflow.live import LiveView, subscribe
 from sectorflow.counting.images import summed_diffraction, virtual_bright_field
 from sectorflow.operations.scan_account import records_of
 
-from .png import array_png
+from .png import array_png, value_range
 from .scan_groups import ScanGroups
 
 log = logging.getLogger(__name__)
@@ -86,15 +86,21 @@ class ShownImages:
             return data, False
         return output.picture(data), output.log_scale
 
+    def diverging(self, name: str) -> bool:
+        """Whether output ``name`` is signed and drawn centred on 0 (Output.diverging: the centre of mass)."""
+        output = self.outputs.get(name)
+        return output is not None and output.diverging
+
     def ranges(self) -> dict[str, list[float] | None]:
-        """Each image's smallest and largest value (what its colour bar spans); None where nothing is counted."""
+        """What each image's colour bar spans (png.value_range: smallest to largest, a signed one -m to +m);
+        None where nothing is counted."""
         if self._ranges:  # computed once: the page's state is built every update
             return self._ranges
         arrays = {**self.images, **self.sums}
         out: dict[str, list[float] | None] = {}
         for name, data in arrays.items():
-            finite = np.isfinite(data)
-            out[name] = [float(np.min(data[finite])), float(np.max(data[finite]))] if finite.any() else None
+            span = value_range(data, self.diverging(name))
+            out[name] = None if span is None else list(span)
         self._ranges.update(out)
         return out
 

@@ -17,7 +17,9 @@ NOT_COUNTED_RGB = (40, 60, 90)
 #: The ramp's anchors, evenly spaced from the smallest value to the largest (black, purple, orange,
 #: pale yellow): legible on a dark page, monotonic in lightness. The page draws its colour bars from them.
 RAMP = ((0, 0, 4), (80, 18, 123), (182, 54, 121), (251, 136, 97), (252, 253, 191))
-_RAMP = np.array(RAMP, dtype=np.float64)
+#: The ramp of a signed image (Output.diverging: the centre of mass), from -m to +m with 0 in the middle
+#: (matplotlib's RdBu_r): blue below 0, near-white at 0, red above.
+DIVERGING_RAMP = ((33, 102, 172), (103, 169, 207), (247, 247, 247), (239, 138, 98), (178, 24, 43))
 
 
 def encode_png(rgb: np.ndarray) -> bytes:
@@ -36,22 +38,38 @@ def encode_png(rgb: np.ndarray) -> bytes:
             + chunk(b"IEND", b""))
 
 
-def colourise(values: np.ndarray, log_scale: bool = False, scale: int = 1) -> np.ndarray:
-    """``values`` (2-D floats, NaN = not counted) as an (H*scale, W*scale, 3) uint8 image on the ramp."""
+def value_range(values: np.ndarray, diverging: bool = False) -> tuple[float, float] | None:
+    """What the colours span: the finite values' smallest to largest, or with ``diverging`` -m to +m, m
+    their largest magnitude (0 in the middle); None where nothing is finite."""
+    data = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(data)
+    if not finite.any():
+        return None
+    if diverging:
+        largest = float(np.max(np.abs(data[finite])))
+        return -largest, largest
+    return float(np.min(data[finite])), float(np.max(data[finite]))
+
+
+def colourise(values: np.ndarray, log_scale: bool = False, scale: int = 1, diverging: bool = False) -> np.ndarray:
+    """``values`` (2-D floats, NaN = not counted) as an (H*scale, W*scale, 3) uint8 image on the ramp
+    (``diverging``: on DIVERGING_RAMP, centred on 0)."""
     data = np.asarray(values, dtype=np.float64)
     if data.ndim != 2:
         raise ValueError(f"expected a 2-D array, got shape {data.shape}")
     counted = np.isfinite(data)
     if log_scale:
         data = np.where(counted, np.log1p(np.clip(data, 0, None)), np.nan)
+    ramp = np.array(DIVERGING_RAMP if diverging else RAMP, dtype=np.float64)
     unit = np.zeros(data.shape)
-    if counted.any():
-        low, high = float(np.nanmin(data)), float(np.nanmax(data))
+    span = value_range(data, diverging)
+    if span is not None:
+        low, high = span
         unit = np.where(counted, (data - low) / (high - low), 0.0) if high > low else np.where(counted, 0.5, 0.0)
-    position = unit * (len(_RAMP) - 1)
-    below = np.clip(np.floor(position).astype(int), 0, len(_RAMP) - 2)
+    position = unit * (len(ramp) - 1)
+    below = np.clip(np.floor(position).astype(int), 0, len(ramp) - 2)
     fraction = (position - below)[..., None]
-    rgb = _RAMP[below] * (1 - fraction) + _RAMP[below + 1] * fraction
+    rgb = ramp[below] * (1 - fraction) + ramp[below + 1] * fraction
     rgb[~counted] = NOT_COUNTED_RGB
     image = np.round(rgb).astype(np.uint8)
     if scale > 1:
@@ -59,7 +77,7 @@ def colourise(values: np.ndarray, log_scale: bool = False, scale: int = 1) -> np
     return image
 
 
-def array_png(values: np.ndarray, log_scale: bool = False, min_side_px: int = 256) -> bytes:
+def array_png(values: np.ndarray, log_scale: bool = False, min_side_px: int = 256, diverging: bool = False) -> bytes:
     """``values`` as a PNG, enlarged by whole pixels to at least ``min_side_px`` on its longer side."""
     longest = max(np.asarray(values).shape[:2]) or 1
-    return encode_png(colourise(values, log_scale, max(1, min_side_px // longest)))
+    return encode_png(colourise(values, log_scale, max(1, min_side_px // longest), diverging))

@@ -19,8 +19,8 @@ from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol import SERVICE_LIBERTEM
 from sectorflow.protocol.refusals import TOTAL_FIELD as REFUSED_FIELD
 from sectorflow.operations.progress import ReceiverRates
-from sectorflow.operations.scan_account import (COMPLETE, PENDING, abandoned_producers, account, bridge_last_scan,
-                                                records_of)
+from sectorflow.operations.scan_account import (ABORTED, COMPLETE, PENDING, abandoned_producers, account,
+                                                bridge_last_scan, records_of)
 
 from .rates import Rates
 from .scan_groups import ScanGroups
@@ -64,6 +64,7 @@ def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachabl
     producers = {entry.name: entry.status for entry in statuses
                  if entry.service == _records.SERVICE_PRODUCER and entry.status is not None}
     scans = _scans(by_scan, {ng["uid"] for ng in nodegroups}, producers, memory, now_s, config)
+    _aborted_not_failed(services, scans)
     alerts = _stamped(_alerts(services, nodegroups, scans, memory, now_s, reachable), memory, now_s, reachable)
     current = scans[-1] if scans else None
     relay = [s for s in services if s["service"] == _records.SERVICE_AGGREGATOR]
@@ -124,6 +125,15 @@ def _services(statuses: list[StatusEntry], now_s: float, rates: Rates) -> list[d
 # A LiberTEM bridge's counters the page shows (libertem_bridge/SPEC.md, "Status").
 BRIDGE_FIELDS = ("positions_sent", "frames_sent", "positions_empty", "frames_late", "frames_dropped", "frames_unsent",
                  "clients_dropped", "clients_gone", "clients_refused", "scans_served", "scans_unserved")
+
+
+def _aborted_not_failed(services: list[dict[str, Any]], scans: list[dict[str, Any]]) -> None:
+    """A service in state error over a scan an operator aborted did what the abort asked (a producer
+    thread stops with the error "the scan was aborted"): it is shown as ``aborted``, no error alert."""
+    aborted = {scan["scan"] for scan in scans if scan["outcome"] == ABORTED}
+    for service in services:
+        if service["state"] == _records.STATE_ERROR and service["scan"] in aborted:
+            service["state"] = ABORTED
 
 
 def _bridges(services: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -239,6 +249,10 @@ def _alerts(services: list[dict[str, Any]], nodegroups: list[dict[str, Any]], sc
                        "text": "kvstore unreachable: showing the last known state; the dashboard reconnects by itself"})
         return alerts  # a replica that is not live says nothing about who left
     registered = {ng["uid"]: ng["status"] for ng in nodegroups}
+    if not registered:
+        alerts.append({"id": "no-nodegroup", "level": "warning",
+                       "text": "no NodeGroup is registered: a scan acquired now is written to disk, not counted "
+                               "(start the NodeGroups: 'sectorflow up', or a streaming session)"})
     for uid, last in memory.nodegroups.items():
         if uid not in registered and last not in (_records.STATE_STOPPING, _records.STATE_STOPPED):
             memory.lost.setdefault(uid, now_s)

@@ -115,8 +115,11 @@ def draw(figure: Any, view: LiveView, title: str) -> None:
         picture = output.picture(np.asarray(values, dtype=np.float64))
         if output.log_scale:
             picture = np.log1p(picture)
-        figure.colorbar(ax.imshow(picture, cmap=output.colour_map, aspect="auto" if not output.image else None),
-                        ax=ax, shrink=0.8)
+        # A signed output (the centre of mass) centred on 0: the colour of 0 is the same in every scan.
+        largest = float(np.nanmax(np.abs(picture))) if output.diverging and np.isfinite(picture).any() else None
+        limits = {"vmin": -largest, "vmax": largest} if largest else {}
+        figure.colorbar(ax.imshow(picture, cmap=output.colour_map, aspect="auto" if not output.image else None,
+                                  **limits), ax=ax, shrink=0.8)
         ax.set_title(f"{output.label}{', log(1 + value)' if output.log_scale else ''}")
         ax.set_xlabel("scan x" if output.image and output.per == PER_POSITION else
                       "element" if output.per == PER_POSITION else "detector column")

@@ -63,7 +63,12 @@ function dismissed() {
 }
 function alertKey(a) { return `${a.id}@${a.since_s}`; }
 
-function clock(seconds) { return new Date(seconds * 1000).toLocaleTimeString("en-GB"); }
+// The page's one time format: the browser's local date and time, 2026-11-29 14:03:07 (24 h), everywhere.
+function clock(seconds) {
+  const t = new Date(seconds * 1000), two = (n) => String(n).padStart(2, "0");
+  return `${t.getFullYear()}-${two(t.getMonth() + 1)}-${two(t.getDate())} ` +
+    `${two(t.getHours())}:${two(t.getMinutes())}:${two(t.getSeconds())}`;
+}
 
 function renderAlerts(state) {
   const gone = dismissed();
@@ -170,7 +175,7 @@ function renderHistory(state) {
       thumb.alt = `bright field of scan ${s.scan}`;
     }
     const perFrame = s.electrons_per_frame === undefined || s.electrons_per_frame === null ? "-" : s.electrons_per_frame.toFixed(1);
-    return [s.scan, s.requested_s ? new Date(s.requested_s * 1000).toLocaleString("en-GB") : "-",
+    return [s.scan, s.requested_s ? clock(s.requested_s) : "-",
             s.duration_s === null ? "-" : span(s.duration_s), s.to_file_s === null ? "-" : span(s.to_file_s), perFrame,
             outcome, thumb, fates(s), s.replay ? `on disk; count it with: ${s.replay}` : s.path || "-"];
   }));
@@ -224,16 +229,28 @@ function imageNames(images) {
 }
 
 function renderImages(state) {
-  const images = state.images;
-  $("images-none").hidden = Boolean(images);
-  if (!images) return;
+  let images = state.images;
+  // Never the previous scan's images under a newer scan: a scan written to disk (no NodeGroup) has none
+  // until it is replayed, a streamed one has them once its first frames are counted.
+  const newer = state.scan && images && state.scan.scan !== images.scan && state.scan.requested_s;
+  const none = !images ? "no counted file yet" : !newer ? "" : state.scan.routing.length
+    ? `scan ${state.scan.scan}: no images yet (the last ones shown were scan ${images.scan}'s)`
+    : `scan ${state.scan.scan} went to disk, not counted (no NodeGroup registered): no images until it is replayed`;
+  $("images-none").textContent = none;
+  $("images-none").hidden = !none;
+  document.querySelector("#images-card .images").hidden = Boolean(none);
+  if (none) { $("images-scan").textContent = ""; return; }
   const perFrame = images.electrons_per_frame === null ? "" : `, ${images.electrons_per_frame.toFixed(1)} electrons per frame`;
   $("images-scan").textContent = `scan ${images.scan}, ${number(images.positions_counted)} positions` +
     (images.live ? (images.complete ? " (counted, file to come)" : " (counting, live)")
                  : (images.complete ? "" : " (incomplete)")) + perFrame;
   if (images.version === imagesVersion) return;
   imagesVersion = images.version;
-  lastImages = images;
+  // The scan's step, when known, gives the scan axes a physical scale (item 4: /metadata/instrument).
+  const record = [state.scan, ...(state.recent || [])].find((s) => s && s.scan === images.scan);
+  const step = record && record.instrument && record.instrument.scan_step;
+  lastImages = Object.assign({}, images, {scan_step: step || null});
+  images = lastImages;
   for (const panel of document.querySelectorAll(".panel")) drawPanel(panel, images);
 }
 
@@ -258,8 +275,33 @@ function drawPanel(panel, images) {
     ? Object.entries(images.detectors.detectors).filter(([, d]) => d.outline_omitted).map(([n]) => n) : [];
   panel.querySelector("figcaption").textContent = `${title} (${unit})` +
     (omitted.length ? `; not outlined (too many edges): ${omitted.join(", ")}` : "");
-  drawColourbar(panel, images.ramp, images.ranges[name]);
+  const diverging = (images.diverging || []).includes(name);
+  drawColourbar(panel, diverging ? images.diverging_ramp : images.ramp, images.ranges[name]);
+  panel.querySelector(".colourbar").dataset.diverging = diverging;
   drawDetectors(panel.querySelector("svg"), name === images.pattern ? images : null);
+  drawAxes(panel, name === images.pattern ? images.frame_shape : images.scan_shape, name === images.pattern,
+           name === images.pattern ? null : images.scan_step);
+}
+
+// Axes under and beside the image: its rows and columns (scan positions, or detector pixels for the
+// pattern) at the first, middle and last, and the physical distance when the scan step is known.
+function drawAxes(panel, shape, pattern, step) {
+  const [rows, cols] = shape || [0, 0];
+  const what = pattern ? "detector" : "scan";
+  const scale = (i) => step ? `${i} (${label(i * step.value)} ${step.units})` : String(i);
+  for (const [axis, n, title] of [["x", cols, `${what} x${pattern ? " (px)" : " (positions)"}`],
+                                  ["y", rows, `${what} y${pattern ? " (px)" : " (positions)"}`]]) {
+    const box = panel.querySelector(`.axis-${axis}`);
+    const ticks = n ? [...new Set([0, Math.floor((n - 1) / 2), n - 1])] : [];
+    box.replaceChildren(...ticks.map((i) => {
+      const tick = el("span", pattern || axis === "y" ? String(i) : scale(i), "tick");
+      // At the middle of position i: the image spans n positions edge to edge.
+      tick.style[axis === "x" ? "left" : "top"] = `${(100 * (i + 0.5)) / n}%`;
+      return tick;
+    }), el("span", title + (step && !pattern && axis === "x" ? `, ${label(step.value)} ${step.units} a step` : ""),
+           "axis-title"));
+    box.dataset.ticks = ticks.join(",");
+  }
 }
 
 function label(value) {
@@ -281,6 +323,13 @@ function drawColourbar(panel, ramp, range) {
   bar.dataset.max = range ? range[1] : "";
   panel.querySelector(".bar-max").textContent = range ? label(range[1]) : "";
   panel.querySelector(".bar-min").textContent = range ? label(range[0]) : "nothing counted";
+  // Ticks between, evenly spaced in value (the bar is linear in what it shows): 0 is the middle one of
+  // a signed image's.
+  const inner = [...panel.querySelectorAll(".bar-tick")];
+  inner.forEach((tick, i) => {
+    const fraction = 1 - (i + 1) / (inner.length + 1);
+    tick.textContent = range ? label(range[0] + fraction * (range[1] - range[0])) : "";
+  });
 }
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -321,7 +370,7 @@ function render(state) {
   badge($("connection"), live ? "live" : "kvstore unreachable", live ? "live" : "unreachable");
   const stack = state.kvstore.stack ? `, stack ${state.kvstore.stack}` : "";
   $("kvstore-address").textContent = `kvstore ${state.kvstore.address}${stack}, sequence ${state.kvstore.sequence}`;
-  $("updated").textContent = `updated ${new Date(state.now_s * 1000).toLocaleTimeString()}`;
+  $("updated").textContent = `updated ${clock(state.now_s)}`;
   // A kvstore pair's active server and an aggregator standby's lease: shown only where configured.
   $("failover").hidden = state.failover.length === 0;
   $("failover").textContent = state.failover.join("; ");

@@ -2,8 +2,10 @@
 chromium-driver and Selenium) and scraped by a real Prometheus (Debian's binary): during a scan the
 page shows each receiver's progress with rate and time left and the live images with their colour
 bars, the virtual detectors drawn on the summed pattern; at the end the outcome, and a history of
-the scans newest first with their outcome, times, electrons per frame and thumbnail; an aborted
-scan's alert is dismissed, "kvstore unreachable" is raised while the kvstore is killed and clears
+the scans newest first with their outcome, times, electrons per frame and thumbnail; the centre of
+mass on a diverging ramp centred on 0, axes in scan positions, one time format; an aborted scan is
+amber, its producers not in error, and its alert is dismissed; with the NodeGroups stopped an alert
+says so and a scan on disk shows no earlier scan's images; "kvstore unreachable" is raised while the kvstore is killed and clears
 when it is back; no sessions card without Slurm; Prometheus' query API returns the scan's message
 count from /metrics.
 """
@@ -33,6 +35,7 @@ from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client, client_options
 from sectorflow.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
+from sectorflow.orchestration.supervisor import stop_services
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
@@ -66,6 +69,7 @@ def stack(make_config, tmp_path: Path) -> Iterator[Stack]:
         detector=SMALL_DETECTOR, simulator={"bright_field_radius_px": 10.0},
         counting={"background_threshold": 30.0, "xray_threshold": 1000.0}, dashboard={"update_ms": 200},
         nodegroup={"scan_timeout_s": 2.0},  # an aborted scan's file comes soon after its senders fall silent
+        instrument={"scan_step_nm": 2.5},  # the scan axes get a physical scale
         analysis={"virtual_detectors": [{"name": "bright_field", "kind": "disk", "radius": 12.0},
                                           {"name": "dark_field", "kind": "annulus", "inner": 14.0, "outer": 30.0},
                                           {"name": "corner", "kind": "mask", "mask": str(tmp_path / "corner.npy")}]})
@@ -114,9 +118,13 @@ def panel(driver: Any, index: int) -> dict[str, Any]:
         const c = p.querySelector('canvas'), g = c.getContext('2d');
         const top = [...g.getImageData(7, 0, 1, 1).data.slice(0, 3)];
         const bottom = [...g.getImageData(7, c.height - 1, 1, 1).data.slice(0, 3)];
+        const middle = [...g.getImageData(7, Math.floor(c.height / 2), 1, 1).data.slice(0, 3)];
         const bar = p.querySelector('.colourbar').dataset;
+        const texts = (selector) => [...p.querySelectorAll(selector)].map(t => t.textContent);
         return {name: i.dataset.name, scan: i.dataset.scan, loaded: i.complete && i.naturalWidth > 0,
-                width: i.getBoundingClientRect().width, min: bar.min, max: bar.max, top, bottom,
+                width: i.getBoundingClientRect().width, min: bar.min, max: bar.max, top, bottom, middle,
+                diverging: bar.diverging, ticks: texts('.bar-ticks span'),
+                axis_x: texts('.axis-x span'), axis_y: texts('.axis-y span'),
                 maxLabel: p.querySelector('.bar-max').textContent,
                 circles: p.querySelectorAll('svg circle').length, paths: p.querySelectorAll('svg path').length};""",
         index)
@@ -195,7 +203,7 @@ def assert_follows_prometheus_rules(exposition: str, scans: int) -> None:
 
 def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alerts_clear(
         stack: Stack, browser: Any, processes: Processes, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    from sectorflow.dashboard.png import RAMP
+    from sectorflow.dashboard.png import DIVERGING_RAMP, RAMP
 
     browser.get(stack.url)
     wait_until(lambda: text(browser, "connection") == "live", PAGE_S, "the page to show the kvstore live")
@@ -288,6 +296,22 @@ def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alert
     com = wait_until(lambda: (p := panel(browser, 0))["name"] == "com_magnitude" and p["loaded"] and p, PAGE_S,
                      "the centre of mass magnitude")
     assert float(com["max"]) > 0 and com["circles"] == 0
+    # A component of the centre of mass is signed: a diverging ramp centred on 0 (blue, white, red), its bar
+    # from -m to +m with ticks between, 0 the middle one; the axes give scan positions.
+    browser.execute_script("const s = document.querySelector('#panel-0 select'); s.value = 'com_x';"
+                           "s.dispatchEvent(new Event('change'))")
+    com_x = wait_until(lambda: (p := panel(browser, 0))["name"] == "com_x" and p["loaded"] and p, PAGE_S,
+                       "the centre of mass x")
+    assert com_x["diverging"] == "true" and float(com_x["min"]) == -float(com_x["max"]) < 0, com_x
+    assert com_x["ticks"][2] == "0" and len(com_x["ticks"]) == 5, com_x
+    assert max(abs(a - b) for a, b in zip(com_x["middle"], DIVERGING_RAMP[2])) <= 8, com_x  # 0: near white
+    assert max(abs(a - b) for a, b in zip(com_x["top"], DIVERGING_RAMP[-1])) <= 8, com_x
+    assert com_x["axis_x"] == ["0 (0 nm)", "11 (27.50 nm)", "23 (57.50 nm)", "scan x (positions), 2.50 nm a step"]
+    assert com_x["axis_y"] == ["0", "11", "23", "scan y (positions)"]
+    assert panel(browser, 1)["axis_x"] == ["0", "31", "63", "detector x (px)"]  # the pattern: detector pixels
+    # One time format on the page: the header's, the alerts' and the history's.
+    assert re.fullmatch(r"updated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", text(browser, "updated"))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", history(browser)[0][1])
 
     # Scan 2, aborted mid-way: its alert (with its time) is dismissed from the page, and the history
     # lists both scans, newest first, each with its outcome.
@@ -305,6 +329,30 @@ def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alert
     browser.refresh()  # dismissed for this browser, also after a reload
     wait_until(lambda: text(browser, "connection") == "live" and history(browser), PAGE_S, "the page again")
     assert "scan/2/aborted" not in alert_ids(browser)
+    # Aborted is amber, and the producers that stopped for the abort are not in error, nor is any alert red.
+    assert text(browser, "scan-outcome") == "aborted"
+    assert browser.execute_script("return getComputedStyle(document.getElementById('scan-outcome')).backgroundColor"
+                                  ) == "rgb(224, 163, 58)"
+    assert not [r for r in table_rows(browser, "services") if r[0] == "producer" and r[2] == "error"], \
+        table_rows(browser, "services")
+    assert browser.execute_script("return document.querySelectorAll('#alerts .alert.error').length") == 0
+    keep_screenshot(browser, tmp_path, "dashboard-aborted.png")
+
+    # The NodeGroups stop: an alert says none is registered, and scan 3 goes to disk; the page shows no
+    # image of scan 2 under it, but says why there is none.
+    stop_services([s for s in load_running(stack.run_dir) if s.name == "nodegroups"], SCAN_S)
+    wait_until(lambda: "no-nodegroup" in alert_ids(browser), PAGE_S, "the alert that no NodeGroup is registered")
+    acquire(processes, stack, 3)
+    assert processes.supervisor.wait("acquire-3", SCAN_S) == 0
+    wait_until(lambda: text(browser, "scan-number") == "3" and text(browser, "scan-outcome") == "on disk, not counted",
+               PAGE_S, "scan 3 on disk on the page")
+    assert text(browser, "images-none") == ("scan 3 went to disk, not counted (no NodeGroup registered): no images "
+                                            "until it is replayed")
+    # Not drawn at all (not merely flagged hidden): no panel takes room on the page.
+    assert browser.execute_script(
+        "return document.querySelector('#images-card .images').getBoundingClientRect().height") == 0
+    assert browser.execute_script("return document.getElementById('images-none').getBoundingClientRect().height") > 0
+    keep_screenshot(browser, tmp_path, "dashboard-fallback.png")
 
     kvstore = next(service for service in load_running(stack.run_dir) if service.name == "kvstore")
     os.kill(kvstore.pid, signal.SIGKILL)

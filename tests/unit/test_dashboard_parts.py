@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sectorflow.dashboard.metrics import make_registry
 from sectorflow.dashboard.outline import mask_outline
 from sectorflow.dashboard.images_source import ShownImages, with_magnitude
-from sectorflow.dashboard.png import NOT_COUNTED_RGB, RAMP, colourise, encode_png
+from sectorflow.dashboard.png import DIVERGING_RAMP, NOT_COUNTED_RGB, RAMP, colourise, encode_png
 from sectorflow.dashboard.scan_groups import group_scans
 from sectorflow.dashboard.sessions import slurm_seconds
 from sectorflow.protocol import (
@@ -61,6 +61,22 @@ def test_the_colour_bar_spans_each_image_from_its_smallest_to_largest_counted_va
     assert (tuple(rgb[0, 0]), tuple(rgb[0, 1])) == (RAMP[0], RAMP[-1])
     nothing = ShownImages(scan=2, scan_shape=(1, 1), images={"bright_field": np.array([[np.nan]])})
     assert nothing.ranges() == {"bright_field": None} and nothing.electrons_per_frame is None
+
+
+def test_the_centre_of_mass_is_drawn_on_a_diverging_map_centred_on_zero() -> None:
+    from sectorflow.analysis import Context
+    from sectorflow.analysis.builtin import CENTRE_OF_MASS
+
+    com_x = np.array([[3.0, np.nan], [0.0, -1.0]])
+    outputs = {o.name: o for o in CENTRE_OF_MASS.outputs(Context(frame_shape=(4, 4), centre_row=2.0, centre_col=2.0))}
+    shown = ShownImages(scan=1, scan_shape=(2, 2), images={"com_x": com_x}, outputs=outputs)
+    assert shown.diverging("com_x") and not shown.diverging("diffraction")
+    # From -3 to +3: 0 in the middle of the bar, whatever the image's own extremes.
+    assert shown.ranges()["com_x"] == [-3.0, 3.0]
+    rgb = colourise(com_x, diverging=True)
+    assert tuple(rgb[1, 0]) == DIVERGING_RAMP[2]  # 0: the ramp's middle, near white
+    assert tuple(rgb[0, 0]) == DIVERGING_RAMP[-1] and tuple(rgb[0, 1]) == NOT_COUNTED_RGB
+    assert rgb[1, 1, 2] > rgb[1, 1, 0]  # -1: bluish
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("1:30", 90.0), ("01:00:05", 3605.0), ("2-00:00:00", 172800.0),

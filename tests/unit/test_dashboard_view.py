@@ -7,8 +7,10 @@ from typing import Any
 
 from sectorflow.dashboard.scan_groups import group_scans
 from sectorflow.dashboard.view import Remembered, build_view
+from sectorflow.protocol.scan_life import ScanAbort, abort_key
 from sectorflow.protocol import (
     OUTCOME_COMPLETE,
+    STATE_ERROR,
     STATE_FINISHED,
     STATE_IDLE,
     STATE_STREAMING,
@@ -120,7 +122,39 @@ def test_a_scan_written_to_disk_for_want_of_a_nodegroup_is_on_disk_with_its_repl
     replay = "sectorflow acquire --config /etc/sf.toml --scan-number 3 --scan-shape 4x4 --replay --wait"
     assert (scan["outcome"], scan["on_disk"], scan["spilled"], scan["replay"]) == ("on disk, not counted", 16, 0, replay)
     assert [a["text"] for a in state["alerts"]] == [
-        f"scan 3: on disk, not counted: 16 on disk + 0 missing = 16 sectors; count it with: {replay}"]
+        NO_NODEGROUP, f"scan 3: on disk, not counted: 16 on disk + 0 missing = 16 sectors; count it with: {replay}"]
+
+
+NO_NODEGROUP = ("no NodeGroup is registered: a scan acquired now is written to disk, not counted (start the "
+                "NodeGroups: 'sectorflow up', or a streaming session)")
+
+
+def test_no_nodegroup_registered_is_an_alert_that_clears_when_one_registers() -> None:
+    entries = scan_entries(STATE_FINISHED, with_file=True)
+    alone = {k: v for k, v in entries.items() if not k.startswith("nodegroups/")}
+    alerts = view(alone)["alerts"]
+    assert [(a["id"], a["level"], a["text"]) for a in alerts] == [("no-nodegroup", "warning", NO_NODEGROUP)]
+    assert view(entries)["alerts"] == []
+
+
+def test_the_producers_of_an_aborted_scan_are_shown_aborted_not_in_error_and_raise_no_error_alert() -> None:
+    entries = scan_entries(STATE_ERROR)
+    entries[status_key("producer", "r0t0")] = status(STATE_ERROR, messages=10, receiver=0, thread=0, mode="stream",
+                                                     error="the scan was aborted (sectorflow abort)")
+    entries[scan_producer_key(SCAN, 0, 0)] = ProducerScanRecord(
+        receiver=0, thread=0, state=STATE_ERROR, routing=GROUPS, counts={"ng-a": 8, "ng-b": 8}, owned=16,
+        lost_upstream=0, sent=10, spilled=0, spill_file="", partial=False,
+        error="the scan was aborted (sectorflow abort)", updated_s=96.0).encode()
+    entries[abort_key(SCAN)] = ScanAbort(by="host:1", requested_s=95.0).encode()
+    entries[scan_file_key(SCAN)] = ScanFileRecord(
+        outcome="incomplete", path="/data/FOURD_0000000003_counted.h5", extra_paths=[], positions=16,
+        frames_written=10, positions_missing=6, sectors_counted=[10, 16], reason="aborted (sectorflow abort)",
+        written_s=97.0).encode()
+    state = view(entries, now_s=200.0)
+    assert state["scan"]["outcome"] == "aborted"
+    assert [s["state"] for s in state["services"] if s["service"] == "producer"] == ["aborted", "finished"]
+    assert [a["level"] for a in state["alerts"]] == ["warning"]  # the scan's own line, amber
+    assert state["alerts"][0]["id"] == f"scan/{SCAN}/aborted"
 
 
 def test_a_finished_scan_shows_its_outcome_and_file_in_the_recent_scans() -> None:

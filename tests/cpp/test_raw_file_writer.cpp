@@ -2,6 +2,7 @@
 // fallback files"); anything not closed whole ends as <name>.partial, or is removed when empty.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -71,6 +72,18 @@ TEST(RawFileWriter, IsWrittenUnderATemporaryNameAndRenamedWhenClosedWhole) {
   EXPECT_FALSE(writer.failed());
   EXPECT_EQ(writer.records_in_file(), 3U);
   EXPECT_EQ(fs::file_size(writer.path()), 3 * (sectorflow::protocol::kRawHeaderBytes + kGeometry.sector_bytes()));
+}
+
+TEST(RawFileWriter, FollowsTheUmask) {
+  ScratchDir dir;
+  const mode_t previous = ::umask(002);  // a facility whose group shares its files
+  RawFileWriter writer(dir.path.string(), 7, 1, 0, kGeometry);
+  ::umask(previous);
+  write_frames(writer, 1);
+  writer.close();
+  EXPECT_EQ(fs::status(writer.path()).permissions(),
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::group_write |
+                fs::perms::others_read);
 }
 
 TEST(RawFileWriter, AFileNobodyClosedBecomesPartialWithItsBufferedRecords) {

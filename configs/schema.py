@@ -507,6 +507,8 @@ class DashboardConfig:
 class LibertemConfig:
     """``sectorflow libertem``: the counted frames served to LiberTEM-live as asi_tpx3 (libertem_bridge/SPEC.md)."""
 
+    with_stack: bool = setting(False, "'sectorflow up' starts the bridge with the stack, listening on listen, and "
+                               "prints where; 'sectorflow down' stops it")
     listen: str = setting("127.0.0.1:8283", "HOST:PORT the bridge listens on for LiberTEM-live clients (their "
                           "asi_tpx3 data_host and data_port); a non-loopback host is refused unless the bridge "
                           "is started with --allow-remote (the stream has no key), and always with [security] on, "

@@ -12,7 +12,7 @@ from sectorflow.simulator import parse_scan_shape
 
 from .config_drift import forget_snapshot, keep_snapshot, restart_note
 from .demo import DemoOptions, run_demo
-from .stack import DASHBOARD, dashboard_url, restart_service, start_stack
+from .stack import DASHBOARD, LIBERTEM, dashboard_url, restart_service, start_stack
 from .supervisor import STATE_FILE, load_running, stop_services
 
 
@@ -82,7 +82,8 @@ def run_up(args: argparse.Namespace, config: Config) -> int:
         return 0
     try:
         supervisor = start_stack(config, run_dir, args.ranks, args.output, not args.no_nodegroups,
-                                 args.ready_timeout, dashboard=config.dashboard.with_stack and not args.no_dashboard)
+                                 args.ready_timeout, dashboard=config.dashboard.with_stack and not args.no_dashboard,
+                                 libertem=config.libertem.with_stack)
     except SectorflowError as error:
         note = restart_note(config, run_dir)  # the stack already runs, with the file as it was
         raise SectorflowError(f"{error}; {note}" if note else str(error)) from None
@@ -91,6 +92,9 @@ def run_up(args: argparse.Namespace, config: Config) -> int:
     print(next_commands(config, run_dir))
     if DASHBOARD in supervisor.names():
         print(f"dashboard: {dashboard_url(config)} (Prometheus metrics at {dashboard_url(config)}metrics)")
+    if LIBERTEM in supervisor.names():
+        print(f"LiberTEM bridge: listening on {config.libertem.listen} (LiberTEM-live's asi_tpx3 data_host and "
+              "data_port; examples/libertem_udfs.py)")
     return 0
 
 

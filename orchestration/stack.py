@@ -22,6 +22,7 @@ from sectorflow.errors import SectorflowError
 from sectorflow.waiting import WaitTimeout, wait_until
 
 from sectorflow.kvstore import Client
+from sectorflow.protocol import SERVICE_LIBERTEM
 
 from .port_owners import ports_held
 from .readiness import Expected, wait_ready
@@ -30,6 +31,7 @@ from .supervisor import STOP_TIMEOUT_S, ServiceSpec, Supervisor, load_running, s
 log = logging.getLogger(__name__)
 
 DASHBOARD = "dashboard"
+LIBERTEM = "libertem"
 # The modules of the `dashboard` extra: without them `up` starts no dashboard and says why.
 DASHBOARD_MODULES = ("starlette", "uvicorn", "prometheus_client")
 DASHBOARD_POLL_S = 0.2  # how often `up` asks the starting dashboard whether it serves
@@ -114,11 +116,14 @@ def _dashboard_serving(config: Config) -> bool:
 
 
 def start_stack(config: Config, run_dir: Path, ranks: int, output_dir: Path | None, with_nodegroups: bool,
-                ready_timeout_s: float, counting: bool = True, dashboard: bool = False) -> Supervisor:
+                ready_timeout_s: float, counting: bool = True, dashboard: bool = False,
+                libertem: bool = False) -> Supervisor:
     """Start every service of the stack and wait until it is ready; on failure stop what started.
 
     With ``dashboard`` (``up`` and the demo, when ``[dashboard] with_stack``), the web dashboard too,
     ready once its page answers; without the ``dashboard`` extra installed it is left out with a warning.
+    With ``libertem`` (``up``, when ``[libertem] with_stack``), the LiberTEM-live bridge, ready once it
+    published its status (it listens by then).
     """
     if any(Path(f"/proc/{service.pid}").exists() for service in load_running(run_dir)):
         raise SectorflowError(f"{run_dir} already has running services: run 'sectorflow down --run-dir {run_dir}' first")
@@ -142,6 +147,9 @@ def start_stack(config: Config, run_dir: Path, ranks: int, output_dir: Path | No
             # Once the stack is ready: the dashboard only observes it, and nothing of the stack waits for it.
             supervisor.start(dashboard_service(config))
             wait_serving(config, ready_timeout_s, supervisor.check)
+        if libertem:
+            supervisor.start(libertem_service(config))
+            wait_bridge(config, ready_timeout_s, supervisor.check)
         # Ready, and every service still running: one that died at start is a failed start, whatever answered.
         supervisor.check()
     except BaseException:
@@ -164,6 +172,7 @@ def restart_service(config: Config, run_dir: Path, name: str, ranks: int, output
     with_nodegroups = name == "nodegroups" or any(service.name == "nodegroups" for service in recorded)
     specs = {spec.name: spec for spec in stack_services(config, ranks, output_dir, with_nodegroups=with_nodegroups)}
     specs[DASHBOARD] = dashboard_service(config)
+    specs[LIBERTEM] = libertem_service(config)
     if name not in specs:
         raise SectorflowError(f"--only {name}: no such service in the stack of {config.source}; one of "
                               f"{', '.join(specs)}")
@@ -173,6 +182,8 @@ def restart_service(config: Config, run_dir: Path, name: str, ranks: int, output
     try:
         if name == DASHBOARD:
             wait_serving(config, ready_timeout_s, supervisor.check)
+        elif name == LIBERTEM:
+            wait_bridge(config, ready_timeout_s, supervisor.check)
         else:
             groups = ranks * config.nodegroup.groups_per_rank if with_nodegroups else 0
             with Client.from_config(config, name="up") as client:
@@ -182,6 +193,25 @@ def restart_service(config: Config, run_dir: Path, name: str, ranks: int, output
         supervisor.stop_all()
         raise
     return process.pid
+
+
+def libertem_service(config: Config) -> ServiceSpec:
+    """The LiberTEM-live bridge of ``config`` (``sectorflow libertem``), on ``[libertem] listen``."""
+    return ServiceSpec(LIBERTEM, _sectorflow(LIBERTEM, "--config", str(Path(config.source).resolve())))
+
+
+def wait_bridge(config: Config, timeout_s: float, check: Callable[[], None]) -> None:
+    """Block until a LiberTEM bridge has published its status (it listens before it publishes); ``check``
+    raises if a service died meanwhile (a bridge whose port is taken exits, its log says why)."""
+    with Client.from_config(config, name="up") as client:
+        def published() -> bool:
+            check()
+            return bool(client.statuses(SERVICE_LIBERTEM))
+
+        try:
+            wait_until(published, timeout_s, "the LiberTEM bridge", DASHBOARD_POLL_S)
+        except WaitTimeout:
+            raise SectorflowError(f"the LiberTEM bridge published no status within {timeout_s:.0f} s") from None
 
 
 def wait_serving(config: Config, timeout_s: float, check: Callable[[], None]) -> None:

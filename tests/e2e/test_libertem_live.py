@@ -350,3 +350,32 @@ def test_with_security_on_a_keyless_reader_gets_nothing_and_a_client_that_never_
     assert "scan 4: LiberTEM (bridge bob): not served" in status.stdout, status.stdout
     assert counters["clients_denied"] == 1 and counters["clients_dropped"] == 2 and counters["clients_refused"] == 0
     assert counters["scans_served"] == 3 and counters["scans_unserved"] == 1
+
+
+def test_up_starts_the_bridge_with_the_stack_when_asked_and_down_stops_it(
+        make_config, processes: Processes, tmp_path: Path) -> None:
+    from harness import free_port
+
+    from sectorflow.orchestration import load_running
+
+    port = free_port("127.0.0.1")
+    config, path = make_config(detector=DETECTOR, simulator=SIMULATOR, counting=COUNTING,
+                               analysis={"live_rate_hz": 5.0},
+                               libertem={"with_stack": True, "listen": f"127.0.0.1:{port}"})
+    output, run_dir = tmp_path / "h5", tmp_path / "run"
+    with stack_up(config, path, run_dir, output) as client:
+        # Up returned once the bridge published its status: it listens on [libertem] listen.
+        assert [s.name for s in load_running(run_dir) if s.name == "libertem"] == ["libertem"]
+        assert bridge_status(client) is not None
+        assert f"listening on 127.0.0.1:{port}" in (run_dir / "libertem.log").read_text()
+        wait_bridge_subscribed(client)
+        libertem = start_libertem(processes, tmp_path / "result.npz", port)
+        wait_until(lambda: bridge_connected(client), 120, "LiberTEM to connect to the stack's bridge")
+        acquire(path, 1)
+        finish(processes, libertem)
+        wait_until(lambda: (output / scan_file_name(1)).exists(), 60, "the scan's file")
+    counts, _ = per_position_counts(output / scan_file_name(1))
+    np.testing.assert_array_equal(np.load(tmp_path / "result.npz")["intensity"], counts)
+    # Down stopped it with the rest: nothing listens on its port.
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()

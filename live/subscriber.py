@@ -22,6 +22,8 @@ from sectorflow.analysis import PER_POSITION, Frames, Output, Plan, compute, emp
 from sectorflow.configs import Config, load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
+from sectorflow.protocol import ProtocolError, scan_prefix
+from sectorflow.protocol.scan_instrument import ScanInstrument, instrument_key
 from sectorflow.security import is_z85_key
 from sectorflow.security.options import live_client_curve
 
@@ -35,6 +37,8 @@ VIEW_RATE_HZ = 4.0
 DISCOVERY_INTERVAL_S = 1.0
 #: Longest wait for the kvstore's first snapshot.
 SYNC_TIMEOUT_S = 10.0
+# How long a view waits for the scan's instrument record once, when it first sees the scan.
+INSTRUMENT_SYNC_S = 2.0
 
 #: Bounds on what a publisher can make a subscriber hold: messages queued per publisher, and the
 #: size of one (a NodeGroup's feed holds live_buffer_frames frames; 256 MiB is a million frames of
@@ -70,7 +74,7 @@ class LiveView:
     """what each of images and sums is (unit, label), by name"""
     instrument: dict[str, dict[str, Any]] = field(default_factory=dict)
     """the scan's known instrument settings as its file's /metadata/instrument holds them ({quantity: {value,
-    units, source}}, protocol/scan_instrument.py); empty when unknown (a live view)"""
+    units, source}}, protocol/scan_instrument.py; live: from the scan's kvstore record); empty when none is known"""
 
     @property
     def diffraction(self) -> np.ndarray:
@@ -226,6 +230,7 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
     stream = LiveStream(loaded, wire.IMAGES)
     deadline = _deadline(timeout_s)
     states: dict[int, _ScanState] = {}
+    instruments: dict[int, dict[str, dict[str, Any]]] = {}
     followed = scan
     last_yield = 0.0
     changed = False
@@ -242,6 +247,8 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
             state = states.get(followed) if followed is not None else None
             if state is None:
                 continue
+            if followed not in instruments:  # once per scan: its record is written before its request
+                instruments[followed] = state.view.instrument = instrument_of(loaded, followed)
             state.view.refused = stream.refused
             if state.view.complete:
                 yield state.view
@@ -323,7 +330,20 @@ def _copy(view: LiveView) -> LiveView:
                     images={name: image.copy() for name, image in view.images.items()},
                     sums={name: values.copy() for name, values in view.sums.items()},
                     positions_counted=view.positions_counted, complete=view.complete, refused=view.refused,
-                    detectors_left_out=view.detectors_left_out, outputs=dict(view.outputs))
+                    detectors_left_out=view.detectors_left_out, outputs=dict(view.outputs),
+                    instrument=view.instrument)
+
+
+def instrument_of(config: Config, scan: int) -> dict[str, dict[str, Any]]:
+    """The scan's known instrument settings as its record ``scans/<n>/instrument`` gives them (as its
+    file will hold them); {} when there is none or it cannot be read (logged): the view goes on."""
+    try:
+        with Client.from_config(config, subtree=scan_prefix(scan), name="live viewer") as client:
+            raw = client.get(instrument_key(scan)) if client.wait_synced(INSTRUMENT_SYNC_S) else None
+        return ScanInstrument.decode(raw).known() if raw is not None else {}
+    except (SectorflowError, ProtocolError) as error:
+        log.warning("scan %d: its instrument settings are not shown: %s", scan, error)
+        return {}
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The microscope's settings in a scan's file: the configuration's [instrument] and the acquire's own
 options (--scan-step-nm, ...) are recorded under /metadata/instrument, each quantity with its value,
-units and where it came from; ``sectorflow view FILE`` and the dashboard's scan show them."""
+units and where it came from; ``sectorflow view`` (live, and of the file) and the dashboard's scan show them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import h5py
 import stempy.io
-from support import sectorflow_command, stack_up, wait_until
+from support import Processes, sectorflow_command, stack_up, wait_until
 from watched_scan import dashboard_state
 
 from sectorflow.nodegroup import scan_file_name
@@ -21,11 +21,17 @@ SCAN = 4
 
 
 def test_the_files_instrument_settings_come_from_the_configuration_and_the_acquire_with_units(
-        make_config, tmp_path: Path) -> None:
+        make_config, processes: Processes, tmp_path: Path) -> None:
     config, path = make_config(detector=DETECTOR, simulator=SIMULATOR, counting=COUNTING, instrument=INSTRUMENT,
                                dashboard={"update_ms": 200})
     output = tmp_path / "h5"
-    with stack_up(config, path, tmp_path / "run", output):
+    with stack_up(config, path, tmp_path / "run", output) as client:
+        # A live view of the scan, following it from its first frames.
+        viewer = processes.sectorflow("view", "--config", str(path), "--scan", str(SCAN), "--timeout", "120",
+                                      name="view")
+        wait_until(lambda: sum(int(s.extra.get("live_images_subscribers", 0))
+                               for s in client.statuses("nodegroup").values()) >= 2, 30,
+                   "the live view subscribed to both NodeGroups")
         acquired = sectorflow_command("acquire", "--config", str(path), "--scan-number", str(SCAN), "--scan-shape",
                                       "16x12", "--scan-step-nm", "2.5", "--convergence-mrad", "25", "--wait",
                                       "--timeout", "120")
@@ -34,6 +40,8 @@ def test_the_files_instrument_settings_come_from_the_configuration_and_the_acqui
                                         if s["scan"] == SCAN and s["instrument"]), None), 30,
                           "the dashboard to show the scan's instrument")
         refused = sectorflow_command("acquire", "--config", str(path), "--scan-shape", "4x4", "--beam-energy-kev", "-3")
+        wait_until(lambda: viewer.poll() is not None, 120, "the live view to end with the scan")
+        live = processes.output(viewer)
 
     file = output / scan_file_name(SCAN)
     with h5py.File(file, "r") as f:
@@ -52,6 +60,7 @@ def test_the_files_instrument_settings_come_from_the_configuration_and_the_acqui
     view = sectorflow_command("view", str(file))
     assert view.returncode == 0, view.stderr
     assert line in view.stdout.splitlines(), view.stdout
+    assert viewer.returncode == 0 and line in live.splitlines(), live[-3000:]  # live, before the file
     assert scan["instrument"] == recorded
     assert refused.returncode == 2 and "--beam-energy-kev '-3': expected a number from 0.0 to inf" in refused.stderr, \
         refused.stderr

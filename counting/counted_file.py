@@ -45,6 +45,11 @@ Layout (docs/contracts.md, "Counted output"; attribute meanings checked against 
                                         at the path its declaration gives (analysis/SPEC.md), e.g.
                                         /analysis/radial_profile float32 (scan rows, scan cols, rings)
 
+    /entry                              NeXus NXentry: the events again as NXevent_data (event_id,
+                                        event_index, ...), the instrument, attrs NX_class, default
+                                        (counting/nexus_events.py; docs/contracts.md, "NeXus events
+                                        beside stempy's layout", says why a copy and what it costs)
+
 Every dataset under /virtual_images and /analysis is an output of a registered analysis
 (sectorflow.analysis): the writer and the reader iterate over the registry, not over names.
 
@@ -73,6 +78,7 @@ from sectorflow.errors import SectorflowError
 from sectorflow.analysis import PER_POSITION, Context, Output, Results, outputs_of, registered
 
 from .arrays import STATISTICS_FIELDS, CountingError, ThresholdStatistics, statistics_dict
+from .nexus_events import write_nexus_events
 
 if TYPE_CHECKING:
     import h5py
@@ -291,6 +297,7 @@ def write_counted_scan(
                       missing, incomplete_positions, incomplete_sectors, outcome, reason, metadata)
         if analyses is not None:
             _write_outputs(partial, analyses, (scan_rows, scan_cols))
+        _write_nexus(partial, frames, (scan_rows, scan_cols), (frame_rows, frame_cols), metadata)
         os.link(partial, target)  # fails if the name exists: a file is never replaced
     finally:
         partial.unlink(missing_ok=True)
@@ -364,6 +371,18 @@ def _write_outputs(partial: Path, results: Results, scan_shape: tuple[int, int])
                 dataset.attrs[key] = value
         for group, attrs in results.plan.group_attrs().items():
             _save_attrs(f.require_group(group), attrs)
+
+
+def _write_nexus(partial: Path, frames: np.ndarray | None, scan_shape: tuple[int, int], frame_shape: tuple[int, int],
+                 metadata: Mapping[str, Any] | None) -> None:
+    """/entry, the events as NeXus NXevent_data beside stempy's layout (counting/nexus_events.py), the
+    last part of a counted file written; ``frames`` None: from the file's /electron_events/frames,
+    read a block at a time (a writer that never held the whole scan)."""
+    from sectorflow import __version__
+
+    with _h5py().File(partial, "a") as f:
+        write_nexus_events(f, f["electron_events/frames"] if frames is None else frames, scan_shape=scan_shape,
+                           frame_shape=frame_shape, instrument=(metadata or {}).get("instrument"), version=__version__)
 
 
 def _read_images(f: h5py.File, frame_shape: tuple[int, int]) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]],

@@ -295,6 +295,11 @@ class CountingConfig:
         "electron_count on raw files samples one frame: README, 'Counting a scan on disk with stempy'; "
         "they wait in the NodeGroup's pool, packed, until the thresholds are decided, so keep it below the pool "
         "frames per counting thread: a full pool decides with the frames sampled so far)", min=1)
+    threshold_share_ms: int = setting(
+        1000, "a job of several NodeGroups fits each scan's thresholds once, on rank 0, from every NodeGroup's "
+        "sample, so that its NodeGroups count alike; a NodeGroup whose sample is full waits this long for them, "
+        "its frames in its pool, then decides from its own sample (0: each NodeGroup decides from its own at once)",
+        min=0)
     background_sigma: float = setting(4.5, "background threshold = optimized mean + this x optimized sigma", min=0.0)
     xray_sigma: float = setting(175.0, "x-ray threshold = mean + this x standard deviation", min=0.0)
     background_threshold: float = setting(0.0, "fixed background threshold in ADU (0: compute from the sample)", min=0.0)

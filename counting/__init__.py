@@ -13,6 +13,7 @@ from sectorflow._core.counting import (
     ElectronCounter,
     FrameShape,
     RowDark,
+    SampleHistogram,
 )
 
 from .arrays import (
@@ -41,6 +42,7 @@ __all__ = [
     "ElectronCounter",
     "FrameShape",
     "RowDark",
+    "SampleHistogram",
     "ThresholdStatistics",
     "calculate_thresholds",
     "count_frame",

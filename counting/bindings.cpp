@@ -178,6 +178,27 @@ void bind_counting(py::module_& m) {
                std::to_string(s.optimized_mean) + ", optimized_std_dev=" + std::to_string(s.optimized_std_dev) + ")";
       });
 
+  py::class_<SampleHistogram>(m, "SampleHistogram",
+                              "A threshold sample's sums and one count per value: samples of one scan merge "
+                              "into the sample of all their frames (pickles, for MPI).")
+      .def(py::init<>())
+      .def_readonly("frames", &SampleHistogram::frames)
+      .def_readonly("pixels", &SampleHistogram::pixels)
+      .def("merge", &SampleHistogram::merge, py::arg("other"), "Adds other's frames.")
+      .def(
+          "statistics",
+          [](const SampleHistogram& h, double background_threshold_n_sigma, double x_ray_threshold_n_sigma) {
+            return h.statistics({background_threshold_n_sigma, x_ray_threshold_n_sigma});
+          },
+          py::arg("background_threshold_n_sigma"), py::arg("x_ray_threshold_n_sigma"),
+          "The statistics of its frames, as calculate_thresholds computes them.")
+      .def(py::pickle(
+          [](const SampleHistogram& h) { return py::make_tuple(h.frames, h.pixels, h.min, h.sum, h.counts); },
+          [](const py::tuple& t) {
+            return SampleHistogram{t[0].cast<std::uint64_t>(), t[1].cast<std::uint64_t>(), t[2].cast<std::int64_t>(),
+                                   t[3].cast<std::int64_t>(), t[4].cast<std::vector<std::uint64_t>>()};
+          }));
+
   m.def(
       "calculate_thresholds",
       [](const py::object& frames, const Calibration& calibration, double background_threshold_n_sigma,

@@ -70,18 +70,19 @@ void bind_nodegroup(py::module_& m) {
 
   py::class_<ThresholdSettings>(m, "ThresholdSettings", "How a scan's thresholds are chosen ([counting]).")
       .def(py::init([](std::uint32_t sample_frames, double background_sigma, double xray_sigma,
-                       double background_threshold, double xray_threshold) {
+                       double background_threshold, double xray_threshold, std::uint32_t share_ms) {
              return ThresholdSettings{sample_frames, background_sigma, xray_sigma, background_threshold,
-                                      xray_threshold};
+                                      xray_threshold, share_ms};
            }),
            py::kw_only(), py::arg("sample_frames"), py::arg("background_sigma"), py::arg("xray_sigma"),
-           py::arg("background_threshold"), py::arg("xray_threshold"),
+           py::arg("background_threshold"), py::arg("xray_threshold"), py::arg("share_ms") = 0,
            "Every value from [counting] (settings_from): sample_frames is threshold_sample_frames.")
       .def_readonly("sample_frames", &ThresholdSettings::sample_frames)
       .def_readonly("background_sigma", &ThresholdSettings::background_sigma)
       .def_readonly("xray_sigma", &ThresholdSettings::xray_sigma)
       .def_readonly("background_threshold", &ThresholdSettings::background_threshold)
       .def_readonly("xray_threshold", &ThresholdSettings::xray_threshold)
+      .def_readonly("share_ms", &ThresholdSettings::share_ms)
       .def_property_readonly("fixed", &ThresholdSettings::fixed);
 
   py::class_<VirtualDetector>(m, "VirtualDetector", "One virtual detector, frame pixels (virtual_images.hpp).")
@@ -286,6 +287,7 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("incomplete_positions", &ScanResult::incomplete_positions)
       .def_readonly("incomplete_missing_sectors", &ScanResult::incomplete_missing_sectors)
       .def_readonly("thresholds_known", &ScanResult::thresholds_known)
+      .def_readonly("thresholds_shared", &ScanResult::thresholds_shared)
       .def_readonly("statistics", &ScanResult::statistics)
       .def_readonly("threshold_error", &ScanResult::threshold_error)
       .def_readonly("uncounted_frames", &ScanResult::uncounted_frames)
@@ -330,6 +332,10 @@ void bind_nodegroup(py::module_& m) {
       .def("counters", [](const NodeGroup& g) { return counter_dict(g.counters()); },
            "Counters since start: messages, bytes, frames, pool slots and bytes, ...")
       .def("progress", &NodeGroup::progress, "Scans being received.")
+      .def("take_samples", &NodeGroup::take_samples,
+           "Shared thresholds: [(scan, SampleHistogram)] of the samples closed since the last call.")
+      .def("adopt_thresholds", &NodeGroup::adopt_thresholds, py::arg("scan"), py::arg("statistics"),
+           "Shared thresholds: count the scan with these ThresholdStatistics; False if it is not here or decided.")
       .def("close_aborted", &NodeGroup::close_aborted, py::arg("scan"), py::arg("receiver"), py::arg("forwarded"),
            "Aborted scan: aggregator thread `receiver` closed it having forwarded `forwarded` messages here; that "
            "port's part ends once they came, without waiting for scan_timeout_s.")

@@ -124,6 +124,7 @@ from .gather import GroupResult, ScanGatherer, Unchanged
 from .job_watch import JobWatch
 from .launcher_watch import LauncherWatch
 from .output_dir import FileAccess, check_writable
+from .threshold_exchange import ThresholdExchange, statistics_from_dict
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,9 @@ LOOP_WAIT_S = 0.05
 #: MPI tags of the point-to-point messages to rank 0.
 TAG_RESULT = 71
 TAG_BYE = 72
+#: A NodeGroup's closed threshold sample to rank 0, and the scan's thresholds from rank 0 (threshold_exchange).
+TAG_SAMPLE = 73
+TAG_THRESHOLDS = 74
 #: Seconds rank 0 waits for the other ranks' goodbyes when stopping.
 BYE_TIMEOUT_S = 10.0
 #: Exit code of a job that left because one of its ranks vanished or its launcher is gone.
@@ -195,10 +199,13 @@ def _load_map(path: str, key: str) -> np.ndarray | None:
         raise SectorflowError(f"[counting] {key} = {path!r}: cannot load a .npy array ({error})") from None
 
 
-def settings_from(config: Config, uid: str, counting_threads: int, count: bool = True) -> NodeGroupSettings:
+def settings_from(config: Config, uid: str, counting_threads: int, count: bool = True,
+                  share_thresholds: bool = False) -> NodeGroupSettings:
     """The C++ settings of one NodeGroup from the configuration.
 
     ``count=False`` assembles frames without counting them (the transport benchmark's data path).
+    ``share_thresholds``: the NodeGroup is one of several in its job, which fit each scan's
+    thresholds once from all their samples (``[counting] threshold_share_ms``; threshold_exchange).
 
     :raises SectorflowError: a dark reference or gain file that cannot be loaded or does not fit.
     :raises NodeGroupError: settings the NodeGroup cannot work with.
@@ -217,6 +224,7 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
         thresholds=ThresholdSettings(
             sample_frames=c.threshold_sample_frames, background_sigma=c.background_sigma,
             xray_sigma=c.xray_sigma, background_threshold=c.background_threshold, xray_threshold=c.xray_threshold,
+            share_ms=c.threshold_share_ms if share_thresholds else 0,
         ),
         calibration=calibration,
         count=count,
@@ -307,10 +315,11 @@ class LocalGroup:
     :param rank: MPI rank.
     :param counting_threads: counting threads of the NodeGroup.
     :param count: count electrons (False: assemble only, each frame written with no events).
+    :param share_thresholds: fit each scan's thresholds with the job's other NodeGroups (settings_from).
     """
 
     def __init__(self, config: Config, client: Client, uid: str, rank: int, counting_threads: int,
-                 count: bool = True, job: str = DEFAULT_JOB) -> None:
+                 count: bool = True, job: str = DEFAULT_JOB, share_thresholds: bool = False) -> None:
         self.config = config
         self.client = client
         self.uid = uid
@@ -320,7 +329,7 @@ class LocalGroup:
         self.owner: dict[str, str | int] = {**owner_fields(), "job": job, "machine": machine_id()}
         self.host = advertised_host(config.nodegroup.host)
         self.node = socket.gethostname()
-        self.group = NodeGroup(settings_from(config, uid, counting_threads, count))
+        self.group = NodeGroup(settings_from(config, uid, counting_threads, count, share_thresholds))
         # The analyses whose outputs this NodeGroup hands over with each scan (analysis/SPEC.md).
         self.plan = plan_of(config, detector_attrs(self.group.settings.detectors).get("detectors"))
         a, d = config.analysis, config.detector
@@ -577,6 +586,10 @@ class NodeGroupService:
         self.client = Client.from_config(config, name=f"nodegroup-r{self.rank}", role="nodegroup")
         self.groups: list[LocalGroup] = []
         self.gatherer: ScanGatherer | None = None
+        # Several NodeGroups in the job fit each scan's thresholds once (rank 0's exchange).
+        self.sharing = (options.count and config.counting.threshold_share_ms > 0
+                        and self.size * options.groups_per_rank > 1)
+        self.exchange: ThresholdExchange | None = None
         self.watch: JobWatch | None = None
         self.launcher = LauncherWatch()
         self.launcher_gone = False
@@ -602,7 +615,7 @@ class NodeGroupService:
         for index in range(self.options.groups_per_rank):
             uid = f"{node}-{os.getpid()}-r{self.rank}-g{index}"
             self.groups.append(LocalGroup(self.config, self.client, uid, self.rank, self.options.counting_threads,
-                                          self.options.count, self.options.job))
+                                          self.options.count, self.options.job, self.sharing))
             log.info("nodegroup %s: listening on %s ports %s", uid, self.groups[-1].host, self.groups[-1].ports)
         self.aborts = AbortWatch(self.client, [receiver.threads for receiver in self.config.receivers], self.groups)
         self.deaths = DeathWatch(self.client, self.config, self.groups)
@@ -610,6 +623,9 @@ class NodeGroupService:
         job_uids = sorted(uid for uids in uids_by_rank for uid in uids)
         self.watch = JobWatch(self.client.get, self.client.synced, uids_by_rank, self.rank,
                               self.config.nodegroup.liveness_ttl_s)
+        if self.rank == 0 and self.sharing:
+            c = self.config.counting
+            self.exchange = ThresholdExchange(job_uids, c.background_sigma, c.xray_sigma, c.threshold_share_ms / 1000)
         if self.rank == 0:
             d = self.config.detector
             thresholds = self.groups[0].group.settings.thresholds
@@ -757,10 +773,45 @@ class NodeGroupService:
                 assert self.gatherer is not None
                 self.gatherer.add(part)
             else:
-                self.comm.send(part, dest=0, tag=TAG_RESULT)
+                self._send(part)
         if self.rank == 0:
             self._receive()
+        self._share_thresholds()
+        if self.rank == 0:
             self._write_ready()
+
+    def _share_thresholds(self) -> None:
+        """Hand this rank's closed threshold samples to rank 0; give the scans' thresholds, once
+        fitted, to this rank's NodeGroups (rank 0 also to the other ranks): threshold_exchange."""
+        if not self.sharing:
+            return
+        for group in self.groups:
+            for scan, sample in group.group.take_samples():
+                if self.exchange is not None:
+                    self.exchange.add(scan, group.uid, sample)
+                else:
+                    self.comm.send((scan, group.uid, sample), dest=0, tag=TAG_SAMPLE)
+        if self.exchange is not None:
+            dead = self.dead_ranks()
+            for scan, statistics in self.exchange.due():
+                self._adopt(scan, statistics)
+                for rank in range(1, self.size):
+                    if rank not in dead:
+                        self.comm.send((scan, statistics), dest=rank, tag=TAG_THRESHOLDS)
+            return
+        while self.comm.Iprobe(source=0, tag=TAG_THRESHOLDS):
+            scan, statistics = self.comm.recv(source=0, tag=TAG_THRESHOLDS)
+            self._adopt(scan, statistics)
+
+    def _adopt(self, scan: int, statistics: dict[str, Any]) -> None:
+        decided = statistics_from_dict(statistics)
+        for group in self.groups:
+            group.group.adopt_thresholds(scan, decided)
+
+    def _send(self, part: GroupResult) -> None:
+        """A part to rank 0, in pieces of bounded size: rank 0 writes each as it comes (gather.py)."""
+        for piece in part.split():
+            self.comm.send(piece, dest=0, tag=TAG_RESULT)
 
     def _receive(self) -> int:
         """Take the parts other ranks sent; returns the goodbyes among them."""
@@ -772,6 +823,9 @@ class NodeGroupService:
             message = self.comm.recv(source=status.Get_source(), tag=status.Get_tag())
             if status.Get_tag() == TAG_BYE:
                 byes += 1
+            elif status.Get_tag() == TAG_SAMPLE:
+                if self.exchange is not None:
+                    self.exchange.add(*message)
             else:
                 assert self.gatherer is not None
                 self.gatherer.add(message)
@@ -817,7 +871,7 @@ class NodeGroupService:
                 elif rank0_gone:
                     unsent += 1
                 else:
-                    self.comm.send(part, dest=0, tag=TAG_RESULT)
+                    self._send(part)
         if unsent:
             log.error("rank 0 is gone: %d finished parts are in no file (scans/<n>/nodegroup/<uid> says what they "
                       "counted)", unsent)

@@ -147,7 +147,49 @@ ThresholdStatistics calculate_thresholds(const std::vector<const std::uint16_t*>
   return sample.statistics(options);
 }
 
+SampleHistogram ThresholdSample::histogram() const {
+  return SampleHistogram{frames_, pixels_, min_, sum_, counts_};
+}
+
 ThresholdStatistics ThresholdSample::statistics(const ThresholdOptions& options) const {
+  return histogram().statistics(options);
+}
+
+void SampleHistogram::merge(const SampleHistogram& other) {
+  if (other.pixels == 0 || other.counts.empty()) {
+    frames += other.frames;
+    return;
+  }
+  if (pixels == 0 || counts.empty()) {
+    const std::uint64_t mine = frames;
+    *this = other;
+    frames += mine;
+    return;
+  }
+  const std::int64_t max = min + static_cast<std::int64_t>(counts.size()) - 1;
+  const std::int64_t other_max = other.min + static_cast<std::int64_t>(other.counts.size()) - 1;
+  const std::int64_t lo = std::min(min, other.min);
+  const std::int64_t hi = std::max(max, other_max);
+  if (hi - lo >= kMaxSampleRange) {
+    throw CountingError("merged threshold samples span " + std::to_string(lo) + " to " + std::to_string(hi) +
+                        " ADU; check the dark reference and gain map");
+  }
+  counts.insert(counts.begin(), static_cast<std::size_t>(min - lo), 0);
+  counts.resize(static_cast<std::size_t>(hi - lo + 1), 0);
+  for (std::size_t k = 0; k < other.counts.size(); ++k) counts[static_cast<std::size_t>(other.min - lo) + k] += other.counts[k];
+  min = lo;
+  frames += other.frames;
+  pixels += other.pixels;
+  sum += other.sum;
+}
+
+ThresholdStatistics SampleHistogram::statistics(const ThresholdOptions& options) const {
+  const std::size_t frames_ = static_cast<std::size_t>(frames);
+  const std::uint64_t pixels_ = counts.empty() ? 0 : pixels;
+  const std::int64_t min_ = min;
+  const std::int64_t max_ = min + static_cast<std::int64_t>(counts.size()) - 1;
+  const std::int64_t sum_ = sum;
+  const std::vector<std::uint64_t>& counts_ = counts;
   if (frames_ == 0 || pixels_ == 0) {
     throw CountingError("threshold sample is empty; pass at least one frame");
   }

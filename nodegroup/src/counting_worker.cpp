@@ -392,8 +392,8 @@ void CountingWorker::flush_waiting(ScanWork& w) {
 bool CountingWorker::decide_samples() {
   for (auto& [scan, w] : scans_) {
     if (!w.waiting.empty()) {
-      w.sampler->decide();
-      flush_waiting(w);
+      // Shared thresholds: the full pool waits for them a poll interval at a time, up to their bound.
+      if (w.sampler->settle(detail::kPollInterval)) flush_waiting(w);
       return true;
     }
   }
@@ -447,6 +447,7 @@ void CountingWorker::try_finish(std::uint32_t scan) {
 void CountingWorker::poll_decisions() {
   std::vector<std::uint32_t> ending;
   for (auto& [scan, w] : scans_) {
+    if (settings_.count) w.sampler->decide_if_overdue();
     if (!w.waiting.empty() && w.sampler->decided()) flush_waiting(w);
     if (w.ending) ending.push_back(scan);
   }

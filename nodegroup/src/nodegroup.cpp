@@ -128,6 +128,34 @@ std::shared_ptr<ThresholdSampler> NodeGroup::sampler(std::uint32_t scan) {
   return sampler;
 }
 
+std::vector<std::pair<std::uint32_t, counting::SampleHistogram>> NodeGroup::take_samples() {
+  std::vector<std::shared_ptr<ThresholdSampler>> samplers;
+  std::vector<std::uint32_t> scans;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [scan, sampler] : samplers_) {
+      scans.push_back(scan);
+      samplers.push_back(sampler);
+    }
+  }
+  std::vector<std::pair<std::uint32_t, counting::SampleHistogram>> samples;
+  for (std::size_t i = 0; i < samplers.size(); ++i) {
+    if (auto sample = samplers[i]->take_sample()) samples.emplace_back(scans[i], std::move(*sample));
+  }
+  return samples;
+}
+
+bool NodeGroup::adopt_thresholds(std::uint32_t scan, const counting::ThresholdStatistics& statistics) {
+  std::shared_ptr<ThresholdSampler> sampler;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = samplers_.find(scan);
+    if (found == samplers_.end()) return false;
+    sampler = found->second;
+  }
+  return sampler->adopt(statistics);
+}
+
 void NodeGroup::worker_finished(std::uint32_t scan, ScanResult&& part) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& [parts, result] = pending_[scan];
@@ -159,6 +187,7 @@ void NodeGroup::worker_finished(std::uint32_t scan, ScanResult&& part) {
     result.thresholds_known = sampler->second->decided() && sampler->second->options().has_value();
     result.statistics = sampler->second->statistics();
     result.threshold_error = sampler->second->error();
+    result.thresholds_shared = sampler->second->decided() && sampler->second->shared();
     samplers_.erase(sampler);
   }
   result.sectors_counted.resize(settings_.receivers, 0);  // zeros when no frame was counted

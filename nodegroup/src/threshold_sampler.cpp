@@ -1,5 +1,6 @@
 #include "sectorflow/nodegroup/threshold_sampler.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "sectorflow/counting/errors.hpp"
@@ -23,6 +24,7 @@ bool ThresholdSampler::offer(const std::uint16_t* frame, const std::vector<count
   if (decided()) return false;
   std::lock_guard<std::mutex> lock(mutex_);
   if (decided()) return false;
+  if (closed_at_) return true;  // waits for the shared thresholds with the sample's frames
   try {
     if (!sample_) throw counting::CountingError("no detector calibration to read the sample with");
     if (blocks != nullptr) {
@@ -33,7 +35,11 @@ bool ThresholdSampler::offer(const std::uint16_t* frame, const std::vector<count
   } catch (const counting::CountingError& e) {
     sample_error_ = "thresholds from " + std::to_string((sample_ ? sample_->frames() : 0) + 1) + " frames: " + e.what();
   }
-  if (!sample_error_.empty() || sample_->frames() >= settings_.sample_frames) decide_locked();
+  if (!sample_error_.empty()) {
+    decide_locked();
+  } else if (sample_->frames() >= settings_.sample_frames) {
+    close_locked();
+  }
   return true;
 }
 
@@ -46,7 +52,57 @@ void ThresholdSampler::decide() {
 void ThresholdSampler::worker_ended(std::uint32_t threads) {
   if (decided()) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (++ended_ >= threads) decide_locked();
+  if (++ended_ >= threads) close_locked();
+}
+
+void ThresholdSampler::close_locked() {
+  if (!sharing() || !sample_) {
+    decide_locked();
+  } else if (!closed_at_) {
+    closed_at_ = std::chrono::steady_clock::now();
+  }
+}
+
+bool ThresholdSampler::settle(std::chrono::milliseconds wait) {
+  if (decided()) return true;
+  std::unique_lock<std::mutex> lock(mutex_);
+  close_locked();
+  if (decided()) return true;
+  const auto due = *closed_at_ + std::chrono::milliseconds(settings_.share_ms);
+  decided_changed_.wait_until(lock, std::min(due, std::chrono::steady_clock::now() + wait), [this] { return decided(); });
+  if (!decided() && std::chrono::steady_clock::now() >= due) decide_locked();
+  return decided();
+}
+
+void ThresholdSampler::decide_if_overdue() {
+  if (decided()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_at_ && std::chrono::steady_clock::now() - *closed_at_ >= std::chrono::milliseconds(settings_.share_ms)) {
+    decide_locked();
+  }
+}
+
+std::optional<counting::SampleHistogram> ThresholdSampler::take_sample() {
+  if (decided()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (decided() || !closed_at_ || taken_ || !sample_) return std::nullopt;
+  taken_ = true;
+  return sample_->histogram();
+}
+
+bool ThresholdSampler::adopt(const counting::ThresholdStatistics& statistics) {
+  if (decided()) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (decided()) return false;
+  statistics_ = statistics;
+  if (settings_.background_threshold > 0.0) statistics_.background_threshold = settings_.background_threshold;
+  if (settings_.xray_threshold > 0.0) statistics_.x_ray_threshold = settings_.xray_threshold;
+  options_ = counting::CountingOptions::from(statistics_);
+  shared_ = true;
+  sample_.reset();
+  decided_.store(true, std::memory_order_release);
+  decided_changed_.notify_all();
+  return true;
 }
 
 void ThresholdSampler::decide_locked() {
@@ -68,6 +124,7 @@ void ThresholdSampler::decide_locked() {
   }
   sample_.reset();  // lets its histogram go
   decided_.store(true, std::memory_order_release);
+  decided_changed_.notify_all();
 }
 
 }  // namespace sectorflow::nodegroup

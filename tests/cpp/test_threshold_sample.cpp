@@ -112,3 +112,34 @@ TEST(ThresholdSample, TheSectorsOfIncompleteFramesGiveTheStatisticsOfThosePixels
   EXPECT_THROW(blocks.add(frames[0].data(), {{20, 20, 16, 16}}), cs::CountingError);
   EXPECT_EQ(blocks.frames(), 1u);
 }
+
+TEST(ThresholdSample, TwoSamplesMergedGiveTheStatisticsOfAllTheirFrames) {
+  // Two NodeGroups' samples of one scan: rank 0 fits the scan's thresholds from their merge.
+  const cs::Calibration calibration(cs::FrameShape{32, 32});
+  const std::vector<std::vector<std::uint16_t>> frames = {noise_frame(1, 20, 1024), noise_frame(2, 14, 1024),
+                                                          noise_frame(3, 26, 1024), noise_frame(4, 20, 1024)};
+  std::vector<const std::uint16_t*> pointers;
+  for (const auto& frame : frames) pointers.push_back(frame.data());
+  const cs::ThresholdStatistics whole = cs::calculate_thresholds(pointers, calibration, {4.5, 175.0});
+
+  cs::ThresholdSample first(calibration);
+  cs::ThresholdSample second(calibration);
+  first.add(frames[0].data());
+  first.add(frames[2].data());
+  second.add(frames[1].data());
+  second.add(frames[3].data());
+  cs::SampleHistogram merged;  // empty, as rank 0 starts
+  merged.merge(first.histogram());
+  merged.merge(cs::SampleHistogram{});  // a NodeGroup that received no frame of the scan
+  merged.merge(second.histogram());
+  EXPECT_EQ(merged.frames, 4u);
+  const cs::ThresholdStatistics fitted = merged.statistics({4.5, 175.0});
+  EXPECT_EQ(fitted.number_of_samples, 4);
+  EXPECT_EQ(fitted.min_sample, whole.min_sample);
+  EXPECT_EQ(fitted.max_sample, whole.max_sample);
+  EXPECT_EQ(fitted.mean, whole.mean);
+  EXPECT_EQ(fitted.variance, whole.variance);
+  EXPECT_EQ(fitted.optimized_mean, whole.optimized_mean);
+  EXPECT_EQ(fitted.background_threshold, whole.background_threshold);
+  EXPECT_EQ(fitted.x_ray_threshold, whole.x_ray_threshold);
+}

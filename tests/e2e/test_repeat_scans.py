@@ -1,7 +1,8 @@
 """Two scans of one specimen on the shipped configuration's simulator (configs/local.toml's
 [simulator] and [counting], 576 x 576 frames, two NodeGroup ranks): they count alike (issue 45,
 item 2: electrons per frame jumped 13 to 25% while the background threshold lay on 30 ADU), every
-NodeGroup of both scans counts dark pixels alike, and a user who is not the NodeGroups' reads the
+NodeGroup of both scans counts dark pixels alike (one set of thresholds per scan, fitted on rank 0
+from both NodeGroups' samples: nodegroup/threshold_exchange.py), and a user who is not the NodeGroups' reads the
 counted files (item 1: they were mode 0600).
 
 Pixel values are integers, so background thresholds count alike exactly when their integer parts
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.mpi
 SCAN_X, SCAN_Y = 48, 48
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 OTHER_USER = "nobody"
+SAMPLE_FRAMES = 40  # configs/local.toml's [counting] threshold_sample_frames, by each NodeGroup
 
 
 @pytest.fixture
@@ -76,6 +78,12 @@ def test_two_scans_of_one_specimen_count_alike_and_another_user_reads_them(make_
     print(f"electrons per frame: {per_frame[0]:.2f}, {per_frame[1]:.2f}; background thresholds {thresholds}")
     assert abs(per_frame[0] - per_frame[1]) <= 0.03 * max(per_frame), per_frame
     assert len({int(t) for scan_thresholds in thresholds for t in scan_thresholds}) == 1, thresholds
+    # One set of thresholds per scan, fitted on rank 0 from both NodeGroups' samples (threshold_exchange).
+    assert all(len(scan_thresholds) == 1 for scan_thresholds in thresholds), thresholds
+    for file in files:
+        counted = read_counted_scan(file)
+        assert len(counted.metadata["nodegroups"]) == 2
+        assert counted.statistics["number_of_samples"] == 2 * SAMPLE_FRAMES, counted.statistics
     assert all(read_counted_scan(f).metadata["scan"]["background_thresholds_count_alike"] for f in files)
 
     # Files and directories follow the umask: another user reads a counted file of a real scan.

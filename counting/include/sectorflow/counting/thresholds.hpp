@@ -52,6 +52,22 @@ struct ThresholdStatistics {
   double optimized_std_dev = 0.0;
 };
 
+/// What a threshold sample keeps of its frames: exact integer sums and one count per value, so two
+/// samples of one scan (two NodeGroups' frames) merge into the sample of all their frames, and the
+/// statistics of the merge are those of calculate_thresholds over all of them.
+struct SampleHistogram {
+  std::uint64_t frames = 0;
+  std::uint64_t pixels = 0;
+  std::int64_t min = 0;               ///< the value of counts[0]
+  std::int64_t sum = 0;
+  std::vector<std::uint64_t> counts;  ///< one per value, min .. min + counts.size() - 1
+
+  /// Adds `other`'s frames. Throws CountingError when the values would span more ADU than a histogram holds.
+  void merge(const SampleHistogram& other);
+  /// The statistics of its frames. Throws CountingError as calculate_thresholds does.
+  ThresholdStatistics statistics(const ThresholdOptions& options = {}) const;
+};
+
 /// A threshold sample built one frame at a time: each frame is read once, when added, into exact
 /// integer sums and one count per sample value, so the caller need not keep the frames (a NodeGroup
 /// packs its sample frames while they wait to be counted). The statistics are those of
@@ -72,6 +88,8 @@ class ThresholdSample {
   std::size_t frames() const { return frames_; }
   /// The statistics of the frames added. Throws CountingError as calculate_thresholds does.
   ThresholdStatistics statistics(const ThresholdOptions& options = {}) const;
+  /// Its frames' sums and counts (a copy).
+  SampleHistogram histogram() const;
 
  private:
   template <typename Value, typename Pixels>

@@ -65,6 +65,12 @@ class NodeGroup {
   /// Frames the live feed dropped because nobody took them in time (settings().live_buffer_frames).
   std::uint64_t live_dropped() const { return live_ ? live_->dropped() : 0; }
 
+  /// Shared thresholds (ThresholdSettings::share_ms): the samples closed since the last call, by scan.
+  std::vector<std::pair<std::uint32_t, counting::SampleHistogram>> take_samples();
+  /// Shared thresholds: counts `scan` with these statistics, fitted from every NodeGroup's sample.
+  /// Returns false if the scan is not (or no longer) here, or already decided its thresholds.
+  bool adopt_thresholds(std::uint32_t scan, const counting::ThresholdStatistics& statistics);
+
   /// Stops and joins the threads (idempotent); the sockets close with the object.
   void stop();
 

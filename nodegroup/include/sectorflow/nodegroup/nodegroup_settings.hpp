@@ -33,6 +33,12 @@ struct ThresholdSettings {
   /// xray_threshold: fixed ADU if > 0
   double xray_threshold = std::numeric_limits<double>::quiet_NaN();
 
+  /// threshold_share_ms: with > 0, a full sample is handed to the job (NodeGroup::take_samples),
+  /// which fits the scan's thresholds once from every NodeGroup's sample and gives them back
+  /// (NodeGroup::adopt_thresholds); a NodeGroup given none this long after its sample was full
+  /// decides from its own. 0: each NodeGroup decides from its own sample at once.
+  std::uint32_t share_ms = 0;
+
   bool fixed() const { return background_threshold > 0.0 && xray_threshold > 0.0; }
 };
 

@@ -32,6 +32,7 @@ struct ScanResult {
   std::vector<std::vector<std::uint32_t>> incomplete_missing_sectors;
 
   bool thresholds_known = false;
+  bool thresholds_shared = false;  ///< the scan's thresholds, fitted from every NodeGroup's sample (ThresholdSettings::share_ms)
   counting::ThresholdStatistics statistics;
   std::string threshold_error;  ///< why no thresholds could be computed (the frames stay uncounted)
   std::uint64_t uncounted_frames = 0;  ///< frames received but not counted (threshold_error)

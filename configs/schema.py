@@ -259,6 +259,12 @@ class NodegroupConfig:
     file_group: str = setting(
         "", "group (name or number) the counted files are given, one the NodeGroups' user belongs to (checked at "
         "start-up); '' keeps the user's own")
+    compression: str = setting(
+        "none", "filter of the counted files' event datasets, one HDF5 has built in, so stempy and h5py read "
+        "them with the shipped packages: 'none', or 'deflate' (gzip level 4 after the byte shuffle). stempy's "
+        "/electron_events/frames keeps its events in HDF5's global heap, which no filter reaches: deflate shrinks "
+        "only its 16-byte heap references, so a file is 0.1% smaller (BENCHMARKS.md, counted_write)",
+        choices=("none", "deflate"))
     write_retry_s: float = setting(
         30.0, "how long rank 0 keeps retrying a scan's file that could not be written anywhere before its file "
         "record says failed (on stop: one last try)", min=0.0)

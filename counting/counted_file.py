@@ -101,6 +101,34 @@ def _vlen_uint32() -> np.dtype:
     return _h5py().vlen_dtype(np.uint32)
 
 
+#: ``[nodegroup] compression``: the filters of the event datasets, HDF5's own, so that any h5py (and
+#: stempy) reads them without a plugin. "deflate" is gzip level 4 after the byte shuffle.
+COMPRESSIONS: dict[str, dict[str, Any]] = {
+    "none": {},
+    "deflate": {"compression": "gzip", "compression_opts": 4, "shuffle": True},
+}
+#: Elements per chunk of a compressed event dataset: 64 Ki frames of /electron_events/frames (1 MiB of
+#: heap references) or 1 Mi events (4 MiB) of a flat one.
+FRAMES_CHUNK = 1 << 16
+EVENTS_CHUNK = 1 << 20
+
+
+def event_dataset_options(compression: str, length: int, chunk: int = EVENTS_CHUNK) -> dict[str, Any]:
+    """``create_dataset`` keywords of an event dataset of ``length`` elements under ``compression``.
+
+    A vlen dataset (/electron_events/frames) keeps its events in HDF5's global heap, which no filter
+    reaches: only its 16-byte heap references are compressed (BENCHMARKS.md, counted_write); a flat
+    event dataset compresses whole.
+
+    :raises CountingError: an unknown compression (the known ones named).
+    """
+    if compression not in COMPRESSIONS:
+        raise CountingError(f"compression {compression!r} is not one of {', '.join(map(repr, COMPRESSIONS))}")
+    if compression == "none":
+        return {}
+    return {"chunks": (max(1, min(length, chunk)),), **COMPRESSIONS[compression]}
+
+
 
 @dataclass(frozen=True)
 class CountedScan:
@@ -224,6 +252,7 @@ def write_counted_scan(
     analyses: Results | None = None,
     mode: int | None = None,
     group: int | None = None,
+    compression: str = "none",
 ) -> Path:
     """Write one counted scan in stempy's layout, creating the file exclusively.
 
@@ -251,6 +280,7 @@ def write_counted_scan(
         at its path; None for none.
     :param mode: the file's permission bits (e.g. 0o640), exactly; None: 0666 less the umask.
     :param group: the group id the file is given (the writer must belong to it); None: the writer's.
+    :param compression: the event datasets' filter, a key of :data:`COMPRESSIONS`.
     :returns: the path written.
     :raises CountingError: events that do not fit the shapes, or positions out of range.
     :raises FileExistsError: ``path`` exists (it is left as it was).
@@ -265,24 +295,12 @@ def write_counted_scan(
             f"events has {len(events)} entries, expected one per probe position "
             f"({scan_rows} x {scan_cols} = {positions})"
         )
+    event_dataset_options(compression, positions)  # an unknown one refused before anything is written
     frames, missing = _validated_events(events, pixels)
     incomplete_positions, incomplete_sectors = _incomplete_lists(incomplete)
-    for position in incomplete_positions:
-        if not 0 <= position < positions:
-            raise CountingError(f"incomplete position {position} is outside the scan of {positions} positions")
-        if events[position] is None:
-            raise CountingError(f"position {position} is listed both as missing (None) and as incomplete")
-
-    if isinstance(statistics, ThresholdStatistics):
-        statistics = statistics_dict(statistics)
-    counting_attrs = dict(statistics or {})
-    counting_attrs.update(counting or {})
-
-    complete = not missing and not incomplete_positions
-    if outcome is None:
-        outcome = "complete" if complete else "incomplete"
-    if outcome not in ("complete", "incomplete", "aborted") or (outcome == "complete" and not complete):
-        raise CountingError(f"outcome {outcome!r}: a file is complete (nothing missing), incomplete or aborted")
+    _check_incomplete(incomplete_positions, positions, set(missing))
+    counting_attrs = _counting_attrs(statistics, counting)
+    outcome = _outcome(outcome, not missing and not incomplete_positions)
 
     target = Path(path)
     if target.exists():  # checked again, atomically, by the link below; this saves the write
@@ -293,8 +311,13 @@ def write_counted_scan(
             os.chmod(partial, mode)
         if group is not None:
             os.chown(partial, -1, group)
-        _write_layout(partial, frames, positions, (frame_rows, frame_cols), (scan_rows, scan_cols), counting_attrs,
-                      missing, incomplete_positions, incomplete_sectors, outcome, reason, metadata)
+        h5py = _h5py()
+        with h5py.File(partial, "w") as f:
+            f.attrs["version"] = FILE_VERSION
+            dataset = _create_frames(f, positions, (frame_rows, frame_cols), compression)
+            dataset.id.write(h5py.h5s.ALL, h5py.h5s.ALL, frames)
+            _write_rest(f, (scan_rows, scan_cols), counting_attrs, missing, incomplete_positions, incomplete_sectors,
+                        outcome, reason, metadata)
         if analyses is not None:
             _write_outputs(partial, analyses, (scan_rows, scan_cols))
         _write_nexus(partial, frames, (scan_rows, scan_cols), (frame_rows, frame_cols), metadata)
@@ -320,42 +343,70 @@ def _create_partial(target: Path) -> Path:
             continue
 
 
-def _write_layout(partial: Path, frames: np.ndarray, positions: int, frame_shape: tuple[int, int],
-                  scan_shape: tuple[int, int], counting_attrs: Mapping[str, Any], missing: list[int],
-                  incomplete_positions: list[int], incomplete_sectors: list[np.ndarray], outcome: str, reason: str,
-                  metadata: Mapping[str, Any] | None) -> None:
-    frame_rows, frame_cols = frame_shape
-    scan_rows, scan_cols = scan_shape
-    h5py = _h5py()
-    with h5py.File(partial, "w") as f:
-        f.attrs["version"] = FILE_VERSION
-        group = f.create_group("electron_events")
-        dataset = group.create_dataset("frames", (positions,), dtype=_vlen_uint32())
-        dataset.attrs["Nx"] = np.int64(frame_rows)
-        dataset.attrs["Ny"] = np.int64(frame_cols)
-        dataset.id.write(h5py.h5s.ALL, h5py.h5s.ALL, frames)
-        scan = group.create_dataset("scan_positions", data=np.arange(positions, dtype=np.int64))
-        scan.attrs["Nx"] = np.int64(scan_cols)
-        scan.attrs["Ny"] = np.int64(scan_rows)
+def _check_incomplete(incomplete_positions: list[int], positions: int, missing: set[int]) -> None:
+    for position in incomplete_positions:
+        if not 0 <= position < positions:
+            raise CountingError(f"incomplete position {position} is outside the scan of {positions} positions")
+        if position in missing:
+            raise CountingError(f"position {position} is listed both as missing (None) and as incomplete")
 
-        meta = f.create_group("metadata")
-        _save_attrs(meta.create_group("electron_counting"), counting_attrs)
-        completeness = meta.create_group("completeness")
-        completeness.attrs["positions"] = np.int64(positions)
-        completeness.attrs["missing_positions"] = np.int64(len(missing))
-        completeness.attrs["incomplete_frames"] = np.int64(len(incomplete_positions))
-        completeness.attrs["complete"] = not missing and not incomplete_positions
-        completeness.attrs["outcome"] = outcome
-        completeness.attrs["reason"] = reason
-        completeness.create_dataset("missing_positions", data=np.asarray(missing, dtype=np.int64))
-        completeness.create_dataset("incomplete_positions", data=np.asarray(incomplete_positions, dtype=np.int64))
-        sectors = np.empty(len(incomplete_positions), dtype=_vlen_uint32())
-        for i, missing_sectors in enumerate(incomplete_sectors):
-            sectors[i] = missing_sectors
-        dataset = completeness.create_dataset("incomplete_missing_sectors", (len(sectors),), dtype=_vlen_uint32())
-        if len(sectors):
-            dataset.id.write(h5py.h5s.ALL, h5py.h5s.ALL, sectors)
-        _save_attrs(meta, metadata or {})
+
+def _counting_attrs(statistics: ThresholdStatistics | Mapping[str, Any] | None,
+                    counting: Mapping[str, Any] | None) -> dict[str, Any]:
+    if isinstance(statistics, ThresholdStatistics):
+        statistics = statistics_dict(statistics)
+    attrs = dict(statistics or {})
+    attrs.update(counting or {})
+    return attrs
+
+
+def _outcome(outcome: str | None, complete: bool) -> str:
+    if outcome is None:
+        outcome = "complete" if complete else "incomplete"
+    if outcome not in ("complete", "incomplete", "aborted") or (outcome == "complete" and not complete):
+        raise CountingError(f"outcome {outcome!r}: a file is complete (nothing missing), incomplete or aborted")
+    return outcome
+
+
+def _create_frames(f: h5py.File, positions: int, frame_shape: tuple[int, int], compression: str) -> h5py.Dataset:
+    """/electron_events/frames, one empty event list per position until written."""
+    group = f.create_group("electron_events")
+    dataset = group.create_dataset("frames", (positions,), dtype=_vlen_uint32(),
+                                   **event_dataset_options(compression, positions, FRAMES_CHUNK))
+    dataset.attrs["Nx"] = np.int64(frame_shape[0])
+    dataset.attrs["Ny"] = np.int64(frame_shape[1])
+    return dataset
+
+
+def _write_rest(f: h5py.File, scan_shape: tuple[int, int], counting_attrs: Mapping[str, Any], missing: list[int],
+                incomplete_positions: list[int], incomplete_sectors: list[np.ndarray], outcome: str, reason: str,
+                metadata: Mapping[str, Any] | None) -> None:
+    """Everything of the layout but the frames: scan positions, counting and completeness, metadata."""
+    h5py = _h5py()
+    scan_rows, scan_cols = scan_shape
+    positions = scan_rows * scan_cols
+    scan = f.create_dataset("electron_events/scan_positions", data=np.arange(positions, dtype=np.int64))
+    scan.attrs["Nx"] = np.int64(scan_cols)
+    scan.attrs["Ny"] = np.int64(scan_rows)
+
+    meta = f.create_group("metadata")
+    _save_attrs(meta.create_group("electron_counting"), counting_attrs)
+    completeness = meta.create_group("completeness")
+    completeness.attrs["positions"] = np.int64(positions)
+    completeness.attrs["missing_positions"] = np.int64(len(missing))
+    completeness.attrs["incomplete_frames"] = np.int64(len(incomplete_positions))
+    completeness.attrs["complete"] = not missing and not incomplete_positions
+    completeness.attrs["outcome"] = outcome
+    completeness.attrs["reason"] = reason
+    completeness.create_dataset("missing_positions", data=np.asarray(missing, dtype=np.int64))
+    completeness.create_dataset("incomplete_positions", data=np.asarray(incomplete_positions, dtype=np.int64))
+    sectors = np.empty(len(incomplete_positions), dtype=_vlen_uint32())
+    for i, missing_sectors in enumerate(incomplete_sectors):
+        sectors[i] = missing_sectors
+    dataset = completeness.create_dataset("incomplete_missing_sectors", (len(sectors),), dtype=_vlen_uint32())
+    if len(sectors):
+        dataset.id.write(h5py.h5s.ALL, h5py.h5s.ALL, sectors)
+    _save_attrs(meta, metadata or {})
 
 
 def _write_outputs(partial: Path, results: Results, scan_shape: tuple[int, int]) -> None:
@@ -459,4 +510,5 @@ def read_counted_scan(path: str | os.PathLike[str]) -> CountedScan:
     )
 
 
-__all__ = ["FILE_VERSION", "CountedScan", "read_counted_scan", "write_counted_scan"]
+__all__ = ["COMPRESSIONS", "FILE_VERSION", "CountedScan", "event_dataset_options", "read_counted_scan",
+           "write_counted_scan"]

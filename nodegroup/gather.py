@@ -54,6 +54,7 @@ Metadata beyond stempy's:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -72,6 +73,7 @@ from sectorflow.counting import (
     statistics_dict,
     write_counted_scan,
 )
+from sectorflow.counting.counted_file_writer import CountedFileWriter
 from sectorflow.errors import SectorflowError
 from sectorflow.protocol import OUTCOME_ABORTED, NodeGroupScanRecord, PortRun, ScanFileRecord
 
@@ -85,6 +87,11 @@ RETRY_INTERVAL_S = 1.0
 NAME_TRIES = 8
 #: The reason, beside the others, of a scan an operator aborted (sectorflow abort); its file's outcome attribute says aborted.
 ABORTED_REASON = "aborted by the operator (sectorflow abort)"
+#: The events of a part (or a frame) written into the scan's file as it came: the memory is the file's.
+IN_FILE = np.zeros(0, dtype=np.uint32)
+#: Events of one piece of a part sent to rank 0 (GroupResult.split): 64 MiB of uint32, so rank 0
+#: receives (and holds, until written) no more than that of another rank's part at a time.
+PIECE_EVENTS = 1 << 24
 
 
 @dataclass
@@ -125,6 +132,47 @@ class GroupResult:
     # Per analysis that made outputs of the part: the frames it analysed, and the seconds its Python
     # from_events took (0 for a C++ kernel's: that time is the counting threads').
     analysed: dict[str, tuple[int, float]] = field(default_factory=dict)
+    # This is piece ``piece`` of ``pieces`` of the part (split): each piece holds its positions'
+    # frames, incomplete sectors and per-position outputs; the last one also the per-scan sums.
+    piece: int = 0
+    pieces: int = 1
+
+    def split(self, max_events: int = PIECE_EVENTS) -> list[GroupResult]:
+        """The part as pieces of at most ``max_events`` events each (a frame is never cut; a frame
+        with more events is a piece of its own), in position order of the part; [self] when it fits."""
+        if len(self.events) <= max_events:
+            return [self]
+        offsets = np.asarray(self.offsets, dtype=np.int64)
+        bounds = [0]
+        while bounds[-1] < len(self.positions):
+            start = bounds[-1]
+            end = int(np.searchsorted(offsets, offsets[start] + max_events, side="right")) - 1
+            bounds.append(min(max(end, start + 1), len(self.positions)))
+        pieces = []
+        for k, (start, end) in enumerate(zip(bounds[:-1], bounds[1:])):
+            positions = self.positions[start:end]
+            taken = {int(p) for p in positions}
+            pieces.append(dataclasses.replace(
+                self, positions=positions, events=self.events[offsets[start]:offsets[end]],
+                offsets=(offsets[start:end + 1] - offsets[start]).astype(np.uint64),
+                incomplete={p: s for p, s in self.incomplete.items() if p in taken},
+                images={name: values[start:end] for name, values in self.images.items()},
+                sums=self.sums if k == len(bounds) - 2 else {}, piece=k, pieces=len(bounds) - 1))
+        return pieces
+
+    def joined(self, piece: GroupResult) -> GroupResult:
+        """This part (its pieces so far) with the next piece appended; the account (counts, timing)
+        is the later piece's, as every piece carries the part's."""
+        in_file = self.events is IN_FILE and piece.events is IN_FILE
+        offsets = np.asarray(self.offsets, dtype=np.uint64)
+        return dataclasses.replace(
+            piece, positions=np.concatenate([self.positions, piece.positions]),
+            events=IN_FILE if in_file else np.concatenate([self.events, piece.events]),
+            offsets=np.concatenate([offsets, offsets[-1] + np.asarray(piece.offsets[1:], dtype=np.uint64)]),
+            incomplete={**self.incomplete, **piece.incomplete},
+            images={name: np.concatenate([self.images[name], values]) if name in self.images else values
+                    for name, values in piece.images.items()},
+            sums={**self.sums, **piece.sums})
 
     @classmethod
     def from_scan_result(cls, result: Any, uid: str, rank: int, host: str, plan: Plan | None = None) -> GroupResult:
@@ -212,9 +260,20 @@ def _outputs_of(result: Any, plan: Plan | None) -> dict[str, Any]:
 @dataclass
 class _Pending:
     results: dict[str, GroupResult] = field(default_factory=dict)
+    pieces: dict[str, GroupResult] = field(default_factory=dict)  # a part whose last piece has not come, so far
     first_report: float = field(default_factory=time.monotonic)
     failed_since: float | None = None  # monotonic time of the first failed write
     retry_at: float = 0.0
+
+
+@dataclass
+class _Stream:
+    """A scan's file being written as its parts come: the parts in it hold no events in memory."""
+
+    writer: CountedFileWriter
+    scan_x: int
+    scan_y: int
+    uids: set[str] = field(default_factory=set)  # the NodeGroups whose frames are in the file
 
 
 @dataclass
@@ -274,6 +333,13 @@ class ScanGatherer:
     :param plan: the analyses the parts' outputs were made by (sectorflow.analysis.plan_of); None: none.
     :param sector_shape: (rows, cols) of a sector; None: ``receivers`` bands of whole rows (the 4D Camera's).
     :param access: the files' mode and group ([nodegroup] file_mode, file_group); by default the umask's.
+    :param compression: the event datasets' filter ([nodegroup] compression).
+
+    A scan's parts are written into its file as they come (:class:`CountedFileWriter`), and their
+    events dropped from memory, so rank 0 holds one part at a time whatever the scan's size; the
+    file gets its final name once the scan is whole. A part of a scan with a file on disk already,
+    or one the file cannot take (another shape, a failed write), waits in memory as before: should
+    the streamed file fail, its frames are read back and the scan written the old way.
     """
 
     def __init__(self, job_uids: list[str], output_dir: str | os.PathLike[str], frame_shape: tuple[int, int],
@@ -281,8 +347,12 @@ class ScanGatherer:
                  second_output_dir: str | os.PathLike[str] | None = None, write_retry_s: float = 0.0,
                  plan: Plan | None = None, aborted: Callable[[int], bool] | None = None,
                  sector_shape: tuple[int, int] | None = None, access: FileAccess = FileAccess(),
-                 instrument: Callable[[int], dict[str, dict[str, Any]]] | None = None) -> None:
+                 instrument: Callable[[int], dict[str, dict[str, Any]]] | None = None,
+                 compression: str = "none") -> None:
         self.job_uids = set(job_uids)
+        self.compression = compression
+        # Scans whose file is being written as their parts come.
+        self.streams: dict[int, _Stream] = {}
         # The scan's known instrument settings, as /metadata/instrument holds them (ScanInstrument.known).
         self.instrument = instrument or (lambda _scan: {})
         self.access = access
@@ -307,8 +377,87 @@ class ScanGatherer:
         self.recorded: set[int] = set()
 
     def add(self, result: GroupResult) -> None:
-        """Keep a NodeGroup's part of a scan."""
-        self.pending.setdefault(result.scan_number, _Pending()).results[result.uid] = result
+        """Keep a NodeGroup's part of a scan, its frames written into the scan's file at once when
+        the file can take them (its events then dropped)."""
+        pending = self.pending.setdefault(result.scan_number, _Pending())
+        replaced = pending.results.get(result.uid) if result.piece == 0 else None
+        stream = self.streams.get(result.scan_number)
+        if replaced is not None and stream is not None and result.uid in stream.uids:
+            self._unstream(result.scan_number)  # the NodeGroup's earlier part is in the file: the old way
+        if pending.failed_since is None:
+            self._stream(result)
+        if result.pieces > 1:
+            so_far = pending.pieces.pop(result.uid, None) if result.piece else None
+            result = result if so_far is None else so_far.joined(result)
+            if result.piece < result.pieces - 1:
+                pending.pieces[result.uid] = result
+                return
+        pending.results[result.uid] = result
+
+    def _stream(self, result: GroupResult) -> None:
+        """Write the part's frames into its scan's file (opened by the first part), or leave it."""
+        scan_number = result.scan_number
+        if not (result.scan_x and result.scan_y and len(result.positions)) or self.on_disk.get(scan_number):
+            return
+        stream = self.streams.get(scan_number)
+        if stream is None:
+            for directory in self.directories:
+                try:
+                    writer = CountedFileWriter(
+                        directory / scan_file_name(scan_number), scan_shape=(result.scan_y, result.scan_x),
+                        frame_shape=self.frame_shape, compression=self.compression, mode=self.access.mode,
+                        group=self.access.group)
+                except OSError as error:
+                    log.warning("scan %d: cannot write its file in %s as its parts come (%s)", scan_number, directory,
+                                error.strerror or error)
+                    continue
+                stream = self.streams[scan_number] = _Stream(writer, result.scan_x, result.scan_y)
+                break
+            else:
+                return  # the parts wait in memory; the write tries the directories again
+        if (stream.scan_x, stream.scan_y) != (result.scan_x, result.scan_y):
+            return  # another shape cannot share the file (the write leaves it out)
+        try:
+            stream.writer.add(result.positions, result.offsets, result.events)
+        except (OSError, CountingError) as error:
+            log.warning("scan %d: the part of %s could not go into its file as it came (%s): the scan's parts wait in "
+                        "memory", scan_number, result.uid, error)
+            self._unstream(scan_number)
+            return
+        stream.uids.add(result.uid)
+        result.events = IN_FILE
+
+    def _unstream(self, scan_number: int) -> None:
+        """Give the streamed parts their events back from the file and drop the file: the scan is
+        written the old way. Frames that cannot be read back are dropped from their parts (missing)."""
+        stream = self.streams.pop(scan_number, None)
+        if stream is None:
+            return
+        pending = self.pending.get(scan_number, _Pending())
+        parts = [r for uid, r in [*pending.results.items(), *pending.pieces.items()] if uid in stream.uids]
+        try:
+            frames = stream.writer.frames()
+            for part in parts:
+                events = [frames[int(p)] for p in part.positions]
+                part.events = np.concatenate(events).astype(np.uint32) if events else IN_FILE
+                part.offsets = np.concatenate([[0], np.cumsum([len(e) for e in events])]).astype(np.uint64)
+        except (OSError, KeyError, ValueError, RuntimeError) as error:
+            log.error("scan %d: the frames written as they came cannot be read back (%s): those of %s are missing",
+                      scan_number, error, ", ".join(sorted(stream.uids)))
+            for part in parts:
+                if part.events is IN_FILE:
+                    part.positions = part.positions[:0]
+                    part.offsets = np.zeros(1, dtype=np.uint64)
+                    part.images = {name: values[:0] for name, values in part.images.items()}
+        finally:
+            stream.writer.discard()
+
+    def _forget(self, scan_number: int) -> None:
+        """Done with the scan: no longer pending, its unpublished file (if any) removed."""
+        del self.pending[scan_number]
+        stream = self.streams.pop(scan_number, None)
+        if stream is not None:
+            stream.writer.discard()
 
     def expected_groups(self, scan_number: int) -> set[str]:
         """The NodeGroups of this job the scan waits for."""
@@ -349,14 +498,14 @@ class ScanGatherer:
                 log.warning("scan %d: %s; retrying for %.0f s more", scan_number, error,
                             self.write_retry_s - (now - pending.failed_since))
                 return None
-            del self.pending[scan_number]
+            self._forget(scan_number)
             log.error("scan %d: no counted file: %s", scan_number, error)
             return self._recorded(scan_number, _failed(str(error)))
         except SectorflowError as error:
-            del self.pending[scan_number]
+            self._forget(scan_number)
             log.error("%s", error)
             return self._recorded(scan_number, _failed(str(error)))
-        del self.pending[scan_number]
+        self._forget(scan_number)
         return record if isinstance(record, Unchanged) else self._recorded(scan_number, record)
 
     def _recorded(self, scan_number: int, record: ScanFileRecord) -> ScanFileRecord:
@@ -375,12 +524,32 @@ class ScanGatherer:
             raise SectorflowError(f"scan {scan_number}: no data message reached this job's NodeGroups "
                                   f"({', '.join(sorted(pending.results))}); nothing to write")
         scan_x, scan_y = shaped[0].scan_x, shaped[0].scan_y
+        stream = self.streams.get(scan_number)
+        for uid, so_far in pending.pieces.items():  # a rank that stopped sending mid-part: none of it is counted
+            log.warning("scan %d: %d of %d pieces of %s's part came: its part is left out", scan_number,
+                        so_far.piece + 1, so_far.pieces, uid)
+            if stream is not None and uid in stream.uids:
+                try:
+                    stream.writer.drop(so_far.positions)
+                except OSError as error:
+                    log.warning("scan %d: cannot empty %s's frames in its file (%s): the parts go the old way",
+                                scan_number, uid, error)
+                    self._unstream(scan_number)
+                    stream = None
+        if stream is not None and ((stream.scan_x, stream.scan_y) != (scan_x, scan_y) or any(
+                r.uid not in stream.uids and len(r.positions) for r in shaped if (r.scan_x, r.scan_y) == (scan_x, scan_y))):
+            self._unstream(scan_number)  # some part is not in the file: every part goes the old way
+            stream = None
         scan = _Scan(scan_x, scan_y, [None] * (scan_x * scan_y), {})
         for r in results:
             if (r.scan_x, r.scan_y) != (scan_x, scan_y):
                 continue  # a part of another shape cannot share the file (the tracker refuses it anyway)
-            for i, position in enumerate(r.positions):
-                scan.events[int(position)] = r.events[r.offsets[i]:r.offsets[i + 1]]
+            if stream is not None and r.uid in stream.uids:
+                for position in r.positions:
+                    scan.events[int(position)] = IN_FILE
+            else:
+                for i, position in enumerate(r.positions):
+                    scan.events[int(position)] = r.events[r.offsets[i]:r.offsets[i + 1]]
             scan.incomplete.update(r.incomplete)
             _add_images(scan, r)
         missing_groups = sorted(expected_groups - set(pending.results))
@@ -396,7 +565,7 @@ class ScanGatherer:
             reasons.append("timed out ([nodegroup] scan_timeout_s)")
         if self.on_disk.get(scan_number):
             return self._write_later_part(scan_number, scan, metadata, reasons)
-        path = self._create(scan_number, scan, metadata, reasons, [])
+        path = self._create(scan_number, scan, metadata, reasons, [], stream)
         record = self._record(scan, path, [], reasons)
         scan_info = metadata["scan"]
         log.info(
@@ -512,14 +681,33 @@ class ScanGatherer:
         return best[1], best[2]
 
     def _create(self, scan_number: int, scan: _Scan, metadata: dict[str, Any], reasons: list[str],
-                files: list[Path]) -> Path:
+                files: list[Path], stream: _Stream | None = None) -> Path:
         """Write a new file of the scan (never over one): the first free name in the first directory
-        that takes it.
+        that takes it; with ``stream``, the file its parts went into as they came, finished (should
+        that fail, the frames are read back and written the old way).
 
         :raises WriteFailed: no directory took it (each one's error in the message).
         """
         known = list(self.on_disk.get(scan_number, []))
         errors = []
+        if stream is not None:
+            try:
+                return self._publish(scan_number, scan, metadata, reasons, stream, known)
+            except OSError as error:
+                errors.append(f"cannot write {stream.writer.directory / scan_file_name(scan_number)} "
+                              f"({error.strerror or error})")
+                log.warning("scan %d: %s; writing it again from its frames read back", scan_number, errors[-1])
+                pending = self.pending.get(scan_number)
+                self._unstream(scan_number)
+                if pending is not None:  # the frames read back go where the streamed parts' were
+                    for r in pending.results.values():
+                        for i, position in enumerate(r.positions):
+                            if scan.events[int(position)] is IN_FILE:
+                                scan.events[int(position)] = r.events[r.offsets[i]:r.offsets[i + 1]]
+                for position, events in enumerate(scan.events):
+                    if events is IN_FILE:  # could not be read back: missing
+                        scan.events[position] = None
+                        scan.incomplete.pop(position, None)
         for directory in self.directories:
             for _ in range(NAME_TRIES):
                 name = scan_file_name(scan_number, next_part(known + list(files)))
@@ -532,6 +720,7 @@ class ScanGatherer:
                         outcome=OUTCOME_ABORTED if ABORTED_REASON in reasons else None if not reasons else "incomplete",
                         reason=_reason(scan, reasons),
                         analyses=self._results(scan), mode=self.access.mode, group=self.access.group,
+                        compression=self.compression,
                     )
                 except FileExistsError:
                     known.append(directory / name)  # someone else's: take the next part number
@@ -547,6 +736,33 @@ class ScanGatherer:
             else:
                 errors.append(f"{directory}: every name taken")
         raise WriteFailed("; ".join(errors))
+
+    def _publish(self, scan_number: int, scan: _Scan, metadata: dict[str, Any], reasons: list[str], stream: _Stream,
+                 known: list[Path]) -> Path:
+        """Finish the scan's streamed file and link it to the first free name of its directory.
+
+        :raises OSError: the file could not be finished or linked, or every name was taken (it stays
+            unpublished).
+        """
+        stream.writer.finish(
+            statistics=metadata.get("statistics"), incomplete=scan.incomplete, counting=self.counting,
+            metadata={k: v for k, v in metadata.items() if k != "statistics"},
+            outcome=OUTCOME_ABORTED if ABORTED_REASON in reasons else None if not reasons else "incomplete",
+            reason=_reason(scan, reasons), analyses=self._results(scan),
+        )
+        for _ in range(NAME_TRIES):
+            path = stream.writer.directory / scan_file_name(scan_number, next_part(known))
+            try:
+                stream.writer.publish(path)
+            except FileExistsError:
+                known.append(path)  # someone else's: take the next part number
+                self.on_disk[scan_number] = list(known)
+                continue
+            del self.streams[scan_number]
+            self.on_disk[scan_number] = known + [path]
+            self.written.append(path)
+            return path
+        raise OSError(f"{stream.writer.directory}: every name taken")
 
     def _results(self, scan: _Scan) -> Results | None:
         if self.plan is None or (scan.images is None and scan.sums is None):

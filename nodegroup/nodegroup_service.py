@@ -646,6 +646,7 @@ class NodeGroupService:
                 aborted=lambda scan: self.client.get(abort_key(scan)) is not None,
                 instrument=self._instrument,
                 access=self._file_access(),
+                compression=self.config.nodegroup.compression,
             )
             log.info("job of %d ranks, %d NodeGroups; files go to %s%s", self.size, len(job_uids),
                      self.options.output_dir,

@@ -221,3 +221,24 @@ def test_a_file_follows_the_umask_unless_a_mode_and_group_are_given(tmp_path):
                                group=group)
     assert stat.S_IMODE(given.stat().st_mode) == 0o604 and given.stat().st_gid == group
     assert sorted(p.name for p in tmp_path.iterdir()) == ["given.h5", "umask.h5"]  # no partial file left
+
+
+def test_a_deflate_compressed_file_opens_in_stempy_and_h5py_with_the_same_events(tmp_path):
+    events, statistics = counted_events()
+    write_counted_scan(tmp_path / "deflate.h5", events, scan_shape=SCAN, frame_shape=FRAME, statistics=statistics,
+                       compression="deflate")
+    with h5py.File(tmp_path / "deflate.h5", "r") as f:
+        frames = f["electron_events/frames"]
+        assert (frames.compression, frames.shuffle) == ("gzip", True)
+        for position, stored in enumerate(frames[()]):
+            np.testing.assert_array_equal(stored, events[position])
+    stempy_save(tmp_path / "stempy.h5", events)
+    assert_same_sparse_array(stio.load_electron_counts(str(tmp_path / "deflate.h5")),
+                             stio.load_electron_counts(str(tmp_path / "stempy.h5")))
+
+
+def test_an_unknown_compression_is_refused_with_the_known_ones_and_nothing_written(tmp_path):
+    events, _ = counted_events()
+    with pytest.raises(CountingError, match="compression 'zstd' is not one of 'none', 'deflate'"):
+        write_counted_scan(tmp_path / "zstd.h5", events, scan_shape=SCAN, frame_shape=FRAME, compression="zstd")
+    assert list(tmp_path.iterdir()) == []

@@ -32,6 +32,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sectorflow.operations.session_cli",
     "sectorflow.simulator.cli",
     "sectorflow.live.cli",
+    "sectorflow.counting.export_cli",
     "sectorflow.libertem_bridge.cli",
     "sectorflow.security.cli",
     "sectorflow.dashboard.cli",

@@ -33,6 +33,17 @@ def make_config(tmp_path: Path) -> Callable[..., tuple[Config, Path]]:
     ``make_config(detector={...}, receivers=[...], ...)`` returns ``(config, path)``; the file at
     ``path`` is what subprocesses get with ``--config``.
     """
+    return config_maker(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def make_module_config(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., tuple[Config, Path]]:
+    """``make_config`` for a module's fixture: one stack's scan that several tests read."""
+    return config_maker(tmp_path_factory.mktemp("config"))
+
+
+def config_maker(tmp_path: Path) -> Callable[..., tuple[Config, Path]]:
+    """What ``make_config`` gives, its files and directories under ``tmp_path``."""
     counter = iter(range(1000))
 
     def make(**overrides: Any) -> tuple[Config, Path]:

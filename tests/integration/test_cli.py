@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 # What the README promises a user can run (its "Running the services" table and the demo).
-SUBCOMMANDS = ("abort", "acquire", "aggregator", "dashboard", "demo", "down", "keys", "kvstore", "libertem",
+SUBCOMMANDS = ("abort", "acquire", "aggregator", "dashboard", "demo", "down", "export", "keys", "kvstore", "libertem",
                "nodegroup", "producer", "session", "simulate", "status", "up", "view")
 
 

@@ -5,7 +5,8 @@
 | ``GET /`` | the page (``static/index.html``; every script and style ships in the package) |
 | ``GET /events`` | server-sent events: the page's state as one JSON object per update |
 | ``GET /api/state`` | the same state, once |
-| ``GET /images/<name>.png`` | an image of the latest scan (a detector's by name, ``com_x``, ... ``diffraction``) |
+| ``GET /images/<name>.png`` | an image of the latest scan (a detector's by name, ``com_x``, ... ``diffraction``); ``?scan=N``: of scan N of the history, from its file |
+| ``GET /api/scans/<scan>/images`` | what the page draws a past scan's images with (names, labels, colour bars' ranges), read from its file |
 | ``GET /thumbnails/<scan>.png`` | a scan's first detector image, small, for a file the dashboard read (history) |
 | ``GET /metrics`` | Prometheus text format |
 | ``GET /healthz`` | ``ok`` once serving (what ``sectorflow up`` waits for) |
@@ -149,9 +150,27 @@ def create_app(config: Config) -> Starlette:
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
+    async def past(scan: int) -> Any:
+        """Scan ``scan`` of the history, its images from its file; or a 404 saying why not."""
+        try:
+            return await asyncio.to_thread(follower.past_images, scan)
+        except (LookupError, SectorflowError) as error:
+            return PlainTextResponse(str(error), status_code=404)
+
+    async def past_images(request: Request) -> Response:
+        view = await past(request.path_params["scan"])
+        if isinstance(view, Response):
+            return view
+        return JSONResponse(follower.payload(view, version=0))
+
     async def image(request: Request) -> Response:
         name = request.path_params["name"]
-        view = follower.images.latest()
+        scan = request.query_params.get("scan")
+        if scan is not None and not scan.isdigit():
+            return PlainTextResponse(f"scan={scan!r}: a scan number is a whole number", status_code=400)
+        view = follower.images.latest() if scan is None else await past(int(scan))
+        if isinstance(view, Response):
+            return view
         if view is None:
             return PlainTextResponse("no scan with a counted file yet", status_code=404)
         picture = view.picture(name)
@@ -212,6 +231,7 @@ def create_app(config: Config) -> Starlette:
         Route("/api/state", reader(state)),
         Route("/images/{name}.png", reader(image)),
         Route("/thumbnails/{scan:int}.png", reader(thumbnail)),
+        Route("/api/scans/{scan:int}/images", reader(past_images)),
         Route("/metrics", reader(metrics)),
         Route("/healthz", healthz),
         Route("/api/scans", post_scan, methods=["POST"]),

@@ -21,9 +21,9 @@ from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.nodegroup.nodegroup_service import detector_attrs, detectors_from, load_mask
-from sectorflow.operations.scan_account import config_argument
+from sectorflow.operations.scan_account import config_argument, records_of
 
-from .images_source import PATTERN, ImageSource, labels
+from .images_source import PATTERN, ImageSource, ShownImages, labels
 from .outline import MAX_SEGMENTS, mask_outline
 from .png import DIVERGING_RAMP, RAMP
 from .scan_groups import ScanGroups, group_scans
@@ -121,6 +121,40 @@ class Follower:
                 pass
         return self._snapshot
 
+    def payload(self, images: ShownImages, version: int) -> dict[str, Any]:
+        """What the page draws a scan's images from (its ``images``), the images themselves at
+        ``/images/<name>.png``."""
+        return {
+            "scan": images.scan, "scan_shape": list(images.scan_shape), "complete": images.complete,
+            "positions_counted": images.positions_counted, "names": [*images.images, *images.sums],
+            "path": images.path, "labels": labels(images), "pattern": PATTERN if images.diffraction is not None else None,
+            "live": not images.path,
+            "version": version,
+            "ranges": images.ranges(),
+            "electrons_per_frame": images.electrons_per_frame,
+            "frame_shape": None if images.diffraction is None else list(images.diffraction.shape),
+            "detectors": self._detectors,
+            "ramp": RAMP,
+            # The signed images (the centre of mass), drawn on this ramp from -m to +m (png.py).
+            "diverging": [name for name in [*images.images, *images.sums] if images.diverging(name)],
+            "diverging_ramp": DIVERGING_RAMP,
+        }
+
+    def past_images(self, scan: int) -> ShownImages:
+        """A scan of the history, its images from its file (blocking: call it off the event loop).
+
+        :raises LookupError: the scan is not among the recent ones, or has no counted file (the message
+            says which).
+        :raises SectorflowError: its file cannot be read.
+        """
+        keys = self._snapshot.recent.scans.get(scan)
+        if keys is None:
+            raise LookupError(f"scan {scan} is not in the history")
+        record = records_of(keys, scan).file
+        if record is None or not record.path:
+            raise LookupError(f"scan {scan} has no counted file")
+        return self.images.past(scan, record.path)
+
     def _read(self) -> Snapshot:
         assert self._client is not None, "open() first"
         reachable = bool(self._client.synced())
@@ -142,21 +176,7 @@ class Follower:
                           sequence=int(self._client.sequence()), recent_scans=self.config.dashboard.recent_scans,
                           config=config_argument(self.config.source), stack=self._client.stack_id)
         images = self.images.latest()
-        view["images"] = None if images is None else {
-            "scan": images.scan, "scan_shape": list(images.scan_shape), "complete": images.complete,
-            "positions_counted": images.positions_counted, "names": [*images.images, *images.sums],
-            "path": images.path, "labels": labels(images), "pattern": PATTERN if images.diffraction is not None else None,
-            "live": not images.path,
-            "version": self.images_version,
-            "ranges": images.ranges(),
-            "electrons_per_frame": images.electrons_per_frame,
-            "frame_shape": None if images.diffraction is None else list(images.diffraction.shape),
-            "detectors": self._detectors,
-            "ramp": RAMP,
-            # The signed images (the centre of mass), drawn on this ramp from -m to +m (png.py).
-            "diverging": [name for name in [*images.images, *images.sums] if images.diverging(name)],
-            "diverging_ramp": DIVERGING_RAMP,
-        }
+        view["images"] = None if images is None else self.payload(images, self.images_version)
         summaries = self.images.summaries()
         for scan in view["recent"]:
             summary = summaries.get(scan["scan"])

@@ -39,6 +39,8 @@ STOP_S = 15.0
 SUMMARIES_KEPT = 64
 #: Longest side of a history thumbnail, pixels: a larger scan is shown every n-th position.
 THUMBNAIL_PX = 64
+#: Past scans opened from the history whose images stay read (a page going back and forth reads once).
+PAST_KEPT = 4
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,7 @@ class ImageSource:
         self._live_changed = False
         self._failed: set[str] = set()  # files that could not be read: reported once, not retried
         self._summaries: dict[int, ScanSummary] = {}
+        self._past: dict[str, ShownImages] = {}  # path -> a past scan's images, the PAST_KEPT last opened
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -177,6 +180,27 @@ class ImageSource:
         """Scan -> its summary, for the scans whose file was read (the newest SUMMARIES_KEPT)."""
         with self._lock:
             return dict(self._summaries)
+
+    def past(self, scan: int, path: str) -> ShownImages:
+        """The images of a past scan, read from its file ``path`` (opened from the history).
+
+        Blocking (reads the file once; the PAST_KEPT last opened stay read): call it off the event loop.
+
+        :raises SectorflowError: the file cannot be read (it names the file and why).
+        """
+        with self._lock:
+            shown = self._file if self._file is not None and self._file.path == path else self._past.get(path)
+        if shown is not None:
+            return shown
+        try:
+            shown = shown_from_file(scan, path)
+        except (OSError, ValueError, KeyError) as error:
+            raise SectorflowError(f"scan {scan}: cannot read its file {path} for its images: {error}") from error
+        with self._lock:
+            self._past[path] = shown
+            for old in list(self._past)[:-PAST_KEPT]:
+                del self._past[old]
+        return shown
 
     def update(self, groups: ScanGroups) -> bool:
         """Takes the newest scan's file if not done yet, and any live update since the last call.
@@ -208,28 +232,12 @@ class ImageSource:
             if (self._file is not None and self._file.path == path) or path in self._failed:
                 return False
         try:
-            counted = read_counted_scan(path)
+            shown = shown_from_file(scan, path)
         except (OSError, ValueError, KeyError, SectorflowError) as error:
             log.warning("scan %d: cannot read %s for its images: %s", scan, path, error)
             with self._lock:
                 self._failed.add(path)
             return False
-        missing = np.asarray(counted.missing_positions, dtype=np.int64)
-        per_position = {n for n, o in counted.outputs.items() if o.per == PER_POSITION}
-        images = {n: np.asarray(image, dtype=np.float64) for n, image in counted.images.items() if n in per_position}
-        sums = {n: np.asarray(v, dtype=np.float64) for n, v in counted.images.items() if n not in per_position}
-        outputs = dict(counted.outputs)
-        if not images:  # a file written without virtual images: what its events give
-            bright = virtual_bright_field(counted).astype(np.float64)
-            bright.reshape(-1)[missing[missing < bright.size]] = np.nan
-            frame_rows, frame_cols = counted.frame_shape
-            context = Context(counted.frame_shape, frame_rows / 2, frame_cols / 2, ("bright_field",))
-            outputs = {o.name: o for o in outputs_of(registered(), context) if o.name in ("bright_field", PATTERN)}
-            images, sums = {"bright_field": bright}, {PATTERN: summed_diffraction(counted).astype(np.float64)}
-        rows, cols = counted.scan_shape
-        shown = ShownImages(scan=scan, scan_shape=(rows, cols), images=with_magnitude(images), sums=sums,
-                            outputs=outputs, positions_counted=int(rows * cols - len(missing)),
-                            complete=len(missing) == 0, path=path)
         # The first output's picture (the shipped configurations': the bright field).
         first = shown.picture(next(iter(shown.images)))[0]  # type: ignore[index]
         step = max(1, -(-max(first.shape) // THUMBNAIL_PX))
@@ -242,6 +250,31 @@ class ImageSource:
                 del self._summaries[old]
         log.info("scan %d: images from %s", scan, path)
         return True
+
+
+def shown_from_file(scan: int, path: str) -> ShownImages:
+    """A scan's images as its counted file holds them (its /virtual_images; for a file without them,
+    the bright field and pattern its events give).
+
+    :raises OSError, ValueError, KeyError, SectorflowError: the file cannot be read.
+    """
+    counted = read_counted_scan(path)
+    missing = np.asarray(counted.missing_positions, dtype=np.int64)
+    per_position = {n for n, o in counted.outputs.items() if o.per == PER_POSITION}
+    images = {n: np.asarray(image, dtype=np.float64) for n, image in counted.images.items() if n in per_position}
+    sums = {n: np.asarray(v, dtype=np.float64) for n, v in counted.images.items() if n not in per_position}
+    outputs = dict(counted.outputs)
+    if not images:  # a file written without virtual images: what its events give
+        bright = virtual_bright_field(counted).astype(np.float64)
+        bright.reshape(-1)[missing[missing < bright.size]] = np.nan
+        frame_rows, frame_cols = counted.frame_shape
+        context = Context(counted.frame_shape, frame_rows / 2, frame_cols / 2, ("bright_field",))
+        outputs = {o.name: o for o in outputs_of(registered(), context) if o.name in ("bright_field", PATTERN)}
+        images, sums = {"bright_field": bright}, {PATTERN: summed_diffraction(counted).astype(np.float64)}
+    rows, cols = counted.scan_shape
+    return ShownImages(scan=scan, scan_shape=(rows, cols), images=with_magnitude(images), sums=sums,
+                       outputs=outputs, positions_counted=int(rows * cols - len(missing)),
+                       complete=len(missing) == 0, path=path)
 
 
 def _newest_file(groups: ScanGroups) -> tuple[int, str] | None:

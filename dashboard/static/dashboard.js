@@ -175,7 +175,16 @@ function renderHistory(state) {
       thumb.alt = `bright field of scan ${s.scan}`;
     }
     const perFrame = s.electrons_per_frame === undefined || s.electrons_per_frame === null ? "-" : s.electrons_per_frame.toFixed(1);
-    return [s.scan, s.requested_s ? clock(s.requested_s) : "-",
+    // A scan with a counted file opens its images from the file.
+    let number_ = s.scan;
+    if (s.path && !s.replay) {
+      number_ = el("button", s.scan, "open-scan");
+      number_.type = "button";
+      number_.dataset.scan = s.scan;
+      number_.title = `show scan ${s.scan}'s images, from ${s.path}`;
+      number_.addEventListener("click", () => openPast(s.scan));
+    }
+    return [number_, s.requested_s ? clock(s.requested_s) : "-",
             s.duration_s === null ? "-" : span(s.duration_s), s.to_file_s === null ? "-" : span(s.to_file_s), perFrame,
             outcome, thumb, fates(s), s.replay ? `on disk; count it with: ${s.replay}` : s.path || "-"];
   }));
@@ -222,6 +231,37 @@ function renderSessions(state) {
 // server (images.labels): the page shows whatever images the scan carries.
 let imagesVersion = -1;
 let lastImages = null;
+let lastState = null;
+// A scan of the history the viewer opened: its images from its file, shown until "back to the latest".
+let past = null;
+
+async function openPast(scan) {
+  const note = $("images-past");
+  let response;
+  try {
+    response = await fetch(`/api/scans/${scan}/images`);
+  } catch (error) {
+    response = null;
+  }
+  if (!response || !response.ok) {
+    note.textContent = `scan ${scan}'s images: ${response ? await response.text() : "the dashboard did not answer"}`;
+    note.hidden = false;
+    return;
+  }
+  note.hidden = true;
+  const images = await response.json();
+  const record = ((lastState && lastState.recent) || []).find((s) => s.scan === scan);
+  past = Object.assign(images, {past: true, scan_step: (record && record.instrument && record.instrument.scan_step) || null});
+  imagesVersion = -1;
+  if (lastState) renderImages(lastState);
+}
+
+function closePast() {
+  past = null;
+  imagesVersion = -1;
+  $("images-past").hidden = true;
+  if (lastState) renderImages(lastState);
+}
 
 // Every output of the scan's analyses, in the registry's order (analysis/SPEC.md).
 function imageNames(images) {
@@ -229,6 +269,19 @@ function imageNames(images) {
 }
 
 function renderImages(state) {
+  $("images-latest").hidden = !past;
+  if (past) {
+    $("images-none").hidden = true;
+    document.querySelector("#images-card .images").hidden = false;
+    const perFrame = past.electrons_per_frame === null ? "" : `, ${past.electrons_per_frame.toFixed(1)} electrons per frame`;
+    $("images-scan").textContent = `scan ${past.scan}, ${number(past.positions_counted)} positions` +
+      (past.complete ? "" : " (incomplete)") + perFrame + `, from its file (history): ${past.path}`;
+    if (imagesVersion === `past-${past.scan}`) return;
+    imagesVersion = `past-${past.scan}`;
+    lastImages = past;
+    for (const panel of document.querySelectorAll(".panel")) drawPanel(panel, past);
+    return;
+  }
   let images = state.images;
   // Never the previous scan's images under a newer scan: a scan written to disk (no NodeGroup) has none
   // until it is replayed, a streamed one has them once its first frames are counted.
@@ -267,7 +320,7 @@ function drawPanel(panel, images) {
   }
   const name = select.value, [title, unit] = images.labels[name] || [name, ""];
   const img = panel.querySelector("img");
-  img.src = `/images/${name}.png?v=${images.version}`;
+  img.src = images.past ? `/images/${name}.png?scan=${images.scan}` : `/images/${name}.png?v=${images.version}`;
   img.alt = title;
   img.dataset.scan = images.scan;
   img.dataset.name = name;
@@ -366,6 +419,7 @@ function drawDetectors(svg, images) {
 }
 
 function render(state) {
+  lastState = state;
   const live = state.kvstore.reachable;
   badge($("connection"), live ? "live" : "kvstore unreachable", live ? "live" : "unreachable");
   const stack = state.kvstore.stack ? `, stack ${state.kvstore.stack}` : "";
@@ -415,6 +469,7 @@ function connect() {
 
 document.addEventListener("DOMContentLoaded", () => {
   $("scan-form").addEventListener("submit", (e) => { e.preventDefault(); post("/api/scans", formBody(e.target)); });
+  $("images-latest").addEventListener("click", closePast);
   $("session-form").addEventListener("submit", (e) => { e.preventDefault(); post("/api/sessions", formBody(e.target)); });
   for (const panel of document.querySelectorAll(".panel")) {
     panel.querySelector("select").addEventListener("change", () => { if (lastImages) drawPanel(panel, lastImages); });

@@ -4,9 +4,10 @@ page shows each receiver's progress with rate and time left and the live images 
 bars, the virtual detectors drawn on the summed pattern; at the end the outcome, and a history of
 the scans newest first with their outcome, times, electrons per frame and thumbnail; the centre of
 mass on a diverging ramp centred on 0, axes in scan positions, one time format; an aborted scan is
-amber, its producers not in error, and its alert is dismissed; with the NodeGroups stopped an alert
+amber, its producers not in error, and its alert is dismissed; a past scan opens from the history with
+its images from its file; with the NodeGroups stopped an alert
 says so and a scan on disk shows no earlier scan's images; "kvstore unreachable" is raised while the kvstore is killed and clears
-when it is back; no sessions card without Slurm; Prometheus' query API returns the scan's message
+when it is back; a killed producer raises "producer ... lost"; no sessions card without Slurm; Prometheus' query API returns the scan's message
 count from /metrics.
 """
 
@@ -338,6 +339,35 @@ def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alert
     assert browser.execute_script("return document.querySelectorAll('#alerts .alert.error').length") == 0
     keep_screenshot(browser, tmp_path, "dashboard-aborted.png")
 
+    # Scan 1 opens from the history: its images from its file, which stay while the page updates, until
+    # "back to the latest".
+    latest = wait_until(lambda: (p := panel(browser, 0))["loaded"] and p, PAGE_S, "the latest scan's images")
+    browser.execute_script("document.querySelector('#history button.open-scan[data-scan=\"1\"]').click()")
+    opened = wait_until(lambda: "from its file (history)" in text(browser, "images-scan")
+                        and (p := panel(browser, 0))["scan"] == "1" and p["loaded"] and p, PAGE_S,
+                        "scan 1's images opened from the history")
+    shown = text(browser, "images-scan")
+    assert shown.startswith("scan 1, 576 positions") and shown.endswith(scan_file_name(1)), shown
+    assert float(opened["min"]) < float(opened["max"]) and opened["axis_x"][-1].startswith("scan x (positions)")
+    assert browser.execute_script("return document.getElementById('images-latest').hidden") is False
+    source = browser.execute_script("return document.querySelector('#panel-0 img').src")
+    assert source.endswith(f"/images/{opened['name']}.png?scan=1"), source
+    # The picture is scan 1's file's, drawn as the server draws any image.
+    from sectorflow.dashboard.images_source import shown_from_file
+    from sectorflow.dashboard.png import array_png
+
+    file_view = shown_from_file(1, str(stack.run_dir.parent / "h5" / scan_file_name(1)))
+    data, log_scale = file_view.picture(opened["name"])
+    with urllib.request.urlopen(source, timeout=PAGE_S) as answer:
+        assert answer.read() == array_png(data, log_scale, diverging=file_view.diverging(opened["name"]))
+    before = text(browser, "updated")
+    wait_until(lambda: text(browser, "updated") != before, PAGE_S, "a later update of the page")
+    assert panel(browser, 0)["scan"] == "1" and "from its file (history)" in text(browser, "images-scan")
+    browser.execute_script("document.getElementById('images-latest').click()")
+    wait_until(lambda: "history" not in text(browser, "images-scan") and panel(browser, 0)["scan"] == latest["scan"],
+               PAGE_S, "the latest scan's images again")
+    assert browser.execute_script("return document.getElementById('images-latest').hidden") is True
+
     # The NodeGroups stop: an alert says none is registered, and scan 3 goes to disk; the page shows no
     # image of scan 2 under it, but says why there is none.
     stop_services([s for s in load_running(stack.run_dir) if s.name == "nodegroups"], SCAN_S)
@@ -365,6 +395,16 @@ def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alert
     wait_until(lambda: "kvstore-unreachable" not in alert_ids(browser), PAGE_S, "the kvstore's alert to clear")
     wait_until(lambda: text(browser, "services").count("producer") == stack.config.n_receivers, PAGE_S,
                "every producer back in the services table (they publish again to the new server)")
+
+    # A producer killed (no stop, no goodbye): its status expires and a red alert says it is lost.
+    producer = next(service for service in load_running(stack.run_dir) if service.name == "producer-0")
+    os.kill(producer.pid, signal.SIGKILL)
+    lost = wait_until(lambda: [a for a in alert_ids(browser) if a.startswith("producer-lost/r0t")], PAGE_S,
+                      "the alert that receiver 0's producer is lost")
+    assert lost == [f"producer-lost/r0t{t}" for t in range(stack.config.receivers[0].threads)], lost
+    assert "producer r0t0 lost: its status expired without a stop" in text(browser, "alerts")
+    assert browser.execute_script(
+        "return document.querySelector('#alerts .alert[data-id=\"producer-lost/r0t0\"]').classList.contains('error')")
 
 
 def test_a_read_only_dashboard_refuses_to_act(stack: Stack) -> None:

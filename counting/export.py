@@ -153,6 +153,9 @@ def export_raw_csr(counted: Path, toml_path: Path, *, progress: Progress | None 
                     total += int(lengths.sum())
                     if progress:
                         progress(first + len(block), positions)
+                if total == 0:  # LiberTEM memory-maps the files, and an empty file cannot be: one unused element
+                    np.zeros(1, dtype="<u4").tofile(indices)
+                    np.zeros(1, dtype="u1").tofile(data)
             rows, cols = events.scan_shape
             frame_rows, frame_cols = events.frame_shape
             descriptor = (

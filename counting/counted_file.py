@@ -320,7 +320,7 @@ def write_counted_scan(
                         outcome, reason, metadata)
         if analyses is not None:
             _write_outputs(partial, analyses, (scan_rows, scan_cols))
-        _write_nexus(partial, frames, (scan_rows, scan_cols), (frame_rows, frame_cols), metadata)
+        _write_nexus(partial, frames, (scan_rows, scan_cols), (frame_rows, frame_cols), metadata, compression)
         os.link(partial, target)  # fails if the name exists: a file is never replaced
     finally:
         partial.unlink(missing_ok=True)
@@ -425,7 +425,7 @@ def _write_outputs(partial: Path, results: Results, scan_shape: tuple[int, int])
 
 
 def _write_nexus(partial: Path, frames: np.ndarray | None, scan_shape: tuple[int, int], frame_shape: tuple[int, int],
-                 metadata: Mapping[str, Any] | None) -> None:
+                 metadata: Mapping[str, Any] | None, compression: str = "none") -> None:
     """/entry, the events as NeXus NXevent_data beside stempy's layout (counting/nexus_events.py), the
     last part of a counted file written; ``frames`` None: from the file's /electron_events/frames,
     read a block at a time (a writer that never held the whole scan)."""
@@ -433,7 +433,8 @@ def _write_nexus(partial: Path, frames: np.ndarray | None, scan_shape: tuple[int
 
     with _h5py().File(partial, "a") as f:
         write_nexus_events(f, f["electron_events/frames"] if frames is None else frames, scan_shape=scan_shape,
-                           frame_shape=frame_shape, instrument=(metadata or {}).get("instrument"), version=__version__)
+                           frame_shape=frame_shape, instrument=(metadata or {}).get("instrument"), version=__version__,
+                           filters=COMPRESSIONS[compression])
 
 
 def _read_images(f: h5py.File, frame_shape: tuple[int, int]) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]],

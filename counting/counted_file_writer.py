@@ -69,6 +69,7 @@ class CountedFileWriter:
         self.positions = self.scan_shape[0] * self.scan_shape[1]
         self.pixels = self.frame_shape[0] * self.frame_shape[1]
         event_dataset_options(compression, self.positions)
+        self.compression = compression
         self.directory = Path(path).parent
         self.partial = _create_partial(Path(path))
         self._file: Any = None
@@ -179,7 +180,8 @@ class CountedFileWriter:
         self._file = None
         if analyses is not None:
             _write_outputs(self.partial, analyses, self.scan_shape)
-        _write_nexus(self.partial, None, self.scan_shape, self.frame_shape, metadata)  # issue 46 item 1, from the file
+        # issue 46 item 1: the NeXus events, from the file's frames
+        _write_nexus(self.partial, None, self.scan_shape, self.frame_shape, metadata, self.compression)
         self._missing, self._incomplete = len(missing), len(incomplete_positions)
 
     def publish(self, path: str | os.PathLike[str]) -> Path:

@@ -58,7 +58,7 @@ _STANDARD = {
 
 def write_nexus_events(f: h5py.File, events: Sequence[np.ndarray], *, scan_shape: tuple[int, int],
                        frame_shape: tuple[int, int], instrument: Mapping[str, Any] | None = None,
-                       version: str = "") -> None:
+                       version: str = "", filters: Mapping[str, Any] | None = None) -> None:
     """Write /entry (NXentry with the scan's NXevent_data and instrument) into an open counted file.
 
     :param f: the counted file, open for writing, its stempy layout (and any virtual images) written.
@@ -68,6 +68,7 @@ def write_nexus_events(f: h5py.File, events: Sequence[np.ndarray], *, scan_shape
     :param frame_shape: (rows, cols) of a frame.
     :param instrument: /metadata/instrument's content: {quantity: {value, units, source}}.
     :param version: sectorflow's version, recorded with program_name.
+    :param filters: event_id's compression keywords (counted_file.COMPRESSIONS[...]); None: uncompressed.
     """
     f.attrs["NX_class"] = "NXroot"
     f.attrs["default"] = ENTRY
@@ -75,19 +76,20 @@ def write_nexus_events(f: h5py.File, events: Sequence[np.ndarray], *, scan_shape
     entry.attrs["NX_class"] = "NXentry"
     program = entry.create_dataset("program_name", data="sectorflow")
     program.attrs["version"] = version
-    _write_events(entry.create_group("events"), events, scan_shape, frame_shape)
+    _write_events(entry.create_group("events"), events, scan_shape, frame_shape, filters or {})
     _write_instrument(entry.create_group("instrument"), instrument or {}, frame_shape)
     if _write_default_data(f, entry, scan_shape):
         entry.attrs["default"] = "data"
 
 
 def _write_events(group: h5py.Group, events: Sequence[np.ndarray], scan_shape: tuple[int, int],
-                  frame_shape: tuple[int, int]) -> None:
+                  frame_shape: tuple[int, int], filters: Mapping[str, Any]) -> None:
     """The events in one pass over blocks of frames: ``events`` may be a list or the file's own
     /electron_events/frames dataset, never read whole."""
     group.attrs["NX_class"] = "NXevent_data"
     frames = len(events)
-    event_id = group.create_dataset("event_id", (0,), dtype=np.uint32, chunks=(_CHUNK_EVENTS,), maxshape=(None,))
+    event_id = group.create_dataset("event_id", (0,), dtype=np.uint32, chunks=(_CHUNK_EVENTS,), maxshape=(None,),
+                                    **filters)
     event_id.attrs["long_name"] = "flat pixel index row * frame_cols + col"
     index = np.zeros(frames, dtype=np.int64)
     total = 0

@@ -73,3 +73,11 @@ def test_the_events_are_written_from_the_files_own_frames_dataset_block_by_block
         write_nexus_events(target, source["electron_events/frames"], scan_shape=(5, 10), frame_shape=FRAME)
     with h5py.File(tmp_path / "b.h5", "r") as f:
         assert [e.tolist() for e in read_nexus_events(f)] == [e.tolist() for e in events]
+
+
+def test_event_id_takes_the_files_compression_and_still_reads_back(tmp_path: Path) -> None:
+    events = some_events(30, seed=4)
+    path = write_counted_scan(tmp_path / "a.h5", events, scan_shape=(5, 6), frame_shape=FRAME, compression="deflate")
+    with h5py.File(path, "r") as f:
+        assert f["entry/events/event_id"].compression == "gzip" and f["entry/events/event_id"].shuffle
+    assert [e.tolist() for e in scippnexus_events(path)] == [e.tolist() for e in events]

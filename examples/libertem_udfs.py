@@ -9,6 +9,9 @@ acquire a scan:
     sectorflow acquire --scan-shape 64x64 --wait
 
 It prints a line per partial result (positions done, electrons so far) and one per scan at its end,
+a partial result every --frames-per-partition positions (LiberTEM-live's own default is 4,096: at
+the 4D Camera's 87,000 frames/s that is every 47 ms, at a demo's 1,000 frames/s every 4 s; the client
+chooses it, the bridge cannot: libertem_bridge/SPEC.md, "Partial results"),
 and with --out saves the last scan's results (``sum``: the summed pattern; ``intensity``: events
 per position; ``masked``: electrons in a disk of --mask-radius around the frame centre per position;
 ``mask``: that disk; ``ring``, ``ring_mask``: the same for a ring of --ring-radii; ``com_y``, ``com_x``:
@@ -28,10 +31,13 @@ import numpy as np
 # The asi_tpx3 connection's shared-memory slot is bytes_per_chunk x CHUNKS_PER_STACK (24, its default):
 # each chunk the bridge sends must fit one (libertem_bridge/SPEC.md).
 CHUNKS_PER_STACK = 24
+# A partial result every this many positions: a 256-wide scan's row (LiberTEM-live's default, 4,096,
+# is every 16 rows; each partition costs LiberTEM a task and a merge of every UDF's buffers).
+FRAMES_PER_PARTITION = 256
 
 
 def run(host: str, port: int, scans: int, timeout_s: float, workers: int, mask_radius: float | None,
-        ring_radii: tuple[float, float] | None, out: Path | None, chunk_bytes: int) -> int:
+        ring_radii: tuple[float, float] | None, out: Path | None, chunk_bytes: int, frames_per_partition: int) -> int:
     # Imported here: the optional group's packages are only needed to run this, not to read it.
     from libertem import masks
     from libertem.executor.pipelined import PipelinedExecutor
@@ -51,7 +57,7 @@ def run(host: str, port: int, scans: int, timeout_s: float, workers: int, mask_r
                 if pending is None:
                     print(f"no acquisition arrived from {host}:{port} within {timeout_s:g} s", file=sys.stderr)
                     return 1
-                aq = ctx.make_acquisition(conn=conn, pending_aq=pending)
+                aq = ctx.make_acquisition(conn=conn, pending_aq=pending, frames_per_partition=frames_per_partition)
                 rows, cols = aq.shape.sig
                 radius = mask_radius if mask_radius is not None else min(rows, cols) / 4
                 disk = masks.circular(cols / 2, rows / 2, cols, rows, radius)
@@ -89,9 +95,15 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None, help="save the last scan's results here (.npz)")
     parser.add_argument("--chunk-bytes", type=int, default=384 << 10, help="the bridge's [libertem] chunk_bytes "
                         "(default 393216, the bridge's): LiberTEM's shared-memory slots are sized to hold one chunk")
+    parser.add_argument("--frames-per-partition", type=int, default=FRAMES_PER_PARTITION,
+                        help=f"positions per LiberTEM partition, so a partial result every that many positions "
+                        f"(default {FRAMES_PER_PARTITION}; LiberTEM-live's own is 4096)")
     args = parser.parse_args()
+    if args.frames_per_partition < 1:
+        parser.error(f"--frames-per-partition {args.frames_per_partition}: need at least 1 position")
     return run(args.host, args.port, args.scans, args.timeout, args.workers, args.mask_radius,
-               tuple(args.ring_radii) if args.ring_radii else None, args.out, args.chunk_bytes)
+               tuple(args.ring_radii) if args.ring_radii else None, args.out, args.chunk_bytes,
+               args.frames_per_partition)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ DETECTOR = {"frame_rows": 128, "frame_cols": 128, "sector_rows": 32, "sector_col
 SIMULATOR = {"bright_field_radius_px": 20.0, "dose_per_frame": 80.0, "specimen": "crystal", "specimen_grain_px": 4.0}
 COUNTING = {"background_threshold": 30.0, "xray_threshold": 1000.0}
 SCAN_X, SCAN_Y = 24, 20
+FRAMES_PER_PARTITION = 64  # 7 partitions of the scan's 480 positions, so 7 partial results or more
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "libertem_udfs.py"
 MASK_RADIUS = 20.0
 RING = (20.0, 40.0)
@@ -62,11 +63,12 @@ def acquire(path: Path, scan: int) -> None:
     assert acquired.returncode == 0, acquired.stdout + acquired.stderr
 
 
-def start_libertem(processes: Processes, path_out: Path, port: int, scans: int = 1) -> subprocess.Popen:
+def start_libertem(processes: Processes, path_out: Path, port: int, scans: int = 1,
+                   frames_per_partition: int = 256) -> subprocess.Popen:
     """The shipped example, as a process the ``processes`` fixture stops whatever the test did."""
     return processes.start(sys.executable, str(EXAMPLE), "--port", str(port), "--scans", str(scans), "--timeout", "120",
                            "--mask-radius", str(MASK_RADIUS), "--ring-radii", *map(str, RING), "--out", str(path_out),
-                           name="libertem-live")
+                           "--frames-per-partition", str(frames_per_partition), name="libertem-live")
 
 
 def finish(processes: Processes, process: subprocess.Popen) -> str:
@@ -96,7 +98,7 @@ def test_libertem_live_reads_a_scan_as_its_file_holds_it(make_config, processes:
     with stack_up(config, path, tmp_path / "run", output) as client:
         bridge, port = start_bridge(processes, path)
         wait_bridge_subscribed(client)
-        libertem = start_libertem(processes, tmp_path / "result.npz", port)
+        libertem = start_libertem(processes, tmp_path / "result.npz", port, frames_per_partition=FRAMES_PER_PARTITION)
         wait_until(lambda: "connected (connection 1)" in processes.output(bridge), 120, "LiberTEM to connect")
         acquire(path, 3)
         out = finish(processes, libertem)
@@ -128,7 +130,11 @@ def test_libertem_live_reads_a_scan_as_its_file_holds_it(make_config, processes:
     assert counters["scans_served"] == 1 and counters["positions_empty"] == 0 and counters["frames_late"] == 0
     assert counters["frames_sent"] == SCAN_X * SCAN_Y
     assert f"scan done: {SCAN_X * SCAN_Y} positions, {counts.sum()} electrons" in out
-    assert "partial: " in out
+    # A partial result every FRAMES_PER_PARTITION positions, not one per 4,096 (LiberTEM-live's default).
+    done = [int(d) for d in re.findall(r"partial: (\d+) of ", out)]
+    print(f"LiberTEM partial results at positions {done}")
+    assert len(done) >= SCAN_X * SCAN_Y // FRAMES_PER_PARTITION and done == sorted(done), done
+    assert done[0] < SCAN_X * SCAN_Y / 4, done
 
 
 def test_positions_the_live_stream_lost_arrive_empty_and_counted_and_a_vanished_client_costs_nothing(

@@ -133,7 +133,7 @@ image: $(VENV)/.deps-stamp | deps
 	rm -rf $(IMAGE_BUILD)/context && mkdir -p $(IMAGE_BUILD)/context
 	$(PIP) wheel -q --no-deps --no-build-isolation -Cbuild-dir=build -w $(IMAGE_BUILD)/context .
 	$(PIP) install -q --dry-run --ignore-installed --report $(IMAGE_BUILD)/report.json -c $(CONSTRAINTS) \
-	  "$$(ls $(IMAGE_BUILD)/context/sectorflow-*.whl)[nodegroup,dashboard]"
+	  "$$(ls $(IMAGE_BUILD)/context/sectorflow-*.whl)[nodegroup,dashboard,plot]"
 	$(PY) image/lock_subset.py $(IMAGE_BUILD)/report.json $(LOCK) > $(IMAGE_BUILD)/context/requirements.txt
 	$(PIP) download -q --require-hashes --no-deps --only-binary :all: -d $(IMAGE_BUILD)/context/wheels \
 	  -r $(IMAGE_BUILD)/context/requirements.txt

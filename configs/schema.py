@@ -262,9 +262,14 @@ class NodegroupConfig:
     compression: str = setting(
         "none", "filter of the counted files' event datasets, one HDF5 has built in, so stempy and h5py read "
         "them with the shipped packages: 'none', or 'deflate' (gzip level 4 after the byte shuffle). stempy's "
-        "/electron_events/frames keeps its events in HDF5's global heap, which no filter reaches: deflate shrinks "
-        "only its 16-byte heap references, so a file is 0.1% smaller (BENCHMARKS.md, counted_write)",
+        "/electron_events/frames keeps its events in HDF5's global heap, which no filter reaches; the NeXus "
+        "event_id compresses: at 2,000 electrons per frame a file is about 32% smaller and rank 0 writes it 3 to 5 "
+        "times more slowly (BENCHMARKS.md, counted_write)",
         choices=("none", "deflate"))
+    gather_piece_events: int = setting(
+        16_777_216, "events of one piece of a NodeGroup's part that another rank sends to rank 0: rank 0 writes "
+        "each piece into the scan's file as it comes and holds one at a time (64 MiB of events at the default), "
+        "whatever the scan's size", min=1)
     write_retry_s: float = setting(
         30.0, "how long rank 0 keeps retrying a scan's file that could not be written anywhere before its file "
         "record says failed (on stop: one last try)", min=0.0)

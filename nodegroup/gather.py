@@ -89,14 +89,12 @@ NAME_TRIES = 8
 ABORTED_REASON = "aborted by the operator (sectorflow abort)"
 #: The events of a part (or a frame) written into the scan's file as it came: the memory is the file's.
 IN_FILE = np.zeros(0, dtype=np.uint32)
-#: Events of one piece of a part sent to rank 0 (GroupResult.split): 64 MiB of uint32, so rank 0
-#: receives (and holds, until written) no more than that of another rank's part at a time.
-PIECE_EVENTS = 1 << 24
 
 
 @dataclass
 class GroupResult:
-    """One NodeGroup's part of a scan, with numpy arrays that own their memory."""
+    """One NodeGroup's part of a scan, with numpy arrays (events and offsets: views of the C++
+    ScanResult's, which they keep alive, so a part is never held twice; pickled, they carry their data)."""
 
     uid: str
     rank: int
@@ -137,9 +135,10 @@ class GroupResult:
     piece: int = 0
     pieces: int = 1
 
-    def split(self, max_events: int = PIECE_EVENTS) -> list[GroupResult]:
-        """The part as pieces of at most ``max_events`` events each (a frame is never cut; a frame
-        with more events is a piece of its own), in position order of the part; [self] when it fits."""
+    def split(self, max_events: int) -> list[GroupResult]:
+        """The part as pieces of at most ``max_events`` events each (``[nodegroup] gather_piece_events``;
+        a frame is never cut: a frame with more events is a piece of its own), in the part's position
+        order; [self] when it fits. Rank 0 holds one piece of another rank's part at a time."""
         if len(self.events) <= max_events:
             return [self]
         offsets = np.asarray(self.offsets, dtype=np.int64)
@@ -181,7 +180,7 @@ class GroupResult:
         return cls(
             uid=uid, rank=rank, host=host, scan_number=result.scan_number, scan_x=result.scan_x,
             scan_y=result.scan_y, routing=list(result.routing), positions=np.array(result.positions),
-            events=np.array(result.events), offsets=np.array(result.offsets),
+            events=np.asarray(result.events), offsets=np.asarray(result.offsets),
             incomplete={int(p): list(s) for p, s in zip(result.incomplete_positions,
                                                         result.incomplete_missing_sectors)},
             thresholds_known=result.thresholds_known,

@@ -811,7 +811,7 @@ class NodeGroupService:
 
     def _send(self, part: GroupResult) -> None:
         """A part to rank 0, in pieces of bounded size: rank 0 writes each as it comes (gather.py)."""
-        for piece in part.split():
+        for piece in part.split(self.config.nodegroup.gather_piece_events):
             self.comm.send(piece, dest=0, tag=TAG_RESULT)
 
     def _receive(self) -> int:

@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "pipeline": "bench.pipeline",
     "scaling": "bench.scaling",
     "memory": "bench.memory",
+    "counted_write": "bench.counted_write",
     "kvstore_flood": "bench.kvstore_flood",
     "aggregator_failover": "bench.aggregator_failover",
     "kvstore_failover": "bench.kvstore_failover",

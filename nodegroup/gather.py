@@ -1,7 +1,9 @@
 """Gathering the NodeGroups' parts of a scan on MPI rank 0 and writing the scan's file.
 
-Each NodeGroup hands over a :class:`GroupResult` per scan (picklable: it crosses MPI). Rank 0
-keeps a :class:`ScanGatherer`: a scan is ready when every NodeGroup of this job that is in the
+Each NodeGroup hands over a :class:`GroupResult` per scan (picklable: it crosses MPI; another
+rank's comes in pieces of ``[nodegroup] gather_piece_events`` events). Rank 0 writes each part or
+piece into the scan's file as it comes and drops its events (counting/counted_file_writer.py), so it
+never holds the whole counted scan. Rank 0 keeps a :class:`ScanGatherer`: a scan is ready when every NodeGroup of this job that is in the
 scan's routing list has reported (routing lists come from the info messages, so a scan routed to
 part of the job waits for that part only). A scan still waiting ``gather_timeout_s`` after its
 first report is written with what came, the missing NodeGroups recorded.

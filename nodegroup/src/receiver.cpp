@@ -34,7 +34,8 @@ Receiver::Receiver(zmq::context_t& context, const NodeGroupSettings& settings, s
                    NodeGroupCounters& counters)
     : settings_(settings),
       index_(index),
-      expect_{settings.geometry, settings.limits, index},
+      // Port `index` carries the sector of receiver index % receivers (the tier's member index / receivers).
+      expect_{settings.geometry, settings.limits, index % settings.receivers},
       tracker_(tracker),
       counters_(counters),
       pull_(context, zmq::socket_type::pull) {
@@ -134,7 +135,7 @@ void Receiver::on_info(const zmq::message_t& message, const std::atomic<bool>& s
     counters_.malformed.count(error.kind(), error.what());
     return;
   }
-  if (info.receiver != index_) {
+  if (info.receiver != index_ % settings_.receivers) {
     counters_.malformed.count(Refusal::kInfo, scan_text(info.scan_number) + ": info of aggregator thread " +
                                                   std::to_string(info.receiver) + " reached port " +
                                                   std::to_string(index_));

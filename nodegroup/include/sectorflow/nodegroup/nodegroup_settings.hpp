@@ -40,7 +40,10 @@ struct NodeGroupSettings {
   std::string uid;                     ///< this NodeGroup's UID: its key in the info messages' counts
   std::string host;                    ///< [nodegroup] host: the address the PULL sockets bind (ports from the OS)
   protocol::Geometry geometry;         ///< [detector]: frame and sector shape; pixels must be uint16
-  std::uint32_t receivers = 0;         ///< aggregator threads, one PULL socket each: one per [[receivers]]
+  std::uint32_t receivers = 0;         ///< [[receivers]]: one sector each
+  /// The aggregation tier's size ([aggregator] tier): a PULL socket per relay thread of the tier,
+  /// port j fed by member j / receivers's thread for receiver j % receivers. 1 unless set.
+  std::uint32_t aggregators = 1;
   /// [[receivers]] threads, one per receiver: its producer threads (frame f's sector comes from
   /// thread f % n, in frame order per thread; this tells a lost sector from a late one).
   std::vector<std::uint32_t> producer_threads;
@@ -77,6 +80,8 @@ struct NodeGroupSettings {
   std::uint32_t slots_per_thread() const;
   /// Producer threads of receiver r.
   std::uint32_t threads_of(std::uint32_t r) const { return producer_threads[r]; }
+  /// The data ports, one per relay thread of the tier: receivers x aggregators.
+  std::uint32_t ports() const { return receivers * aggregators; }
 };
 
 }  // namespace sectorflow::nodegroup

@@ -107,7 +107,11 @@ TEST(Beamline, LocalTomlFillsAProducerThreadAsTheDaemonDoes) {
 TEST(Beamline, ReceiversComeFromTheFile) {
   const cf::Beamline camera = cf::Beamline::load(kConfigs + "/4dcamera.toml");
   EXPECT_EQ(cf::receiver_threads(camera, 3), 4u);
-  EXPECT_EQ(cf::aggregator_endpoints(camera, 3), std::vector<std::string>{"tcp://aggregator.beamline.example:6103"});
+  // The 5-host tier: member i's thread for receiver 3 on base_port + 4 i + 3.
+  EXPECT_EQ(cf::aggregator_endpoints(camera, 3),
+            (std::vector<std::string>{"tcp://aggregator-0.beamline.example:6103", "tcp://aggregator-1.beamline.example:6107",
+                                      "tcp://aggregator-2.beamline.example:6111", "tcp://aggregator-3.beamline.example:6115",
+                                      "tcp://aggregator-4.beamline.example:6119"}));
   EXPECT_EQ(error_of([&] { cf::producer_options(camera, 4, 0); }),
             "receiver 4: " + kConfigs + "/4dcamera.toml has 4 receivers ([[receivers]]), expected 0 to 3");
   EXPECT_EQ(error_of([&] { cf::producer_options(camera, 0, 4); }),

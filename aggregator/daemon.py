@@ -51,6 +51,7 @@ from sectorflow.protocol import (
     status_key,
 )
 from sectorflow.ownership import owner_fields, refuse_if_running
+from sectorflow.security.options import aggregator_key_name
 from sectorflow.service import ServiceState, stop_on_signals
 from sectorflow.waiting import WaitTimeout, wait_until
 
@@ -158,7 +159,7 @@ def run_aggregator(config: Config, standby: bool = False, member: int = 0) -> in
     aggregator = Aggregator(options)  # AggregatorError (a SectorflowError) names the address
     failure = ""
     try:
-        with stop_on_signals(logger) as stop, _status_client(config) as client:
+        with stop_on_signals(logger) as stop, _status_client(config, member) as client:
             # Bound but not relaying yet: an aggregator of this stack that runs elsewhere keeps it (a
             # kvstore that answers the relays' replicas answers this client at once).
             if _wait_synced(aggregator, config, stop) and client.wait_synced(SYNC_TIMEOUT_S):
@@ -175,8 +176,9 @@ def run_aggregator(config: Config, standby: bool = False, member: int = 0) -> in
     return 0
 
 
-def _status_client(config: Config) -> Client:
-    return Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator", role="aggregator")
+def _status_client(config: Config, member: int = 0) -> Client:
+    return Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator", role="aggregator",
+                              key_name=aggregator_key_name(config, member))
 
 
 def _run_with_lease(config: Config, standby: bool) -> int:

@@ -9,7 +9,7 @@ from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import client_options
 from sectorflow.protocol import NODEGROUPS_PREFIX
-from sectorflow.security.options import aggregator_curves
+from sectorflow.security.options import aggregator_curves, aggregator_key_name
 from sectorflow.socket_buffers import warn_if_capped
 
 
@@ -41,7 +41,8 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None,
         bind_host=agg.bind_host,
         base_port=agg.base_port,
         producer_threads=[receiver.threads for receiver in config.receivers],
-        kvstore=client_options(config, NODEGROUPS_PREFIX, log, role="aggregator", first_server=first_server),
+        kvstore=client_options(config, NODEGROUPS_PREFIX, log, role="aggregator", first_server=first_server,
+                               key_name=aggregator_key_name(config, member)),
         geometry=config.geometry(),
         max_scan_positions=config.limits.max_scan_positions,
         max_open_scans=config.limits.max_open_scans,
@@ -56,5 +57,5 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None,
     options.native_scans_requested = agg.native_scans_requested
     options.sndbuf_bytes = agg.sndbuf_bytes
     warn_if_capped("[aggregator] sndbuf_bytes", agg.sndbuf_bytes, "wmem_max")
-    options.producers_curve, options.nodegroups_curve = aggregator_curves(config)
+    options.producers_curve, options.nodegroups_curve = aggregator_curves(config, member)
     return options

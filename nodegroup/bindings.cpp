@@ -250,6 +250,8 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("geometry", &NodeGroupSettings::geometry)
       .def_readonly("receivers", &NodeGroupSettings::receivers)
       .def_readonly("aggregators", &NodeGroupSettings::aggregators)
+      .def_readwrite("aggregator_keys", &NodeGroupSettings::aggregator_keys,
+                     "[security] with a tier: each member's public key, member order ([] : curve's server key).")
       .def_property_readonly("ports", &NodeGroupSettings::ports, "Data ports: receivers x aggregators.")
       .def_readonly("producer_threads", &NodeGroupSettings::producer_threads)
       .def_readonly("counting_threads", &NodeGroupSettings::counting_threads)

@@ -111,7 +111,7 @@ from sectorflow.protocol import (
 )
 from sectorflow.ownership import machine_id, owner_fields, refuse_if_running
 from sectorflow.protocol.scan_life import abort_key
-from sectorflow.security.options import data_client_curve, live_curve
+from sectorflow.security.options import aggregator_keys, data_client_curve, live_curve
 from sectorflow.service import ServiceState
 from sectorflow.socket_buffers import warn_if_capped
 from sectorflow.waiting import WaitTimeout, wait_until
@@ -229,6 +229,7 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
     settings.rcvbuf_bytes = ng.rcvbuf_bytes
     warn_if_capped("[nodegroup] rcvbuf_bytes", ng.rcvbuf_bytes, "rmem_max")
     settings.curve = data_client_curve(config, "nodegroup")
+    settings.aggregator_keys = aggregator_keys(config, "nodegroup")
     return settings
 
 

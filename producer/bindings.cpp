@@ -77,6 +77,8 @@ void bind_types(py::module_& m) {
       .def_readonly("threads", &ProducerOptions::threads)
       .def_property_readonly("wire", [](const ProducerOptions& o) { return std::string(to_string(o.wire)); })
       .def_readonly("aggregator_endpoints", &ProducerOptions::aggregator_endpoints)
+      .def_readwrite("aggregator_keys", &ProducerOptions::aggregator_keys,
+                     "[security] with a tier: each member's public key, member order ([] : curve's server key).")
       .def_readwrite("standby_endpoint", &ProducerOptions::standby_endpoint,
                      "the standby aggregator's thread r ([aggregator] standby_host), or ''")
       .def_readonly("send_hwm", &ProducerOptions::send_hwm)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from sectorflow._core.producer import ProducerOptions
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
-from sectorflow.security.options import data_client_curve
+from sectorflow.security.options import aggregator_keys, data_client_curve
 
 
 def check_receiver(config: Config, receiver: int) -> None:
@@ -62,4 +62,5 @@ def producer_options(config: Config, receiver: int, thread_id: int,
     )
     options.standby_endpoint = standby_endpoint(config, receiver)
     options.curve = data_client_curve(config, "producer")
+    options.aggregator_keys = aggregator_keys(config, "producer")
     return options

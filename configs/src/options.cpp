@@ -169,7 +169,19 @@ producer::ProducerOptions producer_options(const Beamline& beamline, std::uint32
   options.scan_record_ttl_s = beamline.number("kvstore.scan_record_ttl_s");
   options.send_timeout_ms = whole<int>(beamline, "producer.send_timeout_ms");
   if (!beamline.boolean("security.plain_receivers")) {
-    options.curve = curve_client(beamline, "producer", "aggregator");
+    const std::vector<std::string> hosts = aggregator_hosts(beamline);
+    if (hosts.size() == 1) {
+      options.curve = curve_client(beamline, "producer", "aggregator");
+    } else if (beamline.boolean("security.enabled")) {
+      // A tier: each member proves its own key (keys/aggregator/member-<i>.key).
+      const security::KeyDirectory keys(beamline.text("security.key_dir"));
+      const security::Certificate own = keys.own("producer");
+      options.curve = {own.public_key, own.secret_key, {}};
+      for (std::size_t member = 0; member < hosts.size(); ++member) {
+        options.aggregator_keys.push_back(keys.public_key("aggregator", security::tier_member_key_name(static_cast<std::uint32_t>(member))));
+      }
+      options.curve.server_key = options.aggregator_keys.front();
+    }
   }
   return options;
 }

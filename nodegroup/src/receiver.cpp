@@ -48,7 +48,10 @@ Receiver::Receiver(zmq::context_t& context, const NodeGroupSettings& settings, s
   pull_.set(zmq::sockopt::maxmsgsize, protocol::max_frame_bytes(settings.geometry));
   const std::string address = "tcp://" + settings.host + ":*";
   try {
-    security::apply(pull_, settings.curve);
+    security::CurveClient curve = settings.curve;
+    // Port `index` speaks to one member of the aggregation tier, which proves that member's key.
+    if (!settings.aggregator_keys.empty()) curve.server_key = settings.aggregator_keys.at(index / settings.receivers);
+    security::apply(pull_, curve);
     pull_.bind(address);
   } catch (const std::exception& e) {  // zmq::error_t, or a CURVE key that is not Z85
     throw NodeGroupError("NodeGroup " + settings.uid + ": cannot bind data socket " + std::to_string(index) +

@@ -161,7 +161,13 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
                         ": a standby aggregator serves a tier of one ([aggregator] standby_host with tier)");
   }
   impl_ = std::make_unique<Impl>(options_.geometry.sector_bytes());
+  if (!options_.aggregator_keys.empty() && options_.aggregator_keys.size() != options_.aggregator_endpoints.size()) {
+    throw ProducerError("producer " + options_.name() + ": " + std::to_string(options_.aggregator_keys.size()) +
+                        " aggregator keys for " + std::to_string(options_.aggregator_endpoints.size()) + " aggregators");
+  }
   for (const std::string& member : options_.aggregator_endpoints) {
+    security::CurveClient curve = options_.curve;
+    if (!options_.aggregator_keys.empty()) curve.server_key = options_.aggregator_keys[impl_->sockets.size()];
     zmq::socket_t socket(impl_->context, zmq::socket_type::push);
     socket.set(zmq::sockopt::sndhwm, options_.send_hwm);
     socket.set(zmq::sockopt::sndtimeo, kStopCheckMs);  // only to notice stop(); sends are retried
@@ -172,7 +178,7 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
     if (standby) socket.set(zmq::sockopt::immediate, 1);
     std::string endpoint = member;
     try {
-      security::apply(socket, options_.curve);
+      security::apply(socket, curve);
       socket.connect(endpoint);
       if (standby) {
         endpoint = options_.standby_endpoint;

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from beamline import Beamline
 from harness import free_port_block
+from keyring import Keyring
 from test_faults import checked, first_scan, reasons_are
 
 from sectorflow.counting import read_counted_scan
@@ -40,14 +41,14 @@ THRESHOLDS = {"background_threshold": 30.5, "xray_threshold": 2000.0}
 SEND_TIMEOUT_MS = 2000
 
 
-def stack(beamline, tier: int, tmp_path: Path) -> Beamline:
+def stack(beamline, tier: int, tmp_path: Path, **sections) -> Beamline:
     """A local stack whose aggregation tier has ``tier`` members (one: no tier), its own directories."""
     base = free_port_block(LOOPBACK, tier * RECEIVERS)
     aggregator = {"base_port": base, "tier": [LOOPBACK] * tier} if tier > 1 else {"base_port": base}
     run = tmp_path / f"tier{tier}"
     return beamline(aggregator=aggregator, counting=THRESHOLDS,
                     producer={"fallback_dir": str(run / "raw"), "send_timeout_ms": SEND_TIMEOUT_MS},
-                    nodegroup={"output_dir": str(run / "counted")})
+                    nodegroup={"output_dir": str(run / "counted")}, **sections)
 
 
 def scan_records(line: Beamline, scan: int):
@@ -138,3 +139,17 @@ def test_a_member_killed_mid_scan_costs_what_it_held_and_the_next_scans_go_witho
     assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, SECTORS), result.output
     assert sum(relayed_per_member(line, 4, [0, 1, 2])) == SECTORS
     assert {k: v for k, v in line.checksums().items() if k in before} == before
+
+
+def test_a_secured_tier_s_members_each_prove_their_own_key(beamline, tmp_path: Path) -> None:
+    """[security] on: each member holds its own pair (aggregator/member-<i>); the producers and the
+    NodeGroups ask each socket's member for its key, and the scan is whole through both."""
+    keys = Keyring(tmp_path / "keys").tier(2)
+    line = stack(beamline, 2, tmp_path, security={"enabled": True, "key_dir": str(keys)})
+    line.start()
+    result = checked(line, Beamline.finish(line.acquire(1, SHAPE, 0.0)), 1, "none, a secured tier of 2", SECTORS)
+    reasons_are(result)
+    assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, SECTORS), result.output
+    records = scan_records(line, 1)
+    assert records.request.tier == [0, 1]
+    assert sorted(records.relay_threads) == list(range(2 * RECEIVERS))

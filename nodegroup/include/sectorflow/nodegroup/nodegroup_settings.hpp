@@ -72,6 +72,9 @@ struct NodeGroupSettings {
   /// CURVE clients although they bind: only the aggregator's key completes a handshake with them,
   /// and the aggregator checks theirs against its nodegroup allowlist. Off: plain TCP.
   security::CurveClient curve;
+  /// [security] with a tier: each member's public key, member order; port j speaks to member
+  /// j / receivers. Empty: curve.server_key on every port.
+  std::vector<std::string> aggregator_keys;
   std::shared_ptr<const counting::Calibration> calibration;  ///< dark reference and gain; null: none
 
   /// Throws NodeGroupError naming the setting, the value and what is allowed.

@@ -60,6 +60,9 @@ struct ProducerOptions {
   int send_timeout_ms = 0;
   /// [security]: this receiver's producer key pair and the aggregator's public key; off: plain TCP.
   security::CurveClient curve;
+  /// [security] with a tier: each member's public key (keys/aggregator/member-<i>.key), member
+  /// order, for its socket; empty: curve.server_key for every member.
+  std::vector<std::string> aggregator_keys;
   /// Not configuration: least time between two progress updates of the status and the scan record
   /// during a scan.
   int status_interval_ms = 500;

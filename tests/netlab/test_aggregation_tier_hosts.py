@@ -64,7 +64,8 @@ def test_a_tier_on_three_hosts_relays_a_third_each_and_a_cut_link_leaves_an_exac
             acquire = stack.acquire(2, SHAPE, RATE_HZ)
             stack.await_sent(2, SECTORS // 4)
             net.cut_host(CUT)
-            outcome = accounted(stack, finish(stack, acquire), 2, SECTORS, f"tier of 3 hosts, {CUT}'s link cut mid-scan")
+            outcome = accounted(stack, finish(stack, acquire), 2, SECTORS,
+                                f"tier of 3 hosts, {CUT}'s link cut mid-scan")
             assert outcome.counted < SECTORS and outcome.spilled + outcome.on_disk > 0, outcome.output
 
             # Member 1 drops out of the tier (its statuses expire); scan 3 goes through the two left, whole.

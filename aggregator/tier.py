@@ -39,3 +39,25 @@ def scan_tier(config: Config, statuses: Mapping[tuple[str, str], ServiceStatus])
     if len(config.aggregator.hosts) == 1:
         return []
     return members_up(config, statuses) or list(range(len(config.aggregator.hosts)))
+
+
+def describe(config: Config, statuses: Mapping[tuple[str, str], ServiceStatus]) -> str:
+    """One line for ``sectorflow status``: each member up or down and what it relayed ("" without a
+    tier), e.g. ``aggregation tier of 3: member 0 up (t0-t3, 1.2 GB), member 1 DOWN (no status of
+    t4-t7: the next scan goes without it), member 2 up (t8-t11, 1.2 GB)``."""
+    members = len(config.aggregator.hosts)
+    if members == 1:
+        return ""
+    receivers = config.n_receivers
+    up = set(members_up(config, statuses))
+    relayed = {name: status.bytes for (_, name), status in statuses.items()}
+    parts = []
+    for member in range(members):
+        first, last = relay_thread(config, member, 0), relay_thread(config, member, receivers - 1)
+        threads = f"t{first}-t{last}" if last > first else f"t{first}"
+        if member in up:
+            total = sum(relayed.get(f"t{j}", 0) for j in range(first, last + 1))
+            parts.append(f"member {member} up ({threads}, {total / 1e9:.2f} GB relayed)")
+        else:
+            parts.append(f"member {member} DOWN (no live status of {threads}: the next scan goes without it)")
+    return f"aggregation tier of {members}: " + ", ".join(parts)

@@ -85,6 +85,8 @@ void bind_aggregator(py::module_& m) {
            "threads of receiver r; kvstore: the ClientOptions of the replica of nodegroups/.")
       .def_readwrite("bind_host", &AggregatorOptions::bind_host)
       .def_readwrite("base_port", &AggregatorOptions::base_port)
+      .def_readwrite("member", &AggregatorOptions::member, "This aggregator's index in the tier ([aggregator] tier).")
+      .def_readwrite("members", &AggregatorOptions::members, "The tier's size.")
       .def_readwrite("producer_threads", &AggregatorOptions::producer_threads)
       .def_readwrite("hwm", &AggregatorOptions::hwm)
       .def_readwrite("sndbuf_bytes", &AggregatorOptions::sndbuf_bytes)
@@ -147,6 +149,8 @@ void bind_aggregator(py::module_& m) {
       .def("stop", &Aggregator::stop, py::call_guard<py::gil_scoped_release>(),
            "Stop and join the relay threads, close every socket; idempotent.")
       .def("threads", &Aggregator::threads)
+      .def_property_readonly("member", [](const Aggregator& a) { return a.options().member; },
+                             "This aggregator's index in the tier: its thread r is relay thread member * threads + r.")
       .def("endpoint", &Aggregator::endpoint, py::arg("thread"))
       .def("stats", &Aggregator::stats, py::arg("thread"))
       .def("take_summaries", &Aggregator::take_summaries, "The scans that ended since the last call, and interim reports (closed False) of NodeGroups declared dead and scans rebuilt from records.")

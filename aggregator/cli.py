@@ -25,15 +25,19 @@ def register(subparsers: Any) -> None:
         "bytes, malformed and lost counts). Runs until SIGTERM or SIGINT and exits 0; exits "
         "non-zero with one line naming the address if a port is taken. With [aggregator] standby_host "
         "set, it relays only while it holds the kvstore's lease status/aggregator/active and waits as a standby "
-        "otherwise, taking over when the lease is not renewed for [aggregator] takeover_s.",
+        "otherwise, taking over when the lease is not renewed for [aggregator] takeover_s. With [aggregator] tier "
+        "listing k aggregators, each runs with --member i and relays the frames f with f mod k = i; its thread r is "
+        "relay thread i x receivers + r (port base_port + i x receivers + r, status/aggregator/t<i x receivers + r>).",
     )
     add_config_argument(parser)
     parser.add_argument("--standby", action="store_true",
                         help="start as the standby: let the aggregator started alongside take the lease first "
                         "(needs [aggregator] standby_host)")
+    parser.add_argument("--member", type=int, default=0, metavar="I",
+                        help="this aggregator's index in [aggregator] tier (default 0: the first, or the only one)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
     """``sectorflow aggregator``: relay until SIGTERM/SIGINT."""
-    return run_aggregator(config, standby=args.standby)
+    return run_aggregator(config, standby=args.standby, member=args.member)

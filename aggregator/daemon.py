@@ -51,6 +51,7 @@ from sectorflow.protocol import (
     status_key,
 )
 from sectorflow.ownership import owner_fields, refuse_if_running
+from sectorflow.security.options import aggregator_key_name
 from sectorflow.service import ServiceState, stop_on_signals
 from sectorflow.waiting import WaitTimeout, wait_until
 
@@ -73,6 +74,8 @@ class _ThreadView:
 
     thread: int
     state: ServiceState
+    # The relay thread's index in the tier (member * receivers + thread): its status key t<slot>.
+    slot: int = 0
     published: tuple = ()
     logged_kinds: set[str] = field(default_factory=set)
     lost_last_scan: int = 0
@@ -133,7 +136,7 @@ def summary_line(summary: ScanSummary) -> str:
     return text
 
 
-def run_aggregator(config: Config, standby: bool = False) -> int:
+def run_aggregator(config: Config, standby: bool = False, member: int = 0) -> int:
     """Run the aggregator of ``config`` until SIGTERM or SIGINT; returns the exit code 0.
 
     With ``[aggregator] standby_host`` set, it relays only while it holds the lease
@@ -150,15 +153,19 @@ def run_aggregator(config: Config, standby: bool = False) -> int:
         raise SectorflowError(f"--standby: {config.source} configures no standby ([aggregator] standby_host is empty): "
                               "set it to the standby's address")
     state = ServiceState(logger)
-    options = aggregator_options(config, log=lambda message: logger.info("kvstore replica: %s", message))
+    options = aggregator_options(config, log=lambda message: logger.info("kvstore replica: %s", message),
+                                 member=member)
+    slots = {f"t{member * config.n_receivers + r}" for r in range(config.n_receivers)}
     aggregator = Aggregator(options)  # AggregatorError (a SectorflowError) names the address
     failure = ""
     try:
-        with stop_on_signals(logger) as stop, _status_client(config) as client:
+        with stop_on_signals(logger) as stop, _status_client(config, member) as client:
             # Bound but not relaying yet: an aggregator of this stack that runs elsewhere keeps it (a
             # kvstore that answers the relays' replicas answers this client at once).
             if _wait_synced(aggregator, config, stop) and client.wait_synced(SYNC_TIMEOUT_S):
-                refuse_if_running(client.statuses(SERVICE_AGGREGATOR), lambda _name, _status: True, "the aggregator",
+                # Another member of the tier runs beside it: only this member's relay threads are its.
+                refuse_if_running(client.statuses(SERVICE_AGGREGATOR), lambda name, _status: name in slots,
+                                  f"aggregator member {member}",
                                   stack=client.stack_id)
             failure = _serve(aggregator, client, config, state, stop)
     finally:
@@ -169,8 +176,9 @@ def run_aggregator(config: Config, standby: bool = False) -> int:
     return 0
 
 
-def _status_client(config: Config) -> Client:
-    return Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator", role="aggregator")
+def _status_client(config: Config, member: int = 0) -> Client:
+    return Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator", role="aggregator",
+                              key_name=aggregator_key_name(config, member))
 
 
 def _run_with_lease(config: Config, standby: bool) -> int:
@@ -278,7 +286,9 @@ def _serve(aggregator: Aggregator, client: Client, config: Config, state: Servic
            lease: Lease | None = None) -> str:
     """Relay until ``stop`` (or, with a lease, until it is lost); returns a relay thread's failure, a
     lost lease (LOST + why), or "". The aggregator is stopped and its final statuses published."""
-    views = [_ThreadView(r, ServiceState(logger, name=f"thread {r}")) for r in range(aggregator.threads())]
+    base = aggregator.member * aggregator.threads()
+    views = [_ThreadView(r, ServiceState(logger, name=f"thread {base + r}"), base + r)
+             for r in range(aggregator.threads())]
     heartbeat_s = config.kvstore.heartbeat_ms / 1000
     failure = ""
     aggregator.start()
@@ -373,6 +383,8 @@ def _publish(aggregator: Aggregator, views: list[_ThreadView], client: Client, c
         stats = aggregator.stats(view.thread)
         refused = aggregator.zap_stats().refused if config.security.enabled else None
         status = thread_status(stats, view.lost_last_scan, aggregator.bad_records(), refused)
+        # Which member of the aggregation tier, and which receiver: t<j> names relay thread j of the tier.
+        status.extra["member"], status.extra["receiver"] = aggregator.member, view.thread
         if daemon_state in (STATE_STOPPING, STATE_STOPPED):
             status.state = daemon_state
         view.state.enter(status.state, why=f"scan {stats.scan}")
@@ -380,9 +392,9 @@ def _publish(aggregator: Aggregator, views: list[_ThreadView], client: Client, c
             if kind not in view.logged_kinds:
                 view.logged_kinds.add(kind)
                 logger.warning("thread %d: dropped a malformed message (%s): %s; further ones of this kind are "
-                               "only counted (status/aggregator/t%d malformed_%s)", view.thread, kind, what,
-                               view.thread, kind)
+                               "only counted (status/aggregator/t%d malformed_%s)", view.slot, kind, what,
+                               view.slot, kind)
         fingerprint = (status.state, status.scan, status.messages, status.bytes, tuple(sorted(status.extra.items())))
         if force or fingerprint != view.published:
-            client.set(status_key(SERVICE_AGGREGATOR, f"t{view.thread}"), status.encode(), config.kvstore.ttl_s)
+            client.set(status_key(SERVICE_AGGREGATOR, f"t{view.slot}"), status.encode(), config.kvstore.ttl_s)
             view.published = fingerprint

@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, str] = {
     "kvstore_failover": "bench.kvstore_failover",
     "virtual_images": "bench.virtual_images",
     "wan": "bench.wan",
+    "tier": "bench.tier",
     "dashboard": "bench.dashboard",
     "libertem_bridge": "bench.libertem_bridge",
     "libertem_attached": "bench.libertem_attached",

@@ -243,10 +243,29 @@ def _check_whole(config: Config, source: str) -> None:
     check_kvstore_servers(config.kvstore.servers, source)
     check_takeover(config, source)
     check_binds(config, source)
-    if config.aggregator.base_port + config.n_receivers - 1 > 65535:
+    check_tier(config, source)
+
+
+# Aggregators in one tier: protocol::kMaxTier.
+_TIER_MAX = 16
+
+
+def check_tier(config: Config, source: str) -> None:
+    """``[aggregator] tier``: at most kMaxTier members, their ports below 65536, no standby beside them."""
+    agg = config.aggregator
+    members = len(agg.hosts)
+    if members > _TIER_MAX:
+        raise ConfigError(f"{source}: 'aggregator.tier' lists {members} aggregators, at most {_TIER_MAX}")
+    if members > 1 and agg.standby_host:
         raise ConfigError(
-            f"{source}: 'aggregator.base_port' = {config.aggregator.base_port}: thread ports up to "
-            f"base_port + {config.n_receivers - 1} must stay below 65536"
+            f"{source}: 'aggregator.standby_host' = {agg.standby_host!r} beside a tier of {members} aggregators: a "
+            "standby serves one aggregator; leave standby_host empty, or the tier"
+        )
+    last = agg.base_port + members * config.n_receivers - 1
+    if last > 65535:
+        raise ConfigError(
+            f"{source}: 'aggregator.base_port' = {agg.base_port}: relay thread ports up to base_port + "
+            f"{members * config.n_receivers - 1} = {last} must stay below 65536"
         )
 
 

@@ -168,8 +168,14 @@ class AggregatorConfig:
     """The relay: thread r pulls from receiver r's producers on base_port + r."""
 
     host: str = setting("127.0.0.1", "address producers connect to")
+    tier: tuple[str, ...] = setting(
+        (), "the aggregation tier, one address per member: frame f goes through member f % len(tier), so each "
+        "carries about 1/len(tier) of the bytes (protocol/SPEC.md, 'The aggregation tier'); member i's relay "
+        "thread r listens on base_port + i x receivers + r, and runs as 'sectorflow aggregator --member i'. "
+        "Empty: one aggregator at host")
     bind_host: str = setting("127.0.0.1", "interface the aggregator binds")
-    base_port: int = setting(6100, "port of aggregator thread 0; thread r listens on base_port + r", **PORT)
+    base_port: int = setting(6100, "port of aggregator thread 0; thread r listens on base_port + r (a tier's "
+                             "member i on base_port + i x receivers + r)", **PORT)
     hwm: int = setting(
         50, "ZeroMQ high-water mark (messages) of every aggregator socket; what it queues is memory and widens the "
         "frame-order spread a NodeGroup's pool must hold", min=1)
@@ -206,6 +212,12 @@ class AggregatorConfig:
         "it; a standby takes over once the lease expired (not renewed for this long). At least "
         "(kvstore.silence_heartbeats + 2) x kvstore.heartbeat_ms / 0.625, so that a kvstore failover never stops the "
         "active aggregator (8 s with the default heartbeat)", min=0.3, max=600.0)
+
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Each tier member's address, member order: the tier's, or host alone."""
+        return self.tier or (self.host,)
 
 
 @dataclass(frozen=True)

@@ -202,14 +202,18 @@ def _labels(service: str, name: str, extra: Mapping[str, object]) -> dict[str, s
         labels["receiver"] = receiver
     if service == "nodegroup":
         labels["nodegroup"] = name
+    if service == _records.SERVICE_AGGREGATOR and isinstance(extra.get("member"), int):
+        labels["aggregator"] = str(extra["member"])  # the member of the aggregation tier
     return labels
 
 
 def _receiver(service: str, name: str, extra: Mapping[str, object]) -> str:
     if service == _records.SERVICE_PRODUCER and "receiver" in extra:
         return str(extra["receiver"])
+    if service == _records.SERVICE_AGGREGATOR and "receiver" in extra:
+        return str(extra["receiver"])  # relay thread j of the tier: member j // R, receiver j % R
     if service == _records.SERVICE_AGGREGATOR and name.startswith("t") and name[1:].isdigit():
-        return name[1:]  # relay thread r carries receiver r
+        return name[1:]  # a status from before the tier: relay thread r carries receiver r
     return ""
 
 

@@ -40,7 +40,8 @@ class Client(_core.Client):
         _open_clients.add(self)
 
     @classmethod
-    def from_config(cls, config: Config, subtree: str = "", name: str = "client", role: str = "viewer") -> Client:
+    def from_config(cls, config: Config, subtree: str = "", name: str = "client", role: str = "viewer",
+                    key_name: str = "") -> Client:
         """A client of the configured server; its state changes are logged as ``kvstore <name>: ...``,
         a server of another stack than the last sync's as a warning (kvstore/SPEC.md, "The stack's identity").
 
@@ -49,6 +50,7 @@ class Client(_core.Client):
             subtree: key prefix the replica holds ("" for everything).
             name: who the client is, in log lines.
             role: the process's role ([security]): whose key it connects with, so what it may write.
+            key_name: the pair ``<role>/<key_name>`` ("" the role's one pair; client_options).
         """
 
         def log(message: str) -> None:
@@ -57,7 +59,7 @@ class Client(_core.Client):
         def warn(message: str) -> None:
             logger.warning("kvstore %s: %s", name, message)
 
-        return cls(client_options(config, subtree, log, role, warn), name)
+        return cls(client_options(config, subtree, log, role, warn, key_name=key_name), name)
 
     def __enter__(self) -> Client:
         return self

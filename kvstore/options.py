@@ -73,7 +73,7 @@ def server_options(config: Config, pair: str = "") -> ServerOptions:
 
 def client_options(
     config: Config, subtree: str = "", log: Callable[[str], None] | None = None, role: str = "viewer",
-    warn: Callable[[str], None] | None = None, first_server: str = "",
+    warn: Callable[[str], None] | None = None, first_server: str = "", key_name: str = "",
 ) -> ClientOptions:
     """How a client reaches the server (``host``, port P, or the pair of ``servers``), when it declares it silent, what it may send.
 
@@ -86,6 +86,8 @@ def client_options(
             (``log`` is, without it).
         first_server: with a pair, the server ("host:port") to talk to first, where another client
             of the process found the active (``Client.server``); "" starts at the primary.
+        key_name: with [security], the pair ``<role>/<key_name>`` of the key directory ("" the
+            role's one pair): a member of an aggregation tier whose host holds several members' pairs.
     """
     kv = config.kvstore
     options = ClientOptions(
@@ -100,7 +102,7 @@ def client_options(
         max_value_bytes=kv.max_value_bytes,
         max_ttl_s=kv.max_ttl_s,
     )
-    options.curve = kvstore_client_curve(config, role)
+    options.curve = kvstore_client_curve(config, role, key_name=key_name)
     if kv.servers:
         options.first_server = first_server
     return options

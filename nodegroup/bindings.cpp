@@ -212,8 +212,10 @@ void bind_nodegroup(py::module_& m) {
                        double scan_timeout_s, const ThresholdSettings& thresholds,
                        std::shared_ptr<counting::Calibration> calibration, std::vector<std::uint32_t> producer_threads,
                        bool count, std::uint64_t max_scan_positions, std::uint32_t max_open_scans,
-                       std::optional<VirtualDetectors> detectors, bool live, std::uint32_t live_buffer_frames) {
+                       std::optional<VirtualDetectors> detectors, bool live, std::uint32_t live_buffer_frames,
+                       std::uint32_t aggregators) {
              NodeGroupSettings s;
+             s.aggregators = aggregators;
              s.detectors = detectors;
              s.live = live;
              s.live_buffer_frames = live_buffer_frames;
@@ -239,6 +241,7 @@ void bind_nodegroup(py::module_& m) {
            py::arg("thresholds"), py::arg("calibration") = nullptr, py::arg("producer_threads"),
            py::arg("count") = sd.count, py::arg("max_scan_positions"), py::arg("max_open_scans"),
            py::arg("detectors") = std::nullopt, py::arg("live") = false, py::arg("live_buffer_frames") = 0,
+           py::arg("aggregators") = 1,
            "Every value but uid, calibration and count from the configuration (settings_from). count=False "
            "assembles frames without counting them (no events, no thresholds): the data path alone, for "
            "benchmarks. Raises NodeGroupError naming a setting that cannot work.")
@@ -247,6 +250,10 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("host", &NodeGroupSettings::host)
       .def_readonly("geometry", &NodeGroupSettings::geometry)
       .def_readonly("receivers", &NodeGroupSettings::receivers)
+      .def_readonly("aggregators", &NodeGroupSettings::aggregators)
+      .def_readwrite("aggregator_keys", &NodeGroupSettings::aggregator_keys,
+                     "[security] with a tier: each member's public key, member order ([] : curve's server key).")
+      .def_property_readonly("ports", &NodeGroupSettings::ports, "Data ports: receivers x aggregators.")
       .def_readonly("producer_threads", &NodeGroupSettings::producer_threads)
       .def_readonly("counting_threads", &NodeGroupSettings::counting_threads)
       .def_readonly("pool_frames", &NodeGroupSettings::pool_frames)

@@ -113,12 +113,13 @@ from sectorflow.protocol import (
 from sectorflow.ownership import machine_id, owner_fields, refuse_if_running
 from sectorflow.protocol.scan_instrument import ScanInstrument, instrument_key
 from sectorflow.protocol.scan_life import abort_key
-from sectorflow.security.options import data_client_curve, live_curve
+from sectorflow.security.options import aggregator_keys, data_client_curve, live_curve
 from sectorflow.service import ServiceState
 from sectorflow.socket_buffers import warn_if_capped
 from sectorflow.waiting import WaitTimeout, wait_until
 
 from .abort_watch import AbortWatch
+from .tier_watch import TierWatch
 from .death_watch import DeathWatch
 from .gather import GroupResult, ScanGatherer, Unchanged
 from .job_watch import JobWatch
@@ -218,6 +219,7 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
         calibration = make_calibration((d.frame_rows, d.frame_cols), dark, gain)
     settings = NodeGroupSettings(
         uid=uid, host=ng.host, geometry=config.geometry(), receivers=config.n_receivers,
+        aggregators=len(config.aggregator.hosts),
         producer_threads=[receiver.threads for receiver in config.receivers],
         counting_threads=counting_threads, recv_hwm=ng.recv_hwm, pool_frames=ng.pool_frames,
         scan_timeout_s=ng.scan_timeout_s,
@@ -237,6 +239,7 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
     settings.rcvbuf_bytes = ng.rcvbuf_bytes
     warn_if_capped("[nodegroup] rcvbuf_bytes", ng.rcvbuf_bytes, "rmem_max")
     settings.curve = data_client_curve(config, "nodegroup")
+    settings.aggregator_keys = aggregator_keys(config, "nodegroup")
     return settings
 
 
@@ -596,6 +599,7 @@ class NodeGroupService:
         # Ranks that gave rank 0 no goodbye when it stopped: MPI_Finalize would wait for them forever.
         self.silent_ranks = 0
         self.aborts: AbortWatch | None = None
+        self.tier: TierWatch | None = None
         self.deaths: DeathWatch | None = None
 
     def start(self) -> list[str]:
@@ -619,6 +623,7 @@ class NodeGroupService:
             log.info("nodegroup %s: listening on %s ports %s", uid, self.groups[-1].host, self.groups[-1].ports)
         self.aborts = AbortWatch(self.client, [receiver.threads for receiver in self.config.receivers], self.groups)
         self.deaths = DeathWatch(self.client, self.config, self.groups)
+        self.tier = TierWatch(self.client, len(self.config.aggregator.hosts), self.config.n_receivers, self.groups)
         uids_by_rank = self.comm.allgather([g.uid for g in self.groups])
         job_uids = sorted(uid for uids in uids_by_rank for uid in uids)
         self.watch = JobWatch(self.client.get, self.client.synced, uids_by_rank, self.rank,
@@ -721,6 +726,8 @@ class NodeGroupService:
                     self.aborts.check()
                 if self.deaths is not None:
                     self.deaths.check()
+                if self.tier is not None:
+                    self.tier.check()
                 self._refresh()
                 if self.launcher.gone():
                     log.error("the job's launcher is gone (its PMI connection, fd %s, hung up): this rank's "

@@ -45,6 +45,7 @@ from sectorflow.kvstore import Client
 from sectorflow.protocol import (
     ACQUIRE_REQUEST_KEY,
     SCANS_PREFIX,
+    SERVICE_AGGREGATOR,
     SERVICE_PRODUCER,
     SOURCE_REPLAY,
     SOURCE_SIMULATOR,
@@ -78,6 +79,7 @@ from sectorflow.simulator import parse_scan_shape
 from sectorflow.waiting import WaitTimeout, wait_until
 
 from sectorflow.absences import Absences, gone_after_s
+from sectorflow.aggregator.tier import scan_tier
 from .progress import ScanProgress
 from .replay_check import counted_already_by, replay_refusal
 
@@ -402,10 +404,16 @@ def publish_request(client: Client, config: Config, scan: int | None, scan_x: in
                               "(a new streaming session)")
     request = AcquireRequest(scan_number=scan, scan_x=scan_x, scan_y=scan_y, rate_hz=rate_hz, routing=routing,
                              source=source)
+    request.tier = scan_tier(config, client.statuses(SERVICE_AGGREGATOR))
+    down = sorted(set(range(len(config.aggregator.hosts))) - set(request.tier)) if request.tier else []
+    if down:
+        log.warning("scan %d: aggregator member(s) %s of the tier are down: the scan goes through %s", scan,
+                    ", ".join(map(str, down)), ", ".join(map(str, request.tier)))
     published_s = wall_clock_s()
     record = ScanRequestRecord(scan_number=scan, scan_x=scan_x, scan_y=scan_y, source=source, routing=routing,
                                producer_threads=[receiver.threads for receiver in config.receivers],
                                requested_s=published_s)
+    record.tier = list(request.tier)
     ttl_s = config.kvstore.scan_record_ttl_s
     withdraw_earlier_abort(client, scan)
     if not (replay and client.get(instrument_key(scan)) is not None):

@@ -318,7 +318,7 @@ def account(records: ScanRecords, nodegroups_gone: bool = False,
         if part.timed_out or part.late or part.duplicates:
             result.notes.append(f"NodeGroup {uid}: {'timed out, ' if part.timed_out else ''}{part.late} late, "
                                 f"{part.duplicates} duplicate sectors dropped")
-        result.notes.extend(_runs_notes(uid, part, records.relays))
+        result.notes.extend(_runs_notes(uid, part, records.relay_threads))
     result.died = [f"r{r}t{t}" for r, t in sorted(producers_gone)
                    if (part := records.producers.get((r, t))) is None or part.state not in FINAL_PRODUCER_STATES]
     producers_done = producers_final(records, producers_gone)
@@ -474,7 +474,9 @@ def _follow_chain(records: ScanRecords, request: _records.ScanRequestRecord, acc
             if count:
                 account.explain(count, f"forwarded to NodeGroup {uid}, which wrote no record")
             continue
-        got = part.received[account.receiver] if account.receiver < len(part.received) else 0
+        # The NodeGroup's ports of this receiver: one per member of the aggregation tier.
+        receivers = max(len(request.producer_threads), 1)
+        got = sum(part.received[account.receiver::receivers])
         received += got
         if count > got:
             account.explain(count - got, f"forwarded to NodeGroup {uid} but not received")

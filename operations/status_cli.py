@@ -8,11 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sectorflow.aggregator.tier import describe as describe_tier
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client, client_options
 from sectorflow.orchestration.cli import default_run_dir
 from sectorflow.orchestration.config_drift import restart_note
+from sectorflow.protocol import SERVICE_AGGREGATOR
 from sectorflow.service import stop_on_signals
 
 from .scan_account import config_argument
@@ -83,7 +85,8 @@ def _show(client: Client, config: Config, clear: bool, run_dir: Path | None) -> 
     # The server it syncs with: of a pair, the one it moved to last.
     title = f"kvstore tcp://{client.server}: stack {stack}, sequence {client.sequence()}, {state}"
     producers = {f"r{r}t{t}": r for r, receiver in enumerate(config.receivers) for t in range(receiver.threads)}
-    text = render(client.subtree(), wall_clock_s(), title, config_argument(config.source), producers)
+    text = render(client.subtree(), wall_clock_s(), title, config_argument(config.source), producers,
+                  describe_tier(config, client.statuses(SERVICE_AGGREGATOR)))
     note = restart_note(config, run_dir or default_run_dir(config))
     if note:
         text = f"{note}\n{text}"

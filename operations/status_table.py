@@ -40,7 +40,7 @@ QUIET_FIELDS = frozenset({"machine", _core.STACK_ID_FIELD, _core.STACK_CHANGED_F
 
 
 def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str = "",
-           producers: Mapping[str, int] | None = None) -> str:
+           producers: Mapping[str, int] | None = None, tier: str = "") -> str:
     """Tables of every status, NodeGroup and acquire request in ``entries`` (key -> value bytes).
 
     A value that does not decode is shown as ``invalid`` with the reason, never skipped, and a last
@@ -54,6 +54,7 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str =
             (``scan_account.config_argument``); "" leaves --config out of it.
         producers: the producer threads the configuration has (``r<R>t<T>`` -> its receiver R): one
             with no status is named, as its receiver streams nothing (a daemon that died leaves no row).
+        tier: the aggregation tier's line (``sectorflow.aggregator.tier.describe``), "" for none.
     """
     pair = describe_pair(entries)
     lines = [title, *([pair] if pair else []), ""]
@@ -70,9 +71,9 @@ def render(entries: Mapping[str, bytes], now_s: float, title: str, config: str =
         for who, fields in details:
             lines.extend(_paragraph(f"{who}: ", fields.split(", ")))
     active = describe_aggregators(entries)
-    if active:
+    if active or tier:
         lines.append("")
-        lines.append(active)
+        lines.extend(line for line in (active, tier) if line)
     stack = _stack_lines(entries)
     if stack:
         lines.append("")

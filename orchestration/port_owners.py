@@ -38,8 +38,8 @@ def stack_ports(config: Config, dashboard: bool) -> list[StackPort]:
     else:
         ports = [StackPort("kvstore", kv.bind_host, kv.port + offset, "[kvstore] port") for offset in range(3)]
     agg = config.aggregator
-    ports += [StackPort("aggregator", agg.bind_host, agg.base_port + receiver, "[aggregator] base_port")
-              for receiver in range(config.n_receivers)]
+    ports += [StackPort("aggregator", agg.bind_host, agg.base_port + relay, "[aggregator] base_port")
+              for relay in range(len(agg.hosts) * config.n_receivers)]
     if dashboard:
         ports.append(StackPort("dashboard", config.dashboard.bind_host, config.dashboard.port, "[dashboard] port"))
     return ports

@@ -23,14 +23,15 @@ class Expected:
     """What a ready stack shows in the kvstore."""
 
     producers: frozenset[str]  # status names r<R>t<T>
-    aggregator_threads: frozenset[str]  # status names t<r>
+    aggregator_threads: frozenset[str]  # status names t<j>, every relay thread of the tier
     nodegroups: int
 
     @classmethod
     def of(cls, config: Config, nodegroups: int) -> "Expected":
         producers = frozenset(f"r{r}t{t}" for r, receiver in enumerate(config.receivers)
                               for t in range(receiver.threads))
-        return cls(producers, frozenset(f"t{r}" for r in range(config.n_receivers)), nodegroups)
+        relays = len(config.aggregator.hosts) * config.n_receivers
+        return cls(producers, frozenset(f"t{j}" for j in range(relays)), nodegroups)
 
 
 def missing(client: Client, expected: Expected) -> list[str]:

@@ -63,6 +63,10 @@ def stack_services(config: Config, ranks: int, output_dir: Path | None = None,
     else:
         services = [ServiceSpec("kvstore", _sectorflow("kvstore", "--config", path))]
     services.append(ServiceSpec("aggregator", _sectorflow("aggregator", "--config", path)))
+    # The rest of an aggregation tier ([aggregator] tier): member i relays the frames f % k = i.
+    for member in range(1, len(config.aggregator.hosts)):
+        services.append(ServiceSpec(f"aggregator-{member}",
+                                    _sectorflow("aggregator", "--config", path, "--member", str(member))))
     if standby_is_local(config):
         services.append(ServiceSpec(AGGREGATOR_STANDBY, _sectorflow("aggregator", "--config", path, "--standby")))
     if with_nodegroups:

@@ -36,7 +36,7 @@ from sectorflow._core.producer import (
 )
 
 from .daemon import ProducerDaemon
-from .options import aggregator_endpoint, check_receiver, producer_options
+from .options import aggregator_endpoints, check_receiver, producer_options
 
 __all__ = [
     "STOP_CHECK_MS",
@@ -52,7 +52,7 @@ __all__ = [
     "ScanResult",
     "SectorSource",
     "SiblingGate",
-    "aggregator_endpoint",
+    "aggregator_endpoints",
     "check_first_frame",
     "check_receiver",
     "check_routing",

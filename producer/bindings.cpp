@@ -42,7 +42,7 @@ void bind_types(py::module_& m) {
   const ProducerOptions po;  // only for what is not configuration
   py::class_<ProducerOptions>(m, "ProducerOptions", "How one producer thread is wired (see producer.hpp).")
       .def(py::init([](const protocol::Geometry& geometry, std::uint32_t receiver, std::uint32_t thread_id,
-                       std::uint32_t threads, const std::string& wire, std::string aggregator_endpoint, int send_hwm,
+                       std::uint32_t threads, const std::string& wire, std::vector<std::string> aggregator_endpoints, int send_hwm,
                        std::string fallback_dir, double status_ttl_s, double scan_record_ttl_s, int send_timeout_ms,
                        int status_interval_ms, int linger_ms, std::function<void(const std::string&)> warn) {
              ProducerOptions options;
@@ -51,7 +51,7 @@ void bind_types(py::module_& m) {
              options.thread_id = thread_id;
              options.threads = threads;
              options.wire = parse_wire(wire);
-             options.aggregator_endpoint = std::move(aggregator_endpoint);
+             options.aggregator_endpoints = std::move(aggregator_endpoints);
              options.send_hwm = send_hwm;
              options.fallback_dir = std::move(fallback_dir);
              options.status_ttl_s = status_ttl_s;
@@ -63,12 +63,12 @@ void bind_types(py::module_& m) {
              return options;
            }),
            py::kw_only(), py::arg("geometry"), py::arg("receiver"), py::arg("thread_id") = po.thread_id,
-           py::arg("threads"), py::arg("wire"), py::arg("aggregator_endpoint"), py::arg("send_hwm"),
+           py::arg("threads"), py::arg("wire"), py::arg("aggregator_endpoints"), py::arg("send_hwm"),
            py::arg("fallback_dir"),
            py::arg("status_ttl_s"), py::arg("scan_record_ttl_s"), py::arg("send_timeout_ms"),
            py::arg("status_interval_ms") = po.status_interval_ms, py::arg("linger_ms") = po.linger_ms,
            py::arg("warn") = py::none(),
-           "geometry, threads, wire ('sectorflow' or 'native'), aggregator_endpoint, send_hwm, fallback_dir, "
+           "geometry, threads, wire ('sectorflow' or 'native'), aggregator_endpoints (one per tier member), send_hwm, fallback_dir, "
            "status_ttl_s, scan_record_ttl_s and send_timeout_ms from the configuration (producer_options); "
            "warn(line) takes the warning that a scan spills (called on the producer thread; standard error if None).")
       .def_readonly("geometry", &ProducerOptions::geometry)
@@ -76,7 +76,9 @@ void bind_types(py::module_& m) {
       .def_readonly("thread_id", &ProducerOptions::thread_id)
       .def_readonly("threads", &ProducerOptions::threads)
       .def_property_readonly("wire", [](const ProducerOptions& o) { return std::string(to_string(o.wire)); })
-      .def_readonly("aggregator_endpoint", &ProducerOptions::aggregator_endpoint)
+      .def_readonly("aggregator_endpoints", &ProducerOptions::aggregator_endpoints)
+      .def_readwrite("aggregator_keys", &ProducerOptions::aggregator_keys,
+                     "[security] with a tier: each member's public key, member order ([] : curve's server key).")
       .def_readwrite("standby_endpoint", &ProducerOptions::standby_endpoint,
                      "the standby aggregator's thread r ([aggregator] standby_host), or ''")
       .def_readonly("send_hwm", &ProducerOptions::send_hwm)
@@ -95,18 +97,21 @@ void bind_types(py::module_& m) {
 
   py::class_<ScanRequest>(m, "ScanRequest", "A scan a producer thread is asked to run.")
       .def(py::init([](std::uint32_t scan_number, std::uint32_t scan_x, std::uint32_t scan_y,
-                       std::optional<std::vector<std::string>> routing, std::uint32_t first_frame) {
-             return ScanRequest{scan_number, scan_x, scan_y, first_frame, std::move(routing)};
+                       std::optional<std::vector<std::string>> routing, std::uint32_t first_frame,
+                       std::vector<std::uint32_t> tier) {
+             return ScanRequest{scan_number, scan_x, scan_y, first_frame, std::move(routing), std::move(tier)};
            }),
            py::kw_only(), py::arg("scan_number"), py::arg("scan_x"), py::arg("scan_y"), py::arg("routing") = py::none(),
-           py::arg("first_frame") = ScanRequest{}.first_frame,
+           py::arg("first_frame") = ScanRequest{}.first_frame, py::arg("tier") = std::vector<std::uint32_t>{},
            "routing: sorted NodeGroup UIDs ([] = fallback); None = read them from the kvstore replica. "
-           "first_frame: the detector's frame counter at position 0 (position p is frame first_frame + p).")
+           "first_frame: the detector's frame counter at position 0 (position p is frame first_frame + p). "
+           "tier: the aggregation tier's members that carry the scan ([] = every member).")
       .def_readonly("scan_number", &ScanRequest::scan_number)
       .def_readonly("scan_x", &ScanRequest::scan_x)
       .def_readonly("scan_y", &ScanRequest::scan_y)
       .def_readonly("first_frame", &ScanRequest::first_frame)
-      .def_readonly("routing", &ScanRequest::routing);
+      .def_readonly("routing", &ScanRequest::routing)
+      .def_readonly("tier", &ScanRequest::tier);
 
   py::class_<ScanDecision>(m, "ScanDecision", "The streaming-or-fallback decision fixed at scan start.")
       .def_readonly("scan_number", &ScanDecision::scan_number)

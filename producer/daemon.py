@@ -312,7 +312,7 @@ class ProducerDaemon:
             self._report_error(request, str(error))
             return
         scan_request = ScanRequest(scan_number=scan, scan_x=request.scan_x, scan_y=request.scan_y,
-                                   routing=request.routing, first_frame=first_frame)
+                                   routing=request.routing, first_frame=first_frame, tier=list(request.tier))
         outcomes = [ThreadOutcome() for _ in self._producers]
         gate = SiblingGate(self.threads, self.config.producer.max_lead_frames)
         workers = [

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from sectorflow._core.producer import ProducerOptions
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
-from sectorflow.security.options import data_client_curve
+from sectorflow.security.options import aggregator_keys, data_client_curve
 
 
 def check_receiver(config: Config, receiver: int) -> None:
@@ -19,9 +19,12 @@ def check_receiver(config: Config, receiver: int) -> None:
         )
 
 
-def aggregator_endpoint(config: Config, receiver: int) -> str:
-    """Where aggregator thread ``receiver`` listens: tcp://aggregator.host:(base_port + receiver)."""
-    return f"tcp://{config.aggregator.host}:{config.aggregator.base_port + receiver}"
+def aggregator_endpoints(config: Config, receiver: int) -> list[str]:
+    """Where each member i of the aggregation tier listens for ``receiver``:
+    tcp://<member i's host>:(base_port + i x receivers + receiver); one member without a tier."""
+    agg = config.aggregator
+    return [f"tcp://{host}:{agg.base_port + member * config.n_receivers + receiver}"
+            for member, host in enumerate(agg.hosts)]
 
 
 def standby_endpoint(config: Config, receiver: int) -> str:
@@ -49,7 +52,7 @@ def producer_options(config: Config, receiver: int, thread_id: int,
         thread_id=thread_id,
         threads=threads,
         wire=config.receivers[receiver].wire,
-        aggregator_endpoint=aggregator_endpoint(config, receiver),
+        aggregator_endpoints=aggregator_endpoints(config, receiver),
         send_hwm=config.producer.send_hwm,
         fallback_dir=config.producer.fallback_dir,
         status_ttl_s=config.kvstore.ttl_s,
@@ -59,4 +62,5 @@ def producer_options(config: Config, receiver: int, thread_id: int,
     )
     options.standby_endpoint = standby_endpoint(config, receiver)
     options.curve = data_client_curve(config, "producer")
+    options.aggregator_keys = aggregator_keys(config, "producer")
     return options

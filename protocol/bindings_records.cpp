@@ -159,7 +159,7 @@ void bind_records(py::module_& m) {
   py::class_<AcquireRequest>(m, "AcquireRequest", "acquire/request: the scan the producers are asked to run.")
       .def(py::init([](std::uint32_t scan_number, std::uint32_t scan_x, std::uint32_t scan_y, double rate_hz,
                        std::optional<std::vector<std::string>> routing, std::string source) {
-             return AcquireRequest{scan_number, scan_x, scan_y, rate_hz, std::move(routing), std::move(source)};
+             return AcquireRequest{scan_number, scan_x, scan_y, rate_hz, std::move(routing), std::move(source), {}};
            }),
            py::kw_only(), py::arg("scan_number"), py::arg("scan_x"), py::arg("scan_y"), py::arg("rate_hz") = ar.rate_hz,
            py::arg("routing") = ar.routing, py::arg("source") = ar.source,
@@ -171,6 +171,8 @@ void bind_records(py::module_& m) {
       .def_readwrite("rate_hz", &AcquireRequest::rate_hz)
       .def_readwrite("routing", &AcquireRequest::routing)
       .def_readwrite("source", &AcquireRequest::source)
+      .def_readwrite("tier", &AcquireRequest::tier,
+                     "The aggregation tier's members that carry the scan, ascending; [] : every member configured.")
       .def("encode", [](const AcquireRequest& r) { return py::bytes(r.encode()); })
       .def_static("decode", [](const py::buffer& b) { return AcquireRequest::decode(bytes_of(b)); }, py::arg("value"))
       .def("__eq__", [](const AcquireRequest& a, const AcquireRequest& b) { return a == b; })

@@ -48,7 +48,7 @@ void bind_request_record(py::module_& m) {
                       std::vector<std::string> routing, std::vector<std::uint32_t> producer_threads,
                       double requested_s) {
             return ScanRequestRecord{scan_number, scan_x, scan_y, std::move(source), std::move(routing),
-                                     std::move(producer_threads), requested_s};
+                                     std::move(producer_threads), requested_s, {}};
           }),
           py::kw_only(), py::arg("scan_number"), py::arg("scan_x"), py::arg("scan_y"), py::arg("source"),
           py::arg("routing"), py::arg("producer_threads"), py::arg("requested_s"))
@@ -59,6 +59,10 @@ void bind_request_record(py::module_& m) {
       .def_readwrite("routing", &ScanRequestRecord::routing)
       .def_readwrite("producer_threads", &ScanRequestRecord::producer_threads)
       .def_readwrite("requested_s", &ScanRequestRecord::requested_s)
+      .def_readwrite("tier", &ScanRequestRecord::tier,
+                     "The aggregation tier's members that carry the scan, ascending; [] : one aggregator.")
+      .def("carried_by", &ScanRequestRecord::carried_by, py::arg("member"),
+           "Whether member `member` of the aggregation tier carries the scan.")
       .def_property_readonly("sectors", &ScanRequestRecord::sectors, "Every position's sector of every receiver.");
   codec(cls);
 }
@@ -72,7 +76,7 @@ void bind_producer_record(py::module_& m) {
                       std::string error, double updated_s) {
             return ProducerScanRecord{receiver, thread, std::move(state), std::move(routing), std::move(counts),
                                       owned, lost_upstream, sent, spilled, std::move(spill_file), partial,
-                                      std::move(error), updated_s};
+                                      std::move(error), updated_s, {}};
           }),
           py::kw_only(), py::arg("receiver"), py::arg("thread"), py::arg("state"), py::arg("routing"),
           py::arg("counts"), py::arg("owned"), py::arg("lost_upstream"), py::arg("sent"), py::arg("spilled"),
@@ -90,6 +94,10 @@ void bind_producer_record(py::module_& m) {
       .def_readwrite("partial", &ProducerScanRecord::partial)
       .def_readwrite("error", &ProducerScanRecord::error)
       .def_readwrite("updated_s", &ProducerScanRecord::updated_s)
+      .def_readwrite("tier_counts", &ProducerScanRecord::tier_counts,
+                     "Per tier member m and routing index g, at m * len(routing) + g; empty: one aggregator.")
+      .def("counts_for", &ProducerScanRecord::counts_for, py::arg("member"),
+           "What the info message to tier member `member` announced; None if the record has no such member.")
       .def_property_readonly("unaccounted", &ProducerScanRecord::unaccounted,
                              "Sectors neither lost upstream, sent nor spilled.");
   codec(cls);

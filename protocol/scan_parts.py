@@ -31,7 +31,11 @@ class ScanRecords:
     scan: int
     request: _records.ScanRequestRecord | None = None
     producers: dict[tuple[int, int], _records.ProducerScanRecord] = field(default_factory=dict)
+    # Per receiver r: its relay threads' records, one per member of the aggregation tier, summed
+    # (a tier of one: relay thread r's record itself).
     relays: dict[int, _records.RelayScanRecord] = field(default_factory=dict)
+    # Per relay thread j of the tier (member j // receivers, receiver j % receivers): its record.
+    relay_threads: dict[int, _records.RelayScanRecord] = field(default_factory=dict)
     nodegroups: dict[str, _records.NodeGroupScanRecord] = field(default_factory=dict)
     file: _records.ScanFileRecord | None = None
     claim: ScanClaim | None = None
@@ -75,7 +79,38 @@ def records_of(entries: Mapping[str, bytes], scan: int) -> ScanRecords:
             _add(records, part, raw)
         except _records.ProtocolError as error:
             records.rejected[key] = str(error)
+    records.relays = relays_per_receiver(records)
     return records
+
+
+def relays_per_receiver(records: ScanRecords) -> dict[int, _records.RelayScanRecord]:
+    """Each receiver's relay records summed over the aggregation tier (protocol/SPEC.md, "The
+    aggregation tier"): forwarded and lost added, the dead NodeGroups of any member, complete when
+    every member's is. With no request, or a tier of one, relay thread r is receiver r's."""
+    request = records.request
+    if request is None or len(request.tier) <= 1 or not request.producer_threads:
+        return dict(records.relay_threads)
+    receivers = len(request.producer_threads)
+    merged: dict[int, _records.RelayScanRecord] = {}
+    for thread, relay in sorted(records.relay_threads.items()):
+        receiver = thread % receivers
+        total = merged.get(receiver)
+        if total is None:
+            merged[receiver] = _records.RelayScanRecord(
+                thread=receiver, complete=relay.complete, forwarded=dict(relay.forwarded), lost=dict(relay.lost),
+                dead=list(relay.dead), updated_s=relay.updated_s, run=relay.run)
+            continue
+        total.complete = total.complete and relay.complete
+        total.forwarded = {uid: total.forwarded.get(uid, 0) + relay.forwarded.get(uid, 0)
+                           for uid in {*total.forwarded, *relay.forwarded}}
+        total.lost = {uid: total.lost.get(uid, 0) + relay.lost.get(uid, 0) for uid in {*total.lost, *relay.lost}}
+        total.dead = sorted({*total.dead, *relay.dead})
+        total.updated_s = max(total.updated_s, relay.updated_s)
+    for receiver, total in merged.items():
+        # A receiver some member never wrote a record for is not complete across the tier.
+        members = sum(1 for thread in records.relay_threads if thread % receivers == receiver)
+        total.complete = total.complete and members == len(request.tier)
+    return merged
 
 
 def _add(records: ScanRecords, part: str, raw: bytes) -> None:
@@ -93,7 +128,7 @@ def _add(records: ScanRecords, part: str, raw: bytes) -> None:
     elif kind == "producer" and (match := _PRODUCER_NAME.fullmatch(name)):
         records.producers[(int(match[1]), int(match[2]))] = _records.ProducerScanRecord.decode(raw)
     elif kind == "aggregator" and (match := _RELAY_NAME.fullmatch(name)):
-        records.relays[int(match[1])] = _records.RelayScanRecord.decode(raw)
+        records.relay_threads[int(match[1])] = _records.RelayScanRecord.decode(raw)
     elif kind == "nodegroup" and name:
         records.nodegroups[name] = _records.NodeGroupScanRecord.decode(raw)
     else:

@@ -37,12 +37,15 @@ void bind_security(py::module_& m) {
   m.def("generate_keypair", &generate_keypair, "A new CurveZMQ key pair.");
   m.def("is_z85_key", &is_z85_key, py::arg("key"), "Whether key is 40 characters of Z85 decoding to 32 bytes.");
 
+  m.def("tier_member_key_name", &tier_member_key_name, py::arg("member"),
+        "The certificate name of member `member` of an aggregation tier: 'member-<i>'.");
   py::class_<KeyDirectory>(m, "KeyDirectory", "A beamline's key directory: <dir>/<role>/<name>.key(_secret).")
       .def(py::init<std::string>(), py::arg("path"))
-      .def("own", &KeyDirectory::own, py::arg("role"), "This process's key pair for role: the one secret of <role>/.")
+      .def("own", &KeyDirectory::own, py::arg("role"), py::arg("name") = "",
+           "This process's key pair for role: the one secret of <role>/, or <role>/<name>.key_secret.")
       .def("has_own", &KeyDirectory::has_own, py::arg("role"), "Whether <role>/ holds a secret key.")
-      .def("public_key", &KeyDirectory::public_key, py::arg("role"),
-           "The public key of the one party of role (kvstore, aggregator).")
+      .def("public_key", &KeyDirectory::public_key, py::arg("role"), py::arg("name") = "",
+           "The public key of the one party of role (kvstore, aggregator), or of <role>/<name>.key.")
       .def("allowlist", &KeyDirectory::allowlist, py::arg("roles"),
            "Every public key of roles -> its identity '<role>/<name>'.")
       .def_property_readonly("path", &KeyDirectory::path);

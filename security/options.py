@@ -12,7 +12,7 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from sectorflow._core.security import CurveClient, CurveServer, KeyDirectory
+from sectorflow._core.security import CurveClient, CurveServer, KeyDirectory, tier_member_key_name
 from sectorflow.configs import Config
 
 logger = logging.getLogger(__name__)
@@ -68,33 +68,60 @@ def kvstore_server_curve(config: Config, pair: bool = False) -> CurveServer:
     return curve
 
 
-def kvstore_client_curve(config: Config, role: str, key_dir: str | Path | None = None) -> CurveClient:
-    """A kvstore client of a process of ``role``: its pair, the server's public key."""
+def kvstore_client_curve(config: Config, role: str, key_dir: str | Path | None = None,
+                         key_name: str = "") -> CurveClient:
+    """A kvstore client of a process of ``role``: its pair (``<role>/<key_name>`` if named), the
+    server's public key."""
     curve = CurveClient()
     if not config.security.enabled:
         return curve
     keys = key_directory(config, key_dir)
-    _fill_client(curve, keys, own_role(keys, role), "kvstore")
+    _fill_client(curve, keys, own_role(keys, role), "kvstore", own_name=key_name)
     return curve
 
 
-def aggregator_curves(config: Config) -> tuple[CurveServer, CurveServer]:
-    """The aggregator's producer ports and its connections to NodeGroups (both CURVE servers)."""
+def aggregator_key_name(config: Config, member: int) -> str:
+    """The name of tier member ``member``'s pair (``aggregator/member-<i>``), "" without a tier."""
+    names = _tier_names(config)
+    return names[member] if names else ""
+
+
+def _tier_names(config: Config) -> list[str]:
+    """Each member's certificate name with a tier of more than one, else [] (the folder's one pair)."""
+    members = len(config.aggregator.hosts)
+    return [tier_member_key_name(member) for member in range(members)] if members > 1 else []
+
+
+def aggregator_curves(config: Config, member: int = 0) -> tuple[CurveServer, CurveServer]:
+    """The aggregator's producer ports and its connections to NodeGroups (both CURVE servers): the
+    pair of tier member ``member`` (``aggregator/member-<i>``) with a tier, else the folder's one."""
     producers, nodegroups = CurveServer(), CurveServer()
     if config.security.enabled:
         keys = key_directory(config)
+        name = aggregator_key_name(config, member)
         if not config.security.plain_receivers:
-            _fill_server(producers, keys, "aggregator", DOMAIN_PRODUCERS, ("producer",))
-        _fill_server(nodegroups, keys, "aggregator", DOMAIN_NODEGROUPS, ("nodegroup",))
+            _fill_server(producers, keys, "aggregator", DOMAIN_PRODUCERS, ("producer",), name)
+        _fill_server(nodegroups, keys, "aggregator", DOMAIN_NODEGROUPS, ("nodegroup",), name)
     return producers, nodegroups
 
 
 def data_client_curve(config: Config, role: str, key_dir: str | Path | None = None) -> CurveClient:
-    """A producer's or a NodeGroup's data sockets: its pair, the aggregator's public key."""
+    """A producer's or a NodeGroup's data sockets: its pair, the aggregator's public key (member 0's
+    with a tier: ``aggregator_keys`` gives each member's)."""
     curve = CurveClient()
     if config.security.enabled and not (role == "producer" and config.security.plain_receivers):
-        _fill_client(curve, key_directory(config, key_dir), role, "aggregator")
+        names = _tier_names(config)
+        _fill_client(curve, key_directory(config, key_dir), role, "aggregator", names[0] if names else "")
     return curve
+
+
+def aggregator_keys(config: Config, role: str, key_dir: str | Path | None = None) -> list[str]:
+    """Each tier member's public key, member order, for a producer's or a NodeGroup's data sockets
+    (each speaks to one member): [] without a tier or without CURVE on that hop."""
+    if not config.security.enabled or (role == "producer" and config.security.plain_receivers):
+        return []
+    keys = key_directory(config, key_dir)
+    return [keys.public_key("aggregator", name) for name in _tier_names(config)]
 
 
 def live_curve(config: Config, key_dir: str | Path | None = None) -> CurveServer:
@@ -121,8 +148,9 @@ def live_client_curve(config: Config, server_key: str, role: str = "viewer") -> 
     return curve
 
 
-def _fill_server(curve: CurveServer, keys: KeyDirectory, role: str, domain: str, accepted: tuple[str, ...]) -> None:
-    own = keys.own(role)
+def _fill_server(curve: CurveServer, keys: KeyDirectory, role: str, domain: str, accepted: tuple[str, ...],
+                 name: str = "") -> None:
+    own = keys.own(role, name)
     curve.public_key, curve.secret_key = own.public_key, own.secret_key
     curve.domain = domain
     curve.peers = keys.allowlist(list(accepted))
@@ -131,7 +159,8 @@ def _fill_server(curve: CurveServer, keys: KeyDirectory, role: str, domain: str,
                        "parties' .key files there", keys.path, " or ".join(accepted), domain)
 
 
-def _fill_client(curve: CurveClient, keys: KeyDirectory, role: str, server_role: str) -> None:
-    own = keys.own(role)
+def _fill_client(curve: CurveClient, keys: KeyDirectory, role: str, server_role: str, server_name: str = "",
+                 own_name: str = "") -> None:
+    own = keys.own(role, own_name)
     curve.public_key, curve.secret_key = own.public_key, own.secret_key
-    curve.server_key = keys.public_key(server_role)
+    curve.server_key = keys.public_key(server_role, server_name)

@@ -15,6 +15,8 @@ from pathlib import Path
 from sectorflow.configs import Config
 
 from .keys import PUBLIC_SUFFIX, SECRET_SUFFIX
+from sectorflow._core.security import tier_member_key_name
+
 from .options import key_directory
 
 PREFIX = "session-keys-"
@@ -30,7 +32,11 @@ def make_session_key_dir(config: Config, parent: Path) -> Path:
     keys = key_directory(config)
     keys.own("nodegroup")  # exactly one, readable: fail here, not in the job
     keys.public_key("kvstore")
-    keys.public_key("aggregator")
+    if len(config.aggregator.hosts) > 1:  # a tier: each member's certificate
+        for member in range(len(config.aggregator.hosts)):
+            keys.public_key("aggregator", tier_member_key_name(member))
+    else:
+        keys.public_key("aggregator")
     source = Path(keys.path)
     parent.mkdir(parents=True, exist_ok=True)
     target = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))

@@ -16,6 +16,7 @@ from sectorflow.kvstore import Client, client_options
 from sectorflow.security import ROLES, read_certificate
 from sectorflow.security.options import with_key_dir
 from sectorflow.security.keys import PUBLIC_SUFFIX, generate
+from sectorflow.security.options import tier_member_key_name
 
 # The name of each role's pair in the beamline's directory.
 NAMES = {"kvstore": "server", "aggregator": "aggregator", "producer": "receivers", "nodegroup": "session",
@@ -30,6 +31,13 @@ class Keyring:
         self.beamline = root / "beamline"
         for role in ROLES:
             generate(self.beamline, role, NAMES[role])
+
+    def tier(self, members: int) -> Path:
+        """Adds a pair for each member of an aggregation tier (``aggregator/member-<i>``, each
+        host's own; here all on one host, as the local stack runs them); returns the directory."""
+        for member in range(members):
+            generate(self.beamline, "aggregator", tier_member_key_name(member))
+        return self.beamline
 
     def pair(self, role: str) -> tuple[str, str]:
         """(public, secret) Z85 keys of the beamline's ``role``."""

@@ -10,6 +10,7 @@
 #include <zmq.hpp>
 
 #include "directory.hpp"
+#include "sectorflow/protocol/limits.hpp"
 #include "native_routes.hpp"
 #include "record_store.hpp"
 #include "relay.hpp"
@@ -52,9 +53,16 @@ void check(const AggregatorOptions& o) {
       throw AggregatorError("aggregator: receiver " + std::to_string(r) + " has 0 producer threads; expected >= 1");
     }
   }
-  if (o.base_port == 0 || std::size_t{o.base_port} + o.producer_threads.size() - 1 > 65535) {
+  if (o.members == 0 || o.members > protocol::kMaxTier || o.member >= o.members) {
+    throw AggregatorError("aggregator: member " + std::to_string(o.member) + " of a tier of " +
+                          std::to_string(o.members) + "; expected a member below the tier's size, 1.." +
+                          std::to_string(protocol::kMaxTier) + " ([aggregator] tier, --member)");
+  }
+  if (o.base_port == 0 ||
+      std::size_t{o.base_port} + (std::size_t{o.member} + 1) * o.producer_threads.size() - 1 > 65535) {
     throw AggregatorError("aggregator: base_port " + std::to_string(o.base_port) + " with " +
-                          std::to_string(o.producer_threads.size()) + " threads leaves the port range 1..65535");
+                          std::to_string(o.producer_threads.size()) + " threads of tier member " +
+                          std::to_string(o.member) + " leaves the port range 1..65535");
   }
   if (o.sndbuf_bytes < 0) {
     throw AggregatorError("aggregator: sndbuf_bytes " + std::to_string(o.sndbuf_bytes) +
@@ -130,8 +138,8 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
                      watched);
   }
   for (std::size_t r = 0; r < n; ++r) {
-    const std::string endpoint =
-        "tcp://" + impl.options.bind_host + ":" + std::to_string(impl.options.base_port + r);
+    const std::string endpoint = "tcp://" + impl.options.bind_host + ":" +
+                                 std::to_string(impl.options.base_port + impl.options.member * n + r);
     zmq::socket_t& pull = pulls[r];
     try {
       security::apply(pull, impl.options.producers_curve);
@@ -152,6 +160,9 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
     impl.counters.push_back(std::make_unique<RelayCounters>(receiver));
     detail::RelaySettings settings;
     settings.receiver = receiver;
+    settings.member = impl.options.member;
+    settings.members = impl.options.members;
+    settings.slot = static_cast<std::uint32_t>(impl.options.member * n + r);
     settings.producer_threads = impl.options.producer_threads[r];
     settings.hwm = impl.options.hwm;
     settings.sndbuf_bytes = impl.options.sndbuf_bytes;

@@ -11,6 +11,8 @@
 namespace sectorflow::aggregator::detail {
 namespace {
 
+const std::map<std::string, std::uint64_t> kNoCounts;
+
 using protocol::Refusal;
 
 // How long the loop sleeps in poll when nothing arrives before it looks at stop and the kvstore.
@@ -281,7 +283,7 @@ std::string Relay::against_record(const protocol::DataHeader& header, std::uint3
          records_.producer_records(header.scan_number, settings_.receiver, std::chrono::milliseconds(0))) {
       if (record.thread != header.thread_id) continue;
       std::uint64_t announced = 0;
-      for (const auto& [uid, count] : record.counts) announced += count;
+      for (const auto& [uid, count] : record.counts_for(settings_.member).value_or(kNoCounts)) announced += count;
       if (announced == frames) return {};
       return header.where() + ": num_frames_this_thread " + std::to_string(frames) + " differs from the " +
              std::to_string(announced) + " its producer thread's scan record announced: a stray, dropped";
@@ -295,7 +297,7 @@ std::string Relay::against_record(const protocol::InfoMessage& info) {
     for (const protocol::ProducerScanRecord& record :
          records_.producer_records(info.scan_number, settings_.receiver, std::chrono::milliseconds(0))) {
       if (record.thread != info.thread_id) continue;
-      if (record.routing == info.routing && record.counts == info.counts) return {};
+      if (record.routing == info.routing && record.counts_for(settings_.member) == info.counts) return {};
       return scan_text(info.scan_number) + ": info of receiver " + std::to_string(info.receiver) +
              ", producer thread " + std::to_string(info.thread_id) +
              ": routing and counts differ from those its producer thread's scan record announced: a stray, dropped";
@@ -336,8 +338,12 @@ ScanState* Relay::recover(const protocol::DataHeader& header) {
   std::optional<ScanState> fresh;
   for (const protocol::ProducerScanRecord& record : records) {
     if (record.thread >= settings_.producer_threads) continue;  // not a thread of this configuration
+    // What the thread announced to this member of the tier; a record of another tier's shape
+    // describes no stream of this member.
+    std::optional<std::map<std::string, std::uint64_t>> counts = record.counts_for(settings_.member);
+    if (!counts) continue;
     const protocol::InfoMessage info{header.scan_number, record.receiver, record.thread, header.scan_x,
-                                     header.scan_y,      record.routing,  record.counts};
+                                     header.scan_y,      record.routing,  std::move(*counts)};
     if (!fresh) fresh.emplace(info, settings_.producer_threads, std::chrono::steady_clock::now() + settings_.discovery_wait);
     if (const std::string error = fresh->add_info(info, true); !error.empty()) {
       counters_.malformed(Refusal::kInfo, "scan record: " + error);
@@ -346,7 +352,7 @@ ScanState* Relay::recover(const protocol::DataHeader& header) {
   if (!fresh || fresh->infos() == 0) return nullptr;
   fresh->mark_recovered();
   // NodeGroups the previous process declared dead stay dead: their producers spill them.
-  if (const std::optional<protocol::RelayScanRecord> before = records_.relay_record(header.scan_number, settings_.receiver)) {
+  if (const std::optional<protocol::RelayScanRecord> before = records_.relay_record(header.scan_number, settings_.slot)) {
     // An unfinished run goes on under its run: the NodeGroups hold its earlier messages.
     if (!before->complete) fresh->continue_run(before->run);
     for (const std::string& uid : before->dead) {
@@ -502,8 +508,9 @@ void Relay::close_aborted_scans() {
   next_abort_check_ = now + kIdlePoll;
   std::vector<std::uint32_t> aborted;
   scans_.for_each([&](ScanState& scan) {
-    // A native receiver's threads do not watch the abort; a rebuilt scan's counts are partial.
-    if (scan.is_native() || scan.recovered()) return;
+    // A native receiver's threads do not watch the abort; a rebuilt scan's counts are partial; a
+    // producer record's `sent` spans the tier, not this member's part.
+    if (scan.is_native() || scan.recovered() || settings_.members > 1) return;
     const std::optional<std::uint64_t> sent =
         records_.aborted_sent(scan.scan_number(), settings_.receiver, settings_.producer_threads);
     if (sent && scan.handled() >= *sent) aborted.push_back(scan.scan_number());
@@ -564,7 +571,7 @@ void Relay::report(ScanState& scan, bool closed, const std::string& note) {
 
 void Relay::write_record(ScanState& scan, bool closed) {
   try {
-    records_.write(scan.scan_number(), scan.record(settings_.receiver, closed));
+    records_.write(scan.scan_number(), scan.record(settings_.slot, closed));
     scan.record_written();
   } catch (const std::exception& error) {
     counters_.malformed(Refusal::kError, scan_text(scan.scan_number()) + ": its relay record was not written: " +
@@ -590,7 +597,7 @@ void Relay::refresh_stale_records() {
 std::shared_ptr<Downstream> Relay::downstream_for(const std::string& uid) {
   const auto found = downstreams_.find(uid);
   if (found != downstreams_.end() && found->second->open()) return found->second;
-  const std::optional<std::string> endpoint = directory_.endpoint(uid, settings_.receiver);
+  const std::optional<std::string> endpoint = directory_.endpoint(uid, settings_.slot);
   if (!endpoint) return nullptr;
   DownstreamSettings made;
   made.hwm = settings_.hwm;
@@ -624,7 +631,7 @@ void Relay::refresh() {
   generation_ = directory_.generation();
   directory_.audit();
   for (auto it = downstreams_.begin(); it != downstreams_.end();) {
-    const std::optional<std::string> endpoint = directory_.endpoint(it->first, settings_.receiver);
+    const std::optional<std::string> endpoint = directory_.endpoint(it->first, settings_.slot);
     if (endpoint && *endpoint != it->second->endpoint()) {
       it->second->close();  // another process has the uid's name now: the scans holding it count its messages lost
       it = downstreams_.erase(it);

@@ -66,6 +66,12 @@ namespace sectorflow::aggregator::detail {
 
 struct RelaySettings {
   std::uint32_t receiver = 0;
+  /// This aggregator's index in the tier ([aggregator] tier), and the tier's size.
+  std::uint32_t member = 0;
+  std::uint32_t members = 1;
+  /// The relay thread's index in the tier, member * receivers + receiver: its port offset, its
+  /// relay record (scans/<n>/aggregator/t<slot>) and the NodeGroups' port it sends to.
+  std::uint32_t slot = 0;
   std::uint32_t producer_threads = 1;
   int hwm = 1;
   int sndbuf_bytes = 0;  ///< ZMQ_SNDBUF of each downstream socket; 0: the kernel's autotuning

@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
       options.thread_id = t;
       options.threads = threads;
       options.wire = sp::Wire::kSectorflow;  // the transport paths carry SFSP
-      options.aggregator_endpoint = need(args, "--aggregator");
+      options.aggregator_endpoints = {need(args, "--aggregator")};
       options.send_hwm = static_cast<int>(number(args, "--hwm"));
       options.status_ttl_s = 0.0;  // no kvstore, no status; the routing is given and no scan falls back
       options.scan_record_ttl_s = 1.0;  // no kvstore: no scan record either

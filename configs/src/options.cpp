@@ -117,9 +117,22 @@ std::uint32_t receiver_threads(const Beamline& beamline, std::uint32_t receiver)
   return whole<std::uint32_t>(beamline, "receivers[" + std::to_string(receiver) + "].threads");
 }
 
-std::string aggregator_endpoint(const Beamline& beamline, std::uint32_t receiver) {
-  const std::uint64_t port = whole<std::uint16_t>(beamline, "aggregator.base_port") + std::uint64_t{receiver};
-  return "tcp://" + beamline.text("aggregator.host") + ":" + std::to_string(port);
+std::vector<std::string> aggregator_hosts(const Beamline& beamline) {
+  std::vector<std::string> hosts = beamline.texts("aggregator.tier");
+  if (hosts.empty()) hosts.push_back(beamline.text("aggregator.host"));
+  return hosts;
+}
+
+std::vector<std::string> aggregator_endpoints(const Beamline& beamline, std::uint32_t receiver) {
+  const std::vector<std::string> hosts = aggregator_hosts(beamline);
+  const std::uint64_t receivers = geometry(beamline).n_sectors();
+  std::vector<std::string> endpoints;
+  for (std::size_t member = 0; member < hosts.size(); ++member) {
+    const std::uint64_t port =
+        whole<std::uint16_t>(beamline, "aggregator.base_port") + member * receivers + std::uint64_t{receiver};
+    endpoints.push_back("tcp://" + hosts[member] + ":" + std::to_string(port));
+  }
+  return endpoints;
 }
 
 std::string standby_endpoint(const Beamline& beamline, std::uint32_t receiver) {
@@ -151,7 +164,7 @@ producer::ProducerOptions producer_options(const Beamline& beamline, std::uint32
   } catch (const producer::ProducerError&) {
     throw ConfigError(beamline.source() + ": '" + wire_key + "' = '" + wire + "': expected 'sectorflow' or 'native'");
   }
-  options.aggregator_endpoint = aggregator_endpoint(beamline, receiver);
+  options.aggregator_endpoints = aggregator_endpoints(beamline, receiver);
   options.standby_endpoint = standby_endpoint(beamline, receiver);
   options.send_hwm = whole<int>(beamline, "producer.send_hwm");
   options.fallback_dir = beamline.text("producer.fallback_dir");
@@ -159,7 +172,19 @@ producer::ProducerOptions producer_options(const Beamline& beamline, std::uint32
   options.scan_record_ttl_s = beamline.number("kvstore.scan_record_ttl_s");
   options.send_timeout_ms = whole<int>(beamline, "producer.send_timeout_ms");
   if (!beamline.boolean("security.plain_receivers")) {
-    options.curve = curve_client(beamline, "producer", "aggregator");
+    const std::vector<std::string> hosts = aggregator_hosts(beamline);
+    if (hosts.size() == 1) {
+      options.curve = curve_client(beamline, "producer", "aggregator");
+    } else if (beamline.boolean("security.enabled")) {
+      // A tier: each member proves its own key (keys/aggregator/member-<i>.key).
+      const security::KeyDirectory keys(beamline.text("security.key_dir"));
+      const security::Certificate own = keys.own("producer");
+      options.curve = {own.public_key, own.secret_key, {}};
+      for (std::size_t member = 0; member < hosts.size(); ++member) {
+        options.aggregator_keys.push_back(keys.public_key("aggregator", security::tier_member_key_name(static_cast<std::uint32_t>(member))));
+      }
+      options.curve.server_key = options.aggregator_keys.front();
+    }
   }
   return options;
 }

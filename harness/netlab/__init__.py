@@ -4,7 +4,7 @@ bench/wan.py; needs root.
 """
 
 from .delay_line import DelayLine, DelayLineError, DirectionCounters, LinkCounters
-from .topology import COMPUTE_ROLES, RECEIVER_ROLES, Host, NetlabError, Topology, sweep_stale
+from .topology import AGGREGATOR_ROLES, COMPUTE_ROLES, RECEIVER_ROLES, Host, NetlabError, Topology, sweep_stale
 
-__all__ = ["COMPUTE_ROLES", "RECEIVER_ROLES", "DelayLine", "DelayLineError", "DirectionCounters", "Host",
-           "LinkCounters", "NetlabError", "Topology", "sweep_stale"]
+__all__ = ["AGGREGATOR_ROLES", "COMPUTE_ROLES", "RECEIVER_ROLES", "DelayLine", "DelayLineError", "DirectionCounters",
+           "Host", "LinkCounters", "NetlabError", "Topology", "sweep_stale"]

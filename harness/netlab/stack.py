@@ -1,7 +1,8 @@
 """The beamline's services on the hosts of a netlab Topology, from one configuration file
 (configs/netlab.toml or a variant of it).
 
-kvstore and aggregator on ``agg``, producer r on ``recv<r+1>``, one NodeGroup job (``mpiexec -n 1``)
+kvstore and aggregator on ``agg`` (member i of an aggregation tier on ``AGGREGATOR_ROLES[i]``: agg,
+agg2, ...), producer r on ``recv<r+1>``, one NodeGroup job (``mpiexec -n 1``)
 per compute node; every process started by one Supervisor (its PID is the program's: see
 ``Topology.command``), stopped by ``stop`` or when the namespaces go. The caller sits outside the
 namespaces: what needs the kvstore (readiness, ``acquire --wait``) runs on ``agg``.
@@ -9,6 +10,7 @@ namespaces: what needs the kvstore (readiness, ``acquire --wait``) runs on ``agg
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -24,8 +26,8 @@ from sectorflow.waiting import wait_until
 
 from ..commands import acquire_command
 from ..toml_files import deep_update, write_toml
-from . import await_stack
-from .topology import RECEIVER_ROLES, Topology
+from . import await_stack, scan_records
+from .topology import AGGREGATOR_ROLES, RECEIVER_ROLES, Topology
 
 REPO = Path(__file__).resolve().parents[2]
 NETLAB_CONFIG = REPO / "configs" / "netlab.toml"
@@ -44,6 +46,23 @@ def netlab_config(workdir: Path, **overrides: Any) -> tuple[Config, Path]:
     return load_config(path), path
 
 
+def tier_overrides(net: Topology) -> dict[str, Any]:
+    """The ``[aggregator]`` keys of a tier on ``net``'s aggregator hosts (member i on the i-th, each
+    binding its own host's address by 0.0.0.0 in its namespace); {} for one aggregator host."""
+    if len(net.aggregator_roles) == 1:
+        return {}
+    return {"tier": [net.hosts[role].name for role in net.aggregator_roles], "bind_host": "0.0.0.0"}
+
+
+def service_role(name: str) -> str:
+    """The host ``sectorflow up``'s service ``name`` runs on: producer-r on recv<r+1>, aggregator-i
+    (a tier's member i) on AGGREGATOR_ROLES[i], the rest on agg."""
+    if name.startswith("producer-"):
+        return RECEIVER_ROLES[int(name.removeprefix("producer-"))]
+    member = name.removeprefix("aggregator-")
+    return AGGREGATOR_ROLES[int(member)] if member.isdigit() else "agg"
+
+
 class NetlabStack:
     """The services of one configuration on the hosts of ``net``, under ``supervisor``."""
 
@@ -54,13 +73,11 @@ class NetlabStack:
         return self.supervisor.start(ServiceSpec(name, tuple(self.net.command(role, argv))), env)
 
     def start(self, hosts: dict[str, str] | None = None) -> None:
-        """The services `sectorflow up` runs (orchestration's list), each on its host: kvstore and
-        aggregator on agg, producer r on recv<r+1>, or the role ``hosts`` names for a service (the
-        backup of a kvstore pair on another host); waits until all announced."""
+        """The services `sectorflow up` runs (orchestration's list), each on its host (``service_role``),
+        or the role ``hosts`` names for a service (the backup of a kvstore pair on another host); waits
+        until all announced."""
         for spec in stack_services(self.config, 0, with_nodegroups=False):
-            role = RECEIVER_ROLES[int(spec.name.removeprefix("producer-"))] if spec.name.startswith("producer-") \
-                else "agg"
-            self._start((hosts or {}).get(spec.name, role), spec.name, list(spec.argv))
+            self._start((hosts or {}).get(spec.name, service_role(spec.name)), spec.name, list(spec.argv))
         self.await_ready(0)
 
     def start_service(self, role: str, name: str, *args: str) -> subprocess.Popen:
@@ -113,6 +130,20 @@ class NetlabStack:
         NodeGroups; SectorflowError with what is missing and the services' logs otherwise, at once
         if a service exits meanwhile."""
         self._await("ready", str(nodegroups), timeout_s=READY_S, services_live=True)
+
+    def await_members(self, members: int) -> None:
+        """Block until exactly ``members`` members of the aggregation tier are up (what acquire reads
+        when it fixes a scan's tier list)."""
+        self._await("members", str(members), timeout_s=READY_S)
+
+    def relayed(self, scan: int) -> dict[int, dict[str, Any]]:
+        """``scan``'s relay records by relay thread j (member j // R), read on agg: forwarded and lost
+        sectors (summed over NodeGroups), complete, dead NodeGroups; and the scan's tier list (key -1)."""
+        argv = [sys.executable, scan_records.__file__, str(self.path), str(scan)]
+        done = subprocess.run(self.net.command("agg", argv), capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise SectorflowError(f"scan_records {scan}: {done.stderr.strip()[-2000:]}")
+        return {int(thread): record for thread, record in json.loads(done.stdout).items()}
 
     def await_sent(self, scan: int, sectors: int) -> None:
         """Block until the producers have sent ``sectors`` sectors of ``scan``: a fault then hits mid-scan."""

@@ -1,12 +1,16 @@
-"""The beamline as Linux network namespaces: four receiver hosts, an aggregator host (the kvstore
-beside it), two compute nodes, and a WAN between the aggregator side and the compute side.
+"""The beamline as Linux network namespaces: four receiver hosts, one to four aggregator hosts (the
+kvstore beside the first), two compute nodes, and a WAN between the aggregator side and the compute side.
 
-    recv1..recv4, agg  --veth--  [wan-a: bridge 10.77.1.1]  ==delay line==  [wan-b: bridge 10.77.2.1]  --veth--  compute1, compute2
-      10.77.1.11-14, .20                                  10.77.255.1 <-> .2                                        10.77.2.11-12
+    recv1..recv4, agg[, agg2..agg4]  --veth--  [wan-a: bridge 10.77.1.1]  ==delay line==  [wan-b: bridge 10.77.2.1]  --veth--  compute1, compute2
+      10.77.1.11-14, .20[-.23]                            10.77.255.1 <-> .2                                        10.77.2.11-12
 
 The WAN "router" is two namespaces (wan-a, wan-b) joined only by the delay line's two TUN
 devices, so every packet between the sides crosses it (delayed, possibly dropped) while TCP runs
-end to end. Rate shaping (``tc tbf``) sits on wan-a's and wan-b's TUN egress when asked.
+end to end. Rate shaping (``tc tbf``) sits on wan-a's and wan-b's TUN egress when asked, and on
+each aggregator host's link when asked (both directions: the host's eth0 egress towards the compute
+side, its bridge port's egress towards the host), so that the cap bounds each host as its NIC would.
+``cut_host``/``heal_host`` take a host's link down and up (its bridge port): the host keeps running,
+unreachable.
 
 Each host has a name (``recv1.netlab`` ... ``compute2.netlab``): its processes run in their own
 UTS namespace with that hostname, and ``/etc/netns/<namespace>/hosts`` (which ``ip netns exec``
@@ -67,10 +71,12 @@ COMPUTE_SUBNET = "10.77.2"
 WAN_A_ADDRESS = "10.77.255.1"
 WAN_B_ADDRESS = "10.77.255.2"
 RECEIVER_ROLES = ("recv1", "recv2", "recv3", "recv4")
+# Member i of an aggregation tier runs on AGGREGATOR_ROLES[i]; the kvstore on the first.
+AGGREGATOR_ROLES = ("agg", "agg2", "agg3", "agg4")
 COMPUTE_ROLES = ("compute1", "compute2")
 _ADDRESSES = {
     **{role: f"{BEAMLINE_SUBNET}.{11 + i}" for i, role in enumerate(RECEIVER_ROLES)},
-    "agg": f"{BEAMLINE_SUBNET}.20",
+    **{role: f"{BEAMLINE_SUBNET}.{20 + i}" for i, role in enumerate(AGGREGATOR_ROLES)},
     **{role: f"{COMPUTE_SUBNET}.{11 + i}" for i, role in enumerate(COMPUTE_ROLES)},
 }
 
@@ -156,10 +162,17 @@ class Topology:
         sysctls: ``net.*`` settings applied inside every namespace (e.g. tuned socket buffers);
             they vanish with the namespaces, so nothing of the machine's own is changed.
         max_run_s: the delay line exits by itself after this (bounds a run that is never stopped).
+        aggregators: how many aggregator hosts (``AGGREGATOR_ROLES``' first ones), 1 to 4.
+        aggregator_rate_mbit: each aggregator host's link rate per direction via ``tc tbf`` (a NIC's
+            bound); None leaves it unshaped.
     """
 
     def __init__(self, delay_ms: float = 0.0, loss: float = 0.0, seed: int = 1, rate_mbit: float | None = None,
-                 mtu: int = 1500, sysctls: dict[str, str] | None = None, max_run_s: float = 900.0) -> None:
+                 mtu: int = 1500, sysctls: dict[str, str] | None = None, max_run_s: float = 900.0,
+                 aggregators: int = 1, aggregator_rate_mbit: float | None = None) -> None:
+        if not 1 <= aggregators <= len(AGGREGATOR_ROLES):
+            raise NetlabError(f"aggregators = {aggregators}: the topology has 1 to {len(AGGREGATOR_ROLES)} "
+                              f"aggregator hosts ({', '.join(AGGREGATOR_ROLES)})")
         self.run_id = f"{os.getpid()}x{next(_sequence)}"
         self.delay_ms = delay_ms
         self.loss = loss
@@ -168,9 +181,12 @@ class Topology:
         self.mtu = mtu
         self.sysctls = dict(sysctls or {})
         self.max_run_s = max_run_s
+        self.aggregator_roles = AGGREGATOR_ROLES[:aggregators]
+        self.aggregator_rate_mbit = aggregator_rate_mbit
         self.hosts: dict[str, Host] = {
             role: Host(role, self._ns(role), address, "compute" if role in COMPUTE_ROLES else "beamline")
             for role, address in _ADDRESSES.items()
+            if role not in AGGREGATOR_ROLES or role in self.aggregator_roles
         }
         self.wan_a = self._ns("wan-a")
         self.wan_b = self._ns("wan-b")
@@ -238,6 +254,9 @@ class Topology:
             run(["ip", "-n", host.namespace, "link", "set", "eth0", "mtu", str(self.mtu), "up"])
             run(["ip", "-n", host.namespace, "addr", "add", f"{host.address}/24", "dev", "eth0"])
             run(["ip", "-n", host.namespace, "route", "add", "default", "via", f"{subnet}.1"])
+            if host.role in self.aggregator_roles and self.aggregator_rate_mbit is not None:
+                self._shape(host.namespace, "eth0", self.aggregator_rate_mbit)
+                self._shape(router, port, self.aggregator_rate_mbit)
         self.delay_line = DelayLine.start(
             ["ip", "netns", "exec", self.wan_a], tun_a="wan0", tun_b="wan1", delay_ms=self.delay_ms,
             loss=self.loss, seed=self.seed, mtu=self.mtu, max_run_s=self.max_run_s)
@@ -250,7 +269,7 @@ class Topology:
             run(["ip", "-n", router, "addr", "add", local, "peer", peer, "dev", tun])
             run(["ip", "-n", router, "route", "add", f"{far}.0/24", "dev", tun])
             if self.rate_mbit is not None:
-                self._shape(router, tun)
+                self._shape(router, tun, self.rate_mbit)
         log.info("netlab %s: %d namespaces, WAN %.1f ms one way, loss %g", self.run_id, len(self.namespaces),
                  self.delay_ms, self.loss)
 
@@ -266,11 +285,11 @@ class Topology:
                 raise NetlabError(f"{key} = {value} did not take inside namespace {namespace} (it reads "
                                   f"{' '.join(now)}): the key is the machine's, not the namespace's, here")
 
-    def _shape(self, router: str, device: str) -> None:
+    def _shape(self, namespace: str, device: str, rate_mbit: float) -> None:
         # tbf: the bucket holds at least one MTU and 1 ms of the rate; the queue 1/4 s of it.
-        rate_bytes_s = self.rate_mbit * 1e6 / 8
+        rate_bytes_s = rate_mbit * 1e6 / 8
         burst = max(self.mtu * 4, int(rate_bytes_s / 1000))
-        run(["tc", "-n", router, "qdisc", "add", "dev", device, "root", "tbf", "rate", f"{self.rate_mbit}mbit",
+        run(["tc", "-n", namespace, "qdisc", "add", "dev", device, "root", "tbf", "rate", f"{rate_mbit}mbit",
              "burst", str(burst), "limit", str(max(burst * 2, int(rate_bytes_s / 4)))])
 
     def link_down(self) -> None:
@@ -299,6 +318,21 @@ class Topology:
             for side in ("--dport", "--sport"):
                 run(["ip", "netns", "exec", self.hosts[host].namespace, "iptables", action, "INPUT", "-s",
                      self.address(peer), "-p", "tcp", side, str(port), "-j", "DROP"])
+
+    def _bridge_port(self, role: str) -> tuple[str, str]:
+        host = self.hosts[role]
+        return (self.wan_b if host.side == "compute" else self.wan_a), f"v-{role}"
+
+    def cut_host(self, role: str) -> None:
+        """Take host ``role``'s link down (its bridge port): its processes run on, and every packet to or
+        from it is lost until ``heal_host``, as when a cable or a switch port fails."""
+        router, port = self._bridge_port(role)
+        run(["ip", "-n", router, "link", "set", port, "down"])
+
+    def heal_host(self, role: str) -> None:
+        """Bring host ``role``'s link back up after ``cut_host``."""
+        router, port = self._bridge_port(role)
+        run(["ip", "-n", router, "link", "set", port, "up"])
 
     def remove_host(self, role: str) -> None:
         """Kill everything running on ``role`` and delete its namespace: a node lost mid-scan."""

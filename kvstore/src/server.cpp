@@ -1270,10 +1270,11 @@ struct Server::Impl {
                std::to_string(threads.size()) + " receivers)";
       }
     } else if (kind == "aggregator") {
+      // Relay thread j of the tier: member j / receivers, receiver j % receivers.
       const auto relay = detail::parse_index(name, 't');
-      if (!relay || *relay >= threads.size()) {
+      if (!relay || threads.empty() || !request.carried_by(static_cast<std::uint32_t>(*relay / threads.size()))) {
         return "the scan's request names no relay thread " + std::string(name) + " (" + std::to_string(threads.size()) +
-               " receivers)";
+               " receivers, and not that member of the aggregation tier)";
       }
     } else if (!request.routing.empty() &&
                std::find(request.routing.begin(), request.routing.end(), name) == request.routing.end()) {

@@ -32,16 +32,19 @@ CountingWorker::CountingWorker(zmq::context_t& context, const std::string& endpo
       counters_(counters),
       hooks_(std::move(hooks)),
       assembler_(settings.geometry, settings.slots_per_thread()) {
-  for (std::uint32_t r = 0; r < settings.receivers; ++r) {
+  for (std::uint32_t r = 0; r < settings.ports(); ++r) {
     zmq::socket_t pull(context, zmq::socket_type::pull);
     pull.set(zmq::sockopt::linger, 0);
     pull.set(zmq::sockopt::rcvhwm, detail::kHandOffHwm);
     pull.bind(endpoint_prefix + std::to_string(r));
     pulls_.push_back(std::move(pull));
   }
-  held_.resize(settings.receivers);
-  silent_.assign(settings.receivers, false);
-  for (std::uint32_t r = 0; r < settings.receivers; ++r) stream_last_.emplace_back(settings.threads_of(r));
+  held_.resize(settings.ports());
+  silent_.assign(settings.ports(), false);
+  // Port j carries receiver j % receivers, from that receiver's producer threads.
+  for (std::uint32_t r = 0; r < settings.ports(); ++r) {
+    stream_last_.emplace_back(settings.threads_of(r % settings.receivers));
+  }
 }
 
 void CountingWorker::run(const std::atomic<bool>& stop) {
@@ -187,10 +190,13 @@ bool CountingWorker::known_incomplete(std::size_t slot) const {
   const std::uint32_t scan = assembler_.scan(slot);
   const std::uint32_t frame = assembler_.frame(slot);
   const auto w = scans_.find(scan);
-  for (std::uint32_t r = 0; r < stream_last_.size(); ++r) {
-    if (assembler_.has(slot, r)) continue;  // receiver r carries sector r
-    if (w != scans_.end() && w->second.ended.count(r)) continue;
-    const auto& last = stream_last_[r][frame % stream_last_[r].size()];
+  // Port j carries sector j % R of the frames its member of the aggregation tier relays; which
+  // member relays this frame is not known here, so a sector is lost only once every port that may
+  // carry it went past the frame or ended.
+  for (std::uint32_t port = 0; port < stream_last_.size(); ++port) {
+    if (assembler_.has(slot, port % settings_.receivers)) continue;
+    if (w != scans_.end() && w->second.ended.count(port)) continue;
+    const auto& last = stream_last_[port][frame % stream_last_[port].size()];
     if (!last || *last <= std::pair{scan, frame}) return false;  // may still come
   }
   return true;
@@ -225,7 +231,7 @@ void CountingWorker::handle(zmq::message_t& first, zmq::message_t* payload) {
   }
   ScanWork& w = work(envelope.scan);
   w.ended.insert(envelope.receiver);
-  if (w.ended.size() == settings_.receivers && !w.ending) {
+  if (w.ended.size() == settings_.ports() && !w.ending) {
     w.ending = true;
     if (settings_.count) {
       for (const std::size_t slot : assembler_.slots_of(envelope.scan)) {

@@ -52,9 +52,9 @@ void merge(ScanResult& into, ScanResult&& part) {
 
 NodeGroup::NodeGroup(NodeGroupSettings settings)
     : settings_(completed(std::move(settings))),
-      tracker_(settings_.receivers, std::chrono::milliseconds(static_cast<long>(settings_.scan_timeout_s * 1000.0)),
+      tracker_(settings_.ports(), std::chrono::milliseconds(static_cast<long>(settings_.scan_timeout_s * 1000.0)),
                settings_.max_open_scans),
-      context_(static_cast<int>(std::min<std::uint32_t>(settings_.receivers, 4))) {
+      context_(static_cast<int>(std::min<std::uint32_t>(settings_.ports(), 4))) {
   std::vector<std::string> endpoints;
   if (settings_.detectors) {
     imager_ = std::make_unique<const VirtualImager>(*settings_.detectors, settings_.geometry.frame_rows,
@@ -75,7 +75,7 @@ NodeGroup::NodeGroup(NodeGroupSettings settings)
     workers_.push_back(std::make_unique<CountingWorker>(context_, endpoints.back(), settings_, counters_, hooks));
     counters_.pool_slots += workers_.back()->pool_slots();
   }
-  for (std::uint32_t r = 0; r < settings_.receivers; ++r) {
+  for (std::uint32_t r = 0; r < settings_.ports(); ++r) {
     receivers_.push_back(std::make_unique<Receiver>(context_, settings_, r, endpoints, tracker_, counters_));
     ports_.push_back(receivers_.back()->port());
   }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sectorflow/nodegroup/nodegroup_error.hpp"
+#include "sectorflow/protocol/limits.hpp"
 #include "sectorflow/protocol/errors.hpp"
 
 namespace sectorflow::nodegroup {
@@ -25,6 +26,10 @@ void NodeGroupSettings::validate() const {
                          " bytes per pixel; counting takes uint16 frames");
   }
   if (receivers == 0) throw NodeGroupError(who + "needs at least one aggregator thread ([[receivers]])");
+  if (aggregators == 0 || aggregators > protocol::kMaxTier) {
+    throw NodeGroupError(who + std::to_string(aggregators) + " aggregators in the tier; expected 1.." +
+                         std::to_string(protocol::kMaxTier) + " ([aggregator] tier)");
+  }
   if (receivers != geometry.n_sectors()) {
     throw NodeGroupError(who + std::to_string(receivers) + " aggregator threads for " +
                          std::to_string(geometry.n_sectors()) + " sectors; give one [[receivers]] per sector");

@@ -34,7 +34,8 @@ Receiver::Receiver(zmq::context_t& context, const NodeGroupSettings& settings, s
                    NodeGroupCounters& counters)
     : settings_(settings),
       index_(index),
-      expect_{settings.geometry, settings.limits, index},
+      // Port `index` carries the sector of receiver index % receivers (the tier's member index / receivers).
+      expect_{settings.geometry, settings.limits, index % settings.receivers},
       tracker_(tracker),
       counters_(counters),
       pull_(context, zmq::socket_type::pull) {
@@ -47,7 +48,10 @@ Receiver::Receiver(zmq::context_t& context, const NodeGroupSettings& settings, s
   pull_.set(zmq::sockopt::maxmsgsize, protocol::max_frame_bytes(settings.geometry));
   const std::string address = "tcp://" + settings.host + ":*";
   try {
-    security::apply(pull_, settings.curve);
+    security::CurveClient curve = settings.curve;
+    // Port `index` speaks to one member of the aggregation tier, which proves that member's key.
+    if (!settings.aggregator_keys.empty()) curve.server_key = settings.aggregator_keys.at(index / settings.receivers);
+    security::apply(pull_, curve);
     pull_.bind(address);
   } catch (const std::exception& e) {  // zmq::error_t, or a CURVE key that is not Z85
     throw NodeGroupError("NodeGroup " + settings.uid + ": cannot bind data socket " + std::to_string(index) +
@@ -134,7 +138,7 @@ void Receiver::on_info(const zmq::message_t& message, const std::atomic<bool>& s
     counters_.malformed.count(error.kind(), error.what());
     return;
   }
-  if (info.receiver != index_) {
+  if (info.receiver != index_ % settings_.receivers) {
     counters_.malformed.count(Refusal::kInfo, scan_text(info.scan_number) + ": info of aggregator thread " +
                                                   std::to_string(info.receiver) + " reached port " +
                                                   std::to_string(index_));

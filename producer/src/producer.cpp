@@ -16,6 +16,7 @@
 #include "sectorflow/producer/errors.hpp"
 #include "sectorflow/producer/routing.hpp"
 #include "sectorflow/protocol/data_message.hpp"
+#include "sectorflow/protocol/errors.hpp"
 #include "sectorflow/protocol/info_message.hpp"
 #include "sectorflow/protocol/native_header.hpp"
 #include "sectorflow/protocol/raw_file.hpp"
@@ -74,7 +75,7 @@ struct Producer::Impl {
   // whose buffers return to the pool.
   detail::BufferPool pool;
   zmq::context_t context{1};
-  std::optional<zmq::socket_t> socket;
+  std::vector<zmq::socket_t> sockets;  ///< one per member of the aggregation tier; frame f to f % size()
 
   bool in_scan = false;
   protocol::ServiceState state = protocol::ServiceState::kIdle;
@@ -101,14 +102,19 @@ struct Producer::Impl {
       spilled += scan_spilled;
     }
   } earlier;
-  bool spilling = false;        ///< streaming gave up for the rest of the scan (send timeout)
+  /// Per tier member: streaming through it gave up for the rest of the scan (send timeout).
+  std::vector<std::uint8_t> spilling;
+  /// Per tier member: the data messages announced to it (a native header's num_frames_this_thread).
+  std::vector<std::uint64_t> announced_to;
   protocol::ProducerScanRecord record;
 
-  // NodeGroups the relay thread declared dead for this scan (scans/<n>/aggregator/t<R>).
-  std::string relay_key;
-  std::int64_t relay_sequence = -1;  ///< the replica's sequence when the relay record was last read
-  std::string relay_bytes;           ///< the relay record last decoded
-  std::vector<std::uint8_t> dead;    ///< per routing index
+  // NodeGroups the tier's relay threads of this receiver declared dead for this scan
+  // (scans/<n>/aggregator/t<m * receivers + R>, one per member m): a NodeGroup dead at one member
+  // may still be reached through the others, so each member's stream spills its own dead ones.
+  std::vector<std::string> relay_keys;   ///< per member
+  std::int64_t relay_sequence = -1;      ///< the replica's sequence when the relay records were last read
+  std::vector<std::string> relay_bytes;  ///< per member: the relay record last decoded
+  std::vector<std::uint8_t> dead;        ///< per member m and routing index g, at m * routing.size() + g
   bool any_dead = false;
 
   explicit Impl(std::size_t sector_bytes) : pool(sector_bytes) {}
@@ -146,19 +152,33 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
     throw ProducerError("producer " + options_.name() + ": send_timeout_ms " + std::to_string(options_.send_timeout_ms) +
                         " must be at least 1 (producer.send_timeout_ms)");
   }
+  if (options_.aggregator_endpoints.size() > protocol::kMaxTier) {
+    throw ProducerError("producer " + options_.name() + ": " + std::to_string(options_.aggregator_endpoints.size()) +
+                        " aggregators in the tier, at most " + std::to_string(protocol::kMaxTier));
+  }
+  if (options_.aggregator_endpoints.size() > 1 && !options_.standby_endpoint.empty()) {
+    throw ProducerError("producer " + options_.name() +
+                        ": a standby aggregator serves a tier of one ([aggregator] standby_host with tier)");
+  }
   impl_ = std::make_unique<Impl>(options_.geometry.sector_bytes());
-  if (!options_.aggregator_endpoint.empty()) {
+  if (!options_.aggregator_keys.empty() && options_.aggregator_keys.size() != options_.aggregator_endpoints.size()) {
+    throw ProducerError("producer " + options_.name() + ": " + std::to_string(options_.aggregator_keys.size()) +
+                        " aggregator keys for " + std::to_string(options_.aggregator_endpoints.size()) + " aggregators");
+  }
+  for (const std::string& member : options_.aggregator_endpoints) {
+    security::CurveClient curve = options_.curve;
+    if (!options_.aggregator_keys.empty()) curve.server_key = options_.aggregator_keys[impl_->sockets.size()];
     zmq::socket_t socket(impl_->context, zmq::socket_type::push);
     socket.set(zmq::sockopt::sndhwm, options_.send_hwm);
     socket.set(zmq::sockopt::sndtimeo, kStopCheckMs);  // only to notice stop(); sends are retried
     socket.set(zmq::sockopt::linger, options_.linger_ms);
-    const bool standby = !options_.standby_endpoint.empty() && options_.standby_endpoint != options_.aggregator_endpoint;
+    const bool standby = !options_.standby_endpoint.empty() && options_.standby_endpoint != member;
     // Without it a PUSH round-robins onto the pipe of the peer that is not bound (the standby) and its
     // messages wait there until that peer binds, if ever.
     if (standby) socket.set(zmq::sockopt::immediate, 1);
-    std::string endpoint = options_.aggregator_endpoint;
+    std::string endpoint = member;
     try {
-      security::apply(socket, options_.curve);
+      security::apply(socket, curve);
       socket.connect(endpoint);
       if (standby) {
         endpoint = options_.standby_endpoint;
@@ -168,7 +188,7 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
       throw ProducerError("producer " + options_.name() + ": cannot connect to aggregator endpoint '" + endpoint +
                           "': " + error.what());
     }
-    impl_->socket.emplace(std::move(socket));
+    impl_->sockets.push_back(std::move(socket));
   }
   publish(protocol::ServiceState::kIdle);
 }
@@ -222,6 +242,7 @@ void Producer::write_record(protocol::ServiceState state, const std::string& err
   record.state = std::string(protocol::to_string(state));
   record.routing = impl_->decision.routing;
   record.counts = impl_->decision.counts;
+  record.tier_counts = impl_->decision.tier_counts;
   record.owned = impl_->decision.owned;
   record.lost_upstream = impl_->decision.lost_upstream;
   record.sent = impl_->sent;
@@ -277,11 +298,14 @@ void Producer::open_spill_file() {
   impl_->spill_file = impl_->writer->path();
 }
 
-void Producer::start_spilling(const std::string& why) {
-  impl_->spilling = true;
+void Producer::start_spilling(const std::string& why, std::size_t member) {
+  impl_->spilling[member] = 1;
   open_spill_file();
+  const bool alone = impl_->decision.tier.size() <= 1;
   warn(scan_text(scan_) + ", producer " + options_.name() + ": " + why + "; spilling the remaining " +
-       std::to_string(impl_->decision.announced - messages_) + " sectors of the scan to " + impl_->spill_file);
+       (alone ? std::to_string(impl_->decision.announced - messages_) + " sectors of the scan"
+              : std::string("sectors of the scan that go through it (the other aggregators' stream on)")) +
+       " to " + impl_->spill_file);
   publish(protocol::ServiceState::kWritingToDisk);
   write_record(protocol::ServiceState::kWritingToDisk);
 }
@@ -303,43 +327,47 @@ void Producer::spill(const protocol::DataHeader& header, const void* payload, st
 bool Producer::routed_to_dead(std::uint32_t frame_number) {
   const std::vector<std::string>& routing = impl_->decision.routing;
   if (kvstore_ == nullptr || routing.empty()) return false;
-  // Reading the replica's sequence is cheap; the relay record is read only when something changed.
+  // Reading the replica's sequence is cheap; the relay records are read only when something changed.
   const std::int64_t sequence = kvstore_->sequence();
   if (sequence != impl_->relay_sequence) {
     impl_->relay_sequence = sequence;
-    std::optional<std::string> raw = kvstore_->get(impl_->relay_key);
-    if (raw && *raw != impl_->relay_bytes) {
-      impl_->relay_bytes = std::move(*raw);
-      std::vector<std::string> newly;
-      try {
-        for (const std::string& uid : protocol::RelayScanRecord::decode(impl_->relay_bytes).dead) {
-          const auto it = std::lower_bound(routing.begin(), routing.end(), uid);
-          if (it == routing.end() || *it != uid) continue;  // not of this scan's routing
-          std::uint8_t& dead = impl_->dead[static_cast<std::size_t>(it - routing.begin())];
-          if (dead == 0) newly.push_back(uid);
-          dead = 1;
-        }
-      } catch (const std::exception& error) {
-        // A record that does not decode declares nobody dead: streaming goes on as before, and the
-        // record is logged once and counted in the status (bad_records), as a bad registration is.
-        for (const auto& [key, why] :
-             impl_->bad_entries.note(impl_->relay_key, {{impl_->relay_key, error.what()}})) {
-          warn(scan_text(scan_) + ", producer " + options_.name() + ": skipped " + key +
-               ", which does not decode: " + why);
-        }
-      }
-      if (!newly.empty()) {
-        impl_->any_dead = true;
-        std::string uids;
-        for (const std::string& uid : newly) uids += (uids.empty() ? "" : ", ") + uid;
-        warn(scan_text(scan_) + ", producer " + options_.name() + ": relay thread " +
-             std::to_string(options_.receiver) + " declared NodeGroup " + uids +
-             " dead; spilling its sectors to a raw file in " + options_.fallback_dir);
-        write_record(impl_->state);
-      }
+    for (std::size_t member = 0; member < impl_->relay_keys.size(); ++member) note_dead(member);
+  }
+  const std::size_t member = member_of(frame_number);
+  return impl_->any_dead && impl_->dead[member * routing.size() + frame_number % routing.size()] != 0;
+}
+
+void Producer::note_dead(std::size_t member) {
+  const std::vector<std::string>& routing = impl_->decision.routing;
+  const std::string& key = impl_->relay_keys[member];
+  std::optional<std::string> raw = kvstore_->get(key);
+  if (!raw || *raw == impl_->relay_bytes[member]) return;
+  impl_->relay_bytes[member] = std::move(*raw);
+  std::vector<std::string> newly;
+  try {
+    for (const std::string& uid : protocol::RelayScanRecord::decode(impl_->relay_bytes[member]).dead) {
+      const auto it = std::lower_bound(routing.begin(), routing.end(), uid);
+      if (it == routing.end() || *it != uid) continue;  // not of this scan's routing
+      std::uint8_t& dead = impl_->dead[member * routing.size() + static_cast<std::size_t>(it - routing.begin())];
+      if (dead == 0) newly.push_back(uid);
+      dead = 1;
+    }
+  } catch (const std::exception& error) {
+    // A record that does not decode declares nobody dead: streaming goes on as before, and the
+    // record is logged once and counted in the status (bad_records), as a bad registration is.
+    for (const auto& [bad_key, why] : impl_->bad_entries.note(key, {{key, error.what()}})) {
+      warn(scan_text(scan_) + ", producer " + options_.name() + ": skipped " + bad_key +
+           ", which does not decode: " + why);
     }
   }
-  return impl_->any_dead && impl_->dead[frame_number % routing.size()] != 0;
+  if (newly.empty()) return;
+  impl_->any_dead = true;
+  std::string uids;
+  for (const std::string& uid : newly) uids += (uids.empty() ? "" : ", ") + uid;
+  warn(scan_text(scan_) + ", producer " + options_.name() + ": relay thread " +
+       std::to_string(member * options_.geometry.n_sectors() + options_.receiver) + " declared NodeGroup " + uids +
+       " dead; spilling its sectors to a raw file in " + options_.fallback_dir);
+  write_record(impl_->state);
 }
 
 ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<std::uint32_t>& positions) {
@@ -393,10 +421,27 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
 
   std::optional<protocol::RawFileWriter> writer;
   if (decision.mode == Mode::kStreaming) {
-    if (!impl_->socket) {
+    if (impl_->sockets.empty()) {
       throw ProducerError(where + ": NodeGroups are registered but the producer has no aggregator endpoint");
     }
     decision.counts = count_routes(decision.routing, positions, request.first_frame);
+    const auto members = static_cast<std::uint32_t>(impl_->sockets.size());
+    decision.tier = request.tier;
+    if (decision.tier.empty()) {
+      for (std::uint32_t member = 0; member < members; ++member) decision.tier.push_back(member);
+    }
+    try {
+      protocol::check_tier(where + ": tier", decision.tier);
+    } catch (const protocol::ProtocolError& error) {
+      throw ProducerError(error.what());
+    }
+    if (decision.tier.back() >= members) {
+      throw ProducerError(where + ": tier member " + std::to_string(decision.tier.back()) + " is not one of the " +
+                          std::to_string(members) + " aggregators configured ([aggregator] tier)");
+    }
+    if (members > 1) {
+      decision.tier_counts = count_tier_routes(decision.routing, members, decision.tier, positions, request.first_frame);
+    }
   } else {
     if (options_.fallback_dir.empty()) {
       throw ProducerError(where + ": no NodeGroup registered and no fallback directory (producer.fallback_dir)");
@@ -417,11 +462,23 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
   impl_->spilled = 0;
   impl_->spill_file = decision.file;
   impl_->partial = false;
-  impl_->spilling = false;
-  impl_->relay_key = protocol::scan_relay_key(request.scan_number, options_.receiver);
+  impl_->spilling.assign(impl_->sockets.size(), 0);
+  impl_->announced_to.assign(impl_->sockets.size(), 0);
+  if (decision.tier_counts.empty()) {
+    impl_->announced_to[0] = decision.announced;
+  } else {
+    for (std::size_t i = 0; i < decision.tier_counts.size(); ++i) {
+      impl_->announced_to[i / decision.routing.size()] += decision.tier_counts[i];
+    }
+  }
+  impl_->relay_keys.clear();
+  for (std::size_t member = 0; member < impl_->sockets.size(); ++member) {
+    impl_->relay_keys.push_back(protocol::scan_relay_key(
+        request.scan_number, static_cast<std::uint32_t>(member * options_.geometry.n_sectors() + options_.receiver)));
+  }
   impl_->relay_sequence = -1;
-  impl_->relay_bytes.clear();
-  impl_->dead.assign(decision.routing.size(), 0);
+  impl_->relay_bytes.assign(impl_->sockets.size(), std::string());
+  impl_->dead.assign(impl_->sockets.size() * decision.routing.size(), 0);
   impl_->any_dead = false;
   scan_ = request.scan_number;
   messages_ = 0;
@@ -440,29 +497,47 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
 
   // A native receiver announces its messages in every data header instead.
   if (decision.mode == Mode::kStreaming && options_.wire == Wire::kSectorflow) {
-    protocol::InfoMessage info{request.scan_number, options_.receiver, options_.thread_id, request.scan_x,
-                               request.scan_y, decision.routing, decision.counts};
-    const std::string bytes = protocol::encode_info(info);
-    zmq::message_t message(bytes.data(), bytes.size());
-    const auto blocked_since = std::chrono::steady_clock::now();
-    try {
-      while (!impl_->socket->send(message, zmq::send_flags::none)) {
-        if (halted()) throw ProducerStopped(where + ": " + halt_reason() + " while the info message waited at the high-water mark");
-        if (std::chrono::steady_clock::now() - blocked_since >= std::chrono::milliseconds(options_.send_timeout_ms)) {
-          start_spilling("the aggregator took no info message for " + std::to_string(options_.send_timeout_ms) +
-                         " ms (producer.send_timeout_ms) at " + options_.aggregator_endpoint);
-          break;
-        }
-      }
-    } catch (const ProducerStopped& error) {
-      fail(error.what());
-      throw;
-    } catch (const std::exception& error) {  // the spill file cannot be created, the socket failed
-      fail(where + ": " + error.what());
-      throw ProducerError(where + ": " + error.what());
-    }
+    for (const std::uint32_t member : decision.tier) send_info(member);
   }
   return decision;
+}
+
+std::size_t Producer::member_of(std::uint32_t frame_number) const {
+  const std::vector<std::uint32_t>& tier = impl_->decision.tier;
+  return tier.empty() ? 0 : tier[frame_number % tier.size()];
+}
+
+void Producer::send_info(std::size_t member) {
+  const ScanRequest& request = impl_->request;
+  const ScanDecision& decision = impl_->decision;
+  const std::string where = scan_text(request.scan_number) + ", producer " + options_.name();
+  std::map<std::string, std::uint64_t> counts = decision.counts;
+  if (!decision.tier_counts.empty()) {
+    for (std::size_t g = 0; g < decision.routing.size(); ++g) {
+      counts[decision.routing[g]] = decision.tier_counts[member * decision.routing.size() + g];
+    }
+  }
+  protocol::InfoMessage info{request.scan_number, options_.receiver, options_.thread_id, request.scan_x,
+                             request.scan_y, decision.routing, std::move(counts)};
+  const std::string bytes = protocol::encode_info(info);
+  zmq::message_t message(bytes.data(), bytes.size());
+  const auto blocked_since = std::chrono::steady_clock::now();
+  try {
+    while (!impl_->sockets[member].send(message, zmq::send_flags::none)) {
+      if (halted()) throw ProducerStopped(where + ": " + halt_reason() + " while the info message waited at the high-water mark");
+      if (std::chrono::steady_clock::now() - blocked_since >= std::chrono::milliseconds(options_.send_timeout_ms)) {
+        start_spilling("the aggregator took no info message for " + std::to_string(options_.send_timeout_ms) +
+                       " ms (producer.send_timeout_ms) at " + options_.aggregator_endpoints[member], member);
+        break;
+      }
+    }
+  } catch (const ProducerStopped& error) {
+    fail(error.what());
+    throw;
+  } catch (const std::exception& error) {  // the spill file cannot be created, the socket failed
+    fail(where + ": " + error.what());
+    throw ProducerError(where + ": " + error.what());
+  }
 }
 
 void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void* payload, std::size_t bytes,
@@ -514,18 +589,21 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
   header.position_y = position / header.scan_x;
   header.thread_id = options_.thread_id;
 
-  bool spilled = impl_->decision.mode == Mode::kFallback || impl_->spilling || routed_to_dead(frame_number);
+  const std::size_t member = impl_->decision.mode == Mode::kFallback ? 0 : member_of(frame_number);
+  bool spilled = impl_->decision.mode == Mode::kFallback || impl_->spilling[member] != 0 || routed_to_dead(frame_number);
   if (!spilled) {
-    // A native header announces the thread's message count for the scan, spilled ones included.
+    // A native header announces the thread's message count for the scan through this member of the
+    // tier, spilled ones included.
     const std::string encoded =
         options_.wire == Wire::kNative
             ? protocol::encode_native_header(
-                  protocol::to_native_header(header, static_cast<std::uint32_t>(impl_->decision.announced)))
+                  protocol::to_native_header(header, static_cast<std::uint32_t>(impl_->announced_to[member])))
             : protocol::encode_header(header);
     zmq::message_t head(encoded.data(), encoded.size());
+    zmq::socket_t& socket = impl_->sockets[member];
     const auto blocked_since = std::chrono::steady_clock::now();
     try {
-      while (!impl_->socket->send(head, zmq::send_flags::sndmore)) {
+      while (!socket.send(head, zmq::send_flags::sndmore)) {
         if (halted()) {
           if (release != nullptr) release(const_cast<void*>(payload), hint);
           throw ProducerStopped(where() + ": " + halt_reason() + " while waiting at the high-water mark");
@@ -538,7 +616,7 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
         }
         if (std::chrono::steady_clock::now() - blocked_since >= std::chrono::milliseconds(options_.send_timeout_ms)) {
           start_spilling("the aggregator took nothing for " + std::to_string(options_.send_timeout_ms) +
-                         " ms (producer.send_timeout_ms) at " + options_.aggregator_endpoint);
+                         " ms (producer.send_timeout_ms) at " + options_.aggregator_endpoints[member], member);
           spilled = true;
           break;
         }
@@ -559,7 +637,7 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
       try {
         // The rest of a multipart message is never held back by the high-water mark; the loop only
         // covers the contract of send().
-        while (!impl_->socket->send(body, zmq::send_flags::none)) {
+        while (!socket.send(body, zmq::send_flags::none)) {
           if (stop_) throw ProducerStopped(where() + ": stopped in the middle of a message");
         }
       } catch (const ProducerStopped& error) {

@@ -44,4 +44,17 @@ std::map<std::string, std::uint64_t> count_routes(const std::vector<std::string>
   return counts;
 }
 
+std::vector<std::uint64_t> count_tier_routes(const std::vector<std::string>& routing, std::uint32_t members,
+                                             const std::vector<std::uint32_t>& tier,
+                                             const std::vector<std::uint32_t>& positions,
+                                             std::uint32_t first_frame) {
+  std::vector<std::uint64_t> counts(std::size_t{members} * routing.size(), 0);
+  if (routing.empty() || tier.empty()) return counts;
+  for (const std::uint32_t position : positions) {
+    const std::uint64_t frame = std::uint64_t{first_frame} + position;
+    ++counts[std::size_t{tier[frame % tier.size()]} * routing.size() + frame % routing.size()];
+  }
+  return counts;
+}
+
 }  // namespace sectorflow::producer

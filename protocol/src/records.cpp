@@ -23,7 +23,7 @@ constexpr std::string_view kNodeGroupFields[] = {"version", "uid", "host", "port
 constexpr std::string_view kNodeGroupOptionalFields[] = {"stack_id"};
 constexpr std::string_view kStatusFields[] = {"version", "state", "scan", "messages", "bytes", "updated_s"};
 constexpr std::string_view kRequestFields[] = {"version", "scan_number", "scan_x", "scan_y", "rate_hz"};
-constexpr std::string_view kRequestOptionalFields[] = {"routing", "source"};
+constexpr std::string_view kRequestOptionalFields[] = {"routing", "source", "tier"};
 
 // A record is a small map of short fields: containers up to its longest list, strings up to its
 // longest text; limits_for(size) bounds the rest.
@@ -329,6 +329,17 @@ bool ServiceStatus::operator==(const ServiceStatus& o) const {
 // ---------------------------------------------------------------------------------------------
 // AcquireRequest
 
+void check_tier(const std::string& what, const std::vector<std::uint32_t>& tier) {
+  check_at_most(what, tier.size(), kMaxTier, "aggregators");
+  for (std::size_t i = 0; i < tier.size(); ++i) {
+    if (tier[i] >= kMaxTier || (i > 0 && !(tier[i - 1] < tier[i]))) {
+      throw ProtocolError(what + ": members must be ascending, without duplicates, below " +
+                          std::to_string(kMaxTier) + " (member " + std::to_string(tier[i]) + " at " +
+                          std::to_string(i) + ")");
+    }
+  }
+}
+
 namespace {
 
 void check_request(const AcquireRequest& request) {
@@ -346,6 +357,7 @@ void check_request(const AcquireRequest& request) {
   if (request.source != kSourceSimulator && request.source != kSourceReplay) {
     throw ProtocolError(what + ": source " + shown(request.source) + " is unknown; expected 'simulator' or 'replay'");
   }
+  check_tier(what + ": field 'tier'", request.tier);
   if (request.routing) {
     const std::vector<std::string>& uids = *request.routing;
     check_at_most(what + ": field 'routing'", uids.size(), kMaxRoutingLength, "NodeGroups");
@@ -371,7 +383,8 @@ std::string AcquireRequest::encode() const {
   // Optional fields are written only when they say more than their absence (see schema.hpp), so a
   // request of the original five fields encodes to the original bytes.
   const bool replay = source != kSourceSimulator;
-  packer.pack_map(static_cast<std::uint32_t>(std::size(kRequestFields)) + (routing ? 1U : 0U) + (replay ? 1U : 0U));
+  packer.pack_map(static_cast<std::uint32_t>(std::size(kRequestFields)) + (routing ? 1U : 0U) + (replay ? 1U : 0U) +
+                  (tier.empty() ? 0U : 1U));
   pack_key(packer, "version");
   packer.pack_uint32(kSchemaVersion);
   pack_key(packer, "scan_number");
@@ -391,6 +404,11 @@ std::string AcquireRequest::encode() const {
     pack_key(packer, "source");
     pack_string(packer, source);
   }
+  if (!tier.empty()) {
+    pack_key(packer, "tier");
+    packer.pack_array(static_cast<std::uint32_t>(tier.size()));
+    for (const std::uint32_t member : tier) packer.pack_uint32(member);
+  }
   return bytes_of(buffer);
 }
 
@@ -407,13 +425,18 @@ AcquireRequest AcquireRequest::decode(std::string_view bytes) {
   request.rate_hz = map.number("rate_hz");
   if (map.has("routing")) request.routing = map.strings("routing", kMaxRoutingLength, kMaxUidBytes);
   if (map.has("source")) request.source = map.string("source", kMaxNameBytes);
+  if (map.has("tier")) {
+    for (const std::uint64_t member : map.unsigned_ints("tier", kMaxTier, kMaxTier - 1)) {
+      request.tier.push_back(static_cast<std::uint32_t>(member));
+    }
+  }
   check_request(request);
   return request;
 }
 
 bool AcquireRequest::operator==(const AcquireRequest& o) const {
   return scan_number == o.scan_number && scan_x == o.scan_x && scan_y == o.scan_y && rate_hz == o.rate_hz &&
-         routing == o.routing && source == o.source;
+         routing == o.routing && source == o.source && tier == o.tier;
 }
 
 double wall_clock_s() {

@@ -25,10 +25,11 @@ constexpr std::size_t kMaxExtraPaths = 16;
 
 // The fields of each record, in the order encode() writes them: the map sizes are derived from these.
 constexpr std::string_view kRequestFields[] = {"version", "scan_number", "scan_x", "scan_y", "source",
-                                               "routing", "producer_threads", "requested_s"};
+                                               "routing", "producer_threads", "requested_s",
+                                               "tier"};
 constexpr std::string_view kProducerFields[] = {"version", "receiver", "thread", "state", "routing", "counts",
                                                 "owned", "lost_upstream", "sent", "spilled", "spill_file",
-                                                "partial", "error", "updated_s"};
+                                                "partial", "error", "updated_s", "tier_counts"};
 constexpr std::string_view kRelayFields[] = {"version", "thread", "complete", "forwarded", "lost", "dead",
                                              "updated_s", "run"};
 constexpr std::string_view kNodeGroupFields[] = {"version", "uid", "expected", "received", "frames_complete",
@@ -126,7 +127,9 @@ std::string scan_file_key(std::uint32_t scan) { return scan_prefix(scan) + "file
 std::string ScanRequestRecord::encode() const {
   check_size("ScanRequestRecord: routing uids", routing.size(), kMaxRoutingLength);
   check_size("ScanRequestRecord: receivers", producer_threads.size(), kMaxPorts);
-  detail::MapPacker packer(std::size(kRequestFields), kSchemaVersion);
+  check_tier("ScanRequestRecord: tier", tier);
+  // "tier" only for a tier: a record of one aggregator reads as before.
+  detail::MapPacker packer(std::size(kRequestFields) - (tier.empty() ? 1 : 0), kSchemaVersion);
   packer.field("scan_number", std::uint64_t{scan_number});
   packer.field("scan_x", std::uint64_t{scan_x});
   packer.field("scan_y", std::uint64_t{scan_y});
@@ -134,6 +137,7 @@ std::string ScanRequestRecord::encode() const {
   packer.field("routing", routing);
   packer.field("producer_threads", std::vector<std::uint64_t>(producer_threads.begin(), producer_threads.end()));
   packer.field("requested_s", requested_s);
+  if (!tier.empty()) packer.field("tier", std::vector<std::uint64_t>(tier.begin(), tier.end()));
   return packer.bytes();
 }
 
@@ -150,12 +154,27 @@ ScanRequestRecord ScanRequestRecord::decode(std::string_view bytes) {
     record.producer_threads.push_back(static_cast<std::uint32_t>(threads));
   }
   record.requested_s = seconds(map, "requested_s");
+  if (map.has("tier")) {
+    for (const std::uint64_t member : map.unsigned_ints("tier", kMaxTier, kMaxTier - 1)) {
+      record.tier.push_back(static_cast<std::uint32_t>(member));
+    }
+    try {
+      check_tier("tier", record.tier);
+    } catch (const ProtocolError& error) {
+      map.fail(map.about("tier") + ": " + error.what());
+    }
+  }
   return record;
 }
 
 bool ScanRequestRecord::operator==(const ScanRequestRecord& o) const {
   return scan_number == o.scan_number && scan_x == o.scan_x && scan_y == o.scan_y && source == o.source &&
-         routing == o.routing && producer_threads == o.producer_threads && requested_s == o.requested_s;
+         routing == o.routing && producer_threads == o.producer_threads && requested_s == o.requested_s &&
+         tier == o.tier;
+}
+
+bool ScanRequestRecord::carried_by(std::uint32_t member) const {
+  return tier.empty() ? member == 0 : std::find(tier.begin(), tier.end(), member) != tier.end();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,12 +185,30 @@ std::uint64_t ProducerScanRecord::unaccounted() const {
   return accounted >= owned ? 0 : owned - accounted;
 }
 
+std::optional<std::map<std::string, std::uint64_t>> ProducerScanRecord::counts_for(std::uint32_t member) const {
+  if (tier_counts.empty()) {
+    if (member != 0) return std::nullopt;
+    return counts;
+  }
+  const std::size_t width = routing.size();
+  if (width == 0 || (std::size_t{member} + 1) * width > tier_counts.size()) return std::nullopt;
+  std::map<std::string, std::uint64_t> part;
+  for (std::size_t g = 0; g < width; ++g) part[routing[g]] = tier_counts[member * width + g];
+  return part;
+}
+
 std::string ProducerScanRecord::encode() const {
   if (!parse_service_state(state)) throw ProtocolError("ProducerScanRecord: state " + shown(state) + " is not a service state");
   check_size("ProducerScanRecord: routing uids", routing.size(), kMaxRoutingLength);
   check_size("ProducerScanRecord: counts", counts.size(), kMaxRoutingLength);
   check_size("ProducerScanRecord: spill_file bytes", spill_file.size(), kMaxTextBytes);
-  detail::MapPacker packer(std::size(kProducerFields), kSchemaVersion);
+  check_size("ProducerScanRecord: tier_counts", tier_counts.size(), kMaxRoutingLength);
+  if (!tier_counts.empty() && (routing.empty() || tier_counts.size() % routing.size() != 0)) {
+    throw ProtocolError("ProducerScanRecord: " + std::to_string(tier_counts.size()) +
+                        " tier_counts, not a multiple of the " + std::to_string(routing.size()) + " routing entries");
+  }
+  // "tier_counts" only for a tier: a record of one aggregator reads as before.
+  detail::MapPacker packer(std::size(kProducerFields) - (tier_counts.empty() ? 1 : 0), kSchemaVersion);
   packer.field("receiver", std::uint64_t{receiver});
   packer.field("thread", std::uint64_t{thread});
   packer.field("state", state);
@@ -185,6 +222,7 @@ std::string ProducerScanRecord::encode() const {
   packer.field("partial", partial);
   packer.field("error", cut_text(error, kMaxTextBytes));
   packer.field("updated_s", updated_s);
+  if (!tier_counts.empty()) packer.field("tier_counts", tier_counts);
   return packer.bytes();
 }
 
@@ -206,6 +244,13 @@ ProducerScanRecord ProducerScanRecord::decode(std::string_view bytes) {
   record.partial = map.boolean("partial");
   record.error = map.string("error", kMaxTextBytes);
   record.updated_s = seconds(map, "updated_s");
+  if (map.has("tier_counts")) {
+    record.tier_counts = map.unsigned_ints("tier_counts", kMaxRoutingLength, kU64);
+    if (record.routing.empty() || record.tier_counts.size() % record.routing.size() != 0) {
+      map.fail(map.about("tier_counts") + ": " + std::to_string(record.tier_counts.size()) +
+               " entries, not a multiple of the " + std::to_string(record.routing.size()) + " routing entries");
+    }
+  }
   return record;
 }
 
@@ -213,7 +258,7 @@ bool ProducerScanRecord::operator==(const ProducerScanRecord& o) const {
   return receiver == o.receiver && thread == o.thread && state == o.state && routing == o.routing &&
          counts == o.counts && owned == o.owned && lost_upstream == o.lost_upstream && sent == o.sent &&
          spilled == o.spilled && spill_file == o.spill_file && partial == o.partial && error == o.error &&
-         updated_s == o.updated_s;
+         updated_s == o.updated_s && tier_counts == o.tier_counts;
 }
 
 // ---------------------------------------------------------------------------------------------

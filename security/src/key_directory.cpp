@@ -60,9 +60,21 @@ std::vector<std::string> KeyDirectory::files(const std::string& role, const std:
   return found;
 }
 
-Certificate KeyDirectory::own(const std::string& role) const {
-  const std::vector<std::string> secrets = files(role, kSecretSuffix);
+std::string tier_member_key_name(std::uint32_t member) { return "member-" + std::to_string(member); }
+
+Certificate KeyDirectory::own(const std::string& role, const std::string& name) const {
   const std::string folder = (fs::path(path_) / role).string();
+  if (!name.empty()) {
+    const std::string file = (fs::path(folder) / (name + kSecretSuffix)).string();
+    if (!fs::is_regular_file(file)) {
+      throw SecurityError(file + ": no secret key of " + role + " " + name + "; make one with 'sectorflow keys generate " +
+                          role + " " + name + "' on this host");
+    }
+    Certificate certificate = read_certificate(file);
+    if (certificate.secret_key.empty()) throw SecurityError(file + ": no secret-key line");
+    return certificate;
+  }
+  const std::vector<std::string> secrets = files(role, kSecretSuffix);
   if (secrets.empty()) {
     throw SecurityError(folder + ": no secret key of role " + role + " (*" + kSecretSuffix +
                         "); make one with 'sectorflow keys generate " + role + " NAME' on this host");
@@ -79,9 +91,17 @@ Certificate KeyDirectory::own(const std::string& role) const {
 
 bool KeyDirectory::has_own(const std::string& role) const { return !files(role, kSecretSuffix).empty(); }
 
-std::string KeyDirectory::public_key(const std::string& role) const {
-  const std::vector<std::string> publics = files(role, kPublicSuffix);
+std::string KeyDirectory::public_key(const std::string& role, const std::string& name) const {
   const std::string folder = (fs::path(path_) / role).string();
+  if (!name.empty()) {
+    const std::string file = (fs::path(folder) / (name + kPublicSuffix)).string();
+    if (!fs::is_regular_file(file)) {
+      throw SecurityError(file + ": no public certificate of " + role + " " + name +
+                          "; copy it from the host that generated it");
+    }
+    return read_certificate(file).public_key;
+  }
+  const std::vector<std::string> publics = files(role, kPublicSuffix);
   if (publics.empty()) {
     throw SecurityError(folder + ": no public certificate of the " + role + " (*" + kPublicSuffix +
                         "); copy it from the host that generated it");

@@ -80,7 +80,7 @@ TEST(Beamline, LocalTomlFillsAProducerThreadAsTheDaemonDoes) {
   EXPECT_EQ(options.geometry.sector_bytes(), 144u * 576u * 2u);
   EXPECT_EQ(options.receiver, 2u);
   EXPECT_EQ(options.threads, 1u);
-  EXPECT_EQ(options.aggregator_endpoint, "tcp://127.0.0.1:6102");
+  EXPECT_EQ(options.aggregator_endpoints, std::vector<std::string>{"tcp://127.0.0.1:6102"});
   EXPECT_EQ(options.standby_endpoint, "");  // no [aggregator] standby_host: one aggregator
   EXPECT_EQ(options.send_hwm, 16);
   EXPECT_EQ(options.fallback_dir, "out/raw");
@@ -107,7 +107,11 @@ TEST(Beamline, LocalTomlFillsAProducerThreadAsTheDaemonDoes) {
 TEST(Beamline, ReceiversComeFromTheFile) {
   const cf::Beamline camera = cf::Beamline::load(kConfigs + "/4dcamera.toml");
   EXPECT_EQ(cf::receiver_threads(camera, 3), 4u);
-  EXPECT_EQ(cf::aggregator_endpoint(camera, 3), "tcp://aggregator.beamline.example:6103");
+  // The 5-host tier: member i's thread for receiver 3 on base_port + 4 i + 3.
+  EXPECT_EQ(cf::aggregator_endpoints(camera, 3),
+            (std::vector<std::string>{"tcp://aggregator-0.beamline.example:6103", "tcp://aggregator-1.beamline.example:6107",
+                                      "tcp://aggregator-2.beamline.example:6111", "tcp://aggregator-3.beamline.example:6115",
+                                      "tcp://aggregator-4.beamline.example:6119"}));
   EXPECT_EQ(error_of([&] { cf::producer_options(camera, 4, 0); }),
             "receiver 4: " + kConfigs + "/4dcamera.toml has 4 receivers ([[receivers]]), expected 0 to 3");
   EXPECT_EQ(error_of([&] { cf::producer_options(camera, 0, 4); }),

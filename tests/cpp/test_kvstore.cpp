@@ -233,7 +233,7 @@ TEST(ClientServer, SetRejectsValuesThatAreNotMsgpack) {
   kv::Client client(running.client());
   EXPECT_THROW(client.set("status/producer/x", "\xc1"), kv::KvstoreError);
   EXPECT_THROW(client.set("status/producer/x", ""), kv::KvstoreError);
-  EXPECT_THROW(client.set("HUGZ", sp::AcquireRequest{1, 1, 1, 0.0, std::nullopt, "simulator"}.encode()), kv::KvstoreError);
+  EXPECT_THROW(client.set("HUGZ", sp::AcquireRequest{1, 1, 1, 0.0, std::nullopt, "simulator", {}}.encode()), kv::KvstoreError);
 }
 
 TEST(ClientServer, CreateOnceIsTakenOnlyWhileTheKeyIsAbsent) {

@@ -40,7 +40,7 @@ TEST(Records, GoldenRecordsRoundTrip) {
   EXPECT_EQ(decoded.encode(), status);
 
   const std::string request = golden("acquire_request_v1.msgpack");
-  EXPECT_EQ(sp::AcquireRequest::decode(request), (sp::AcquireRequest{17, 128, 64, 1000.0, std::nullopt, "simulator"}));
+  EXPECT_EQ(sp::AcquireRequest::decode(request), (sp::AcquireRequest{17, 128, 64, 1000.0, std::nullopt, "simulator", {}}));
   EXPECT_EQ(sp::AcquireRequest::decode(request).encode(), request);
 
   const std::string routed = golden("acquire_request_v1_routing.msgpack");
@@ -52,7 +52,7 @@ TEST(Records, GoldenRecordsRoundTrip) {
 
 TEST(Records, MissingFieldIsNamed) {
   try {
-    sp::NodeGroupRecord::decode(sp::AcquireRequest{1, 1, 1, 0.0, std::nullopt, "simulator"}.encode());
+    sp::NodeGroupRecord::decode(sp::AcquireRequest{1, 1, 1, 0.0, std::nullopt, "simulator", {}}.encode());
     FAIL() << "an acquire request decoded as a NodeGroup";
   } catch (const sp::ProtocolError& error) {
     EXPECT_NE(std::string(error.what()).find("NodeGroupRecord: missing field 'uid'"), std::string::npos);

@@ -405,6 +405,36 @@ def test_a_producer_keys_flood_of_statuses_for_threads_the_stack_lacks_is_refuse
     producer.set_once("status/producer/r0t0", packed("streaming"))
     wait_until(lambda: viewer.get("status/producer/r0t0") == packed("streaming"), SYNC_S, "the real status rewritten")
 
+def test_a_tier_member_is_an_aggregator_key_and_a_scans_relay_records_come_from_its_members_only(
+        secured, keyring: Keyring, processes: Processes, clients) -> None:
+    """Issue 44: with an aggregation tier, a producer key cannot make a member look up (its status is
+    what ``acquire`` reads the scan's members from), and a scan's relay records are taken only for
+    the relay threads of the members its request lists."""
+    config, path = secured(aggregator={"tier": ["127.0.0.1"] * 3})
+    start_kvstore(config, path, processes)
+    viewer = clients(config, "viewer")
+    producer = clients(config, "producer")
+    aggregator = clients(config, "aggregator")
+    operator = clients(config, "operator")
+    # Two receivers: member m's relay threads are 2m and 2m + 1. Member 1 is down: the scan goes without it.
+    request = ScanRequestRecord(scan_number=1, scan_x=4, scan_y=4, source="simulator", routing=["ng-1"],
+                                producer_threads=[1, 1], requested_s=1.0)
+    request.tier = [0, 2]
+    operator.set_once(f"{SCAN}/request", request.encode())
+    wait_until(lambda: viewer.get(f"{SCAN}/request") is not None, SYNC_S, "the scan's request")
+    write_then_mark(producer, [("status/aggregator/t2", packed(1)), ("status/aggregator/t3", packed(1))],
+                    "status/producer/r0t0")
+    write_then_mark(aggregator, [(f"{SCAN}/aggregator/t2", packed(1)), (f"{SCAN}/aggregator/t3", packed(1)),
+                                 (f"{SCAN}/aggregator/t6", packed(1)), (f"{SCAN}/aggregator/t4", packed(1))],
+                    f"{SCAN}/aggregator/t5")
+    wait_until(lambda: viewer.get("status/producer/r0t0") is not None and viewer.get(f"{SCAN}/aggregator/t5")
+               is not None, SYNC_S, "the marks")
+    assert viewer.get(f"{SCAN}/aggregator/t4") is not None
+    for key in ("status/aggregator/t2", "status/aggregator/t3", f"{SCAN}/aggregator/t2", f"{SCAN}/aggregator/t3",
+                f"{SCAN}/aggregator/t6"):
+        assert viewer.get(key) is None, key
+    wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 5, SYNC_S, "5 unauthorised writes counted")
+
 
 def test_a_scans_file_record_is_written_only_by_the_job_its_routing_named(secured, keyring: Keyring,
                                                                           processes: Processes, clients) -> None:

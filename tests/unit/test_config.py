@@ -95,7 +95,8 @@ def test_port_out_of_range() -> None:
 
 
 def test_thread_ports_past_65535_are_rejected() -> None:
-    assert "thread ports up to base_port + 3 must stay below 65536" in error_of(local(aggregator={"base_port": 65534}))
+    assert "thread ports up to base_port + 3 = 65537 must stay below 65536" in error_of(
+        local(aggregator={"base_port": 65534}))
 
 
 def test_kvstore_bounds_have_their_ranges_and_ttl_fits_under_the_clamp() -> None:
@@ -228,6 +229,25 @@ def test_a_standby_s_lease_must_outlast_a_kvstore_failover() -> None:
                                             kvstore={"silence_heartbeats": 4}))
     # Without a standby there is no lease: takeover_s is not used.
     assert config_from_dict(local(aggregator={"takeover_s": 0.5})).aggregator.takeover_s == 0.5
+
+
+def test_an_aggregation_tier_lists_its_members_and_refuses_a_standby_and_too_many() -> None:
+    assert config_from_dict(local()).aggregator.hosts == ("127.0.0.1",)  # no tier: one aggregator at host
+    three = config_from_dict(local(aggregator={"tier": ["a", "b", "c"]}))
+    assert three.aggregator.hosts == ("a", "b", "c")
+    assert error_of(local(aggregator={"tier": ["a", "b"], "standby_host": "s"})) == (
+        "beamline.toml: 'aggregator.standby_host' = 's' beside a tier of 2 aggregators: a standby serves one "
+        "aggregator; leave standby_host empty, or the tier")
+    assert error_of(local(aggregator={"tier": [f"h{i}" for i in range(17)]})) == (
+        "beamline.toml: 'aggregator.tier' lists 17 aggregators, at most 16")
+    assert error_of(local(aggregator={"tier": ["a", "b"], "base_port": 65530})) == (
+        "beamline.toml: 'aggregator.base_port' = 65530: relay thread ports up to base_port + 7 = 65537 "
+        "must stay below 65536")
+
+
+def test_4dcamera_shows_a_tier_of_five_hosts() -> None:
+    config = load_config(CONFIG_DIR / "4dcamera.toml")
+    assert len(config.aggregator.hosts) == 5 and len(set(config.aggregator.hosts)) == 5
 
 def detectors(*entries: dict[str, Any]) -> dict:
     data = local()

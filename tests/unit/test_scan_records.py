@@ -75,3 +75,33 @@ def test_an_unknown_outcome_or_state_does_not_decode() -> None:
     fields = msgpack.unpackb((DATA / "scan_producer_v1.msgpack").read_bytes()) | {"state": "done"}
     with pytest.raises(ProtocolError, match="'done' is not a service state"):
         ProducerScanRecord.decode(msgpack.packb(fields))
+
+
+def test_a_tier_s_records_carry_each_member_s_part_and_one_aggregator_s_read_as_before() -> None:
+    # One aggregator: no "aggregators", no "tier_counts" on the wire (the golden bytes above), and
+    # member 0's part is the whole.
+    golden = ProducerScanRecord.decode((DATA / "scan_producer_v1.msgpack").read_bytes())
+    assert golden.tier_counts == [] and golden.counts_for(0) == golden.counts and golden.counts_for(1) is None
+    assert ScanRequestRecord.decode((DATA / "scan_request_v1.msgpack").read_bytes()).tier == []
+    # Three members, two NodeGroups: member-major, routing order within a member.
+    part = ProducerScanRecord(receiver=1, thread=0, state="streaming", routing=["ng-a", "ng-b"],
+                              counts={"ng-a": 6, "ng-b": 5}, owned=11, lost_upstream=0, sent=0, spilled=0,
+                              spill_file="", partial=False, error="", updated_s=1.0)
+    part.tier_counts = [2, 2, 2, 2, 2, 1]
+    again = ProducerScanRecord.decode(part.encode())
+    assert again == part
+    assert [again.counts_for(m) for m in range(4)] == [{"ng-a": 2, "ng-b": 2}, {"ng-a": 2, "ng-b": 2},
+                                                       {"ng-a": 2, "ng-b": 1}, None]
+    fields = msgpack.unpackb(part.encode()) | {"tier_counts": [1, 2, 3]}
+    with pytest.raises(ProtocolError, match="not a multiple of the 2 routing entries"):
+        ProducerScanRecord.decode(msgpack.packb(fields))
+    request = ScanRequestRecord(scan_number=1, scan_x=4, scan_y=4, source="simulator", routing=["ng-a"],
+                                producer_threads=[1, 1, 1, 1], requested_s=1.0)
+    assert request.carried_by(0) and not request.carried_by(1)  # no tier: one aggregator, member 0
+    request.tier = [0, 2, 4]
+    again = ScanRequestRecord.decode(request.encode())
+    assert again.tier == [0, 2, 4] and again.carried_by(2) and not again.carried_by(1)
+    for bad in ([2, 0], [1, 1], [16]):
+        request.tier = bad
+        with pytest.raises(ProtocolError, match="ascending, without duplicates, below 16"):
+            request.encode()

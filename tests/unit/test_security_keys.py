@@ -16,7 +16,7 @@ from sectorflow.configs import CONFIG_DIR, DEFAULT_CONFIG, ConfigError, config_f
 from sectorflow.operations import SessionRequest, render_script
 from sectorflow.security import KeyDirectory, SecurityError, read_certificate
 from sectorflow.security.keys import generate
-from sectorflow.security.options import aggregator_curves, data_client_curve, kvstore_client_curve
+from sectorflow.security.options import aggregator_curves, aggregator_keys, data_client_curve, kvstore_client_curve
 from sectorflow.security.session_keys import make_session_key_dir
 
 
@@ -111,6 +111,29 @@ def test_each_listener_admits_its_roles(tmp_path: Path) -> None:
     assert viewer.public_key == read_certificate(str(tmp_path / "operator" / "o.key")).public_key
     assert viewer.server_key == read_certificate(str(tmp_path / "kvstore" / "s.key")).public_key
     assert "secret" not in repr(viewer).lower()
+
+
+def test_each_member_of_a_tier_proves_its_own_key(tmp_path: Path) -> None:
+    # Issue 44: each aggregator host of a tier holds its own pair, aggregator/member-<i>; the
+    # producers and NodeGroups hold every member's public certificate and ask each socket's member for its own.
+    for role, name in (("kvstore", "s"), ("aggregator", "member-0"), ("aggregator", "member-1"),
+                       ("aggregator", "member-2"), ("producer", "p"), ("nodegroup", "n")):
+        generate(tmp_path, role, name)
+    config = config_from_dict(local(security={"enabled": True, "key_dir": str(tmp_path)},
+                                    aggregator={"tier": ["a", "b", "c"]}))
+    public = [read_certificate(str(tmp_path / "aggregator" / f"member-{i}.key")).public_key for i in range(3)]
+    producers, nodegroups = aggregator_curves(config, member=1)
+    assert producers.public_key == nodegroups.public_key == public[1]
+    assert aggregator_keys(config, "producer") == aggregator_keys(config, "nodegroup") == public
+    assert data_client_curve(config, "nodegroup").server_key == public[0]
+    # Without a tier the folder's one pair is the aggregator's (here three: refused, naming them).
+    with pytest.raises(SecurityError, match="3 secret keys of role aggregator"):
+        aggregator_curves(config_from_dict(local(security={"enabled": True, "key_dir": str(tmp_path)})))
+    # A member whose pair is not on this host is refused in one line naming the file and the command.
+    (tmp_path / "aggregator" / "member-2.key_secret").unlink()
+    with pytest.raises(SecurityError, match=r"member-2.key_secret: no secret key of aggregator member-2; make one "
+                                            r"with 'sectorflow keys generate aggregator member-2'"):
+        aggregator_curves(config, member=2)
 
 
 @pytest.mark.parametrize("table,key", [("kvstore", "bind_host"), ("aggregator", "bind_host"), ("nodegroup", "host")])

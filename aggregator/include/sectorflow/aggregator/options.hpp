@@ -17,6 +17,11 @@ namespace sectorflow::aggregator {
 struct AggregatorOptions {
   std::string bind_host;                       ///< [aggregator] bind_host: interface the PULL sockets bind
   std::uint16_t base_port = 0;                 ///< [aggregator] base_port: thread r binds base_port + r
+  /// This aggregator's index in the tier ([aggregator] tier; `sectorflow aggregator --member`):
+  /// its thread r binds base_port + member * receivers + r and is relay thread member * receivers + r.
+  std::uint32_t member = 0;
+  /// The tier's size, len([aggregator] tier); a tier of one (the aggregator before tiers) unless set.
+  std::uint32_t members = 1;
   std::vector<std::uint32_t> producer_threads; ///< [[receivers]] threads, T_r of each receiver r: one relay thread each
   int hwm = 0;                                 ///< [aggregator] hwm: high-water mark of every socket (messages)
   /// [aggregator] sndbuf_bytes: kernel send buffer (ZMQ_SNDBUF) of each socket to a NodeGroup, the

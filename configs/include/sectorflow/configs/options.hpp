@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sectorflow/configs/beamline.hpp"
 #include "sectorflow/kvstore/client.hpp"
@@ -32,8 +33,11 @@ kvstore::ClientOptions client_options(const Beamline& beamline, std::string subt
 kvstore::ServerOptions server_options(const Beamline& beamline);
 /// [[receivers]] threads of `receiver`; throws ConfigError for a receiver the file does not list.
 std::uint32_t receiver_threads(const Beamline& beamline, std::uint32_t receiver);
-/// Where aggregator thread `receiver` listens: tcp://aggregator.host:(aggregator.base_port + receiver).
-std::string aggregator_endpoint(const Beamline& beamline, std::uint32_t receiver);
+/// The aggregation tier's hosts, member order: [aggregator] tier, or [aggregator] host alone.
+std::vector<std::string> aggregator_hosts(const Beamline& beamline);
+/// Where each tier member's relay thread for `receiver` listens:
+/// tcp://<member i's host>:(aggregator.base_port + i * receivers + receiver).
+std::vector<std::string> aggregator_endpoints(const Beamline& beamline, std::uint32_t receiver);
 /// Where the standby aggregator's thread `receiver` listens: tcp://aggregator.standby_host:(base_port +
 /// receiver); empty when no standby is configured.
 std::string standby_endpoint(const Beamline& beamline, std::uint32_t receiver);

@@ -46,7 +46,10 @@ struct NodeGroupSettings {
   std::string uid;                     ///< this NodeGroup's UID: its key in the info messages' counts
   std::string host;                    ///< [nodegroup] host: the address the PULL sockets bind (ports from the OS)
   protocol::Geometry geometry;         ///< [detector]: frame and sector shape; pixels must be uint16
-  std::uint32_t receivers = 0;         ///< aggregator threads, one PULL socket each: one per [[receivers]]
+  std::uint32_t receivers = 0;         ///< [[receivers]]: one sector each
+  /// The aggregation tier's size ([aggregator] tier): a PULL socket per relay thread of the tier,
+  /// port j fed by member j / receivers's thread for receiver j % receivers. 1 unless set.
+  std::uint32_t aggregators = 1;
   /// [[receivers]] threads, one per receiver: its producer threads (frame f's sector comes from
   /// thread f % n, in frame order per thread; this tells a lost sector from a late one).
   std::vector<std::uint32_t> producer_threads;
@@ -75,6 +78,9 @@ struct NodeGroupSettings {
   /// CURVE clients although they bind: only the aggregator's key completes a handshake with them,
   /// and the aggregator checks theirs against its nodegroup allowlist. Off: plain TCP.
   security::CurveClient curve;
+  /// [security] with a tier: each member's public key, member order; port j speaks to member
+  /// j / receivers. Empty: curve.server_key on every port.
+  std::vector<std::string> aggregator_keys;
   std::shared_ptr<const counting::Calibration> calibration;  ///< dark reference and gain; null: none
 
   /// Throws NodeGroupError naming the setting, the value and what is allowed.
@@ -83,6 +89,8 @@ struct NodeGroupSettings {
   std::uint32_t slots_per_thread() const;
   /// Producer threads of receiver r.
   std::uint32_t threads_of(std::uint32_t r) const { return producer_threads[r]; }
+  /// The data ports, one per relay thread of the tier: receivers x aggregators.
+  std::uint32_t ports() const { return receivers * aggregators; }
 };
 
 }  // namespace sectorflow::nodegroup

@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "sectorflow/protocol/geometry.hpp"
 #include "sectorflow/security/curve.hpp"
@@ -36,11 +37,14 @@ struct ProducerOptions {
   /// kNative: no info message; each data message under the 4D Camera receivers' own header, which
   /// says how many data messages the thread sends for the scan.
   Wire wire = Wire::kUnset;
-  /// The PUSH socket's peer: aggregator thread r, tcp://aggregator.host:(aggregator.base_port + r).
-  std::string aggregator_endpoint;
-  /// The standby aggregator's thread r ([aggregator] standby_host), or empty. Set and not the same
-  /// as aggregator_endpoint, the socket connects to both with ZMQ_IMMEDIATE: messages go only to a
-  /// completed connection, and only the aggregator that holds the lease binds.
+  /// One PUSH socket's peer per member i of the aggregation tier (protocol/SPEC.md, "The
+  /// aggregation tier"): member i's relay thread for this receiver,
+  /// tcp://<member i's host>:(aggregator.base_port + i * receivers + r). Frame f goes to member
+  /// f % size(). One entry: one aggregator, as before the tier; empty: no streaming.
+  std::vector<std::string> aggregator_endpoints;
+  /// The standby aggregator's thread r ([aggregator] standby_host), or empty; only with one member.
+  /// Set and not the same as the member's endpoint, the socket connects to both with ZMQ_IMMEDIATE:
+  /// messages go only to a completed connection, and only the aggregator that holds the lease binds.
   std::string standby_endpoint;
   /// producer.send_hwm: messages queued before a send blocks. Shallow on purpose: what waits
   /// here waits ahead of the sibling threads' sectors at the aggregator (sibling_gate.hpp).
@@ -56,6 +60,9 @@ struct ProducerOptions {
   int send_timeout_ms = 0;
   /// [security]: this receiver's producer key pair and the aggregator's public key; off: plain TCP.
   security::CurveClient curve;
+  /// [security] with a tier: each member's public key (keys/aggregator/member-<i>.key), member
+  /// order, for its socket; empty: curve.server_key for every member.
+  std::vector<std::string> aggregator_keys;
   /// Not configuration: least time between two progress updates of the status and the scan record
   /// during a scan.
   int status_interval_ms = 500;

@@ -81,6 +81,9 @@ struct ScanRequest {
   /// The routing list (sorted UIDs; empty = fallback), as fixed by `sectorflow acquire`. nullopt:
   /// read the NodeGroups from the producer's kvstore replica at scan start.
   std::optional<std::vector<std::string>> routing;
+  /// The members of the aggregation tier that carry the scan (ascending, each below the number of
+  /// aggregator endpoints): frame f goes to member tier[f % size]. Empty: every member.
+  std::vector<std::uint32_t> tier;
 };
 
 /// Throws ProducerError ("<where>: first frame F + N positions - 1 exceeds the largest frame
@@ -99,7 +102,10 @@ struct ScanDecision {
   std::uint32_t scan_number = 0;
   Mode mode = Mode::kFallback;
   std::vector<std::string> routing;               ///< empty in fallback
-  std::map<std::string, std::uint64_t> counts;    ///< the info message's counts by f (streaming)
+  std::map<std::string, std::uint64_t> counts;    ///< the info messages' counts by f, over the tier (streaming)
+  /// With a tier of k > 1 members, each member's info counts at [m * routing.size() + g]; else empty.
+  std::vector<std::uint64_t> tier_counts;
+  std::vector<std::uint32_t> tier;                ///< the members that carry the scan (streaming)
   std::uint64_t announced = 0;                    ///< messages (or records) this thread will send
   std::string file;                               ///< the raw file (fallback)
   std::uint64_t owned = 0;                        ///< positions p of the scan with p % threads == thread
@@ -197,16 +203,25 @@ class Producer {
   /// Writes the scan record in `state` with the counts so far (and publishes nothing else).
   void write_record(protocol::ServiceState state, const std::string& error = {});
   void fail(const std::string& error);
-  /// Streaming stops for the rest of the scan: warns, opens the spill file, records it.
-  void start_spilling(const std::string& why);
+  /// Streaming through tier member `member` stops for the rest of the scan (the other members'
+  /// streams go on): warns, opens the spill file, records it.
+  void start_spilling(const std::string& why, std::size_t member);
   /// Opens the spill file if it is not open yet.
   void open_spill_file();
   /// Writes one accepted sector to the raw file and releases the payload; fails the thread if it cannot.
   void spill(const protocol::DataHeader& header, const void* payload, std::size_t bytes, ReleaseFn release,
              void* hint);
-  /// Re-reads the relay thread's record if the replica changed; true if the NodeGroup of frame
-  /// number `frame_number` (routing[frame_number % n], as the aggregator routes) is dead.
+  /// Re-reads the tier's relay records of this receiver if the replica changed; true if the
+  /// NodeGroup of frame number `frame_number` (routing[f % n], as the aggregator routes) is dead at
+  /// the frame's member (f % members).
   bool routed_to_dead(std::uint32_t frame_number);
+  /// Takes the NodeGroups that member `member`'s relay record declares dead (logged once each).
+  void note_dead(std::size_t member);
+  /// Sends the scan's info message to member `member` (its part of the counts); spills that
+  /// member's part of the scan after a send timeout.
+  void send_info(std::size_t member);
+  /// The tier member frame `frame_number` goes through: tier[f % size].
+  std::size_t member_of(std::uint32_t frame_number) const;
   void warn(const std::string& line) const;
   /// stop() came, or an abort_scan() of the scan in progress.
   bool halted() const { return stop_.load() || aborted_scan_.load() == std::int64_t{scan_}; }

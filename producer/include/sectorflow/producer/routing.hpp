@@ -34,4 +34,12 @@ std::map<std::string, std::uint64_t> count_routes(const std::vector<std::string>
                                                   const std::vector<std::uint32_t>& positions,
                                                   std::uint32_t first_frame = 0);
 
+/// With a tier of `members` aggregators of which `tier` (ascending) carry the scan, frame f goes to
+/// member tier[f % tier.size()]: the counts of `positions` per member m (every member, those not
+/// in `tier` zero) and routing index g, at [m * routing.size() + g].
+std::vector<std::uint64_t> count_tier_routes(const std::vector<std::string>& routing, std::uint32_t members,
+                                             const std::vector<std::uint32_t>& tier,
+                                             const std::vector<std::uint32_t>& positions,
+                                             std::uint32_t first_frame = 0);
+
 }  // namespace sectorflow::producer

@@ -16,6 +16,8 @@ namespace sectorflow::protocol {
 inline constexpr std::uint32_t kMaxScanSide = 65535;
 /// Longest routing list of an info message: NodeGroups one scan may be spread over.
 inline constexpr std::size_t kMaxRoutingLength = 4096;
+/// Aggregators in one tier (protocol/SPEC.md, "The aggregation tier"): the 4D Camera needs five.
+inline constexpr std::uint32_t kMaxTier = 16;
 /// Longest kvstore key (CHP's key frame, kvstore/SPEC.md): every record's key must fit it.
 inline constexpr std::size_t kMaxKeyBytes = 255;
 /// Longest NodeGroup uid: "nodegroups/<uid>" must fit a kvstore key.

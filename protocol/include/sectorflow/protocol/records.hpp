@@ -173,6 +173,10 @@ struct AcquireRequest {
   /// Sorted NodeGroup UIDs, no duplicates; empty = fallback; nullopt = each producer's replica.
   std::optional<std::vector<std::string>> routing;
   std::string source = std::string(kSourceSimulator);  ///< kSourceSimulator or kSourceReplay
+  /// The members of the aggregation tier that carry the scan, ascending (protocol/SPEC.md, "The
+  /// aggregation tier"): frame f goes through member tier[f % size]. Empty: every member of the
+  /// configuration's tier (one aggregator: member 0).
+  std::vector<std::uint32_t> tier;
 
   /// Throws ProtocolError for a scan side outside 1..kMaxScanSide, a negative rate, an unknown
   /// source, or a routing list longer than kMaxRoutingUids, not sorted, with duplicates or with a
@@ -181,6 +185,10 @@ struct AcquireRequest {
   static AcquireRequest decode(std::string_view bytes);
   bool operator==(const AcquireRequest& other) const;
 };
+
+/// Throws ProtocolError ("<what>: ...") unless `tier` lists at most kMaxTier members, ascending,
+/// without duplicates, each below kMaxTier.
+void check_tier(const std::string& what, const std::vector<std::uint32_t>& tier);
 
 /// Seconds since the Unix epoch: the clock of ServiceStatus::updated_s.
 double wall_clock_s();

@@ -3,7 +3,8 @@
 //
 //   scans/<n:010d>/request              ScanRequestRecord    `sectorflow acquire`: what was asked for
 //   scans/<n:010d>/producer/r<R>t<T>    ProducerScanRecord   a producer thread: sent, spilled, not sent
-//   scans/<n:010d>/aggregator/t<r>      RelayScanRecord      a relay thread: forwarded, lost, NodeGroups dead
+//   scans/<n:010d>/aggregator/t<j>      RelayScanRecord      relay thread j of the tier (member j / R,
+//                                                            receiver j % R): forwarded, lost, NodeGroups dead
 //   scans/<n:010d>/nodegroup/<uid>      NodeGroupScanRecord  a NodeGroup: received, counted
 //   scans/<n:010d>/file                 ScanFileRecord       MPI rank 0: the file written, or why not
 //
@@ -22,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +56,13 @@ struct ScanRequestRecord {
   std::vector<std::string> routing;             ///< sorted NodeGroup uids; empty: written to disk
   std::vector<std::uint32_t> producer_threads;  ///< per receiver: the threads that report a part
   double requested_s = 0.0;                     ///< Unix seconds
+  /// The aggregation tier's members that carry the scan, ascending (protocol/SPEC.md, "The
+  /// aggregation tier"): relay thread j writes a record of it only if member j / receivers is one.
+  /// Empty (not encoded): one aggregator, member 0, as before the tier.
+  std::vector<std::uint32_t> tier;
+
+  /// Whether member `member` of the tier carries the scan.
+  bool carried_by(std::uint32_t member) const;
 
   /// The sectors of the scan: every position, one sector per receiver.
   std::uint64_t sectors() const { return std::uint64_t{scan_x} * scan_y * producer_threads.size(); }
@@ -72,7 +81,7 @@ struct ProducerScanRecord {
   std::uint32_t thread = 0;
   std::string state;                             ///< a service state: streaming, writing-to-disk, finished, error
   std::vector<std::string> routing;              ///< the scan's routing list as this thread fixed it
-  std::map<std::string, std::uint64_t> counts;   ///< sectors announced per NodeGroup (its info message)
+  std::map<std::string, std::uint64_t> counts;   ///< sectors announced per NodeGroup (over the tier)
   std::uint64_t owned = 0;
   std::uint64_t lost_upstream = 0;
   std::uint64_t sent = 0;
@@ -81,9 +90,16 @@ struct ProducerScanRecord {
   bool partial = false;                          ///< the raw file could not be completed
   std::string error;                             ///< why the thread failed; "" if it did not
   double updated_s = 0.0;
+  /// With a tier of k > 1 aggregators: the info message's counts to member m, routing index g at
+  /// [m * routing.size() + g] (k * routing.size() entries). Empty (not encoded): one aggregator,
+  /// whose counts are `counts`.
+  std::vector<std::uint64_t> tier_counts;
 
   /// Sectors neither lost upstream, sent nor spilled (when the thread has finished or failed).
   std::uint64_t unaccounted() const;
+  /// What the thread's info message to tier member `member` announced: `counts` with no tier,
+  /// else that member's part of tier_counts; nullopt when the record has no such member.
+  std::optional<std::map<std::string, std::uint64_t>> counts_for(std::uint32_t member) const;
   std::string encode() const;
   static ProducerScanRecord decode(std::string_view bytes);
   bool operator==(const ProducerScanRecord& other) const;

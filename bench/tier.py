@@ -27,6 +27,7 @@ from typing import Any
 from bench import BenchmarkResult, RunOptions, Target
 from bench.proc_stats import cpu_seconds
 from bench.ratios import median, ratio
+from bench.wan import scan_seconds
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.orchestration.supervisor import Supervisor
@@ -49,16 +50,6 @@ QUICK_ROUNDS = 1
 SEND_TIMEOUT_MS = 60_000
 RATE_GOAL = 0.9  # rate(k) >= this x k x rate(1)
 CPU_FLAT = 0.10  # each k's CPU-s/GB within this of k = 1's
-
-
-def _scan_seconds(stack: Any, scan: int, shape: tuple[int, int]) -> float:
-    started = time.monotonic()
-    acquire = stack.acquire(scan, f"{shape[0]}x{shape[1]}")
-    output, _ = acquire.communicate(timeout=900)
-    seconds = time.monotonic() - started
-    if acquire.returncode != 0 or "complete:" not in output:
-        raise SectorflowError(f"scan {scan} ({shape}) did not complete:\n{output[-2000:]}\n{stack.logs()}")
-    return seconds
 
 
 def large_shape(frames: int) -> tuple[int, int]:
@@ -84,10 +75,10 @@ def _measure(k: int, cap_mb_s: float | None, frames_per_host: int, frame_bytes: 
         stack.start()
         stack.start_nodegroups(("compute1", "compute2"), "--no-counting")
         members = ["aggregator", *(f"aggregator-{i}" for i in range(1, k))]
-        _scan_seconds(stack, 1, SMALL)  # warm-up: the aggregators connect to the NodeGroups at a first scan
-        small_s = _scan_seconds(stack, 2, SMALL)
+        scan_seconds(stack, 1, SMALL)  # warm-up: the aggregators connect to the NodeGroups at a first scan
+        small_s = scan_seconds(stack, 2, SMALL)
         cpu_before = [cpu_seconds(supervisor.process(name).pid) or 0.0 for name in members]
-        large_s = _scan_seconds(stack, 3, large)
+        large_s = scan_seconds(stack, 3, large)
         cpu_after = [cpu_seconds(supervisor.process(name).pid) or 0.0 for name in members]
         records = stack.relayed(3)
         records.pop(-1)

@@ -82,7 +82,8 @@ def _one_stream(net: Any, supervisor: Supervisor, tag: str) -> float:
     return rate
 
 
-def _scan_seconds(stack: Any, scan: int, shape: tuple[int, int]) -> float:
+def scan_seconds(stack: Any, scan: int, shape: tuple[int, int]) -> float:
+    """Seconds ``acquire --wait`` of ``scan`` took on ``stack`` (a NetlabStack); SectorflowError unless complete."""
     started = time.monotonic()
     acquire = stack.acquire(scan, f"{shape[0]}x{shape[1]}")
     output, _ = acquire.communicate(timeout=900)
@@ -106,9 +107,9 @@ def _measure(rtt_ms: float, tuned: bool, large: tuple[int, int], frame_bytes: in
             stack = NetlabStack(net, config, path, supervisor)
             stack.start()
             stack.start_nodegroups(("compute1", "compute2"), "--no-counting")
-            _scan_seconds(stack, 1, SMALL)  # warm-up: the aggregator connects to the NodeGroups at a first scan
-            small_s = _scan_seconds(stack, 2, SMALL)
-            large_s = _scan_seconds(stack, 3, large)
+            scan_seconds(stack, 1, SMALL)  # warm-up: the aggregator connects to the NodeGroups at a first scan
+            small_s = scan_seconds(stack, 2, SMALL)
+            large_s = scan_seconds(stack, 3, large)
             stack.stop()
         frames = large[0] * large[1] - SMALL[0] * SMALL[1]
         rate = frames / (large_s - small_s) if large_s > small_s else 0.0

@@ -24,6 +24,7 @@ import msgpack
 
 from sectorflow.configs import InstrumentConfig
 from sectorflow.protocol import ProtocolError, scan_prefix
+from sectorflow.protocol.versioned_map import versioned_map
 
 VERSION = 1
 FROM_CONFIGURATION = "configuration"
@@ -73,12 +74,7 @@ class ScanInstrument:
     @classmethod
     def decode(cls, raw: bytes) -> ScanInstrument:
         """:raises ProtocolError: not a version-1 map of every field's finite value >= 0 and its source."""
-        try:
-            value = msgpack.unpackb(raw, raw=False)
-        except (ValueError, msgpack.UnpackException) as error:
-            raise ProtocolError(f"ScanInstrument: not one msgpack object ({error})") from None
-        if not isinstance(value, dict) or value.get("version") != VERSION:
-            raise ProtocolError(f"ScanInstrument: expected a map with version {VERSION}, got {value!r:.80}")
+        value = versioned_map(raw, "ScanInstrument", VERSION)
         values, sources = value.get("values"), value.get("sources")
         if not isinstance(values, dict) or not isinstance(sources, dict):
             raise ProtocolError("ScanInstrument: fields 'values' and 'sources' must be maps")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import msgpack
 
 from sectorflow.protocol import ProtocolError, scan_prefix
+from sectorflow.protocol.versioned_map import versioned_map
 
 VERSION = 1
 SUMMARY_PART = "summary"
@@ -27,12 +28,7 @@ def summary_key(scan: int) -> str:
 
 def decode_parts(raw: bytes) -> dict[str, bytes]:
     """The parts a summary holds (part -> value); ProtocolError naming what is wrong."""
-    try:
-        value = msgpack.unpackb(raw, raw=False)
-    except (ValueError, msgpack.UnpackException) as error:
-        raise ProtocolError(f"ScanSummary: not one msgpack object ({error})") from None
-    if not isinstance(value, dict) or value.get("version") != VERSION:
-        raise ProtocolError(f"ScanSummary: expected a map of version {VERSION}")
+    value = versioned_map(raw, "ScanSummary", VERSION)
     parts = value.get("parts")
     if not isinstance(parts, dict) or not all(isinstance(k, str) and isinstance(v, bytes) for k, v in parts.items()):
         raise ProtocolError("ScanSummary: field 'parts': expected a map of part names to bytes")

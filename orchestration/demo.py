@@ -22,7 +22,7 @@ from sectorflow.nodegroup import scan_file_name
 from sectorflow.operations.acquire import publish_request
 from sectorflow.waiting import WaitTimeout, every, wait_until
 
-from sectorflow.counting.images import write_overview_png
+from sectorflow.live.overview import write_overview_png
 from .readiness import sectors_sent
 from .stack import DASHBOARD, dashboard_url, start_stack
 from .summary import ScanSummary, summarize

@@ -10,7 +10,7 @@ import numpy as np
 from sectorflow.configs import Config
 from sectorflow.counting import CountedScan
 
-from sectorflow.counting.images import image_text
+from sectorflow.live.overview import image_text
 
 
 @dataclass(frozen=True)

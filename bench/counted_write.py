@@ -1,11 +1,11 @@
-"""Rank 0's write of a counted scan (issue 46, items 2 and 3): its peak RSS, the write time and the
+"""Rank 0's write of a counted scan: its peak RSS, the write time and the
 file size per scan size, with and without compression ([nodegroup] compression), against the old
 way (the whole scan gathered in memory, then written by write_counted_scan).
 
 Each run is a fresh process playing rank 0 (its VmHWM is the run's alone): a ScanGatherer of a job
 of ``GROUPS`` NodeGroups takes each NodeGroup's part as another rank sends it, in pieces of
 ``PIECE_EVENTS`` events (GroupResult.split), each piece through pickle as MPI carries it, then
-writes the file. The events are synthetic, ``ELECTRONS`` per frame (the issue's 2,000; a frame of
+writes the file. The events are synthetic, ``ELECTRONS`` per frame (the target's 2,000; a frame of
 576 x 576 pixels: the counted file's size follows the events, not the raw frames), generated a
 piece at a time so that the generator holds no more than a piece either. "old way" runs build the
 scan's per-position list of events and call write_counted_scan, as gather.py did before.
@@ -40,7 +40,7 @@ GROUPS = 4  # 2 ranks of 2 NodeGroups; part g holds the positions p with p % GRO
 FULL_SIZES = (128, 256, 512, 1024)
 QUICK_SIZES = (128, 256)
 OLD_WAY_SIZES = (128, 256)  # the whole scan in memory: 8 bytes per event and more, kept small
-TARGET_MIB = 1024.0  # issue 46: rank 0 under 1 GB for 1024 x 1024 at 2,000 electrons per frame
+TARGET_MIB = 1024.0  # the target: rank 0 under 1 GB for 1024 x 1024 at 2,000 electrons per frame
 PIECE_EVENTS = NodegroupConfig().gather_piece_events
 
 
@@ -159,11 +159,12 @@ def result_of(runs: dict[str, dict[str, Any]], sizes: tuple[int, ...]) -> Benchm
         "write s: the run's time less the time spent generating events (the streamed way writes as the pieces come); "
         "last piece to file on disk: from the last piece added to the file under its final name (metadata, the "
         "link). MB/s: file bytes over write s. The old way: the whole scan as a per-position list, then "
-        "write_counted_scan (gather.py before issue 46).",
+        "write_counted_scan (gather.py before rank 0 wrote each part as it came).",
         "The file holds the events twice: stempy's vlen /electron_events/frames and the NeXus /entry/events/event_id "
-        "(issue 46 item 1), so about 8 bytes per event. deflate reaches only event_id: HDF5 keeps vlen data in its "
-        "global heap, which no filter reaches (only the frames' 16-byte heap references shrink). 'last piece to "
-        "file on disk' is mostly the NeXus event_id, copied from the frames dataset once the scan is whole.",
+        "(the NeXus NXevent_data the field reads), so about 8 bytes per event. deflate reaches only "
+        "event_id: HDF5 keeps vlen data in its global heap, which no filter reaches (only the frames' "
+        "16-byte heap references shrink). 'last piece to file on disk' is mostly the NeXus event_id, copied "
+        "from the frames dataset once the scan is whole.",
     ]
     return BenchmarkResult(columns=columns, rows=rows, notes=notes, targets=targets,
                            details={"runs": runs, "sizes": list(sizes)})

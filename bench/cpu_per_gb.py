@@ -1,11 +1,11 @@
 """CPU seconds per GB: each service of path (c) against the anchor doing the same hop in the same
 transport run, plain and with CURVE, and each encrypted hop against its plain hop plus the cipher.
 
-On a machine whose cores every process shares, a ratio of two paths' rates measures how they
-share the cores; what a facility buys cores for is each service's CPU seconds per GB moved
-(issue 34). Figures are medians over the rounds of a run: each run's CPU seconds of one process
-during the transfer over the GB that reached the end of its path. Pure arithmetic over the runs'
-figures, so that it is tested on fixed numbers.
+On a machine whose cores every process shares, a ratio of two paths' rates measures how they share the
+cores; what a facility buys cores for is each service's CPU seconds per GB moved, the currency of
+BENCHMARKS.md's CPU-per-GB targets. Figures are medians over the rounds of a run: each run's CPU seconds
+of one process during the transfer over the GB that reached the end of its path. Pure arithmetic over the
+runs' figures, so that it is tested on fixed numbers.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Failover time of the kvstore pair (kvstore/SPEC.md, "The pair"; issue 33): kill to the first write
+"""Failover time of the kvstore pair (kvstore/SPEC.md, "The pair"): kill to the first write
 accepted by the new active, over ``TRIALS`` SIGKILLs.
 
 Two ``sectorflow kvstore --pair`` processes on loopback (the configuration's heartbeat and silence

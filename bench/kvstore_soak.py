@@ -1,6 +1,6 @@
 """Soak: many small scans through a running local stack, and what the kvstore holds after them.
 
-Issue 30: every 16 x 16 scan left about 12 keys in the kvstore for ``scan_record_ttl_s`` (24 h),
+Once, every 16 x 16 scan left about 12 keys in the kvstore for ``scan_record_ttl_s`` (24 h),
 so routine use filled it and scans were then reported pending; now the server folds each finished
 scan into one summary (kvstore/SPEC.md, "Folding"). This runs ``--scans`` scans of ``--shape``
 (default 2,000 of 4 x 4) one after the other through ``sectorflow up``'s stack, each accounted as

@@ -2,7 +2,7 @@
 
 Each scan runs in a fresh local stack (bench/stack_run.py), so a peak belongs to one scan: the
 kvstore, the aggregator, each producer daemon and each NodeGroup rank (the processes below
-``mpiexec``). Issue 9: the peaks must not grow with the scan. The same pair of scans runs with the
+``mpiexec``). The target: the peaks must not grow with the scan. The same pair of scans runs with the
 configured queue depths and with every queue (aggregator hwm, producer send_hwm, NodeGroup
 recv_hwm) at ``ALTERNATIVE_HWM`` messages, the defaults before 2026-11-23: a queue holds up to hwm
 sectors, so a peak follows the queue depth until a scan is long enough to fill the queues, which
@@ -29,8 +29,8 @@ DESCRIPTION = "peak RSS (VmHWM) of every service for a scan and one 4x larger, w
 SCANS = ((64, 64), (128, 128))  # a scan and one four times larger
 ALTERNATIVE_HWM = 1000  # the default before 2026-11-23: its queues are what grew
 GROWTH_LIMIT = 1.10  # "must not grow": at most 10% more for the 4x scan, for every service
-# Issue 17: a NodeGroup rank's peak for the larger scan at most half of the copying NodeGroup's, which
-# preallocated a pool of 256 frames (272 to 275 MiB per rank in this benchmark, 2026-11-24 07:03 UTC).
+# The NodeGroup without its copy: a rank's peak for the larger scan at most half of the copying NodeGroup's,
+# which preallocated a pool of 256 frames (272 to 275 MiB per rank in this benchmark, 2026-11-24 07:03 UTC).
 COPYING_NODEGROUP_MIB = 275.0
 NODEGROUP_SHARE = 0.50
 

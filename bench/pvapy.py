@@ -1,4 +1,4 @@
-"""PvaPy side by side (issue 34): the relay path of APS's PvaPy, its area-detector simulator ->
+"""PvaPy side by side: the relay path of APS's PvaPy, its area-detector simulator ->
 mirror server -> HPC consumer (EPICS pvAccess, each a process), against sectorflow's stack, at the
 4D Camera's frame (576 x 576 uint16, 663,552 bytes), in one run.
 

@@ -1,6 +1,7 @@
-"""Aggregation tier (issue 44): the whole path's rate through k = 1, 2, 3, 4 aggregator hosts, each
-host's link capped by ``tc tbf`` so that the cap, like a NIC, bounds each host (harness/netlab:
-the beamline's hosts as network namespaces, the NodeGroups behind the delay line).
+"""Aggregation tier (protocol/SPEC.md, "The aggregation tier"): the whole path's rate through
+k = 1, 2, 3, 4 aggregator hosts, each host's link capped by ``tc tbf`` so that the cap, like a NIC,
+bounds each host (harness/netlab: the beamline's hosts as network namespaces, the NodeGroups behind
+the delay line).
 
 Per k, on a fresh topology: four producer hosts (2 threads each) -> k aggregator hosts (member i on
 agg, agg2, ...; each link capped at ``CAP_MB_S`` per direction) -> the WAN -> a NodeGroup job of two

@@ -32,7 +32,7 @@ DESCRIPTION = "time from acquisition start to counted HDF5: streaming pipeline v
 
 SCANS = [(128, 128)]
 FULL_SCANS = [(256, 256), (512, 512)]
-TARGET = 8.0  # issue 34: streaming at least this many times faster than the file workflow, every scan
+TARGET = 8.0  # streaming at least this many times faster than the file workflow, every scan
 DISK_MARGIN = 1.1  # room beyond the raw files: the counted file, the streaming side's output, the rest of the disk
 
 

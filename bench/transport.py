@@ -24,7 +24,7 @@ the path, from the first data message to the last (for (c), to the last frame as
 paths run interleaved, ``ROUNDS`` times each; every run is bounded in messages and in time and
 starts its own processes (the kvstore is shared). Beside the rate, each run records the CPU
 seconds of every process during the transfer, and CPU seconds per GB is the currency of the
-results (issue 34): each service of (c) against its anchor in the same run (bench/cpu_per_gb.py),
+results: each service of (c) against its anchor in the same run (bench/cpu_per_gb.py),
 each encrypted hop against its plain hop plus the cipher's own cost (``cipher_floor``: libsodium
 on one core), and the cores the full detector needs (bench/full_detector.py, with bench/counting.py's
 counting cost per frame). ``zmq_hop check`` times what the aggregator does per message beyond a

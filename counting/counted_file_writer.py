@@ -180,7 +180,7 @@ class CountedFileWriter:
         self._file = None
         if analyses is not None:
             _write_outputs(self.partial, analyses, self.scan_shape)
-        # issue 46 item 1: the NeXus events, from the file's frames
+        # the NeXus events (NXevent_data, what the field reads), from the file's frames
         _write_nexus(self.partial, None, self.scan_shape, self.frame_shape, metadata, self.compression)
         self._missing, self._incomplete = len(missing), len(incomplete_positions)
 

@@ -2,7 +2,7 @@
 
 A receiver whose producer threads are all gone sends nothing more of the scan, yet each port of it
 waited ``[nodegroup] scan_timeout_s`` (60 s in configs/local.toml) from its last sector before the
-file could be written (issue 42). This watch finds such receivers as ``sectorflow acquire`` does
+file could be written. This watch finds such receivers as ``sectorflow acquire`` does
 (``protocol.scan_parts.abandoned_producers``: a record that is not final and stood still for the kvstore
 ttl and two silence periods, its daemon's status gone as long as this rank has looked, or on another
 scan; ``sectorflow/absences.py``) and ends that port's part

@@ -786,7 +786,7 @@ class ScanGatherer:
         few hundredths of an ADU). On uncorrected frames (no dark reference, no gain) pixel values
         are integers and two thresholds count alike exactly when their integer parts are equal;
         thresholds on both sides of an integer count the dark pixels of that value in one
-        NodeGroup's frames and not in another's (issue 45: 29.987 and 30.026 in one scan).
+        NodeGroup's frames and not in another's (29.987 and 30.026 were seen in one scan).
         """
         corrected = self.counting.get("dark_reference_applied") or self.counting.get("gain_applied")
         thresholds = {r.uid: float(r.statistics["background_threshold"]) for r in results

@@ -6,7 +6,7 @@ fields ``host`` (``gethostname()``) and ``pid``, and for NodeGroups ``job`` (the
 synced, and before it serves, a producer daemon looks for a live status of its receiver, the
 aggregator for any relay thread's, a NodeGroup job's rank 0 for a NodeGroup of its job's name, all
 of another process: found, it stops with one line naming that process's host and pid, rather than
-join a stack another process already serves (issue 31: a second ``up`` whose producers and
+join a stack another process already serves (as once a second ``up`` did, whose producers and
 NodeGroups joined the running stack and split its scans).
 
 Live means: a status within its ttl whose state is not stopping or stopped. A killed process's

@@ -299,7 +299,7 @@ function renderImages(state) {
                  : (images.complete ? "" : " (incomplete)")) + perFrame;
   if (images.version === imagesVersion) return;
   imagesVersion = images.version;
-  // The scan's step, when known, gives the scan axes a physical scale (item 4: /metadata/instrument).
+  // The scan's step, when known, gives the scan axes a physical scale (/metadata/instrument).
   const record = [state.scan, ...(state.recent || [])].find((s) => s && s.scan === images.scan);
   const step = record && record.instrument && record.instrument.scan_step;
   lastImages = Object.assign({}, images, {scan_step: step || null});

@@ -247,7 +247,7 @@ int proxy(const Args& args) {
       zmq::proxy(front, back);
     } catch (const zmq::error_t& e) {
       // zmq_proxy gives up with EAGAIN when a socket it polled as readable has no message at the
-      // first receive of a burst (libzmq issue 1653; seen with CURVE, whose handshake wakes the
+      // first receive of a burst (a known libzmq behaviour; seen with CURVE, whose handshake wakes the
       // poller). Nothing of a message was taken then, so proxying simply goes on.
       if (e.num() == EAGAIN) continue;
       if (e.num() != ETERM) {

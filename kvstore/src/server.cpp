@@ -1240,7 +1240,7 @@ struct Server::Impl {
   // a producer thread or relay thread outside the request's receivers and threads, a NodeGroup
   // outside its routing. With [security] on, where each part's writer is known: one producer key
   // wrote 2.26 million records for a receiver 9 that did not exist, and the room they took evicted
-  // the stack's history (issue 43). Deletions are a holder's own business (the held rule).
+  // the stack's history. Deletions are a holder's own business (the held rule).
   std::string scan_part_refusal(const std::string& key) const {
     std::uint32_t scan = 0;
     try {

@@ -69,7 +69,8 @@ void CountingWorker::run(const std::atomic<bool>& stop) {
 
 bool CountingWorker::read_ready(std::chrono::milliseconds wait) {
   if (wait.count() == 0) {
-    // Between the messages of a burst, a poll per message cost two system calls (issue 34's profile).
+    // Between the messages of a burst, a poll per message cost two system calls (BENCHMARKS.md's
+    // profile of the NodeGroup).
     bool any = false;
     for (std::uint32_t r = 0; r < pulls_.size(); ++r) {
       if (!held_[r] && receive(r)) any = true;

@@ -52,7 +52,7 @@ RawFileWriter::RawFileWriter(const std::string& directory, std::uint32_t scan_nu
                        "; raw files are never overwritten: move it away or use another scan number");
   }
   writing_ = path_ + kRawWritingSuffix;
-  // 0666 less the umask, as every file sectorflow writes for people (issue 45): a facility's umask
+  // 0666 less the umask, as every file sectorflow writes for people: a facility's umask
   // of 002 makes it group-writable, 022 readable by everyone.
   fd_ = ::open(writing_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd_ < 0) {

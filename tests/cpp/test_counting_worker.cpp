@@ -269,7 +269,7 @@ TEST(CountingWorker, WhenNothingComesForTheStallTimeTheOldestFrameIsCountedEarly
 }
 
 TEST(CountingWorker, AReceiverSilentThroughAStallIsNotWaitedForAgainUntilItDelivers) {
-  // Receiver 1 died after frame 0 (issue 42): one slot, receiver 0 brings the scan's 7 other
+  // Receiver 1 died after frame 0: one slot, receiver 0 brings the scan's 7 other
   // frames. The first goes after one stall; the rest at once, not one a stall (6 stalls: on a real
   // scan the aggregator declared the NodeGroup dead meanwhile). The bound is two stalls.
   constexpr std::chrono::milliseconds kStall{2000};

@@ -305,7 +305,7 @@ TEST(ServerBounds, RefusalsAreCountedByKindWithTheFirstReason) {
   EXPECT_NE(stats.last_malformed.find("this key belongs to the server"), std::string::npos);
 }
 
-// Issue 30: a flood of other keys filled the map and the stack's scan records were refused. Scan
+// Once, a flood of other keys filled the map and the stack's scan records were refused. Scan
 // records have a room of their own; when it is full the oldest scan goes, never the one being
 // written, and only a scan that alone fills the room is refused.
 TEST(ServerBounds, ScanRecordsHaveTheirOwnRoomAndTheOldestScanGoesFirst) {

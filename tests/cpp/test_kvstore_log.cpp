@@ -197,7 +197,7 @@ TEST(LogRecords, HostileFramesAreCutNotTrusted) {
   EXPECT_EQ(cut_reason(magic + framed("\x03" + seq + "x")), "a record with bytes after its last field at byte 8");
   EXPECT_EQ(cut_reason(magic + framed("\x02" + std::string(8, '\0') + std::string("\0\0\0\x01", 4) + "k")),
             "sequence 0 below 1 at byte 8");
-  // Issue 43: a CRC-valid record at 2^63 - 1 wrapped the server's sequence negative.
+  // A CRC-valid record at 2^63 - 1 once wrapped the server's sequence negative.
   EXPECT_EQ(cut_reason(magic + framed("\x02" + std::string("\x7f\xff\xff\xff\xff\xff\xff\xff", 8) +
                                       std::string("\0\0\0\x01", 4) + "k")),
             "sequence 9223372036854775807 above 2^62 at byte 8");

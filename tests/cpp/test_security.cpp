@@ -106,7 +106,7 @@ TEST(WritePolicy, EachRoleWritesItsOwnPrefixes) {
 }
 
 TEST(WritePolicy, AProducerKeyNamedForAReceiverWritesOnlyThatReceiversRecords) {
-  // Issue 43: any producer key took every receiver's records, racing the real producers.
+  // Once, any producer key took every receiver's records, racing the real producers.
   EXPECT_EQ(write_refusal("producer/receiver-2", "scans/0000000001/producer/r2t0", ""), "");
   EXPECT_EQ(write_refusal("producer/receiver-2", "status/producer/r2t1", ""), "");
   EXPECT_EQ(write_refusal("producer/receiver-2", "scans/0000000001/producer/r1t0", ""),
@@ -121,7 +121,7 @@ TEST(WritePolicy, AProducerKeyNamedForAReceiverWritesOnlyThatReceiversRecords) {
 }
 
 TEST(WritePolicy, AProducersStatusNamesAThreadTheStackHas) {
-  // Issue 43: one producer key wrote millions of statuses for threads that do not exist.
+  // Once, one producer key wrote millions of statuses for threads that do not exist.
   const std::vector<std::uint32_t> threads{2, 1};  // receiver 0: two threads, receiver 1: one
   EXPECT_EQ(status_refusal("status/producer/r0t1", threads), "");
   EXPECT_EQ(status_refusal("status/producer/r1t0", threads), "");

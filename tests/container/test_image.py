@@ -110,7 +110,7 @@ def test_a_scan_through_the_images_stack_equals_the_venvs(make_config, container
                               capture_output=True, text=True, timeout=300)
     assert down.returncode == 0, down.stderr
     assert_same_scan(ours, image_out / scan_file_name(SCAN))
-    # The image has the plot extra: view draws the file's images as a PNG (issue 45, item 7: it had no
+    # The image has the plot extra: view draws the file's images as a PNG (it once had no
     # matplotlib).
     png = tmp_path / "scan.png"
     viewed = subprocess.run([*container, "view", str(image_out / scan_file_name(SCAN)), "--png", str(png)],

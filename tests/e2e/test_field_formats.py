@@ -1,4 +1,4 @@
-"""A scan's counted file as the field reads it (issue 46, items 1 and 4): the pipeline's own file holds
+"""A scan's counted file as the field reads it: the pipeline's own file holds
 NeXus NXevent_data beside stempy's layout, which scippnexus (a NeXus reader from PyPI) reads into the
 events stempy reads; ``sectorflow export`` (a real process) writes it as LiberTEM's raw_csr, which
 LiberTEM's own loader reads into the same events, and as HyperSpy's .hspy, which RosettaSciIO reads

@@ -1,4 +1,4 @@
-"""The file workflow against ours on the same scan (issue 32, item 5): a scan written to raw files as
+"""The file workflow against ours on the same scan: a scan written to raw files as
 fallback by 2 producer threads per receiver (`sectorflow up --no-nodegroups`), then replayed into a
 NodeGroup job (`acquire --replay`). stempy 3.6.0's own `electron_count` on the raw files (multi-pass
 reader, its own thresholds) and our HDF5 file, read by stempy, hold the same events frame by frame.
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.mpi
 
 SCAN_X, SCAN_Y = 16, 16
 START_S, SCAN_S = 60.0, 300.0
-# The file workflow's command line (issue 32): 100 samples, 4.5 and 175 sigma.
+# The file workflow's command line: 100 samples, 4.5 and 175 sigma.
 SAMPLES, BACKGROUND_SIGMA, XRAY_SIGMA = 100, 4.5, 175.0
 
 

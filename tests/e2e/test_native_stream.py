@@ -146,7 +146,7 @@ def test_a_native_thread_that_sends_less_than_it_announced_is_closed_after_the_i
 @pytest.mark.parametrize("after_idle", [False, True], ids=["at-once", "after-native-scan-idle"])
 def test_a_stray_native_run_before_a_scan_never_lowers_what_the_real_run_counts(native: Stack,
                                                                                after_idle: bool) -> None:
-    # Issue 30: with native_scans_requested = false the first message of a scan opens it, whatever
+    # With native_scans_requested = false the first message of a scan opens it, whatever
     # sent it. One stray header announcing one message opens a run of scan 7 at relay thread 0; the
     # receivers' real scan 7 follows, while that run is open or after it closed. Each is a run of its
     # own (the relay tags what it forwards with its run), the NodeGroups count each apart, and the

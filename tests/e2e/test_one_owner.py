@@ -1,4 +1,4 @@
-"""One stack, one owner (issue 31): on a running stack (`sectorflow up`: kvstore, aggregator, 4 producer
+"""One stack, one owner: on a running stack (`sectorflow up`: kvstore, aggregator, 4 producer
 daemons, a NodeGroup job of 2 ranks), a second producer daemon for a receiver the stack serves and a
 second NodeGroup job of the same name are refused at start with one line naming the host and pid
 of the one that runs, register nothing, and the stack's next scan is whole."""

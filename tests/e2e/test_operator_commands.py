@@ -1,5 +1,5 @@
 """What an operator sees first from the scan loop's commands on a running stack, and their exit
-codes (issue 45, item 6): `acquire` and `abort` print their own lines, no kvstore connection lines
+codes: `acquire` and `abort` print their own lines, no kvstore connection lines
 unless -v; a scan number used before is a bad argument (exit 2, as --help says); `view --scan N` of a
 finished scan names its file; a configuration edited while the stack runs is named by `status` and
 a second `up` (restart to apply)."""

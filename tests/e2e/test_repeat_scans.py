@@ -1,9 +1,9 @@
 """Two scans of one specimen on the shipped configuration's simulator (configs/local.toml's
-[simulator] and [counting], 576 x 576 frames, two NodeGroup ranks): they count alike (issue 45,
-item 2: electrons per frame jumped 13 to 25% while the background threshold lay on 30 ADU), every
+[simulator] and [counting], 576 x 576 frames, two NodeGroup ranks): they count alike (once,
+electrons per frame jumped 13 to 25% while the background threshold lay on 30 ADU), every
 NodeGroup of both scans counts dark pixels alike (one set of thresholds per scan, fitted on rank 0
 from both NodeGroups' samples: nodegroup/threshold_exchange.py), and a user who is not the NodeGroups' reads the
-counted files (item 1: they were mode 0600).
+counted files (they were once mode 0600).
 
 Pixel values are integers, so background thresholds count alike exactly when their integer parts
 are equal. The scans' electrons per frame differ by the simulated specimen's own noise: 1.6% between

@@ -1,8 +1,8 @@
-"""What arrives for a scan number outside the scan's real run, sent the way issue 30 sent it, on a
-running stack (`sectorflow up`): a stray native header before the scan (at once, and after
-`native_scan_idle_s`), one beside it and one after it, and a valid header of a scan nobody
-announced sent straight to a NodeGroup. The real scan comes out whole every time, and the stray is
-counted in a status."""
+"""What arrives for a scan number outside the scan's real run, sent the way a stray native message that
+once ended a port's count was sent, on a running stack (`sectorflow up`): a stray native header before the
+scan (at once, and after `native_scan_idle_s`), one beside it and one after it, and a valid header of a
+scan nobody announced sent straight to a NodeGroup. The real scan comes out whole every time, and the
+stray is counted in a status."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ class Stack:
                                 text=True)
 
     def stray(self, scan: int) -> None:
-        """Issue 30's message: [scan, 0, 1, 15, 15, 0, 0, 0, 0] and one sector, to receiver 0's port."""
+        """That stray message: [scan, 0, 1, 15, 15, 0, 0, 0, 0] and one sector, to receiver 0's port."""
         agg = self.config.aggregator
         with zmq.Context() as context, context.socket(zmq.PUSH) as push:
             push.setsockopt(zmq.LINGER, 5000)

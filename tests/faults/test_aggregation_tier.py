@@ -1,4 +1,4 @@
-"""The aggregation tier (issue 44; protocol/SPEC.md, "The aggregation tier"): k aggregators, frame f
+"""The aggregation tier (protocol/SPEC.md, "The aggregation tier"): k aggregators, frame f
 through member f mod k, on real processes (``sectorflow up``, MPI ranks, ``acquire --wait``).
 
 The tier must change where sectors travel, never what is counted: the same scan through one

@@ -1,4 +1,4 @@
-"""Issue 42, item 4: the disk fills during a spill, then the scan is replayed into a new NodeGroup job.
+"""The disk fills during a spill, then the scan is replayed into a new NodeGroup job.
 
 Receiver 0 speaks the detector's native header, the others SFSP. The aggregator stalls a quarter into
 the scan, so every producer spills; the fallback directory is a small tmpfs that fills on the way, so

@@ -1,4 +1,4 @@
-"""Failover as a facility runs it (issue 42): every safety feature on together (a kvstore pair, a
+"""Failover as a facility runs it: every safety feature on together (a kvstore pair, a
 standby aggregator, [security], two threads per receiver, receiver 0 on the native header), and the
 faults of one week, one after another on the same stack:
 
@@ -38,7 +38,7 @@ WAIT_S = 60.0
 # About 5 s a scan: the faults strike a quarter in, and a failover of either kind ends well before it.
 SHAPE, RATE_HZ = "32x32", 200.0
 SECTORS = 32 * 32 * 4
-# How long the lease is watched after the last fault (the issue's minute): 20 lease periods, each of
+# How long the lease is watched after the last fault (a minute): 20 lease periods, each of
 # which a trade (the failure this guards against took the lease every 4 s) would show.
 WATCH_S = 60.0
 

@@ -1,4 +1,4 @@
-"""Issue 42: a producer daemon SIGKILLed mid-scan is an event, not a mystery.
+"""A producer daemon SIGKILLed mid-scan is an event, not a mystery.
 
 One receiver of four dies a quarter into a scan big enough that its missing sectors fill the
 NodeGroups' frame pools many times over. The other receivers' sectors are all counted (no NodeGroup

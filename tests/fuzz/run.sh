@@ -7,7 +7,7 @@
 # what it discovers in BUILD_DIR/fuzz-corpus/<target>/, so that later runs on this machine go on
 # from there. A finding (crash, broken property, leak, an input running over 5 s, or one
 # allocation over 64 MB) is written to BUILD_DIR/fuzz-findings/<target>/ and fails the run: turn
-# it into a regression input and test (tests/fuzz/README.md). The limits are issue 14's guarantee
+# it into a regression input and test (tests/fuzz/README.md). The limits are the fuzzing guarantee
 # made concrete: no message may end, wedge or grow a process.
 set -uo pipefail
 

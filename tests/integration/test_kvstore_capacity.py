@@ -1,4 +1,4 @@
-"""Issue 30, item 3: a flood of keys into the kvstore of a running stack (kvstore, aggregator, two
+"""A flood of keys into the kvstore of a running stack (kvstore, aggregator, two
 NodeGroup ranks under mpiexec, four producer daemons), first from one client on the stack's own
 address, then from four more addresses until the map is full, and scans afterwards in a tiny room
 for the stack's records: every scan is accounted whole (`acquire --wait` exits 0), each finished
@@ -36,7 +36,7 @@ SMALL = {"frame_rows": 32, "frame_cols": 32, "sector_rows": 8, "sector_cols": 32
 START_S = 60.0
 FLOOD_S = 60.0  # deadline of a flood; a failure guard, not a speed requirement
 BATCH = 100  # keys sent between two looks at the server's counters
-VALUE = msgpack.packb(b"x" * 2000)  # the issue's 2 kB values
+VALUE = msgpack.packb(b"x" * 2000)  # 2 kB values, as in the flood once seen
 # The room of the stack's records holds two running 16 x 16 scans (12 keys each) beside the
 # registrations and statuses (about 13 keys); a finished scan folds into one key, and two summaries
 # are kept: the third folded scan erases the first.

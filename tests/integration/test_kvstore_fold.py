@@ -1,4 +1,4 @@
-"""Issue 30, item 3: a finished scan's parts folded into one summary by a real `sectorflow kvstore`
+"""A finished scan's parts folded into one summary by a real `sectorflow kvstore`
 (kvstore/SPEC.md, "Folding"), written as the services write them, and what a peer can do about it:
 the summary is the server's alone (a peer's is refused and counted), a running scan is never folded
 or erased by the retention, and the oldest summaries go first past `[kvstore] scans_kept`."""

@@ -204,7 +204,7 @@ def test_the_peer_link_admits_only_the_kvstore_key_and_a_fake_peer_cannot_move_t
 
 
 def test_a_viewers_snapshot_request_is_no_vote(secured_pair, processes: Processes, clients) -> None:
-    # Issue 43: with only the peer link cut, one snapshot request with a viewer key (every screen
+    # Once, with only the peer link cut, one snapshot request with a viewer key (every screen
     # holds one) made the backup active beside a live primary. A viewer writes nothing, so its
     # request to a server that does not serve counts for nothing; a writer's is the vote.
     config, path = secured_pair()

@@ -252,7 +252,7 @@ def test_a_write_the_hung_primary_never_published_is_applied_from_pending(
 def test_a_partial_replica_leaves_a_server_that_turned_passive_under_it(
     pair_config: tuple[Config, Path], processes: Processes, pair_clients: Callable[[Config], Client],
 ) -> None:
-    # Issue 43: after two actives settled on the primary, a client replicating part of the store
+    # Once, after two actives settled on the primary, a client replicating part of the store
     # (status/, as services and the dashboard do) stayed with the backup that yielded: its HUGZ
     # kept coming and a partial replica sees no sequence gap, so its view froze. A passive's HUGZ
     # say so, and count as no sign of a server to use.

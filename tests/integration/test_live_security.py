@@ -1,4 +1,4 @@
-"""The live stream as a hostile peer meets it (issue 30, item 2): with [security] on a keyless peer,
+"""The live stream as a hostile peer meets it: with [security] on a keyless peer,
 a stranger's key or another role's key never completes the handshake while the viewer's and the
 operator's do; a crowd that subscribes and never reads is dropped and the real reader gets the
 stream; a publisher advertised in the kvstore announcing a 16000 x 16000 scan is refused and

@@ -1,4 +1,4 @@
-"""A run that brings no data never rewrites a counted scan (issue 42, part 3): after the NodeGroups
+"""A run that brings no data never rewrites a counted scan: after the NodeGroups
 restarted, a run of a scan they counted before that sends its info messages and no sector (a replay
 of an already-counted scan) leaves the scan's ``scans/<n>/file`` record byte for byte and its file
 (SHA-256) as they were, and rank 0's log says why. It once recorded the good scan "failed, no file"."""

@@ -1,4 +1,4 @@
-"""Two machines with one host name (issue 31): a NodeGroup rank whose advertised host a live NodeGroup
+"""Two machines with one host name: a NodeGroup rank whose advertised host a live NodeGroup
 of another machine registered is refused at start with one line, registers nothing, and starts
 once that one is gone. The other machine is a kvstore client writing what its rank would."""
 

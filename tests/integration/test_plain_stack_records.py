@@ -1,4 +1,4 @@
-"""Records anyone on a plain stack's network can write (issue 43, item 6; docs/deployment.md): a
+"""Records anyone on a plain stack's network can write (docs/deployment.md): a
 claim of scan 4294967295 does not end the automatic numbering, and an abort written before a scan's
 request does not abort the scan, while `sectorflow abort` during the scan still does. A real kvstore,
 4 producer daemons (no NodeGroup: the scans go to disk) and real `sectorflow acquire` / `abort`."""

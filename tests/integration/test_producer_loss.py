@@ -1,4 +1,4 @@
-"""No scan lost silently, the producer's part (issue 16): every producer thread records what became
+"""No scan lost silently, the producer's part: every producer thread records what became
 of its sectors (scans/<n>/producer/r<R>t<T>), a send blocked past send_timeout_ms spills the rest
 of the scan to a raw file, sectors of a NodeGroup the relay thread declared dead are spilled while
 the others stream, and a raw file that could not be completed is never passed as whole."""

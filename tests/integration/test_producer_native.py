@@ -1,4 +1,4 @@
-"""The producer side of issue 22: a receiver that speaks the 4D Camera's own stream (``wire =
+"""The producer side of the native stream: a receiver that speaks the 4D Camera's own stream (``wire =
 "native"``) and frame numbers that carry the detector's counter (``first_frame``), read off the
 wire by a plain pyzmq PULL socket and plain ``msgpack``, not by the project's codecs."""
 

@@ -320,7 +320,7 @@ def test_the_aggregator_sends_no_sector_to_a_listener_without_a_nodegroup_key(
 
 def test_a_producer_key_named_for_a_receiver_writes_only_that_receivers_records(
         secured, keyring: Keyring, processes: Processes, clients) -> None:
-    """Issue 43: any producer key took every receiver's records, racing the real producers (their
+    """Once, any producer key took every receiver's records, racing the real producers (their
     writes refused as held by it, and acquire said the scan was never taken)."""
     receiver_1 = keyring.stranger("receiver-1", "producer", admitted=True)
     config, path = secured()
@@ -344,7 +344,7 @@ def test_a_producer_key_named_for_a_receiver_writes_only_that_receivers_records(
 
 def test_a_scans_parts_name_only_what_its_request_has(secured, keyring: Keyring, processes: Processes,
                                                       clients) -> None:
-    """Issue 43: one producer key wrote millions of records for a receiver that does not exist (and
+    """Once, one producer key wrote millions of records for a receiver that does not exist (and
     for scans never requested); the room they took evicted the stack's history."""
     config, path = secured()
     start_kvstore(config, path, processes)
@@ -376,7 +376,7 @@ def test_a_scans_parts_name_only_what_its_request_has(secured, keyring: Keyring,
 
 def test_a_producer_keys_flood_of_statuses_for_threads_the_stack_lacks_is_refused_and_history_stays(
         secured, processes: Processes, clients) -> None:
-    """Issue 43, item 5: a status record is named r<receiver>t<thread>, bounded in receivers by a key's
+    """A status record is named r<receiver>t<thread>, bounded in receivers by a key's
     name but not in threads, so one producer key wrote millions of statuses and their room evicted the
     stack's history. With a room of 64 keys, a flood three times that for a thread and a receiver the
     stack does not have is refused and counted, and the scan and the real statuses stay."""
@@ -407,7 +407,7 @@ def test_a_producer_keys_flood_of_statuses_for_threads_the_stack_lacks_is_refuse
 
 def test_a_tier_member_is_an_aggregator_key_and_a_scans_relay_records_come_from_its_members_only(
         secured, keyring: Keyring, processes: Processes, clients) -> None:
-    """Issue 44: with an aggregation tier, a producer key cannot make a member look up (its status is
+    """With an aggregation tier, a producer key cannot make a member look up (its status is
     what ``acquire`` reads the scan's members from), and a scan's relay records are taken only for
     the relay threads of the members its request lists."""
     config, path = secured(aggregator={"tier": ["127.0.0.1"] * 3})
@@ -438,7 +438,7 @@ def test_a_tier_member_is_an_aggregator_key_and_a_scans_relay_records_come_from_
 
 def test_a_scans_file_record_is_written_only_by_the_job_its_routing_named(secured, keyring: Keyring,
                                                                           processes: Processes, clients) -> None:
-    """Issue 30: an admitted NodeGroup key of another job rewrote any scan's file record, and status
+    """Once, an admitted NodeGroup key of another job rewrote any scan's file record, and status
     then showed a complete scan as failed."""
     ng2_dir = keyring.stranger("ng2", "nodegroup", admitted=True)
     config, path = secured()
@@ -451,7 +451,7 @@ def test_a_scans_file_record_is_written_only_by_the_job_its_routing_named(secure
                                 producer_threads=[1], requested_s=1.0)
     write_then_mark(job, [], "nodegroups/ng-1")
     write_then_mark(other_job, [], "nodegroups/ng-2")
-    # Issue 43: a file record before the scan's request (it turned the scan's data away when it came).
+    # A file record before the scan's request (it turned the scan's data away when it came).
     write_then_mark(other_job, [(f"{SCAN}/file", packed("early"))], "status/nodegroup/ng-2-early")
     wait_until(lambda: viewer.get("status/nodegroup/ng-2-early") is not None, SYNC_S, "the early writer's mark")
     assert viewer.get(f"{SCAN}/file") is None

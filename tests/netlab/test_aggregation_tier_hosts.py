@@ -1,7 +1,7 @@
-"""The aggregation tier across hosts (issue 44): 4 receiver hosts, 3 aggregator hosts (agg, agg2,
-agg3; the kvstore on agg), 2 compute hosts behind the delay line. A scan is whole and each member
-relays about a third of it; one aggregator host's link cut mid-scan leaves an exact account; the
-next scan is whole on the two members left.
+"""The aggregation tier across hosts (protocol/SPEC.md, "The aggregation tier"): 4 receiver hosts, 3
+aggregator hosts (agg, agg2, agg3; the kvstore on agg), 2 compute hosts behind the delay line. A scan is
+whole and each member relays about a third of it; one aggregator host's link cut mid-scan leaves an
+exact account; the next scan is whole on the two members left.
 
 ``pytest tests/netlab/test_aggregation_tier_hosts.py -s`` prints the fault table's rows.
 """

@@ -1,4 +1,4 @@
-"""The netlab's aggregator hosts (issue 44's tier): each its own address and namespace, its link
+"""The netlab's aggregator hosts (the aggregation tier's): each its own address and namespace, its link
 capped by tbf in both directions when asked, and cut off and healed as a failed port would be."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dashboard beyond loopback, secured (issue 30, item 4): on the aggregator host of the netlab,
+"""The dashboard beyond loopback, secured: on the aggregator host of the netlab,
 bound to its network address with [security] on, it speaks only TLS (uvicorn's, from
 [dashboard] ssl_certfile/ssl_keyfile) and serves a reader on another host only with the viewer's
 token (as a header, or the cookie a browser gets from /?token=)."""

@@ -1,4 +1,4 @@
-"""The facility's failover across hosts (issue 42): a kvstore pair whose backup runs on another host
+"""The facility's failover across hosts: a kvstore pair whose backup runs on another host
 than the primary (agg and recv4), a standby aggregator on recv4 too, NodeGroups behind a 10 ms round
 trip. The kvstore primary killed mid-scan: every client moves to the backup across the network, the
 active aggregator keeps the lease and relays throughout (the scan complete, takeovers 0); then the

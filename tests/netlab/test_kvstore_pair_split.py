@@ -1,11 +1,11 @@
-"""The kvstore pair's split (kvstore/SPEC.md, "The pair"; issue 33): the primary on ``agg``, the backup
+"""The kvstore pair's split (kvstore/SPEC.md, "The pair"): the primary on ``agg``, the backup
 on ``recv1``, a writing client on ``recv2`` that reaches both. The link between the two servers alone
 is cut (a blackhole route each way, every other path left up) for many silence periods, then
 restored: the backup, which hears no peer but no client asks, never becomes a second active (it
 publishes no update on its P + 1, and the primary's sequence runs without a gap, as the client's
 subscribers on both servers saw them), and the client loses no write.
 
-With ``[security]`` on (issue 43, item 3), on a whole facility stack: only the pair's peer link
+With ``[security]`` on, on a whole facility stack: only the pair's peer link
 (P + 3) is cut, by the harness, while a viewer's key asks the backup for snapshots (a viewer may write
 nothing, so its request is no vote) and an operator's client writes through the primary; then the
 next scan, after the link heals, is whole."""

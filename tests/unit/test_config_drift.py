@@ -1,5 +1,5 @@
 """A running stack's configuration file edited since `up`: which keys changed, and the one line
-`status` and a second `up` print (issue 45, item 6)."""
+`status` and a second `up` print."""
 
 from __future__ import annotations
 

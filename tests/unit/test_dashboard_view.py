@@ -291,7 +291,7 @@ def test_a_single_kvstore_server_and_an_aggregator_with_no_standby_show_no_failo
 
 
 def test_a_producer_that_died_mid_scan_is_an_alert_and_its_scan_ends_with_its_file() -> None:
-    # Receiver 0's daemon died after 10 sectors (issue 42): its status is gone, its record stopped;
+    # Receiver 0's daemon died after 10 sectors: its status is gone, its record stopped;
     # the NodeGroups wrote the file with the rest. Over, incomplete, and said so; not pending for ever.
     entries = scan_entries(sent=10)
     memory = Remembered()

@@ -108,7 +108,7 @@ def test_a_late_part_goes_into_a_new_file_holding_the_old_ones_frames_never_over
 
 
 def test_a_replay_of_spilled_sectors_joins_the_frames_the_old_file_holds_incomplete(tmp_path):
-    """Issue 42 item 4: a frame counted without receiver 1's sector, then that sector replayed: one
+    """A frame counted without receiver 1's sector, then that sector replayed: one
     frame of both in the merged file, counted for both receivers, no part file beside it."""
     positions = list(range(8))
     g = gatherer(tmp_path)
@@ -234,7 +234,7 @@ def with_threshold(result: GroupResult, background: float) -> GroupResult:
 
 
 def test_nodegroups_whose_thresholds_straddle_an_integer_are_named_in_the_log_and_the_file(tmp_path, caplog):
-    # Pixel values are integers: 29.987 and 30.026 count 30 ADU pixels differently (issue 45, item 2).
+    # Pixel values are integers: 29.987 and 30.026 count 30 ADU pixels differently.
     g = gatherer(tmp_path / "apart")
     g.add(with_threshold(part("ng-a", EVEN), 29.987))
     g.add(with_threshold(part("ng-b", ODD), 30.026))

@@ -1,6 +1,6 @@
-"""Rank 0 writes each part of a scan into the scan's file as it comes and keeps none of its events
-(issue 46, item 3); a part another rank sends comes in pieces of bounded size; a file that cannot be
-finished is written again from its frames read back; the event datasets' compression (item 2) keeps
+"""Rank 0 writes each part of a scan into the scan's file as it comes and keeps none of its events;
+a part another rank sends comes in pieces of bounded size; a file that cannot be
+finished is written again from its frames read back; the event datasets' compression keeps
 the file readable by stempy and h5py with the same events."""
 
 from __future__ import annotations

@@ -416,7 +416,7 @@ def test_a_run_that_names_none_and_sent_no_count_is_described_as_such() -> None:
 
 
 def test_a_producer_thread_no_daemon_works_on_ends_its_part_where_its_record_stopped() -> None:
-    # Issue 42: receiver 1's daemon died after 3 sectors; the file came. `status` and the dashboard
+    # Receiver 1's daemon died after 3 sectors; the file came. `status` and the dashboard
     # have no watch over time: a thread is gone when its record stood still and its status is gone
     # or names another scan (a daemon started since never takes up the scan).
     stopped = producer(1, state=STATE_STREAMING, sent=3, updated_s=101.0)

@@ -114,7 +114,7 @@ def test_each_listener_admits_its_roles(tmp_path: Path) -> None:
 
 
 def test_each_member_of_a_tier_proves_its_own_key(tmp_path: Path) -> None:
-    # Issue 44: each aggregator host of a tier holds its own pair, aggregator/member-<i>; the
+    # Each aggregator host of a tier holds its own pair, aggregator/member-<i>; the
     # producers and NodeGroups hold every member's public certificate and ask each socket's member for its own.
     for role, name in (("kvstore", "s"), ("aggregator", "member-0"), ("aggregator", "member-1"),
                        ("aggregator", "member-2"), ("producer", "p"), ("nodegroup", "n")):

@@ -1,5 +1,5 @@
 """What `sectorflow up` suggests next is the README's scan loop ("At the microscope"), with
---config and --run-dir only for a stack that is not the default one (issue 45, item 6)."""
+--config and --run-dir only for a stack that is not the default one."""
 
 from __future__ import annotations
 

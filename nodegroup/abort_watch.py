@@ -31,6 +31,7 @@ from sectorflow.protocol import (
     ProducerScanRecord,
     ProtocolError,
     RelayScanRecord,
+    ScanRequestRecord,
     parse_scan_key,
     scan_file_key,
     scan_producer_key,
@@ -48,7 +49,8 @@ class AbortWatch:
     """Aborted scans whose relay records have not all come yet, checked by the rank's loop.
 
     :param client: the rank's kvstore client (a replica of the whole stack).
-    :param producer_threads: per receiver (relay thread r serves receiver r), its producer threads.
+    :param producer_threads: per receiver, its producer threads. Relay thread j of the aggregation
+        tier (protocol/SPEC.md) serves receiver j % R for member j // R; without a tier, j = r.
     :param groups: the rank's NodeGroups, each with ``uid`` and ``group`` (the C++ NodeGroup).
     """
 
@@ -83,13 +85,14 @@ class AbortWatch:
                 break
             if scan not in self._pending:
                 log.warning("scan %d: aborted (sectorflow abort): closing it once the relays have closed it", scan)
-                self._pending[scan] = set(range(len(self._threads)))
+                self._pending[scan] = self._relay_threads(scan)
                 while len(self._pending) > MAX_WATCHED:
                     del self._pending[next(iter(self._pending))]
+        receivers = len(self._threads)
         for scan, threads in list(self._pending.items()):
             for thread in sorted(threads):
                 raw = self._client.get(scan_relay_key(scan, thread))
-                sent = self._sent(scan, thread)
+                sent = self._sent(scan, thread % receivers, thread // receivers)
                 if raw is None or sent is None:
                     continue
                 try:
@@ -109,9 +112,23 @@ class AbortWatch:
             if not threads or self._client.get(scan_file_key(scan)) is not None:
                 del self._pending[scan]
 
-    def _sent(self, scan: int, receiver: int) -> int | None:
-        """What receiver ``receiver``'s producer threads sent of ``scan``, once each wrote its last
-        record; None before (or if one does not decode: its port waits for the timeout)."""
+    def _relay_threads(self, scan: int) -> set[int]:
+        """The relay threads that carry ``scan``: receiver r's of every member in its request's tier
+        list (member 0 alone without a tier)."""
+        members = [0]
+        raw = self._client.get(scan_request_key(scan))
+        if raw is not None:
+            try:
+                members = list(ScanRequestRecord.decode(raw).tier) or [0]
+            except ProtocolError:
+                pass  # the request says nothing usable: member 0's, as without a tier
+        receivers = len(self._threads)
+        return {member * receivers + r for member in members for r in range(receivers)}
+
+    def _sent(self, scan: int, receiver: int, member: int = 0) -> int | None:
+        """What receiver ``receiver``'s producer threads sent of ``scan`` through tier member
+        ``member`` (all of it without a tier), once each wrote its last record; None before (or if
+        one does not decode: its port waits for the timeout)."""
         sent = 0
         for thread in range(self._threads[receiver]):
             raw = self._client.get(scan_producer_key(scan, receiver, thread))
@@ -123,5 +140,5 @@ class AbortWatch:
                 return None
             if record.state not in (STATE_FINISHED, STATE_ERROR):
                 return None
-            sent += int(record.sent)
+            sent += int(record.sent_to(member))
         return sent

@@ -76,7 +76,7 @@ void bind_producer_record(py::module_& m) {
                       std::string error, double updated_s) {
             return ProducerScanRecord{receiver, thread, std::move(state), std::move(routing), std::move(counts),
                                       owned, lost_upstream, sent, spilled, std::move(spill_file), partial,
-                                      std::move(error), updated_s, {}};
+                                      std::move(error), updated_s, {}, {}};
           }),
           py::kw_only(), py::arg("receiver"), py::arg("thread"), py::arg("state"), py::arg("routing"),
           py::arg("counts"), py::arg("owned"), py::arg("lost_upstream"), py::arg("sent"), py::arg("spilled"),
@@ -96,6 +96,10 @@ void bind_producer_record(py::module_& m) {
       .def_readwrite("updated_s", &ProducerScanRecord::updated_s)
       .def_readwrite("tier_counts", &ProducerScanRecord::tier_counts,
                      "Per tier member m and routing index g, at m * len(routing) + g; empty: one aggregator.")
+      .def_readwrite("tier_sent", &ProducerScanRecord::tier_sent,
+                     "Of sent, what went to each tier member; empty: one aggregator.")
+      .def("sent_to", &ProducerScanRecord::sent_to, py::arg("member"),
+           "What the thread sent to tier member `member` (sent with no tier).")
       .def("counts_for", &ProducerScanRecord::counts_for, py::arg("member"),
            "What the info message to tier member `member` announced; None if the record has no such member.")
       .def_property_readonly("unaccounted", &ProducerScanRecord::unaccounted,

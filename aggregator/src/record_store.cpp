@@ -68,7 +68,7 @@ std::vector<protocol::ProducerScanRecord> RecordStore::producer_records(std::uin
 }
 
 std::optional<std::uint64_t> RecordStore::aborted_sent(std::uint32_t scan, std::uint32_t receiver,
-                                                      std::uint32_t threads) const {
+                                                      std::uint32_t threads, std::uint32_t member) const {
   // Written by `sectorflow abort` (protocol/scan_life.py); its presence is the abort.
   if (parts(scan, protocol::scan_prefix(scan) + "abort").empty()) return std::nullopt;
   const std::string finished(protocol::to_string(protocol::ServiceState::kFinished));
@@ -83,7 +83,7 @@ std::optional<std::uint64_t> RecordStore::aborted_sent(std::uint32_t scan, std::
       if (key != protocol::scan_producer_key(scan, record.receiver, record.thread)) continue;
       if (record.state != finished && record.state != error) return std::nullopt;  // still sending
       done[record.thread] = true;
-      sent += record.sent;
+      sent += record.sent_to(member);  // what went through this member of the tier
     } catch (const protocol::ProtocolError&) {
       // producer_records() reports it; here it is a thread not known to be done.
     }

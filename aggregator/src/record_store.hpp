@@ -35,10 +35,12 @@ class RecordStore {
   /// decode is skipped and reported once through the replica's log function.
   std::vector<protocol::ProducerScanRecord> producer_records(std::uint32_t scan, std::uint32_t receiver,
                                                              std::chrono::milliseconds sync_wait) const;
-  /// What receiver `receiver`'s `threads` producer threads sent of `scan` in all, once the scan is
+  /// What receiver `receiver`'s `threads` producer threads sent of `scan` through tier member
+  /// `member` (all of it with one aggregator), once the scan is
   /// aborted (scans/<n>/abort is in the replica) and every thread wrote its last record (finished
   /// or error: it sends no more); nullopt before. A record that does not decode counts as missing.
-  std::optional<std::uint64_t> aborted_sent(std::uint32_t scan, std::uint32_t receiver, std::uint32_t threads) const;
+  std::optional<std::uint64_t> aborted_sent(std::uint32_t scan, std::uint32_t receiver, std::uint32_t threads,
+                                            std::uint32_t member = 0) const;
   /// This relay thread's record of `scan` as the replica holds it (a previous process may have
   /// declared NodeGroups dead), or nullopt.
   std::optional<protocol::RelayScanRecord> relay_record(std::uint32_t scan, std::uint32_t thread) const;

@@ -508,11 +508,10 @@ void Relay::close_aborted_scans() {
   next_abort_check_ = now + kIdlePoll;
   std::vector<std::uint32_t> aborted;
   scans_.for_each([&](ScanState& scan) {
-    // A native receiver's threads do not watch the abort; a rebuilt scan's counts are partial; a
-    // producer record's `sent` spans the tier, not this member's part.
-    if (scan.is_native() || scan.recovered() || settings_.members > 1) return;
-    const std::optional<std::uint64_t> sent =
-        records_.aborted_sent(scan.scan_number(), settings_.receiver, settings_.producer_threads);
+    // A native receiver's threads do not watch the abort; a rebuilt scan's counts are partial.
+    if (scan.is_native() || scan.recovered()) return;
+    const std::optional<std::uint64_t> sent = records_.aborted_sent(scan.scan_number(), settings_.receiver,
+                                                                    settings_.producer_threads, settings_.member);
     if (sent && scan.handled() >= *sent) aborted.push_back(scan.scan_number());
   });
   for (const std::uint32_t number : aborted) {

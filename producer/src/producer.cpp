@@ -106,6 +106,8 @@ struct Producer::Impl {
   std::vector<std::uint8_t> spilling;
   /// Per tier member: the data messages announced to it (a native header's num_frames_this_thread).
   std::vector<std::uint64_t> announced_to;
+  /// Per tier member: the data messages sent to it (the scan record's tier_sent, with a tier).
+  std::vector<std::uint64_t> sent_to;
   protocol::ProducerScanRecord record;
 
   // NodeGroups the tier's relay threads of this receiver declared dead for this scan
@@ -243,6 +245,7 @@ void Producer::write_record(protocol::ServiceState state, const std::string& err
   record.routing = impl_->decision.routing;
   record.counts = impl_->decision.counts;
   record.tier_counts = impl_->decision.tier_counts;
+  record.tier_sent = impl_->sockets.size() > 1 ? impl_->sent_to : std::vector<std::uint64_t>{};
   record.owned = impl_->decision.owned;
   record.lost_upstream = impl_->decision.lost_upstream;
   record.sent = impl_->sent;
@@ -464,6 +467,7 @@ ScanDecision Producer::begin_scan(const ScanRequest& request, const std::vector<
   impl_->partial = false;
   impl_->spilling.assign(impl_->sockets.size(), 0);
   impl_->announced_to.assign(impl_->sockets.size(), 0);
+  impl_->sent_to.assign(impl_->sockets.size(), 0);
   if (decision.tier_counts.empty()) {
     impl_->announced_to[0] = decision.announced;
   } else {
@@ -648,6 +652,7 @@ void Producer::send(std::uint32_t frame_number, std::uint32_t sector, const void
         throw ProducerError(where() + ": send failed: " + error.what());
       }
       ++impl_->sent;
+      ++impl_->sent_to[member];
     }
   }
   if (spilled) spill(header, payload, bytes, release, hint);

@@ -29,7 +29,7 @@ constexpr std::string_view kRequestFields[] = {"version", "scan_number", "scan_x
                                                "tier"};
 constexpr std::string_view kProducerFields[] = {"version", "receiver", "thread", "state", "routing", "counts",
                                                 "owned", "lost_upstream", "sent", "spilled", "spill_file",
-                                                "partial", "error", "updated_s", "tier_counts"};
+                                                "partial", "error", "updated_s", "tier_counts", "tier_sent"};
 constexpr std::string_view kRelayFields[] = {"version", "thread", "complete", "forwarded", "lost", "dead",
                                              "updated_s", "run"};
 constexpr std::string_view kNodeGroupFields[] = {"version", "uid", "expected", "received", "frames_complete",
@@ -197,6 +197,11 @@ std::optional<std::map<std::string, std::uint64_t>> ProducerScanRecord::counts_f
   return part;
 }
 
+std::uint64_t ProducerScanRecord::sent_to(std::uint32_t member) const {
+  if (tier_sent.empty()) return member == 0 ? sent : 0;
+  return member < tier_sent.size() ? tier_sent[member] : 0;
+}
+
 std::string ProducerScanRecord::encode() const {
   if (!parse_service_state(state)) throw ProtocolError("ProducerScanRecord: state " + shown(state) + " is not a service state");
   check_size("ProducerScanRecord: routing uids", routing.size(), kMaxRoutingLength);
@@ -207,8 +212,10 @@ std::string ProducerScanRecord::encode() const {
     throw ProtocolError("ProducerScanRecord: " + std::to_string(tier_counts.size()) +
                         " tier_counts, not a multiple of the " + std::to_string(routing.size()) + " routing entries");
   }
-  // "tier_counts" only for a tier: a record of one aggregator reads as before.
-  detail::MapPacker packer(std::size(kProducerFields) - (tier_counts.empty() ? 1 : 0), kSchemaVersion);
+  check_size("ProducerScanRecord: tier_sent", tier_sent.size(), kMaxTier);
+  // "tier_counts" and "tier_sent" only for a tier: a record of one aggregator reads as before.
+  detail::MapPacker packer(std::size(kProducerFields) - (tier_counts.empty() ? 1 : 0) - (tier_sent.empty() ? 1 : 0),
+                           kSchemaVersion);
   packer.field("receiver", std::uint64_t{receiver});
   packer.field("thread", std::uint64_t{thread});
   packer.field("state", state);
@@ -223,6 +230,7 @@ std::string ProducerScanRecord::encode() const {
   packer.field("error", cut_text(error, kMaxTextBytes));
   packer.field("updated_s", updated_s);
   if (!tier_counts.empty()) packer.field("tier_counts", tier_counts);
+  if (!tier_sent.empty()) packer.field("tier_sent", tier_sent);
   return packer.bytes();
 }
 
@@ -251,6 +259,7 @@ ProducerScanRecord ProducerScanRecord::decode(std::string_view bytes) {
                " entries, not a multiple of the " + std::to_string(record.routing.size()) + " routing entries");
     }
   }
+  if (map.has("tier_sent")) record.tier_sent = map.unsigned_ints("tier_sent", kMaxTier, kU64);
   return record;
 }
 
@@ -258,7 +267,7 @@ bool ProducerScanRecord::operator==(const ProducerScanRecord& o) const {
   return receiver == o.receiver && thread == o.thread && state == o.state && routing == o.routing &&
          counts == o.counts && owned == o.owned && lost_upstream == o.lost_upstream && sent == o.sent &&
          spilled == o.spilled && spill_file == o.spill_file && partial == o.partial && error == o.error &&
-         updated_s == o.updated_s && tier_counts == o.tier_counts;
+         updated_s == o.updated_s && tier_counts == o.tier_counts && tier_sent == o.tier_sent;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -4,7 +4,9 @@ its file exists and says aborted, its account adds up (counted + spilled + missi
 missing ones placed at the abort), and the next scan on the same stack is whole.
 
 The relays and NodeGroups close the aborted scan themselves, by the relays' counts: the NodeGroups'
-scan timeout is far longer than the test may wait for the file, so it cannot pass by a timeout."""
+scan timeout is far longer than the test may wait for the file, so it cannot pass by a timeout. The
+same with an aggregation tier of three (protocol/SPEC.md): each member's relay threads close it by
+what the producers sent through that member."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import free_port_block
 from support import Processes, sectorflow_command, stack_up, wait_until
 
 from sectorflow.counting import read_counted_scan
@@ -31,9 +34,13 @@ RATE_HZ = 10.0
 SCAN_TIMEOUT_S = 3600.0
 
 
+@pytest.mark.parametrize("tier", [1, 3])
 def test_an_aborted_scan_ends_everywhere_and_the_next_is_whole(make_config, processes: Processes,
-                                                               tmp_path: Path) -> None:
-    config, path = make_config(detector=DETECTOR, nodegroup={"scan_timeout_s": SCAN_TIMEOUT_S})
+                                                               tmp_path: Path, tier: int) -> None:
+    aggregator = {"base_port": free_port_block("127.0.0.1", tier * 4)}
+    if tier > 1:
+        aggregator["tier"] = ["127.0.0.1"] * tier
+    config, path = make_config(detector=DETECTOR, nodegroup={"scan_timeout_s": SCAN_TIMEOUT_S}, aggregator=aggregator)
     output = tmp_path / "h5"
     with stack_up(config, path, tmp_path / "run", output, START_S) as client:
         waiting = processes.sectorflow("acquire", "--config", str(path), "--scan-shape", f"{SCAN_X}x{SCAN_Y}",

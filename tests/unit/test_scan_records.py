@@ -88,8 +88,12 @@ def test_a_tier_s_records_carry_each_member_s_part_and_one_aggregator_s_read_as_
                               counts={"ng-a": 6, "ng-b": 5}, owned=11, lost_upstream=0, sent=0, spilled=0,
                               spill_file="", partial=False, error="", updated_s=1.0)
     part.tier_counts = [2, 2, 2, 2, 2, 1]
+    part.sent = 5
+    assert [part.sent_to(m) for m in range(2)] == [5, 0]  # no tier_sent: all of sent is member 0's
+    part.sent, part.tier_sent = 7, [4, 0, 3]
     again = ProducerScanRecord.decode(part.encode())
     assert again == part
+    assert [again.sent_to(m) for m in range(4)] == [4, 0, 3, 0]
     assert [again.counts_for(m) for m in range(4)] == [{"ng-a": 2, "ng-b": 2}, {"ng-a": 2, "ng-b": 2},
                                                        {"ng-a": 2, "ng-b": 1}, None]
     fields = msgpack.unpackb(part.encode()) | {"tier_counts": [1, 2, 3]}

@@ -94,12 +94,18 @@ struct ProducerScanRecord {
   /// [m * routing.size() + g] (k * routing.size() entries). Empty (not encoded): one aggregator,
   /// whose counts are `counts`.
   std::vector<std::uint64_t> tier_counts;
+  /// With a tier of k > 1 aggregators: of `sent`, what went to each member (k entries); empty (not
+  /// encoded) with one aggregator. An aborted scan closes at member m's relay once that many came.
+  std::vector<std::uint64_t> tier_sent;
 
   /// Sectors neither lost upstream, sent nor spilled (when the thread has finished or failed).
   std::uint64_t unaccounted() const;
   /// What the thread's info message to tier member `member` announced: `counts` with no tier,
   /// else that member's part of tier_counts; nullopt when the record has no such member.
   std::optional<std::map<std::string, std::uint64_t>> counts_for(std::uint32_t member) const;
+  /// What the thread sent to tier member `member`: `sent` with no tier, else tier_sent[member]
+  /// (0 beyond it).
+  std::uint64_t sent_to(std::uint32_t member) const;
   std::string encode() const;
   static ProducerScanRecord decode(std::string_view bytes);
   bool operator==(const ProducerScanRecord& other) const;

@@ -37,8 +37,12 @@ VIEW_RATE_HZ = 4.0
 DISCOVERY_INTERVAL_S = 1.0
 #: Longest wait for the kvstore's first snapshot.
 SYNC_TIMEOUT_S = 10.0
-# How long a view waits for the scan's instrument record once, when it first sees the scan.
+# How long a view waits for the scan's instrument record at one look; a look that found none (a
+# kvstore slow to answer under load) is repeated this long after, at most INSTRUMENT_LOOKS times in all
+# (a scan no acquire requested, a native receiver's, has no record).
 INSTRUMENT_SYNC_S = 2.0
+INSTRUMENT_RETRY_S = 2.0
+INSTRUMENT_LOOKS = 5
 
 #: Bounds on what a publisher can make a subscriber hold: messages queued per publisher, and the
 #: size of one (a NodeGroup's feed holds live_buffer_frames frames; 256 MiB is a million frames of
@@ -231,6 +235,7 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
     deadline = _deadline(timeout_s)
     states: dict[int, _ScanState] = {}
     instruments: dict[int, dict[str, dict[str, Any]]] = {}
+    instrument_looks: dict[int, tuple[int, float]] = {}  # scan -> (looks so far, when the next may be)
     followed = scan
     last_yield = 0.0
     changed = False
@@ -247,8 +252,14 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
             state = states.get(followed) if followed is not None else None
             if state is None:
                 continue
-            if followed not in instruments:  # once per scan: its record is written before its request
-                instruments[followed] = state.view.instrument = instrument_of(loaded, followed)
+            # Its record is written before its request; a look that found none is repeated, bounded.
+            looks, next_look = instrument_looks.get(followed, (0, 0.0))
+            if followed not in instruments and looks < INSTRUMENT_LOOKS and time.monotonic() >= next_look:
+                found = instrument_of(loaded, followed)
+                if found is not None:
+                    instruments[followed] = found
+                instrument_looks[followed] = (looks + 1, time.monotonic() + INSTRUMENT_RETRY_S)
+            state.view.instrument = instruments.get(followed, {})
             state.view.refused = stream.refused
             if state.view.complete:
                 yield state.view
@@ -334,13 +345,14 @@ def _copy(view: LiveView) -> LiveView:
                     instrument=view.instrument)
 
 
-def instrument_of(config: Config, scan: int) -> dict[str, dict[str, Any]]:
+def instrument_of(config: Config, scan: int) -> dict[str, dict[str, Any]] | None:
     """The scan's known instrument settings as its record ``scans/<n>/instrument`` gives them (as its
-    file will hold them); {} when there is none or it cannot be read (logged): the view goes on."""
+    file will hold them); None while the kvstore has not answered or holds no record, {} for a record
+    that cannot be read (logged): the view goes on."""
     try:
         with Client.from_config(config, subtree=scan_prefix(scan), name="live viewer") as client:
             raw = client.get(instrument_key(scan)) if client.wait_synced(INSTRUMENT_SYNC_S) else None
-        return ScanInstrument.decode(raw).known() if raw is not None else {}
+        return ScanInstrument.decode(raw).known() if raw is not None else None
     except (SectorflowError, ProtocolError) as error:
         log.warning("scan %d: its instrument settings are not shown: %s", scan, error)
         return {}

@@ -122,7 +122,7 @@ def test_virtual_images_follow_the_specimen_in_the_file_and_the_live_view(make_c
     assert f"{SCAN_X * SCAN_Y} of {SCAN_X * SCAN_Y} frames seen" in profile_out
     profile = [float(line.split()[2]) for line in profile_out.splitlines() if line.endswith("electrons/pixel")]
     yy, xx = np.indices((128, 128))
-    ring_of_pixel = (np.hypot(yy + 0.5 - 64, xx + 0.5 - 64) / 2.0).astype(np.int64).ravel()
+    ring_of_pixel = (np.hypot(yy - 64, xx - 64) / 2.0).astype(np.int64).ravel()  # pixel (r, c) is the point (r, c)
     expected = np.bincount(ring_of_pixel, weights=counted.images["diffraction"].ravel().astype(np.float64))
     np.testing.assert_allclose(profile, expected / np.bincount(ring_of_pixel), atol=1e-4)
 

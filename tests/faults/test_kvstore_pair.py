@@ -72,7 +72,12 @@ def test_the_kvstore_primary_killed_mid_scan_the_scan_is_counted_whole_on_the_ba
         earlier = records_of(client.subtree(scan_prefix(1)), 1)
         assert earlier.request is not None and earlier.file is not None and earlier.file.positions == 16
         server = ServiceStatus.decode(client.get(status_key("kvstore", "server"))).extra
-        assert server["pair"] == "backup" and (server["unauthorised"], server["unauthenticated"]) == (0, 0), server
+        # No party's key was refused. `unauthenticated` also counts a connection that closed in the middle of
+        # its handshake (a short-lived client under load: seen twice in a whole-suite run), logged as one
+        # "that failed the CURVE handshake before showing a key"; a key refused is logged with the key.
+        assert server["pair"] == "backup" and server["unauthorised"] == 0, server
+        backup_log = (line.run_dir / "kvstore-backup.log").read_text()
+        assert "refused a CURVE peer" not in backup_log, backup_log[-3000:]
     assert {k: v for k, v in line.checksums().items() if k in before} == before
 
 

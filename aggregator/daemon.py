@@ -51,6 +51,7 @@ from sectorflow.protocol import (
     status_key,
 )
 from sectorflow.ownership import owner_fields, refuse_if_running
+from sectorflow.protocol.scan_parts import relay_thread
 from sectorflow.security.options import aggregator_key_name
 from sectorflow.service import ServiceState, stop_on_signals
 from sectorflow.waiting import WaitTimeout, wait_until
@@ -155,7 +156,7 @@ def run_aggregator(config: Config, standby: bool = False, member: int = 0) -> in
     state = ServiceState(logger)
     options = aggregator_options(config, log=lambda message: logger.info("kvstore replica: %s", message),
                                  member=member)
-    slots = {f"t{member * config.n_receivers + r}" for r in range(config.n_receivers)}
+    slots = {f"t{relay_thread(member, r, config.n_receivers)}" for r in range(config.n_receivers)}
     aggregator = Aggregator(options)  # AggregatorError (a SectorflowError) names the address
     failure = ""
     try:

@@ -14,14 +14,10 @@ from collections.abc import Mapping
 
 from sectorflow.configs import Config
 from sectorflow.protocol import STATE_STOPPED, STATE_STOPPING, ServiceStatus
+from sectorflow.protocol.scan_parts import relay_thread
 
 # A thread in these states is leaving: its member carries no new scan.
 _LEAVING = (STATE_STOPPING, STATE_STOPPED)
-
-
-def relay_thread(config: Config, member: int, receiver: int) -> int:
-    """Relay thread j of the tier: member ``member``'s thread for ``receiver``."""
-    return member * config.n_receivers + receiver
 
 
 def members_up(config: Config, statuses: Mapping[tuple[str, str], ServiceStatus]) -> list[int]:
@@ -29,7 +25,7 @@ def members_up(config: Config, statuses: Mapping[tuple[str, str], ServiceStatus]
     aggregator's ``Client.statuses("aggregator")``), ascending."""
     names = {name for (_, name), status in statuses.items() if status.state not in _LEAVING}
     return [member for member in range(len(config.aggregator.hosts))
-            if all(f"t{relay_thread(config, member, r)}" in names for r in range(config.n_receivers))]
+            if all(f"t{relay_thread(member, r, config.n_receivers)}" in names for r in range(config.n_receivers))]
 
 
 def scan_tier(config: Config, statuses: Mapping[tuple[str, str], ServiceStatus]) -> list[int]:
@@ -53,7 +49,7 @@ def describe(config: Config, statuses: Mapping[tuple[str, str], ServiceStatus]) 
     relayed = {name: status.bytes for (_, name), status in statuses.items()}
     parts = []
     for member in range(members):
-        first, last = relay_thread(config, member, 0), relay_thread(config, member, receivers - 1)
+        first, last = relay_thread(member, 0, receivers), relay_thread(member, receivers - 1, receivers)
         threads = f"t{first}-t{last}" if last > first else f"t{first}"
         if member in up:
             total = sum(relayed.get(f"t{j}", 0) for j in range(first, last + 1))

@@ -38,6 +38,7 @@ from sectorflow.protocol import (
     scan_relay_key,
     scan_request_key,
 )
+from sectorflow.protocol.scan_parts import relay_thread
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ class AbortWatch:
             except ProtocolError:
                 pass  # the request says nothing usable: member 0's, as without a tier
         receivers = len(self._threads)
-        return {member * receivers + r for member in members for r in range(receivers)}
+        return {relay_thread(member, r, receivers) for member in members for r in range(receivers)}
 
     def _sent(self, scan: int, receiver: int, member: int = 0) -> int | None:
         """What receiver ``receiver``'s producer threads sent of ``scan`` through tier member

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sectorflow.protocol import SCANS_PREFIX, ProtocolError, ScanRequestRecord, parse_scan_key
+from sectorflow.protocol.scan_parts import relay_thread
 
 log = logging.getLogger(__name__)
 
@@ -73,4 +74,4 @@ class TierWatch:
             for member in absent:
                 for receiver in range(self._receivers):
                     for group in self._groups:
-                        group.group.close_aborted(scan, member * self._receivers + receiver, 0)
+                        group.group.close_aborted(scan, relay_thread(member, receiver, self._receivers), 0)

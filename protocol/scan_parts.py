@@ -83,6 +83,13 @@ def records_of(entries: Mapping[str, bytes], scan: int) -> ScanRecords:
     return records
 
 
+def relay_thread(member: int, receiver: int, receivers: int) -> int:
+    """Relay thread j of the aggregation tier: member ``member``'s thread for ``receiver`` (of
+    ``receivers``), j = member x receivers + receiver: its port offset, status t<j>, relay record
+    and NodeGroup port (protocol/SPEC.md, "The aggregation tier")."""
+    return member * receivers + receiver
+
+
 def relays_per_receiver(records: ScanRecords) -> dict[int, _records.RelayScanRecord]:
     """Each receiver's relay records summed over the aggregation tier (protocol/SPEC.md, "The
     aggregation tier"): forwarded and lost added, the dead NodeGroups of any member, complete when

@@ -37,12 +37,10 @@ VIEW_RATE_HZ = 4.0
 DISCOVERY_INTERVAL_S = 1.0
 #: Longest wait for the kvstore's first snapshot.
 SYNC_TIMEOUT_S = 10.0
-# How long a view waits for the scan's instrument record at one look; a look that found none (a
-# kvstore slow to answer under load) is repeated this long after, at most INSTRUMENT_LOOKS times in all
-# (a scan no acquire requested, a native receiver's, has no record).
-INSTRUMENT_SYNC_S = 2.0
-INSTRUMENT_RETRY_S = 2.0
-INSTRUMENT_LOOKS = 5
+# How long a view that saw its scan complete still waits for the kvstore replica holding the scan's
+# instrument record (a kvstore slow to answer under load); once synced, no record means the scan has
+# none (no acquire requested it: a native receiver's).
+INSTRUMENT_SYNC_S = 10.0
 
 #: Bounds on what a publisher can make a subscriber hold: messages queued per publisher, and the
 #: size of one (a NodeGroup's feed holds live_buffer_frames frames; 256 MiB is a million frames of
@@ -234,8 +232,7 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
     stream = LiveStream(loaded, wire.IMAGES)
     deadline = _deadline(timeout_s)
     states: dict[int, _ScanState] = {}
-    instruments: dict[int, dict[str, dict[str, Any]]] = {}
-    instrument_looks: dict[int, tuple[int, float]] = {}  # scan -> (looks so far, when the next may be)
+    instrument = _InstrumentRecord(loaded)
     followed = scan
     last_yield = 0.0
     changed = False
@@ -252,14 +249,7 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
             state = states.get(followed) if followed is not None else None
             if state is None:
                 continue
-            # Its record is written before its request; a look that found none is repeated, bounded.
-            looks, next_look = instrument_looks.get(followed, (0, 0.0))
-            if followed not in instruments and looks < INSTRUMENT_LOOKS and time.monotonic() >= next_look:
-                found = instrument_of(loaded, followed)
-                if found is not None:
-                    instruments[followed] = found
-                instrument_looks[followed] = (looks + 1, time.monotonic() + INSTRUMENT_RETRY_S)
-            state.view.instrument = instruments.get(followed, {})
+            state.view.instrument = instrument.of(followed, wait_s=INSTRUMENT_SYNC_S if state.view.complete else 0.0)
             state.view.refused = stream.refused
             if state.view.complete:
                 yield state.view
@@ -269,6 +259,7 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
                 last_yield, changed = now, False
                 yield _copy(state.view)
     finally:
+        instrument.close()
         stream.close()
 
 
@@ -345,17 +336,45 @@ def _copy(view: LiveView) -> LiveView:
                     instrument=view.instrument)
 
 
-def instrument_of(config: Config, scan: int) -> dict[str, dict[str, Any]] | None:
-    """The scan's known instrument settings as its record ``scans/<n>/instrument`` gives them (as its
-    file will hold them); None while the kvstore has not answered or holds no record, {} for a record
-    that cannot be read (logged): the view goes on."""
-    try:
-        with Client.from_config(config, subtree=scan_prefix(scan), name="live viewer") as client:
-            raw = client.get(instrument_key(scan)) if client.wait_synced(INSTRUMENT_SYNC_S) else None
-        return ScanInstrument.decode(raw).known() if raw is not None else None
-    except (SectorflowError, ProtocolError) as error:
-        log.warning("scan %d: its instrument settings are not shown: %s", scan, error)
-        return {}
+class _InstrumentRecord:
+    """The followed scan's instrument settings as its record ``scans/<n>/instrument`` gives them (as
+    its file will hold them), read from a replica of the scan's subtree kept open while the view
+    follows the scan: the record is written before the scan's request, but a kvstore slow under load
+    may deliver it after a short scan's last frames, so the replica is read again on every pass and
+    waited for once at the end. A record that cannot be read is logged and shown as none."""
+
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self._scan: int | None = None
+        self._client: Client | None = None
+        self._known: dict[str, dict[str, Any]] | None = None
+
+    def of(self, scan: int, wait_s: float) -> dict[str, dict[str, Any]]:
+        if scan != self._scan:
+            self.close()
+            self._scan, self._known = scan, None
+            try:
+                self._client = Client.from_config(self._config, subtree=scan_prefix(scan), name="live viewer")
+            except SectorflowError as error:
+                log.warning("scan %d: its instrument settings are not shown: %s", scan, error)
+                self._known = {}
+        if self._known is None and self._client is not None:
+            if wait_s > 0:
+                self._client.wait_synced(wait_s)
+            raw = self._client.get(instrument_key(scan))
+            if raw is not None:
+                try:
+                    self._known = ScanInstrument.decode(raw).known()
+                except ProtocolError as error:
+                    log.warning("scan %d: its instrument settings are not shown: %s", scan, error)
+                    self._known = {}
+                self.close()
+        return self._known or {}
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sectorflow._core.protocol import wall_clock_s
+from sectorflow.analysis import detector_attrs, detectors_from, load_mask
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup.nodegroup_service import detector_attrs, detectors_from, load_mask
 from sectorflow.operations.scan_account import config_argument, records_of
 
 from .images_source import PATTERN, ImageSource, ShownImages, labels

@@ -78,9 +78,9 @@ def decode_lease(raw: bytes | None) -> ServiceStatus | None:
 def describe(entries: dict[str, bytes]) -> str:
     """One line for ``sectorflow status``: the active aggregator (each member's, with a tier),
     takeovers, standbys ("" without a lease)."""
-    prefix = status_key(SERVICE_AGGREGATOR, "")
-    leases = {member: decode_lease(raw) for key, raw in entries.items() if key.startswith(prefix)
-              and (member := lease_member(key[len(prefix):])) is not None and key[len(prefix):] != LEASE_NAME}
+    prefix = LEASE_KEY + "-"
+    leases = {member: decode_lease(raw) for key, raw in entries.items()
+              if key.startswith(prefix) and (member := lease_member(key.rsplit("/", 1)[1])) is not None}
     standbys = sorted(key.rsplit("/", 1)[1][len(STANDBY_PREFIX):] for key in entries
                       if key.startswith(status_key(SERVICE_AGGREGATOR, STANDBY_PREFIX)))
     waiting = f"; standby: {', '.join(standbys)}" if standbys else "; no standby"

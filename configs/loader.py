@@ -251,16 +251,11 @@ _TIER_MAX = 16
 
 
 def check_tier(config: Config, source: str) -> None:
-    """``[aggregator] tier``: at most kMaxTier members, their ports below 65536, no standby beside them."""
+    """``[aggregator] tier``: at most kMaxTier members, their ports below 65536."""
     agg = config.aggregator
     members = len(agg.hosts)
     if members > _TIER_MAX:
         raise ConfigError(f"{source}: 'aggregator.tier' lists {members} aggregators, at most {_TIER_MAX}")
-    if members > 1 and agg.standby_host:
-        raise ConfigError(
-            f"{source}: 'aggregator.standby_host' = {agg.standby_host!r} beside a tier of {members} aggregators: a "
-            "standby serves one aggregator; leave standby_host empty, or the tier"
-        )
     last = agg.base_port + members * config.n_receivers - 1
     if last > 65535:
         raise ConfigError(

@@ -22,6 +22,7 @@ from sectorflow.configs import (
     load_config,
 )
 from sectorflow.producer.options import aggregator_endpoints, standby_endpoints
+from sectorflow.protocol import MAX_PORTS
 
 
 @pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.toml")), ids=lambda p: p.name)
@@ -243,6 +244,15 @@ def test_an_aggregation_tier_lists_its_members_takes_a_standby_and_refuses_too_m
     assert standby_endpoints(three, 1) == []
     assert error_of(local(aggregator={"tier": [f"h{i}" for i in range(17)]})) == (
         "beamline.toml: 'aggregator.tier' lists 17 aggregators, at most 16")
+    # 16 receivers of a 1024-row detector through 16 aggregators: 256 relay threads, the most a NodeGroup binds.
+    sixteen = {"frame_rows": 1024, "frame_cols": 1024, "sector_rows": 64, "sector_cols": 1024}
+    many = [{"host": "127.0.0.1"}] * 16
+    assert config_from_dict(local(detector=sixteen, receivers=many,
+                                  aggregator={"tier": [f"h{i}" for i in range(16)]})).n_receivers == 16
+    assert MAX_PORTS == 256 and error_of(local(detector={**sixteen, "sector_rows": 32}, receivers=many * 2,
+                                                aggregator={"tier": [f"h{i}" for i in range(16)]})) == (
+        "beamline.toml: 'aggregator.tier' lists 16 aggregators for 32 receivers: 512 relay threads, and a NodeGroup "
+        "binds a data port for each, at most 256; list fewer aggregators")
     assert error_of(local(aggregator={"tier": ["a", "b"], "base_port": 65530})) == (
         "beamline.toml: 'aggregator.base_port' = 65530: relay thread ports up to base_port + 7 = 65537 "
         "must stay below 65536")

@@ -174,7 +174,8 @@ class Follower:
         view = build_view(recent, wall_clock_s(),
                           self._memory, reachable=reachable, address=self.address,
                           sequence=int(self._client.sequence()), recent_scans=self.config.dashboard.recent_scans,
-                          config=config_argument(self.config.source), stack=self._client.stack_id)
+                          config=config_argument(self.config.source), stack=self._client.stack_id,
+                          beamline=self.config)
         images = self.images.latest()
         view["images"] = None if images is None else self.payload(images, self.images_version)
         summaries = self.images.summaries()

@@ -49,3 +49,14 @@ def test_no_rows_for_a_tier_of_one_and_no_slice_before_a_scan_with_a_tier_list()
     found = statuses(*range(8), state=STATE_IDLE)
     assert [m["share"] for m in tier_members(config(2), found, rows(found), None)] == [None, None]
     assert [m["share"] for m in tier_members(config(2), found, rows(found), {"scan": 1, "tier": []})] == [None, None]
+
+
+def test_a_member_whose_lease_the_standby_took_says_who_relays_its_slice() -> None:
+    found = statuses(*range(12), state=STATE_IDLE)
+    found[("aggregator", "active-1")] = ServiceStatus(state=STATE_IDLE, scan=0, messages=0, bytes=0, updated_s=1.0,
+                                                      extra={"host": "spare", "pid": 9, "takeovers": 1,
+                                                             "took_over_from": "agg-1 pid 5"})
+    found[("aggregator", "active-2")] = ServiceStatus(state=STATE_IDLE, scan=0, messages=0, bytes=0, updated_s=1.0,
+                                                      extra={"host": "agg-2", "pid": 6, "takeovers": 0})
+    members = tier_members(config(3), found, rows(found), {"scan": 3, "tier": [0, 1, 2]})
+    assert [m["note"] for m in members] == ["", "relayed by the standby spare pid 9 (took over from agg-1 pid 5)", ""]

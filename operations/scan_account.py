@@ -31,11 +31,11 @@ from sectorflow.protocol.scan_parts import records_of as records_of
 from sectorflow.protocol.scan_parts import scans_in as scans_in
 
 # The outcome of a scan as acquire and status report it.
-COMPLETE = "complete"      # every sector counted in the file
+COMPLETE = _records.OUTCOME_COMPLETE      # every sector counted in the file
 SPILLED = "spilled"        # nothing missing, but a fault sent some sectors to raw files: replay completes the file
 ON_DISK = "on disk, not counted"  # no NodeGroup was registered: every sector in raw files, as planned; replay counts it
-INCOMPLETE = "incomplete"  # sectors missing
-FAILED = "failed"          # no file was written
+INCOMPLETE = _records.OUTCOME_INCOMPLETE  # sectors missing
+FAILED = _records.OUTCOME_FAILED          # no file was written
 PENDING = "pending"        # not over yet
 ABORTED = OUTCOME_ABORTED    # an operator aborted it (sectorflow abort) before every sector was counted
 

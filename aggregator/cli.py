@@ -27,12 +27,14 @@ def register(subparsers: Any) -> None:
         "set, it relays only while it holds the kvstore's lease status/aggregator/active and waits as a standby "
         "otherwise, taking over when the lease is not renewed for [aggregator] takeover_s. With [aggregator] tier "
         "listing k aggregators, each runs with --member i and relays the frames f with f mod k = i; its thread r is "
-        "relay thread i x receivers + r (port base_port + i x receivers + r, status/aggregator/t<i x receivers + r>).",
+        "relay thread i x receivers + r (port base_port + i x receivers + r, status/aggregator/t<i x receivers + r>); "
+        "with a standby too, member i holds the lease status/aggregator/active-<i> and the standby takes whichever "
+        "member's lease is not renewed, relaying that member's slice on its ports.",
     )
     add_config_argument(parser)
     parser.add_argument("--standby", action="store_true",
-                        help="start as the standby: let the aggregator started alongside take the lease first "
-                        "(needs [aggregator] standby_host)")
+                        help="start as the standby: let the aggregators started alongside take their leases first, "
+                        "then stand in for whichever stops renewing its lease (needs [aggregator] standby_host)")
     parser.add_argument("--member", type=int, default=0, metavar="I",
                         help="this aggregator's index in [aggregator] tier (default 0: the first, or the only one)")
     parser.set_defaults(run=run)

@@ -20,7 +20,9 @@ it, binds (retrying while the ports are still held by the old active), waits for
 replicas (which start at the server its own client found active) and relays, renewing the lease all
 the while; it stops relaying and waits again when the lease is lost, and gives it up when it stops. A takeover mid-scan is a
 restart of the relay threads as far as the scan goes: they rebuild the scan from the producers'
-records, as a restarted aggregator does.
+records, as a restarted aggregator does. With an aggregation tier each member holds its own lease
+and the one standby takes whichever falls free: it then relays that member's slice, on that
+member's ports and with that member's key pair, as that member restarted on the standby's host.
 
 States (the one state machine, sectorflow.service), logged on every transition: the daemon starts
 (binds, then waits up to SYNC_TIMEOUT_S for its kvstore replicas, so that a relay restarted
@@ -56,7 +58,7 @@ from sectorflow.security.options import aggregator_key_name
 from sectorflow.service import ServiceState, stop_on_signals
 from sectorflow.waiting import WaitTimeout, wait_until
 
-from .lease import LEASE_KEY, Lease, standby_name
+from .lease import Lease, lease_key, standby_name
 from .options import aggregator_options
 
 logger = logging.getLogger(__name__)
@@ -141,15 +143,16 @@ def run_aggregator(config: Config, standby: bool = False, member: int = 0) -> in
     """Run the aggregator of ``config`` until SIGTERM or SIGINT; returns the exit code 0.
 
     With ``[aggregator] standby_host`` set, it relays only while it holds the lease
-    (``sectorflow.aggregator.lease``) and waits as a standby otherwise; ``standby`` lets the other
-    aggregator take the lease first when both start together.
+    (``sectorflow.aggregator.lease``; with a tier, member ``member``'s) and waits as a standby
+    otherwise; ``standby`` lets the other aggregators take their leases first when they start
+    together, and then takes whichever member's lease falls free (``member`` is not used).
 
     Raises:
         SectorflowError: a port cannot be bound (the message names the address), a relay thread
             failed, or ``standby`` without a standby_host configured.
     """
     if config.aggregator.standby_host:
-        return _run_with_lease(config, standby)
+        return _run_with_lease(config, standby, member)
     if standby:
         raise SectorflowError(f"--standby: {config.source} configures no standby ([aggregator] standby_host is empty): "
                               "set it to the standby's address")
@@ -182,25 +185,32 @@ def _status_client(config: Config, member: int = 0) -> Client:
                               key_name=aggregator_key_name(config, member))
 
 
-def _run_with_lease(config: Config, standby: bool) -> int:
-    """Wait as a standby until the lease is free, take it, relay while it holds it; again after losing it."""
+def _run_with_lease(config: Config, standby: bool, member: int) -> int:
+    """Wait as a standby until a lease this process may take is free, take it, relay that member's
+    slice while it holds it; again after losing it. A member process may take its own member's lease
+    only (producers reach it at its host and the standby's); the standby, any member's."""
     failure = ""
-    with stop_on_signals(logger) as stop, _status_client(config) as client:
-        lease = Lease(client, config.aggregator.takeover_s)
+    members = len(config.aggregator.hosts)
+    with stop_on_signals(logger) as stop, _status_client(config, member) as client:
+        period_s = config.aggregator.takeover_s
+        leases = [Lease(client, period_s, lease_key(members, i)) for i in (range(members) if standby else [member])]
         if not client.wait_synced(SYNC_TIMEOUT_S):
             logger.warning("kvstore at %s did not answer within %.0f s: waiting for it as a standby",
                            config.kvstore.address, SYNC_TIMEOUT_S)
         if standby:
-            _wait_for_active(lease, stop)
+            _wait_for_active(leases, stop)
         while not stop.is_set():
-            if not _stand_by(client, config, lease, stop):
+            lease = _stand_by(client, config, leases, stop)
+            if lease is None:
                 break
+            held = leases.index(lease) if standby else member
             record = lease.current()
-            logger.info("took the lease %s (takeovers %s): binding and relaying", LEASE_KEY,
-                        record.extra.get("takeovers") if record is not None else "?")
+            logger.info("took the lease %s (takeovers %s): binding and relaying%s", lease.key,
+                        record.extra.get("takeovers") if record is not None else "?",
+                        f" member {held}'s slice of the tier" if members > 1 else "")
             # The relay's replicas start at the kvstore server this client found active (a pair just
             # failed over: not a silence period at the dead primary while the lease waits).
-            aggregator = _bind_when_free(config, lease, stop, client.server if config.kvstore.servers else "")
+            aggregator = _bind_when_free(config, lease, stop, client.server if config.kvstore.servers else "", held)
             if aggregator is None:
                 continue
             try:
@@ -215,38 +225,40 @@ def _run_with_lease(config: Config, standby: bool) -> int:
             if not failure.startswith(LOST):
                 break
             failure = ""
-        lease.release()  # stopped, or a relay thread failed: a standby takes over at once
+        for lease in leases:
+            lease.release()  # stopped, or a relay thread failed: a standby takes over at once
     if failure:
         raise SectorflowError(failure)
     return 0
 
 
-def _wait_for_active(lease: Lease, stop: threading.Event) -> None:
-    """Started as the standby: give the aggregator started alongside one lease period to take the lease."""
+def _wait_for_active(leases: list[Lease], stop: threading.Event) -> None:
+    """Started as the standby: give the aggregators started alongside one lease period to take their leases."""
+    period_s = leases[0].period_s
     try:
-        wait_until(lambda: lease.current() is not None, lease.period_s, "the active aggregator", POLL_INTERVAL_S,
-                   stop=stop)
+        wait_until(lambda: all(lease.current() is not None for lease in leases), period_s,
+                   "the active aggregators", POLL_INTERVAL_S, stop=stop)
     except WaitTimeout:
-        logger.info("no active aggregator within takeover_s (%g s): this standby takes the lease", lease.period_s)
+        logger.info("a lease was still free after takeover_s (%g s): this standby takes it", period_s)
 
 
-def _stand_by(client: Client, config: Config, lease: Lease, stop: threading.Event) -> bool:
-    """Publish this standby's status until the lease is free and this process takes it; False on stop."""
+def _stand_by(client: Client, config: Config, leases: list[Lease], stop: threading.Event) -> Lease | None:
+    """Publish this standby's status until one of ``leases`` is free and this process takes it (the
+    lowest member first); None on stop."""
     name = standby_name()
     key = status_key(SERVICE_AGGREGATOR, name)
     announced = False
     while not stop.is_set():
-        record = lease.current()
-        if record is None and client.synced():
-            if lease.take():
-                if announced:
-                    client.erase(key)
-                return True
-            continue
+        records = [lease.current() for lease in leases]
+        if client.synced():
+            for lease, record in zip(leases, records, strict=True):
+                if record is None and lease.take():
+                    if announced:
+                        client.erase(key)
+                    return lease
         if not announced:
-            holder = f"{record.extra.get('host')} pid {record.extra.get('pid')}" if record else "nobody yet"
-            logger.info("standby: the active aggregator is %s; taking over once its lease %s is not renewed for %g s",
-                        holder, LEASE_KEY, lease.period_s)
+            holders = ", ".join(f"{lease.key} {_holder_of(record)}" for lease, record in zip(leases, records, strict=True))
+            logger.info("standby: %s; taking over once a lease is not renewed for %g s", holders, leases[0].period_s)
             extra: dict[str, int | str] = dict(owner_fields())
             extra["standby"] = 1
             client.set(key, ServiceStatus(state=STATE_IDLE, scan=0, messages=0, bytes=0, extra=extra).encode(),
@@ -255,14 +267,19 @@ def _stand_by(client: Client, config: Config, lease: Lease, stop: threading.Even
         stop.wait(POLL_INTERVAL_S)
     if announced:
         client.erase(key)
-    return False
+    return None
 
 
-def _bind_when_free(config: Config, lease: Lease, stop: threading.Event, first_server: str) -> Aggregator | None:
-    """The relay, bound; retried while its ports are taken (the old active, fenced, still unbinding) and
-    the lease is kept. None if the lease was lost or the daemon stops first."""
+def _holder_of(record: ServiceStatus | None) -> str:
+    return f"held by {record.extra.get('host')} pid {record.extra.get('pid')}" if record else "held by nobody yet"
+
+
+def _bind_when_free(config: Config, lease: Lease, stop: threading.Event, first_server: str,
+                    member: int) -> Aggregator | None:
+    """Member ``member``'s relay, bound; retried while its ports are taken (the old active, fenced,
+    still unbinding) and the lease is kept. None if the lease was lost or the daemon stops first."""
     options = aggregator_options(config, log=lambda message: logger.info("kvstore replica: %s", message),
-                                 first_server=first_server)
+                                 first_server=first_server, member=member)
     logged = False
     while not stop.is_set():
         try:

@@ -1,7 +1,10 @@
 """Which aggregator is active: a lease in the kvstore (``status/aggregator/active``), for a stack with a standby.
 
 With ``[aggregator] standby_host`` set, every aggregator process takes the lease before it binds its
-ports and relays; the others wait as standbys (``status/aggregator/standby-<host>-<pid>``). The
+ports and relays; the others wait as standbys (``status/aggregator/standby-<host>-<pid>``). With an
+aggregation tier, each member has its own lease (``status/aggregator/active-<i>``, ``lease_key``):
+member i takes lease i, and the one standby takes the first lease that falls free and relays that
+member's slice, on that member's ports, on its own host. The
 lease is a ServiceStatus record whose extra fields say who holds it (``holder``: ``host:pid:nonce``,
 ``host``, ``pid``), since when (``since_s``), how many takeovers the stack has seen (``takeovers``)
 and whom the holder took over from (``took_over_from``), and once the holder routed its first
@@ -43,6 +46,20 @@ LEASE_KEY = status_key(SERVICE_AGGREGATOR, LEASE_NAME)
 STANDBY_PREFIX = "standby-"
 
 
+def lease_key(members: int, member: int) -> str:
+    """The lease of tier member ``member`` of ``members``: LEASE_KEY for a tier of one."""
+    return LEASE_KEY if members == 1 else f"{LEASE_KEY}-{member}"
+
+
+def lease_member(name: str) -> int | None:
+    """The member whose lease ``status/aggregator/<name>`` is (0 for the lease of a tier of one);
+    None if it is no lease."""
+    if name == LEASE_NAME:
+        return 0
+    head, _, index = name.partition("-")
+    return int(index) if head == LEASE_NAME and index.isdigit() else None
+
+
 def standby_name() -> str:
     """This process's standby status name (no ``/``: a key part)."""
     return f"{STANDBY_PREFIX}{socket.gethostname()}-{os.getpid()}"[:200].replace("/", "_")
@@ -59,21 +76,34 @@ def decode_lease(raw: bytes | None) -> ServiceStatus | None:
 
 
 def describe(entries: dict[str, bytes]) -> str:
-    """One line for ``sectorflow status``: the active aggregator, takeovers, standbys ("" without a lease)."""
-    lease = decode_lease(entries.get(LEASE_KEY))
+    """One line for ``sectorflow status``: the active aggregator (each member's, with a tier),
+    takeovers, standbys ("" without a lease)."""
+    prefix = LEASE_KEY + "-"
+    leases = {member: decode_lease(raw) for key, raw in entries.items()
+              if key.startswith(prefix) and (member := lease_member(key.rsplit("/", 1)[1])) is not None}
     standbys = sorted(key.rsplit("/", 1)[1][len(STANDBY_PREFIX):] for key in entries
                       if key.startswith(status_key(SERVICE_AGGREGATOR, STANDBY_PREFIX)))
+    waiting = f"; standby: {', '.join(standbys)}" if standbys else "; no standby"
+    if leases:  # a tier: one part per member whose lease the kvstore holds
+        return "aggregators: " + "; ".join(f"member {member} {_holder(lease)}"
+                                           for member, lease in sorted(leases.items())) + waiting
+    lease = decode_lease(entries.get(LEASE_KEY))
     if lease is None and not standbys:
         return ""
-    waiting = f"; standby: {', '.join(standbys)}" if standbys else "; no standby"
     if lease is None:
         return f"aggregator: none active (the lease is free: a standby takes it){waiting}"
+    return f"aggregator: {_holder(lease)}{waiting}"
+
+
+def _holder(lease: ServiceStatus | None) -> str:
+    if lease is None:
+        return "none active (its lease does not decode)"
     extra = lease.extra
-    text = (f"aggregator: active {extra.get('host')} pid {extra.get('pid')} since {_clock(extra.get('since_s'))}, "
+    text = (f"active {extra.get('host')} pid {extra.get('pid')} since {_clock(extra.get('since_s'))}, "
             f"takeovers {extra.get('takeovers', 0)}")
     if extra.get("took_over_from"):
         text += f" (took over from {extra['took_over_from']})"
-    return text + waiting
+    return text
 
 
 def _clock(seconds: object) -> str:
@@ -83,9 +113,10 @@ def _clock(seconds: object) -> str:
 class Lease:
     """This process's side of the lease; every method is called from the daemon's main thread."""
 
-    def __init__(self, client: Client, period_s: float) -> None:
+    def __init__(self, client: Client, period_s: float, key: str = LEASE_KEY) -> None:
         self._client = client
         self.period_s = period_s
+        self.key = key
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._takeovers_seen = -1  # the highest count of any lease record seen; -1: none seen
         self._last_holder = ""      # "host pid N" of the last other holder seen
@@ -101,7 +132,7 @@ class Lease:
 
     def current(self) -> ServiceStatus | None:
         """The lease as the replica holds it; remembers the takeover count and holder it shows."""
-        record = decode_lease(self._client.get(LEASE_KEY))
+        record = decode_lease(self._client.get(self.key))
         if record is not None:
             count = record.extra.get("takeovers", 0)
             if isinstance(count, int):
@@ -135,9 +166,9 @@ class Lease:
         self._extra, self._renewal, self._lost = extra, 0, ""
         self._sent_at = self._confirmed_at = time.monotonic()
         self._sent = {0: self._sent_at}
-        self._client.create_once(LEASE_KEY, self._encode(False), self.period_s)
+        self._client.create_once(self.key, self._encode(False), self.period_s)
         try:
-            record = wait_until(self.current, self.period_s, f"the kvstore's answer to {LEASE_KEY}", 0.01)
+            record = wait_until(self.current, self.period_s, f"the kvstore's answer to {self.key}", 0.01)
         except WaitTimeout:
             record = None
         if self.mine(record):
@@ -187,14 +218,14 @@ class Lease:
             if record is None:
                 # The key is gone though this holder renewed in time (a kvstore restarted without its
                 # log): claim it again as any standby would, never overwrite a new holder's.
-                self._client.create_once(LEASE_KEY, self._encode(streaming), self.period_s)
+                self._client.create_once(self.key, self._encode(streaming), self.period_s)
             else:
-                self._client.set_once(LEASE_KEY, self._encode(streaming), self.period_s)
+                self._client.set_once(self.key, self._encode(streaming), self.period_s)
             self._sent_at = self._sent[self._renewal] = now
         return ""
 
     def release(self) -> None:
         """Gives the lease up (a clean stop): a standby takes over at once rather than after takeover_s."""
         if self._extra is not None and self.mine(self.current()):
-            self._client.erase(LEASE_KEY)
+            self._client.erase(self.key)
         self._extra = None

@@ -25,7 +25,24 @@ def members_up(config: Config, statuses: Mapping[tuple[str, str], ServiceStatus]
     aggregator's ``Client.statuses("aggregator")``), ascending."""
     names = {name for (_, name), status in statuses.items() if status.state not in _LEAVING}
     return [member for member in range(len(config.aggregator.hosts))
-            if all(f"t{relay_thread(member, r, config.n_receivers)}" in names for r in range(config.n_receivers))]
+            if all(f"t{j}" in names for j in member_threads(config, member))]
+
+
+def member_threads(config: Config, member: int) -> list[int]:
+    """Member ``member``'s relay threads j = member x R + r, one per receiver r, ascending."""
+    return [relay_thread(member, r, config.n_receivers) for r in range(config.n_receivers)]
+
+
+def threads_span(threads: list[int]) -> str:
+    """A member's relay threads as the status line names them: ``t4-t7``, or ``t4`` for one."""
+    first, last = threads[0], threads[-1]
+    return f"t{first}-t{last}" if last > first else f"t{first}"
+
+
+def down_reason(config: Config, member: int) -> str:
+    """Why a member counts as down and what that costs, in the words of the status line (the
+    dashboard's tier card says the same)."""
+    return f"no live status of {threads_span(member_threads(config, member))}: the next scan goes without it"
 
 
 def scan_tier(config: Config, statuses: Mapping[tuple[str, str], ServiceStatus]) -> list[int]:
@@ -44,16 +61,14 @@ def describe(config: Config, statuses: Mapping[tuple[str, str], ServiceStatus]) 
     members = len(config.aggregator.hosts)
     if members == 1:
         return ""
-    receivers = config.n_receivers
     up = set(members_up(config, statuses))
     relayed = {name: status.bytes for (_, name), status in statuses.items()}
     parts = []
     for member in range(members):
-        first, last = relay_thread(member, 0, receivers), relay_thread(member, receivers - 1, receivers)
-        threads = f"t{first}-t{last}" if last > first else f"t{first}"
+        threads = member_threads(config, member)
         if member in up:
-            total = sum(relayed.get(f"t{j}", 0) for j in range(first, last + 1))
-            parts.append(f"member {member} up ({threads}, {total / 1e9:.2f} GB relayed)")
+            total = sum(relayed.get(f"t{j}", 0) for j in threads)
+            parts.append(f"member {member} up ({threads_span(threads)}, {total / 1e9:.2f} GB relayed)")
         else:
-            parts.append(f"member {member} DOWN (no live status of {threads}: the next scan goes without it)")
+            parts.append(f"member {member} DOWN ({down_reason(config, member)})")
     return f"aggregation tier of {members}: " + ", ".join(parts)

@@ -4,6 +4,7 @@ show them."""
 
 from . import builtin, radial_profile  # noqa: F401 - registers them
 from .builtin import NODEGROUP_KERNELS
+from .detectors import detector_attrs, detectors_from, load_mask
 from .registry import (
     PER_POSITION,
     PER_SCAN,
@@ -24,4 +25,5 @@ from .registry import (
 )
 
 __all__ = ["NODEGROUP_KERNELS", "PER_POSITION", "PER_SCAN", "Analysis", "Context", "Frames", "Output", "Plan",
-           "Results", "Values", "chosen", "compute", "empty_values", "outputs_of", "plan_of", "register", "registered"]
+           "Results", "Values", "chosen", "compute", "detector_attrs", "detectors_from", "empty_values", "load_mask",
+           "outputs_of", "plan_of", "register", "registered"]

@@ -239,7 +239,7 @@ def plan_of(config: Any, detector_attrs: Mapping[str, Mapping[str, Any]] | None 
     """The plan of a configuration's ``[analysis]`` table: the built-in analyses with
     ``virtual_images`` on, then those ``analyses`` lists; the centre defaults to the frame's.
 
-    :param detector_attrs: each virtual detector's kind and geometry (nodegroup_service.detector_attrs);
+    :param detector_attrs: each virtual detector's kind and geometry (analysis/detectors.py);
         None: the detectors' names alone.
     :raises SectorflowError: ``analyses`` names an analysis not registered.
     """

@@ -15,10 +15,10 @@ import numpy as np
 
 from bench import BenchmarkResult, RunOptions, Target
 from bench.counting import FRAMES, MIN_REPEAT_S, SAMPLE, SCENARIOS, SHAPE, best_time, simulated_frames
+from sectorflow.analysis import detectors_from
 from sectorflow.configs import Config
 from sectorflow.counting import Counter, calculate_thresholds
 from sectorflow.nodegroup import virtual_images
-from sectorflow.nodegroup.nodegroup_service import detectors_from
 
 log = logging.getLogger(__name__)
 

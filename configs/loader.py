@@ -248,18 +248,22 @@ def _check_whole(config: Config, source: str) -> None:
 
 # Aggregators in one tier: protocol::kMaxTier.
 _TIER_MAX = 16
+# A NodeGroup's data ports, one per relay thread of the tier: protocol::kMaxPorts.
+_PORTS_MAX = 256
 
 
 def check_tier(config: Config, source: str) -> None:
-    """``[aggregator] tier``: at most kMaxTier members, their ports below 65536, no standby beside them."""
+    """``[aggregator] tier``: at most kMaxTier members, their ports below 65536, at most kMaxPorts
+    relay threads (a NodeGroup binds a data port for each)."""
     agg = config.aggregator
     members = len(agg.hosts)
     if members > _TIER_MAX:
         raise ConfigError(f"{source}: 'aggregator.tier' lists {members} aggregators, at most {_TIER_MAX}")
-    if members > 1 and agg.standby_host:
+    if members * config.n_receivers > _PORTS_MAX:
         raise ConfigError(
-            f"{source}: 'aggregator.standby_host' = {agg.standby_host!r} beside a tier of {members} aggregators: a "
-            "standby serves one aggregator; leave standby_host empty, or the tier"
+            f"{source}: 'aggregator.tier' lists {members} aggregators for {config.n_receivers} receivers: "
+            f"{members * config.n_receivers} relay threads, and a NodeGroup binds a data port for each, at most "
+            f"{_PORTS_MAX}; list fewer aggregators"
         )
     last = agg.base_port + members * config.n_receivers - 1
     if last > 65535:

@@ -205,7 +205,9 @@ class AggregatorConfig:
         "stack takes the kvstore's lease status/aggregator/active before it binds, the others wait as standbys and "
         "one takes over when the lease is not renewed for takeover_s; producers connect to host and standby_host "
         "(ZMQ_IMMEDIATE: only the bound one gets messages). The same address as host: the standby binds the "
-        "active's ports once they are free (one machine)")
+        "active's ports once they are free (one machine). Beside a tier, each member i holds its own lease "
+        "status/aggregator/active-<i> and the one standby takes whichever is not renewed, relaying that member's "
+        "slice on that member's ports (with [security] it holds every member's key pair)")
     takeover_s: float = setting(
         8.0, "with standby_host set, the lease period: the active aggregator renews status/aggregator/active every "
         "eighth of it and stops relaying when it has not seen a renewal of its own come back for three quarters of "

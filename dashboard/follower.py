@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sectorflow._core.protocol import wall_clock_s
+from sectorflow.analysis import detector_attrs, detectors_from, load_mask
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup.nodegroup_service import detector_attrs, detectors_from, load_mask
 from sectorflow.operations.scan_account import config_argument, records_of
 
 from .images_source import PATTERN, ImageSource, ShownImages, labels
@@ -174,7 +174,8 @@ class Follower:
         view = build_view(recent, wall_clock_s(),
                           self._memory, reachable=reachable, address=self.address,
                           sequence=int(self._client.sequence()), recent_scans=self.config.dashboard.recent_scans,
-                          config=config_argument(self.config.source), stack=self._client.stack_id)
+                          config=config_argument(self.config.source), stack=self._client.stack_id,
+                          beamline=self.config)
         images = self.images.latest()
         view["images"] = None if images is None else self.payload(images, self.images_version)
         summaries = self.images.summaries()

@@ -25,7 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from sectorflow._core import protocol as _records
-from sectorflow.aggregator.lease import LEASE_NAME
+from sectorflow.aggregator.lease import lease_member
 from sectorflow.analysis import registered as registered_analyses
 from sectorflow.kvstore.status_records import status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
@@ -173,7 +173,8 @@ class StatusCollector(Collector):
 
 
 def _actives(entries: Mapping[str, bytes]) -> list[tuple[str, str]]:
-    """(service, name) of the active kvstore server of a pair and of the aggregator holding the lease."""
+    """(service, name) of the active kvstore server of a pair and of the aggregator holding a lease
+    (each member's, with a tier)."""
     found = []
     for _, service, name, status, _ in status_entries(entries):
         if status is None:
@@ -181,7 +182,7 @@ def _actives(entries: Mapping[str, bytes]) -> list[tuple[str, str]]:
         extra = status.extra
         if service == _records.SERVICE_KVSTORE and extra.get("pair_state") == "active":
             found.append((service, str(extra.get("pair"))))
-        if service == _records.SERVICE_AGGREGATOR and name == LEASE_NAME and "host" in extra:
+        if service == _records.SERVICE_AGGREGATOR and lease_member(name) is not None and "host" in extra:
             found.append((service, f"{extra['host']}:{extra.get('pid')}"))
     return found
 

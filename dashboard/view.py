@@ -14,6 +14,7 @@ from typing import Any
 
 from sectorflow._core import protocol as _records
 from sectorflow.aggregator.lease import describe as describe_aggregators
+from sectorflow.configs import Config
 from sectorflow.kvstore.status_records import StatusEntry, describe_pair, status_entries
 from sectorflow._core.kvstore import REFUSAL_KINDS as KVSTORE_REFUSAL_KINDS
 from sectorflow.protocol import SERVICE_LIBERTEM
@@ -24,6 +25,7 @@ from sectorflow.operations.scan_account import (ABORTED, COMPLETE, PENDING, aban
 
 from .rates import Rates
 from .scan_groups import ScanGroups
+from .tier import tier_members
 
 # A status this old (seconds) is from a service that is not moving: its rates are 0.
 STALE_S = 3.0
@@ -51,11 +53,13 @@ class Remembered:
 
 
 def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachable: bool,
-               address: str, sequence: int, recent_scans: int, config: str = "", stack: str = "") -> dict[str, Any]:
+               address: str, sequence: int, recent_scans: int, config: str = "", stack: str = "",
+               beamline: Config | None = None) -> dict[str, Any]:
     """The page's state from ``groups`` (a replica's content, grouped by scan) at ``now_s`` (Unix seconds).
 
     ``config``: the configuration file, for a scan on disk's replay command (``scan_account.config_argument``).
     ``stack``: the kvstore's stack id ("" while unknown; kvstore/SPEC.md, "The stack's identity").
+    ``beamline``: the loaded configuration, for the aggregation tier's members (None: no tier shown).
     """
     others, by_scan = groups.others, groups.scans
     statuses = list(status_entries(others))
@@ -69,6 +73,8 @@ def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachabl
     current = scans[-1] if scans else None
     relay = [s for s in services if s["service"] == _records.SERVICE_AGGREGATOR]
     counting = [s for s in services if s["service"] == _records.SERVICE_NODEGROUP]
+    aggregators = {(entry.service, entry.name): entry.status for entry in statuses
+                   if entry.service == _records.SERVICE_AGGREGATOR and entry.status is not None}
     return {
         "kvstore": {"address": address, "reachable": reachable, "sequence": sequence, "stack": stack},
         # Which kvstore server and which aggregator are active, and the failovers counted, in the
@@ -88,6 +94,8 @@ def build_view(groups: ScanGroups, now_s: float, memory: Remembered, *, reachabl
         "recent": list(reversed(scans[-recent_scans:])),
         "libertem": _bridges(services),
         "alerts": alerts,
+        # Each member of an aggregation tier: its slice, rate and health ([] without a tier).
+        "tier": tier_members(beamline, aggregators, services, current) if beamline is not None else [],
     }
 
 
@@ -194,6 +202,7 @@ def _scans(by_scan: Mapping[int, Mapping[str, bytes]], registered: set[str],
             "shape": [request.scan_x, request.scan_y] if request is not None else None,
             "source": request.source if request is not None else "",
             "routing": list(request.routing) if request is not None else [],
+            "tier": list(request.tier) if request is not None else [],  # the aggregation tier's members it goes through
             "outcome": result.outcome,
             "in_progress": in_progress,
             "counted": result.counted, "spilled": result.spilled, "on_disk": result.on_disk,

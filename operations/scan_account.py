@@ -24,18 +24,18 @@ from sectorflow._core import protocol as _records
 from sectorflow.protocol import OUTCOME_ABORTED, SERVICE_LIBERTEM
 # A scan's records and its abandoned producer threads are the records' own (protocol/scan_parts.py,
 # read by services too); the account's readers take them from here as well (explicit re-exports).
-from sectorflow.protocol.scan_parts import FINAL_PRODUCER_STATES, SOURCE_NATIVE, ScanRecords
+from sectorflow.protocol.scan_parts import FINAL_PRODUCER_STATES, SOURCE_NATIVE, ScanRecords, relay_thread
 from sectorflow.protocol.scan_parts import PRODUCER_QUIET_S as PRODUCER_QUIET_S
 from sectorflow.protocol.scan_parts import abandoned_producers as abandoned_producers
 from sectorflow.protocol.scan_parts import records_of as records_of
 from sectorflow.protocol.scan_parts import scans_in as scans_in
 
 # The outcome of a scan as acquire and status report it.
-COMPLETE = "complete"      # every sector counted in the file
+COMPLETE = _records.OUTCOME_COMPLETE      # every sector counted in the file
 SPILLED = "spilled"        # nothing missing, but a fault sent some sectors to raw files: replay completes the file
 ON_DISK = "on disk, not counted"  # no NodeGroup was registered: every sector in raw files, as planned; replay counts it
-INCOMPLETE = "incomplete"  # sectors missing
-FAILED = "failed"          # no file was written
+INCOMPLETE = _records.OUTCOME_INCOMPLETE  # sectors missing
+FAILED = _records.OUTCOME_FAILED          # no file was written
 PENDING = "pending"        # not over yet
 ABORTED = OUTCOME_ABORTED    # an operator aborted it (sectorflow abort) before every sector was counted
 
@@ -414,6 +414,30 @@ def _explain_missing(records: ScanRecords, request: _records.ScanRequestRecord, 
                                              "before it wrote a record of the scan")
 
 
+def _unrelayed(records: ScanRecords, request: _records.ScanRequestRecord, receiver: int,
+               parts: list[_records.ProducerScanRecord], relay: _records.RelayScanRecord,
+               unrelayed: int) -> list[tuple[int, str, bool]]:
+    """Where a receiver's sectors sent but not relayed were, as (count, relay thread, its record
+    complete): with a tier, each member's relay thread by what the producer threads sent to that
+    member (``tier_sent``), so the account names the member that lost them; else (or when the
+    per-member sums do not place them all) the receiver's relay thread."""
+    if unrelayed <= 0:
+        return []
+    whole = [(unrelayed, f"aggregator thread {receiver}", relay.complete)]
+    if len(request.tier) <= 1 or not parts or not all(part.tier_sent for part in parts):
+        return whole
+    places = []
+    for member in request.tier:
+        thread = relay_thread(member, receiver, len(request.producer_threads))
+        record = records.relay_threads.get(thread)
+        held = sum(record.forwarded.values()) + sum(record.lost.values()) if record is not None else 0
+        count = sum(part.sent_to(member) for part in parts) - held
+        if count > 0:
+            places.append((count, f"relay thread t{thread} (tier member {member})",
+                           record is not None and record.complete))
+    return places if sum(count for count, _, _ in places) == unrelayed else whole
+
+
 def _follow_chain(records: ScanRecords, request: _records.ScanRequestRecord, account: ReceiverAccount,
                   producers_gone: Set[tuple[int, int]]) -> None:
     """Places one receiver's missing sectors at the stage of the chain whose record shows them last."""
@@ -457,16 +481,16 @@ def _follow_chain(records: ScanRecords, request: _records.ScanRequestRecord, acc
     forwarded = sum(relay.forwarded.values())
     _explain_dropped(account, relay)
     unrelayed = sent - forwarded - sum(relay.lost.values())
-    if unrelayed > 0:
+    for count, thread, complete in _unrelayed(records, request, account.receiver, parts, relay, unrelayed):
         # The record says what one relay process forwarded in one run of the scan number: a
         # complete one that relayed fewer than were sent is another run's (a stray native message,
         # a repeat), never a stop; only an unfinished one may be a process that stopped mid-scan.
-        account.explain(unrelayed,
-                        f"sent, but aggregator thread {account.receiver}'s record is of another run of the scan "
-                        "number (a stray or repeated stream), which completed with fewer"
-                        if relay.complete else
-                        f"sent but not relayed (not in aggregator thread {account.receiver}'s record: in flight "
-                        "when it stopped or restarted, or the scan closed unfinished there)")
+        account.explain(count,
+                        f"sent, but {thread}'s record is of another run of the scan number (a stray or repeated "
+                        "stream), which completed with fewer"
+                        if complete else
+                        f"sent but not relayed (not in {thread}'s record: in flight when it stopped or restarted, "
+                        "or the scan closed unfinished there)")
     received = 0
     for uid, count in sorted(relay.forwarded.items()):
         part = records.nodegroups.get(uid)

@@ -12,11 +12,10 @@ from sectorflow.aggregator.tier import describe as describe_tier
 from sectorflow.configs import Config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client, client_options
-from sectorflow.orchestration.cli import default_run_dir
-from sectorflow.orchestration.config_drift import restart_note
 from sectorflow.protocol import SERVICE_AGGREGATOR
 from sectorflow.service import stop_on_signals
 
+from .run_dir import default_run_dir, restart_note
 from .scan_account import config_argument
 from .status_table import render
 

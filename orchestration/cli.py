@@ -8,16 +8,12 @@ from pathlib import Path
 from sectorflow.cli import add_config_argument
 from sectorflow.configs import DEFAULT_CONFIG, Config
 from sectorflow.errors import SectorflowError
+from sectorflow.operations.run_dir import default_run_dir, forget_snapshot, keep_snapshot, restart_note
 from sectorflow.simulator import parse_scan_shape
 
-from .config_drift import forget_snapshot, keep_snapshot, restart_note
 from .demo import DemoOptions, run_demo
 from .stack import DASHBOARD, LIBERTEM, dashboard_url, restart_service, start_stack
 from .supervisor import STATE_FILE, load_running, stop_services
-
-
-def default_run_dir(config: Config) -> Path:
-    return Path("runs") / Path(config.source).stem
 
 
 def add_stack_arguments(parser: argparse.ArgumentParser) -> None:

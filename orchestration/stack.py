@@ -22,6 +22,7 @@ from sectorflow.errors import SectorflowError
 from sectorflow.waiting import WaitTimeout, wait_until
 
 from sectorflow.kvstore import Client
+from sectorflow.nodegroup.launch import mpiexec_environment
 from sectorflow.protocol import SERVICE_LIBERTEM
 
 from .port_owners import ports_held
@@ -39,12 +40,6 @@ DASHBOARD_POLL_S = 0.2  # how often `up` asks the starting dashboard whether it 
 
 def _sectorflow(*args: str) -> tuple[str, ...]:
     return (sys.executable, "-m", "sectorflow", *args)
-
-
-def mpiexec_environment(config: Config) -> tuple[tuple[str, str], ...]:
-    """What mpiexec of ``config``'s NodeGroups needs in its environment: the port range of hydra's
-    control socket (``[nodegroup] mpiexec_port_min``, why there)."""
-    return (("MPIEXEC_PORT_RANGE", config.nodegroup.mpiexec_port_range),)
 
 
 def stack_services(config: Config, ranks: int, output_dir: Path | None = None,

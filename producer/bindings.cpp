@@ -79,8 +79,9 @@ void bind_types(py::module_& m) {
       .def_readonly("aggregator_endpoints", &ProducerOptions::aggregator_endpoints)
       .def_readwrite("aggregator_keys", &ProducerOptions::aggregator_keys,
                      "[security] with a tier: each member's public key, member order ([] : curve's server key).")
-      .def_readwrite("standby_endpoint", &ProducerOptions::standby_endpoint,
-                     "the standby aggregator's thread r ([aggregator] standby_host), or ''")
+      .def_readwrite("standby_endpoints", &ProducerOptions::standby_endpoints,
+                     "per member, where the standby listens for this receiver when it holds the member's lease "
+                     "([aggregator] standby_host), member order; [] : no standby")
       .def_readonly("send_hwm", &ProducerOptions::send_hwm)
       .def_readonly("fallback_dir", &ProducerOptions::fallback_dir)
       .def_readonly("status_ttl_s", &ProducerOptions::status_ttl_s)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sectorflow._core.producer import ProducerOptions
 from sectorflow.configs import Config
@@ -22,15 +22,19 @@ def check_receiver(config: Config, receiver: int) -> None:
 def aggregator_endpoints(config: Config, receiver: int) -> list[str]:
     """Where each member i of the aggregation tier listens for ``receiver``:
     tcp://<member i's host>:(base_port + i x receivers + receiver); one member without a tier."""
-    agg = config.aggregator
-    return [f"tcp://{host}:{agg.base_port + member * config.n_receivers + receiver}"
-            for member, host in enumerate(agg.hosts)]
+    return _member_endpoints(config, config.aggregator.hosts, receiver)
 
 
-def standby_endpoint(config: Config, receiver: int) -> str:
-    """Where the standby aggregator's thread ``receiver`` listens ('' with no standby configured)."""
+def standby_endpoints(config: Config, receiver: int) -> list[str]:
+    """Per member i, where the standby aggregator listens for ``receiver`` while it holds member i's
+    lease: member i's port on standby_host ([] with no standby configured)."""
     host = config.aggregator.standby_host
-    return f"tcp://{host}:{config.aggregator.base_port + receiver}" if host else ""
+    return _member_endpoints(config, [host] * len(config.aggregator.hosts), receiver) if host else []
+
+
+def _member_endpoints(config: Config, hosts: Sequence[str], receiver: int) -> list[str]:
+    base = config.aggregator.base_port
+    return [f"tcp://{host}:{base + member * config.n_receivers + receiver}" for member, host in enumerate(hosts)]
 
 
 def producer_options(config: Config, receiver: int, thread_id: int,
@@ -60,7 +64,7 @@ def producer_options(config: Config, receiver: int, thread_id: int,
         send_timeout_ms=config.producer.send_timeout_ms,
         warn=warn,
     )
-    options.standby_endpoint = standby_endpoint(config, receiver)
+    options.standby_endpoints = standby_endpoints(config, receiver)
     options.curve = data_client_curve(config, "producer")
     options.aggregator_keys = aggregator_keys(config, "producer")
     return options

@@ -30,6 +30,7 @@ from sectorflow._core.protocol import (
     MAX_TEXT_BYTES,
     MAX_UID_BYTES,
     NODEGROUPS_PREFIX,
+    OUTCOME_ABORTED,
     OUTCOME_COMPLETE,
     OUTCOME_FAILED,
     OUTCOME_INCOMPLETE,
@@ -114,9 +115,6 @@ from sectorflow._core.protocol import (
 
 from .refusals import refusal_fields
 
-#: A scan an operator aborted (``sectorflow abort``) before every sector was counted: an outcome the
-#: account gives and the file records, beside the C++ records' complete, incomplete and failed.
-OUTCOME_ABORTED = "aborted"
 #: The LiberTEM-live bridge's status prefix, ``status/libertem/<name>`` (libertem_bridge/SPEC.md):
 #: a Python service, so its name is not among the C++ records' services.
 SERVICE_LIBERTEM = "libertem"

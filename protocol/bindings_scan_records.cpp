@@ -31,6 +31,7 @@ void bind_keys(py::module_& m) {
   m.attr("OUTCOME_COMPLETE") = std::string(kOutcomeComplete);
   m.attr("OUTCOME_INCOMPLETE") = std::string(kOutcomeIncomplete);
   m.attr("OUTCOME_FAILED") = std::string(kOutcomeFailed);
+  m.attr("OUTCOME_ABORTED") = std::string(kOutcomeAborted);
   m.def("scan_prefix", &scan_prefix, py::arg("scan"), "'scans/<scan:010d>/': the subtree of one scan's record.");
   m.def("parse_scan_key", [](const std::string& key) { return parse_scan_key(key); }, py::arg("key"),
         "The scan number of a key under scans/.");

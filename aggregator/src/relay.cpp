@@ -489,9 +489,20 @@ void Relay::expire_native_scans() {
   if (now < next_expiry_check_) return;
   next_expiry_check_ = now + std::min(settings_.native_idle, kIdlePoll);
   std::vector<std::uint32_t> idle;
+  std::vector<std::uint32_t> quiet;
   scans_.for_each([&](ScanState& scan) {
-    if (now - scan.last_activity() >= settings_.native_idle) idle.push_back(scan.scan_number());
+    const auto quiet_for = now - scan.last_activity();
+    if (quiet_for >= settings_.native_idle) idle.push_back(scan.scan_number());
+    if (scan.is_native() && quiet_for >= kIdlePoll) quiet.push_back(scan.scan_number());
   });
+  for (const std::uint32_t number : quiet) {
+    ScanState& scan = *scans_.find(number);
+    silent_native_threads(scan);
+    if (scan.complete()) {
+      idle.erase(std::remove(idle.begin(), idle.end(), number), idle.end());
+      finish_if_complete(scan);
+    }
+  }
   for (const std::uint32_t number : idle) {
     ScanState& scan = *scans_.find(number);
     report(scan, true, "closed unfinished: no message of the scan for native_scan_idle_s (" +
@@ -500,6 +511,19 @@ void Relay::expire_native_scans() {
     remember_closed(scans_.close(number));
   }
   if (!idle.empty()) counters_.open_scans(scans_.size());
+}
+
+void Relay::silent_native_threads(ScanState& scan) {
+  if (settings_.members <= 1 || scan.infos_complete()) return;
+  for (const protocol::ProducerScanRecord& record :
+       records_.producer_records(scan.scan_number(), settings_.receiver, std::chrono::milliseconds(0))) {
+    if (scan.heard(record.thread)) continue;
+    const std::optional<std::map<std::string, std::uint64_t>> counts = record.counts_for(settings_.member);
+    if (!counts) continue;  // a record of another tier's shape says nothing of this member
+    std::uint64_t announced = 0;
+    for (const auto& [uid, count] : *counts) announced += count;
+    if (announced == 0) scan.native_silent(record.thread);
+  }
 }
 
 void Relay::close_aborted_scans() {

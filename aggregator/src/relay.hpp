@@ -132,8 +132,14 @@ class Relay {
   std::string against_record(const protocol::InfoMessage& info);
   /// Closes the aborted scans whose producer threads sent their last message and all came.
   void close_aborted_scans();
-  /// Closes the native scans with no message for native_idle.
+  /// Closes the native scans with no message for native_idle; first completes those whose threads
+  /// not heard from send this member nothing (silent_native_threads).
   void expire_native_scans();
+  /// With a tier: marks the native threads of `scan` not heard from whose producer records announce
+  /// nothing through this member (a thread sends a member none of its frames when its T and the
+  /// scan's members share a factor). Read when the scan falls quiet, not when it opens: the records
+  /// of the threads that have not sent here may not be in the replica yet then.
+  void silent_native_threads(ScanState& scan);
   /// Sends a native scan's NodeGroups their expected counts: what was forwarded to each.
   void send_closing_counts(ScanState& scan);
   /// Brings the downstream sockets in line with the kvstore after a change.

@@ -93,6 +93,12 @@ std::string ScanState::native_arrival(std::uint32_t thread, std::uint32_t frames
   return {};
 }
 
+void ScanState::native_silent(std::uint32_t thread) {
+  if (thread >= heard_.size() || heard_[thread]) return;
+  heard_[thread] = true;
+  ++infos_;
+}
+
 void ScanState::closing_counts() {
   for (Target& target : targets_) target.expected = target.forwarded;
 }

@@ -58,6 +58,9 @@ class ScanState {
   /// Counts one message of a native thread that announced `frames` messages for the scan. Returns
   /// an error text (the message is then refused) if the thread announced another number before.
   std::string native_arrival(std::uint32_t thread, std::uint32_t frames);
+  /// A native thread that sends this member of the tier nothing of the scan (its producer record
+  /// says so): heard, with nothing to come. A native stream has no info message to say it.
+  void native_silent(std::uint32_t thread);
   /// A native scan closes: each NodeGroup's expected count becomes what was forwarded to it.
   void closing_counts();
   /// Messages of the scan this thread forwarded or counted lost so far.

@@ -123,8 +123,11 @@ std::vector<std::string> aggregator_hosts(const Beamline& beamline) {
   return hosts;
 }
 
-std::vector<std::string> aggregator_endpoints(const Beamline& beamline, std::uint32_t receiver) {
-  const std::vector<std::string> hosts = aggregator_hosts(beamline);
+namespace {
+
+// Member i's relay thread for `receiver` on each of `hosts` (one host per member).
+std::vector<std::string> member_endpoints(const Beamline& beamline, const std::vector<std::string>& hosts,
+                                          std::uint32_t receiver) {
   const std::uint64_t receivers = geometry(beamline).n_sectors();
   std::vector<std::string> endpoints;
   for (std::size_t member = 0; member < hosts.size(); ++member) {
@@ -135,11 +138,16 @@ std::vector<std::string> aggregator_endpoints(const Beamline& beamline, std::uin
   return endpoints;
 }
 
-std::string standby_endpoint(const Beamline& beamline, std::uint32_t receiver) {
+}  // namespace
+
+std::vector<std::string> aggregator_endpoints(const Beamline& beamline, std::uint32_t receiver) {
+  return member_endpoints(beamline, aggregator_hosts(beamline), receiver);
+}
+
+std::vector<std::string> standby_endpoints(const Beamline& beamline, std::uint32_t receiver) {
   const std::string host = beamline.text("aggregator.standby_host");
   if (host.empty()) return {};
-  const std::uint64_t port = whole<std::uint16_t>(beamline, "aggregator.base_port") + std::uint64_t{receiver};
-  return "tcp://" + host + ":" + std::to_string(port);
+  return member_endpoints(beamline, std::vector<std::string>(aggregator_hosts(beamline).size(), host), receiver);
 }
 
 std::uint64_t max_lead_frames(const Beamline& beamline) {
@@ -165,7 +173,7 @@ producer::ProducerOptions producer_options(const Beamline& beamline, std::uint32
     throw ConfigError(beamline.source() + ": '" + wire_key + "' = '" + wire + "': expected 'sectorflow' or 'native'");
   }
   options.aggregator_endpoints = aggregator_endpoints(beamline, receiver);
-  options.standby_endpoint = standby_endpoint(beamline, receiver);
+  options.standby_endpoints = standby_endpoints(beamline, receiver);
   options.send_hwm = whole<int>(beamline, "producer.send_hwm");
   options.fallback_dir = beamline.text("producer.fallback_dir");
   options.status_ttl_s = beamline.number("kvstore.ttl_s");

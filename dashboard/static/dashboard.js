@@ -190,6 +190,28 @@ function renderHistory(state) {
   }));
 }
 
+// The aggregation tier's members ([aggregator] tier): shown only for a tier of more than one. A member
+// down is marked (its row and badge red) with what it costs, in the words of 'sectorflow status'.
+function renderTier(state) {
+  const members = state.tier || [];
+  $("tier-card").hidden = members.length <= 1;
+  if (members.length <= 1) return;
+  const up = members.filter((m) => m.up).length, scan = members[0].scan;
+  $("tier-summary").textContent = `${up} of ${members.length} members up` + (scan === null ? "" : `; slices of scan ${scan}`);
+  fillTable("tier", members.map((m) => {
+    const state_ = el("span");
+    badge(state_, m.state);
+    const rate = m.bytes_per_s ? `${(m.bytes_per_s / 1e9).toFixed(2)} GB/s` : "";
+    const slice = m.share === null ? "-" : m.share === 0 ? "none" : `1/${Math.round(1 / m.share)}`;
+    return [m.member, m.host, state_, m.threads_span, number(m.messages), bytes(m.bytes), rate, slice, m.note];
+  }));
+  [...$("tier").querySelectorAll("tbody tr")].forEach((row, i) => {
+    row.dataset.member = members[i].member;
+    row.dataset.up = members[i].up;
+    row.classList.toggle("down", !members[i].up);
+  });
+}
+
 // The LiberTEM bridges (sectorflow libertem): shown only where one runs.
 function renderLibertem(state) {
   const bridges = state.libertem || [];
@@ -435,6 +457,7 @@ function render(state) {
   renderServices(state);
   renderHistory(state);
   renderSessions(state);
+  renderTier(state);
   renderLibertem(state);
   renderImages(state);
 }

@@ -158,9 +158,9 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
     throw ProducerError("producer " + options_.name() + ": " + std::to_string(options_.aggregator_endpoints.size()) +
                         " aggregators in the tier, at most " + std::to_string(protocol::kMaxTier));
   }
-  if (options_.aggregator_endpoints.size() > 1 && !options_.standby_endpoint.empty()) {
-    throw ProducerError("producer " + options_.name() +
-                        ": a standby aggregator serves a tier of one ([aggregator] standby_host with tier)");
+  if (!options_.standby_endpoints.empty() && options_.standby_endpoints.size() != options_.aggregator_endpoints.size()) {
+    throw ProducerError("producer " + options_.name() + ": " + std::to_string(options_.standby_endpoints.size()) +
+                        " standby endpoints for " + std::to_string(options_.aggregator_endpoints.size()) + " aggregators");
   }
   impl_ = std::make_unique<Impl>(options_.geometry.sector_bytes());
   if (!options_.aggregator_keys.empty() && options_.aggregator_keys.size() != options_.aggregator_endpoints.size()) {
@@ -168,13 +168,15 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
                         " aggregator keys for " + std::to_string(options_.aggregator_endpoints.size()) + " aggregators");
   }
   for (const std::string& member : options_.aggregator_endpoints) {
+    const std::size_t index = impl_->sockets.size();
     security::CurveClient curve = options_.curve;
-    if (!options_.aggregator_keys.empty()) curve.server_key = options_.aggregator_keys[impl_->sockets.size()];
+    if (!options_.aggregator_keys.empty()) curve.server_key = options_.aggregator_keys[index];
+    const std::string standby_endpoint = options_.standby_endpoints.empty() ? std::string{} : options_.standby_endpoints[index];
     zmq::socket_t socket(impl_->context, zmq::socket_type::push);
     socket.set(zmq::sockopt::sndhwm, options_.send_hwm);
     socket.set(zmq::sockopt::sndtimeo, kStopCheckMs);  // only to notice stop(); sends are retried
     socket.set(zmq::sockopt::linger, options_.linger_ms);
-    const bool standby = !options_.standby_endpoint.empty() && options_.standby_endpoint != member;
+    const bool standby = !standby_endpoint.empty() && standby_endpoint != member;
     // Without it a PUSH round-robins onto the pipe of the peer that is not bound (the standby) and its
     // messages wait there until that peer binds, if ever.
     if (standby) socket.set(zmq::sockopt::immediate, 1);
@@ -183,7 +185,7 @@ Producer::Producer(ProducerOptions options, kvstore::Client* kvstore)
       security::apply(socket, curve);
       socket.connect(endpoint);
       if (standby) {
-        endpoint = options_.standby_endpoint;
+        endpoint = standby_endpoint;
         socket.connect(endpoint);
       }
     } catch (const std::exception& error) {  // zmq::error_t, or a CURVE key that is not Z85

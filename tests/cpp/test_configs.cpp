@@ -81,7 +81,7 @@ TEST(Beamline, LocalTomlFillsAProducerThreadAsTheDaemonDoes) {
   EXPECT_EQ(options.receiver, 2u);
   EXPECT_EQ(options.threads, 1u);
   EXPECT_EQ(options.aggregator_endpoints, std::vector<std::string>{"tcp://127.0.0.1:6102"});
-  EXPECT_EQ(options.standby_endpoint, "");  // no [aggregator] standby_host: one aggregator
+  EXPECT_TRUE(options.standby_endpoints.empty());  // no [aggregator] standby_host: one aggregator
   EXPECT_EQ(options.send_hwm, 16);
   EXPECT_EQ(options.fallback_dir, "out/raw");
   EXPECT_EQ(options.status_ttl_s, 5.0);
@@ -112,6 +112,13 @@ TEST(Beamline, ReceiversComeFromTheFile) {
             (std::vector<std::string>{"tcp://aggregator-0.beamline.example:6103", "tcp://aggregator-1.beamline.example:6107",
                                       "tcp://aggregator-2.beamline.example:6111", "tcp://aggregator-3.beamline.example:6115",
                                       "tcp://aggregator-4.beamline.example:6119"}));
+  // The spare stands in for any member on that member's ports.
+  EXPECT_EQ(cf::standby_endpoints(camera, 3),
+            (std::vector<std::string>{"tcp://aggregator-spare.beamline.example:6103",
+                                      "tcp://aggregator-spare.beamline.example:6107",
+                                      "tcp://aggregator-spare.beamline.example:6111",
+                                      "tcp://aggregator-spare.beamline.example:6115",
+                                      "tcp://aggregator-spare.beamline.example:6119"}));
   EXPECT_EQ(error_of([&] { cf::producer_options(camera, 4, 0); }),
             "receiver 4: " + kConfigs + "/4dcamera.toml has 4 receivers ([[receivers]]), expected 0 to 3");
   EXPECT_EQ(error_of([&] { cf::producer_options(camera, 0, 4); }),

@@ -88,6 +88,21 @@ TEST(ScanState, ANativeScanCompletesWhenEveryThreadSentWhatItAnnounced) {
   EXPECT_TRUE(scan.record(0, true).complete);
 }
 
+// A tier member that a native thread sends nothing (its producer record says so) completes without it.
+TEST(ScanState, ANativeThreadSilentTowardsThisMemberIsHeardWithNothingToCome) {
+  sa::ScanState scan = sa::ScanState::native(9, 4, 4, {"ng-a"}, 2, std::chrono::steady_clock::now());
+  sa::Target& a = *scan.target("ng-a");
+  ASSERT_EQ(scan.native_arrival(0, 1), "");
+  scan.forwarded(a, 10);
+  EXPECT_FALSE(scan.complete()) << "thread 1 not heard from";
+  scan.native_silent(1);
+  scan.native_silent(1);  // again: changes nothing
+  scan.native_silent(7);  // no such thread: ignored
+  EXPECT_TRUE(scan.infos_complete());
+  EXPECT_TRUE(scan.complete());
+  EXPECT_EQ(scan.announced(), 1u);
+}
+
 TEST(ScanState, ANativeThreadAnnouncingAnotherCountIsRefusedAndTheClosingCountsAreWhatWasForwarded) {
   sa::ScanState scan = sa::ScanState::native(9, 4, 4, {"ng-a", "ng-b"}, 2, std::chrono::steady_clock::now());
   sa::Target& a = *scan.target("ng-a");

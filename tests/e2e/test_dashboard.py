@@ -7,7 +7,8 @@ mass on a diverging ramp centred on 0, axes in scan positions, one time format; 
 amber, its producers not in error, and its alert is dismissed; a past scan opens from the history with
 its images from its file; with the NodeGroups stopped an alert
 says so and a scan on disk shows no earlier scan's images; "kvstore unreachable" is raised while the kvstore is killed and clears
-when it is back; a killed producer raises "producer ... lost"; no sessions card without Slurm; Prometheus' query API returns the scan's message
+when it is back; a killed producer raises "producer ... lost"; no sessions card without Slurm, no tier card
+with one aggregator; Prometheus' query API returns the scan's message
 count from /metrics.
 """
 
@@ -216,6 +217,10 @@ def test_the_page_follows_a_scan_to_its_outcome_images_and_history_and_its_alert
     # A local stack has no Slurm: no sessions card (squeue, if installed, answers nothing here).
     assert browser.execute_script("return document.getElementById('sessions-card').hidden") is True
 
+    # One aggregator, no tier: no tier card (tests/e2e/test_dashboard_tier.py has a tier of three).
+    assert browser.execute_script("return document.getElementById('tier-card').hidden") is True
+    with urllib.request.urlopen(stack.url + "api/state", timeout=PAGE_S) as answer:
+        assert json.loads(answer.read())["tier"] == []
     # No LiberTEM bridge, no LiberTEM card; a bridge with a client connected has one.
     assert browser.execute_script("return document.getElementById('libertem-card').hidden") is True
     bridge = processes.sectorflow("libertem", "--config", str(stack.path), "--listen", "127.0.0.1:0", name="libertem")

@@ -13,10 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from beamline import PAIR_PORTS, Beamline
+from beamline import FACILITY_TAKEOVER_S, PAIR_PORTS, Beamline
 from harness import free_port_block
 from keyring import Keyring
 from test_faults import checked, first_scan, reasons_are
+from test_standby import held_bound, standby_pids
+
+from sectorflow.aggregator.lease import decode_lease, describe, lease_key
+from sectorflow.orchestration.stack import AGGREGATOR_STANDBY
 
 from sectorflow.counting import read_counted_scan
 from sectorflow.kvstore import Client
@@ -41,13 +45,18 @@ THRESHOLDS = {"background_threshold": 30.5, "xray_threshold": 2000.0}
 SEND_TIMEOUT_MS = 2000
 
 
-def stack(beamline, tier: int, tmp_path: Path, **sections) -> Beamline:
-    """A local stack whose aggregation tier has ``tier`` members (one: no tier), its own directories."""
+def stack(beamline, tier: int, tmp_path: Path, standby: bool = False, **sections) -> Beamline:
+    """A local stack whose aggregation tier has ``tier`` members (one: no tier), its own directories;
+    ``standby``: a standby aggregator beside the tier, on the facility's lease."""
     base = free_port_block(LOOPBACK, tier * RECEIVERS)
     aggregator = {"base_port": base, "tier": [LOOPBACK] * tier} if tier > 1 else {"base_port": base}
+    if standby:
+        aggregator.update(standby_host=LOOPBACK, takeover_s=FACILITY_TAKEOVER_S)
     run = tmp_path / f"tier{tier}"
-    return beamline(aggregator=aggregator, counting=THRESHOLDS,
-                    producer={"fallback_dir": str(run / "raw"), "send_timeout_ms": SEND_TIMEOUT_MS},
+    # With a standby, a member's death must not time the producers' sends out before the standby binds
+    # its ports: the default send timeout (10 s) outlasts the lease.
+    producer = {"fallback_dir": str(run / "raw")} | ({} if standby else {"send_timeout_ms": SEND_TIMEOUT_MS})
+    return beamline(aggregator=aggregator, counting=THRESHOLDS, producer=producer,
                     nodegroup={"output_dir": str(run / "counted")}, **sections)
 
 
@@ -155,19 +164,21 @@ def test_a_secured_tier_s_members_each_prove_their_own_key(beamline, tmp_path: P
     assert sorted(records.relay_threads) == list(range(2 * RECEIVERS))
 
 
-def test_a_member_killed_mid_scan_on_the_facility_stack(beamline, tmp_path: Path) -> None:
-    """The tier with what a facility turns on beside it: a kvstore pair with a durable log, [security]
-    with each member's own key, two threads per receiver and receiver 0 on the detector's native header
-    (a standby serves a tier of one only: the loader refuses one here). Member 1 killed mid-scan: the
-    account exact, the earlier file unchanged; the next scan whole on the two left."""
+def facility(tmp_path: Path) -> dict:
+    """What a facility turns on beside the tier: a kvstore pair with a durable log, [security] with each
+    member's own key, two threads per receiver and receiver 0 on the detector's native header."""
     first = free_port_block(LOOPBACK, 2 * PAIR_PORTS)
-    keys = Keyring(tmp_path / "keys").tier(TIER)
-    line = stack(beamline, TIER, tmp_path,
-                 kvstore={"servers": [f"{LOOPBACK}:{first}", f"{LOOPBACK}:{first + PAIR_PORTS}"],
-                          "log_dir": str(tmp_path / "kvlog")},
-                 security={"enabled": True, "key_dir": str(keys)},
-                 receivers=[{"host": LOOPBACK, "threads": 2, "wire": "native" if receiver == 0 else "sectorflow"}
-                            for receiver in range(RECEIVERS)])
+    return {"kvstore": {"servers": [f"{LOOPBACK}:{first}", f"{LOOPBACK}:{first + PAIR_PORTS}"],
+                        "log_dir": str(tmp_path / "kvlog")},
+            "security": {"enabled": True, "key_dir": str(Keyring(tmp_path / "keys").tier(TIER))},
+            "receivers": [{"host": LOOPBACK, "threads": 2, "wire": "native" if receiver == 0 else "sectorflow"}
+                          for receiver in range(RECEIVERS)]}
+
+
+def test_a_member_killed_mid_scan_on_the_facility_stack(beamline, tmp_path: Path) -> None:
+    """The tier with what a facility turns on beside it (``facility``), no standby: member 1 killed
+    mid-scan: the account exact, the earlier file unchanged; the next scan whole on the two left."""
+    line = stack(beamline, TIER, tmp_path, **facility(tmp_path))
     supervisor = line.start()
     before = first_scan(line)
     with Client.from_config(line.config, name="tier-test") as client:
@@ -185,9 +196,60 @@ def test_a_member_killed_mid_scan_on_the_facility_stack(beamline, tmp_path: Path
                      SECTORS)
     reasons_are(result)
     assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, SECTORS), result.output
-    # Every sector relayed, by members 0 and 2 alone. (Receiver 0's native relay threads close this scan by
-    # native_scan_idle_s, not complete: with two threads and two members, a thread sends one member
-    # nothing, and a native stream has no info to say so; the file and the account are whole.)
-    records = scan_records(line, 3)
-    assert records.request.tier == [0, 2]
-    assert sum(sum(relay.forwarded.values()) for relay in records.relay_threads.values()) == SECTORS
+    # Every sector relayed, by members 0 and 2 alone, every relay record complete: with two threads and
+    # two members, each of receiver 0's native threads sends one member nothing, and that member's relay
+    # thread learns it from the thread's producer record (a native stream has no info message to say so).
+    assert sum(relayed_per_member(line, 3, [0, 2])) == SECTORS
+
+
+@pytest.mark.parametrize("facility_on", [False, True], ids=["plain", "facility"])
+def test_a_standby_takes_a_killed_member_s_slice_mid_scan(beamline, tmp_path: Path, facility_on: bool) -> None:
+    """A tier of three and one standby: member 1 killed mid-scan, the standby takes member 1's lease
+    (status/aggregator/active-1), binds member 1's ports, rebuilds the scan from the producers'
+    records and relays the rest of member 1's slice: nothing spilled, only what the dead process held
+    missing, the earlier file unchanged; the next scan whole through all three slices, member 1's on
+    the standby. On the facility's stack too (with [security], the standby proves member 1's key)."""
+    line = stack(beamline, TIER, tmp_path, standby=True, **(facility(tmp_path) if facility_on else {}))
+    supervisor = line.start()
+    member_1, standby = supervisor.process("aggregator-1").pid, supervisor.process(AGGREGATOR_STANDBY).pid
+    before = first_scan(line)
+    key = lease_key(TIER, 1)
+    with Client.from_config(line.config, name="tier-test") as client:
+        assert client.wait_synced(30.0)
+        wait_until(lambda: standby in standby_pids(client), 60.0, "the standby's registration")
+        lease = decode_lease(client.get(key))
+        assert lease is not None and lease.extra["pid"] == member_1 and lease.extra["takeovers"] == 0, lease
+        # Half the pace of the other tests: the lease takes FACILITY_TAKEOVER_S, and the standby should
+        # find most of member 1's slice still to come.
+        acquire = line.acquire(2, SHAPE, RATE_HZ / 2)
+        line.wait_sent(client, 2, SECTORS // 4)
+        line.kill(member_1)
+        lease = wait_until(lambda: (record := decode_lease(client.get(key))) is not None
+                           and record.extra["pid"] == standby and record, 60.0, "the standby to take member 1's lease")
+        assert lease.extra["takeovers"] == 1, lease
+        result = checked(line, Beamline.finish(acquire), 2, "tier of 3 + standby: member 1 killed mid-scan", SECTORS)
+        assert result.spilled == 0 and result.missing <= held_bound(line.config), (result.missing, result.output)
+        reasons_are(result, r"sent but not relayed \(.*\)", r"forwarded to NodeGroup \S+ but not received")
+        # The standby relayed member 1's part after the takeover (the dead process wrote no relay record).
+        relays = scan_records(line, 2).relay_threads
+        taken = sum(sum(relays[j].forwarded.values()) for j in range(RECEIVERS, 2 * RECEIVERS) if j in relays)
+        assert taken > 0, sorted(relays)
+        text = describe(client.subtree())
+        assert f"pid {standby} " in text and "member 1 active" in text and "takeovers 1" in text, text
+    assert {k: v for k, v in line.checksums().items() if k in before} == before
+
+    # Member 1 restarted finds its lease held by the standby and waits for it.
+    supervisor.start(replace(supervisor.spec("aggregator-1"), name="aggregator-1-again"))
+    again = supervisor.process("aggregator-1-again").pid
+    with Client.from_config(line.config, name="tier-test") as client:
+        assert client.wait_synced(30.0)
+        wait_until(lambda: again in standby_pids(client), 60.0, "restarted member 1 waiting for its lease")
+        assert decode_lease(client.get(key)).extra["pid"] == standby
+
+    # Scan 3: all three slices again, member 1's through the standby; whole.
+    members_up(line, TIER)
+    result = checked(line, Beamline.finish(line.acquire(3, SHAPE, 0.0)), 3, "tier of 3, member 1 on the standby",
+                     SECTORS)
+    reasons_are(result)
+    assert (result.outcome, result.exit_code, result.counted) == ("complete", 0, SECTORS), result.output
+    assert sum(relayed_per_member(line, 3, [0, 1, 2])) == SECTORS

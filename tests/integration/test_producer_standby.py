@@ -62,7 +62,7 @@ def test_only_the_bound_aggregator_gets_messages_and_the_other_after_a_takeover(
         for r in range(config.n_receivers):
             for t in range(THREADS):
                 options = producer_options(config, r, t)
-                options.standby_endpoint = f"tcp://127.0.0.1:{standby_base + r}"
+                options.standby_endpoints = [f"tcp://127.0.0.1:{standby_base + r}"]
                 producers.append(Producer(options, client))
 
         def scan(number: int) -> None:

@@ -408,8 +408,9 @@ def test_a_producer_keys_flood_of_statuses_for_threads_the_stack_lacks_is_refuse
 def test_a_tier_member_is_an_aggregator_key_and_a_scans_relay_records_come_from_its_members_only(
         secured, keyring: Keyring, processes: Processes, clients) -> None:
     """With an aggregation tier, a producer key cannot make a member look up (its status is
-    what ``acquire`` reads the scan's members from), and a scan's relay records are taken only for
-    the relay threads of the members its request lists."""
+    what ``acquire`` reads the scan's members from) nor take a member's lease (what the standby
+    waits for), and a scan's relay records are taken only for the relay threads of the members its
+    request lists."""
     config, path = secured(aggregator={"tier": ["127.0.0.1"] * 3})
     start_kvstore(config, path, processes)
     viewer = clients(config, "viewer")
@@ -422,18 +423,18 @@ def test_a_tier_member_is_an_aggregator_key_and_a_scans_relay_records_come_from_
     request.tier = [0, 2]
     operator.set_once(f"{SCAN}/request", request.encode())
     wait_until(lambda: viewer.get(f"{SCAN}/request") is not None, SYNC_S, "the scan's request")
-    write_then_mark(producer, [("status/aggregator/t2", packed(1)), ("status/aggregator/t3", packed(1))],
-                    "status/producer/r0t0")
+    write_then_mark(producer, [("status/aggregator/t2", packed(1)), ("status/aggregator/t3", packed(1)),
+                               ("status/aggregator/active-1", packed(1))], "status/producer/r0t0")
     write_then_mark(aggregator, [(f"{SCAN}/aggregator/t2", packed(1)), (f"{SCAN}/aggregator/t3", packed(1)),
                                  (f"{SCAN}/aggregator/t6", packed(1)), (f"{SCAN}/aggregator/t4", packed(1))],
                     f"{SCAN}/aggregator/t5")
     wait_until(lambda: viewer.get("status/producer/r0t0") is not None and viewer.get(f"{SCAN}/aggregator/t5")
                is not None, SYNC_S, "the marks")
     assert viewer.get(f"{SCAN}/aggregator/t4") is not None
-    for key in ("status/aggregator/t2", "status/aggregator/t3", f"{SCAN}/aggregator/t2", f"{SCAN}/aggregator/t3",
-                f"{SCAN}/aggregator/t6"):
+    for key in ("status/aggregator/t2", "status/aggregator/t3", "status/aggregator/active-1",
+                f"{SCAN}/aggregator/t2", f"{SCAN}/aggregator/t3", f"{SCAN}/aggregator/t6"):
         assert viewer.get(key) is None, key
-    wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 5, SYNC_S, "5 unauthorised writes counted")
+    wait_until(lambda: kv_status(viewer).extra.get("unauthorised") == 6, SYNC_S, "6 unauthorised writes counted")
 
 
 def test_a_scans_file_record_is_written_only_by_the_job_its_routing_named(secured, keyring: Keyring,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sectorflow.aggregator.lease import LEASE_KEY, describe
+from sectorflow.aggregator.lease import LEASE_KEY, describe, lease_key, lease_member
 from sectorflow.protocol import ServiceStatus, status_key
 
 
@@ -32,3 +32,19 @@ def test_a_free_lease_says_a_standby_takes_it() -> None:
 def test_a_lease_that_does_not_decode_counts_as_free() -> None:
     assert describe({LEASE_KEY: b"\x01", status_key("aggregator", "standby-a-9"): status()}).startswith(
         "aggregator: none active")
+
+
+def test_a_tier_s_members_each_hold_their_own_lease() -> None:
+    assert lease_key(1, 0) == LEASE_KEY and lease_key(3, 2) == LEASE_KEY + "-2"
+    assert [lease_member(name) for name in ("active", "active-2", "active-x", "t4", "standby-a-9")] == [
+        0, 2, None, None, None]
+    entries = {
+        lease_key(3, 0): status(holder="a:1:x", host="a", pid=1, since_s=0.0, takeovers=0),
+        lease_key(3, 1): status(holder="s:9:y", host="s", pid=9, since_s=0.0, takeovers=1, took_over_from="b pid 2"),
+        lease_key(3, 2): status(holder="c:3:z", host="c", pid=3, since_s=0.0, takeovers=0),
+        status_key("aggregator", "t4"): status(host="s", pid=9),
+    }
+    text = describe(entries)
+    assert text.startswith("aggregators: member 0 active a pid 1 since "), text
+    assert "; member 1 active s pid 9 since " in text and "takeovers 1 (took over from b pid 2); member 2" in text
+    assert text.endswith("; no standby"), text

@@ -21,6 +21,8 @@ from sectorflow.configs import (
     config_from_dict,
     load_config,
 )
+from sectorflow.producer.options import aggregator_endpoints, standby_endpoints
+from sectorflow.protocol import MAX_PORTS
 
 
 @pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.toml")), ids=lambda p: p.name)
@@ -231,15 +233,26 @@ def test_a_standby_s_lease_must_outlast_a_kvstore_failover() -> None:
     assert config_from_dict(local(aggregator={"takeover_s": 0.5})).aggregator.takeover_s == 0.5
 
 
-def test_an_aggregation_tier_lists_its_members_and_refuses_a_standby_and_too_many() -> None:
+def test_an_aggregation_tier_lists_its_members_takes_a_standby_and_refuses_too_many() -> None:
     assert config_from_dict(local()).aggregator.hosts == ("127.0.0.1",)  # no tier: one aggregator at host
     three = config_from_dict(local(aggregator={"tier": ["a", "b", "c"]}))
     assert three.aggregator.hosts == ("a", "b", "c")
-    assert error_of(local(aggregator={"tier": ["a", "b"], "standby_host": "s"})) == (
-        "beamline.toml: 'aggregator.standby_host' = 's' beside a tier of 2 aggregators: a standby serves one "
-        "aggregator; leave standby_host empty, or the tier")
+    # One standby host stands in for any member, on that member's ports.
+    spare = config_from_dict(local(aggregator={"tier": ["a", "b"], "standby_host": "s"}))
+    assert standby_endpoints(spare, 1) == ["tcp://s:6101", "tcp://s:6105"]
+    assert aggregator_endpoints(spare, 1) == ["tcp://a:6101", "tcp://b:6105"]
+    assert standby_endpoints(three, 1) == []
     assert error_of(local(aggregator={"tier": [f"h{i}" for i in range(17)]})) == (
         "beamline.toml: 'aggregator.tier' lists 17 aggregators, at most 16")
+    # 16 receivers of a 1024-row detector through 16 aggregators: 256 relay threads, the most a NodeGroup binds.
+    sixteen = {"frame_rows": 1024, "frame_cols": 1024, "sector_rows": 64, "sector_cols": 1024}
+    many = [{"host": "127.0.0.1"}] * 16
+    assert config_from_dict(local(detector=sixteen, receivers=many,
+                                  aggregator={"tier": [f"h{i}" for i in range(16)]})).n_receivers == 16
+    assert MAX_PORTS == 256 and error_of(local(detector={**sixteen, "sector_rows": 32}, receivers=many * 2,
+                                                aggregator={"tier": [f"h{i}" for i in range(16)]})) == (
+        "beamline.toml: 'aggregator.tier' lists 16 aggregators for 32 receivers: 512 relay threads, and a NodeGroup "
+        "binds a data port for each, at most 256; list fewer aggregators")
     assert error_of(local(aggregator={"tier": ["a", "b"], "base_port": 65530})) == (
         "beamline.toml: 'aggregator.base_port' = 65530: relay thread ports up to base_port + 7 = 65537 "
         "must stay below 65536")

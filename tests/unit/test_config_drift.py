@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sectorflow.configs import DEFAULT_CONFIG, load_config
-from sectorflow.orchestration.config_drift import changed_keys, forget_snapshot, keep_snapshot, restart_note
+from sectorflow.operations.run_dir import changed_keys, forget_snapshot, keep_snapshot, restart_note
 
 
 def test_an_edit_of_a_value_is_named_with_restart_to_apply_and_a_comment_is_no_change(tmp_path: Path) -> None:

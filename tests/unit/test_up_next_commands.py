@@ -9,7 +9,8 @@ from pathlib import Path
 from harness import write_toml
 
 from sectorflow.configs import DEFAULT_CONFIG, load_config
-from sectorflow.orchestration.cli import default_run_dir, next_commands
+from sectorflow.operations.run_dir import default_run_dir
+from sectorflow.orchestration.cli import next_commands
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from libertem import masks
 
+from sectorflow.analysis import detectors_from
 from sectorflow.configs import DEFAULT_CONFIG, config_from_dict, load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.nodegroup import NodeGroupError, VirtualDetector, VirtualDetectors, virtual_images
-from sectorflow.nodegroup.nodegroup_service import detectors_from
 
 ROWS, COLS = 48, 40
 

@@ -38,9 +38,9 @@ std::vector<std::string> aggregator_hosts(const Beamline& beamline);
 /// Where each tier member's relay thread for `receiver` listens:
 /// tcp://<member i's host>:(aggregator.base_port + i * receivers + receiver).
 std::vector<std::string> aggregator_endpoints(const Beamline& beamline, std::uint32_t receiver);
-/// Where the standby aggregator's thread `receiver` listens: tcp://aggregator.standby_host:(base_port +
-/// receiver); empty when no standby is configured.
-std::string standby_endpoint(const Beamline& beamline, std::uint32_t receiver);
+/// Per tier member i, where the standby aggregator listens for `receiver` when it holds member i's
+/// lease: tcp://aggregator.standby_host:(member i's port); empty when no standby is configured.
+std::vector<std::string> standby_endpoints(const Beamline& beamline, std::uint32_t receiver);
 /// [producer] max_lead_frames: how far a thread may run ahead of its slowest sibling (SiblingGate).
 std::uint64_t max_lead_frames(const Beamline& beamline);
 /// Thread `thread_id` of `receiver`: [detector], [[receivers]] threads and wire, the aggregator endpoint,

@@ -42,10 +42,11 @@ struct ProducerOptions {
   /// tcp://<member i's host>:(aggregator.base_port + i * receivers + r). Frame f goes to member
   /// f % size(). One entry: one aggregator, as before the tier; empty: no streaming.
   std::vector<std::string> aggregator_endpoints;
-  /// The standby aggregator's thread r ([aggregator] standby_host), or empty; only with one member.
-  /// Set and not the same as the member's endpoint, the socket connects to both with ZMQ_IMMEDIATE:
-  /// messages go only to a completed connection, and only the aggregator that holds the lease binds.
-  std::string standby_endpoint;
+  /// Per member i, where the standby aggregator listens when it holds member i's lease
+  /// ([aggregator] standby_host, port as member i's), member order; empty: no standby. An entry set
+  /// and not the member's own endpoint, member i's socket connects to both with ZMQ_IMMEDIATE:
+  /// messages go only to a completed connection, and only the holder of the member's lease binds.
+  std::vector<std::string> standby_endpoints;
   /// producer.send_hwm: messages queued before a send blocks. Shallow on purpose: what waits
   /// here waits ahead of the sibling threads' sectors at the aggregator (sibling_gate.hpp).
   int send_hwm = 0;

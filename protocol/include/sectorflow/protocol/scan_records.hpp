@@ -160,9 +160,13 @@ struct NodeGroupScanRecord {
   bool operator==(const NodeGroupScanRecord& other) const;
 };
 
+// A scan's outcomes, the one vocabulary of the records, the file and the account.
 inline constexpr std::string_view kOutcomeComplete = "complete";      ///< every sector counted
 inline constexpr std::string_view kOutcomeIncomplete = "incomplete";  ///< written, sectors missing
 inline constexpr std::string_view kOutcomeFailed = "failed";          ///< no file (reason says why)
+/// An operator aborted the scan (`sectorflow abort`) before every sector was counted: the outcome the
+/// account gives and the counted file records; the file record itself says incomplete.
+inline constexpr std::string_view kOutcomeAborted = "aborted";
 
 /// The scan's counted file, written by MPI rank 0 of the NodeGroups' job.
 struct ScanFileRecord {

@@ -1,4 +1,8 @@
-"""Whether the configuration file of a running stack changed since ``sectorflow up`` started it.
+"""A local stack's run directory: where it is unless ``--run-dir`` says, and whether the
+configuration file of the stack running there changed since ``sectorflow up`` started it.
+
+``up`` (orchestration/cli.py) keeps its services' logs and the services file there; ``status`` and
+``down`` find it again by :func:`default_run_dir`.
 
 Every service reads its configuration once, at start (docs/configuration.md): an edit of the file
 while the stack runs changes nothing until the services start again. ``up`` keeps the file as it
@@ -17,6 +21,11 @@ from typing import Any
 from sectorflow.configs import Config, ConfigError, config_from_dict
 
 SNAPSHOT = "config-at-start.toml"
+
+
+def default_run_dir(config: Config) -> Path:
+    """Where ``up`` runs ``config``'s stack without ``--run-dir``: runs/<configuration file's stem>."""
+    return Path("runs") / Path(config.source).stem
 
 
 def keep_snapshot(config: Config, run_dir: Path) -> None:
@@ -71,4 +80,4 @@ def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-__all__ = ["SNAPSHOT", "changed_keys", "forget_snapshot", "keep_snapshot", "restart_note"]
+__all__ = ["SNAPSHOT", "changed_keys", "default_run_dir", "forget_snapshot", "keep_snapshot", "restart_note"]

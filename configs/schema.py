@@ -281,9 +281,10 @@ class NodegroupConfig:
         "times more slowly (BENCHMARKS.md, counted_write)",
         choices=("none", "deflate"))
     gather_piece_events: int = setting(
-        16_777_216, "events of one piece of a NodeGroup's part that another rank sends to rank 0: rank 0 writes "
-        "each piece into the scan's file as it comes and holds one at a time (64 MiB of events at the default), "
-        "whatever the scan's size", min=1)
+        16_777_216, "events of one piece of a NodeGroup's part of a scan, sent to rank 0 as soon as its frames are "
+        "counted, while the scan runs (the last piece, with the part's account, when it ends): rank 0 writes each "
+        "piece into the scan's file as it comes, and a NodeGroup holds about a piece of a running scan, not its "
+        "part (64 MiB of events at the default), whatever the scan's size", min=1)
     write_retry_s: float = setting(
         30.0, "how long rank 0 keeps retrying a scan's file that could not be written anywhere before its file "
         "record says failed (on stop: one last try)", min=0.0)

@@ -263,6 +263,9 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("detectors", &NodeGroupSettings::detectors)
       .def_readonly("live", &NodeGroupSettings::live)
       .def_readonly("live_buffer_frames", &NodeGroupSettings::live_buffer_frames)
+      .def_readwrite("drain_events", &NodeGroupSettings::drain_events,
+                     "frames counted out while a scan runs once a counting thread holds this many events "
+                     "(NodeGroup.take_counted); 0: the whole part at the scan's end")
       .def_readwrite("curve", &NodeGroupSettings::curve, "[security]: CurveClient (off by default).");
 
   py::class_<ScanResult>(m, "ScanResult",
@@ -336,6 +339,10 @@ void bind_nodegroup(py::module_& m) {
             return result;
           },
           py::arg("timeout_s"), "The next finished scan (a ScanResult), or None after timeout_s.")
+      .def("take_counted", &NodeGroup::take_counted, py::arg("min_events"), py::call_guard<py::gil_scoped_release>(),
+           "With settings.drain_events: per scan still counting, the frames counted out so far once they hold "
+           "min_events events (ScanResults of frames only, no account); the frames not taken come with the scan's "
+           "result.")
       .def("counters", [](const NodeGroup& g) { return counter_dict(g.counters()); },
            "Counters since start: messages, bytes, frames, pool slots and bytes, ...")
       .def("progress", &NodeGroup::progress, "Scans being received.")

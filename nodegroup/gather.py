@@ -1,9 +1,16 @@
 """Gathering the NodeGroups' parts of a scan on MPI rank 0 and writing the scan's file.
 
-Each NodeGroup hands over a :class:`GroupResult` per scan (picklable: it crosses MPI; another
-rank's comes in pieces of ``[nodegroup] gather_piece_events`` events). Rank 0 writes each part or
-piece into the scan's file as it comes and drops its events (counting/counted_file_writer.py), so it
-never holds the whole counted scan. Rank 0 keeps a :class:`ScanGatherer`: a scan is ready when every NodeGroup of this job that is in the
+Each NodeGroup hands over its part of a scan as :class:`GroupResult` pieces of ``[nodegroup]
+gather_piece_events`` events (picklable: they cross MPI): while the scan runs, a piece each time its
+counting threads have counted that many events (:class:`RunningParts`; the part's number of pieces
+not known yet), and when the scan ends its last piece, the frames not yet sent with the part's
+account (counts, timing, per-scan outputs summed over every piece). Rank 0 writes each piece into the
+scan's file as it comes and drops its events (counting/counted_file_writer.py), so neither rank 0 nor
+any NodeGroup holds a scan's counted part: a part counts once its last piece came (its wait for the
+other NodeGroups, ``gather_timeout_s``, starts then, not at a piece sent while the scan runs); a part
+whose last piece never came (its rank died or stopped mid-scan) is left out of the file, its positions
+missing, as a part that never came; a scan of which only such pieces came writes nothing and gives no
+record, as a scan none of whose parts came. Rank 0 keeps a :class:`ScanGatherer`: a scan is ready when every NodeGroup of this job that is in the
 scan's routing list has reported (routing lists come from the info messages, so a scan routed to
 part of the job waits for that part only). A scan still waiting ``gather_timeout_s`` after its
 first report is written with what came, the missing NodeGroups recorded.
@@ -132,15 +139,23 @@ class GroupResult:
     # Per analysis that made outputs of the part: the frames it analysed, and the seconds its Python
     # from_events took (0 for a C++ kernel's: that time is the counting threads').
     analysed: dict[str, tuple[int, float]] = field(default_factory=dict)
-    # This is piece ``piece`` of ``pieces`` of the part (split): each piece holds its positions'
-    # frames, incomplete sectors and per-position outputs; the last one also the per-scan sums.
+    # This is piece ``piece`` of ``pieces`` of the part: each piece holds its positions' frames,
+    # incomplete sectors and per-position outputs; the last one also the per-scan sums and the
+    # part's account. A piece of frames counted while the scan ran (from_counted_frames) says
+    # pieces 0: the part's number of pieces is not known yet, more follow.
     piece: int = 0
     pieces: int = 1
 
+    @property
+    def last(self) -> bool:
+        """Whether this is the part's last piece (the part whole with the pieces before it)."""
+        return self.pieces != 0 and self.piece == self.pieces - 1
+
     def split(self, max_events: int) -> list[GroupResult]:
-        """The part as pieces of at most ``max_events`` events each (``[nodegroup] gather_piece_events``;
-        a frame is never cut: a frame with more events is a piece of its own), in the part's position
-        order; [self] when it fits. Rank 0 holds one piece of another rank's part at a time."""
+        """The part (or this piece of it) as pieces of at most ``max_events`` events each (``[nodegroup]
+        gather_piece_events``; a frame is never cut: a frame with more events is a piece of its own), in
+        the part's position order, numbered on from this one's ``piece``; [self] when it fits. Rank 0
+        holds one piece of another rank's part at a time."""
         if len(self.events) <= max_events:
             return [self]
         offsets = np.asarray(self.offsets, dtype=np.int64)
@@ -150,6 +165,7 @@ class GroupResult:
             end = int(np.searchsorted(offsets, offsets[start] + max_events, side="right")) - 1
             bounds.append(min(max(end, start + 1), len(self.positions)))
         pieces = []
+        count = len(bounds) - 1
         for k, (start, end) in enumerate(zip(bounds[:-1], bounds[1:])):
             positions = self.positions[start:end]
             taken = {int(p) for p in positions}
@@ -158,7 +174,8 @@ class GroupResult:
                 offsets=(offsets[start:end + 1] - offsets[start]).astype(np.uint64),
                 incomplete={p: s for p, s in self.incomplete.items() if p in taken},
                 images={name: values[start:end] for name, values in self.images.items()},
-                sums=self.sums if k == len(bounds) - 2 else {}, piece=k, pieces=len(bounds) - 1))
+                sums=self.sums if k == count - 1 else {}, piece=self.piece + k,
+                pieces=self.pieces - 1 + count if self.pieces else 0))
         return pieces
 
     def joined(self, piece: GroupResult) -> GroupResult:
@@ -171,8 +188,9 @@ class GroupResult:
             events=IN_FILE if in_file else np.concatenate([self.events, piece.events]),
             offsets=np.concatenate([offsets, offsets[-1] + np.asarray(piece.offsets[1:], dtype=np.uint64)]),
             incomplete={**self.incomplete, **piece.incomplete},
-            images={name: np.concatenate([self.images[name], values]) if name in self.images else values
-                    for name, values in piece.images.items()},
+            images={name: np.concatenate([self.images[name], piece.images[name]]) if name in self.images and
+                    name in piece.images else self.images.get(name, piece.images.get(name))
+                    for name in {**self.images, **piece.images}},
             sums={**self.sums, **piece.sums})
 
     @classmethod
@@ -199,6 +217,23 @@ class GroupResult:
             evicted=result.evicted, runs=[(r.port, r.run, r.expected, r.received) for r in result.runs],
             first_message_s=result.first_message_s, last_message_s=result.last_message_s,
             finished_s=result.finished_s, **_outputs_of(result, plan),
+        )
+
+    @classmethod
+    def from_counted_frames(cls, frames: Any, uid: str, rank: int, host: str, piece: int,
+                            plan: Plan | None = None) -> GroupResult:
+        """Frames a NodeGroup counted while their scan runs (a C++ ``ScanResult`` of frames only,
+        ``NodeGroup.take_counted``) as piece ``piece`` of its part, more to follow (pieces 0): their
+        events, positions, incomplete sectors and analysis outputs; no account (the part's last
+        piece brings it, from the scan's result)."""
+        return cls(
+            uid=uid, rank=rank, host=host, scan_number=frames.scan_number, scan_x=frames.scan_x,
+            scan_y=frames.scan_y, routing=[], positions=np.array(frames.positions),
+            events=np.asarray(frames.events), offsets=np.asarray(frames.offsets),
+            incomplete={int(p): list(s) for p, s in zip(frames.incomplete_positions,
+                                                        frames.incomplete_missing_sectors)},
+            thresholds_known=False, statistics={}, threshold_error="", expected=[], received=[], timed_out=False,
+            bytes=0, piece=piece, pieces=0, **_outputs_of(frames, plan),
         )
 
     def scan_record(self) -> NodeGroupScanRecord:
@@ -259,10 +294,84 @@ def _outputs_of(result: Any, plan: Plan | None) -> dict[str, Any]:
 
 
 @dataclass
+class _Running:
+    """A running scan's frames taken from its NodeGroup (RunningParts.take)."""
+
+    pieces: int = 0                # pieces made of them so far
+    positions: int = 0
+    electrons: int = 0
+    sums: dict[str, np.ndarray] = field(default_factory=dict)  # per-scan outputs over the frames taken
+    analysed: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+
+class RunningParts:
+    """One NodeGroup's parts of its running scans as pieces for rank 0, made while the scans run.
+
+    The C++ NodeGroup hands out the frames its counting threads counted (``NodeGroup.take_counted``,
+    ``NodeGroupSettings.drain_events``); :meth:`take` makes them pieces of at most ``piece_events``
+    events each (a frame is never cut), numbered on, their number of pieces unknown (0); :meth:`part`
+    makes the scan's result (the frames not taken, the part's account) its last piece, with the
+    per-scan outputs summed over every piece. So a NodeGroup holds about a piece of a running scan,
+    whatever its size, and rank 0 writes each piece into the scan's file as it comes.
+
+    :param piece_events: ``[nodegroup] gather_piece_events``.
+    """
+
+    def __init__(self, uid: str, rank: int, host: str, plan: Plan | None, piece_events: int) -> None:
+        self.uid, self.rank, self.host, self.plan = uid, rank, host, plan
+        self.piece_events = piece_events
+        self.scans: dict[int, _Running] = {}
+
+    def take(self, group: Any) -> dict[int, list[GroupResult]]:
+        """The pieces made of the frames ``group`` (a C++ NodeGroup) counted since, per scan: its
+        frames of a scan once they hold ``piece_events`` events."""
+        out: dict[int, list[GroupResult]] = {}
+        for frames in group.take_counted(self.piece_events):
+            running = self.scans.setdefault(frames.scan_number, _Running())
+            taken = GroupResult.from_counted_frames(frames, self.uid, self.rank, self.host, running.pieces, self.plan)
+            running.sums = _summed(running.sums, taken.sums)
+            running.analysed = added_analyses(running.analysed, taken.analysed)
+            running.positions += len(taken.positions)
+            running.electrons += len(taken.events)
+            taken.sums, taken.analysed = {}, {}  # the part's last piece carries them, summed
+            pieces = taken.split(self.piece_events)
+            running.pieces += len(pieces)
+            out.setdefault(frames.scan_number, []).extend(pieces)
+        return out
+
+    def part(self, result: Any) -> tuple[GroupResult, int, int]:
+        """A finished scan's result (a C++ ``ScanResult``) as its part's last piece, after those
+        :meth:`take` made; with the part's positions and electrons (every piece's)."""
+        running = self.scans.pop(result.scan_number, _Running())
+        part = GroupResult.from_scan_result(result, self.uid, self.rank, self.host, self.plan)
+        part.piece, part.pieces = running.pieces, running.pieces + 1
+        part.sums = _summed(running.sums, part.sums)
+        part.analysed = added_analyses(running.analysed, part.analysed)
+        return part, running.positions + len(part.positions), running.electrons + len(part.events)
+
+    def drop(self, scan_number: int) -> None:
+        """Forget a scan whose part goes nowhere (refused)."""
+        self.scans.pop(scan_number, None)
+
+
+def _summed(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per-scan outputs of two sets of frames, summed."""
+    return {name: a[name] + b[name] if name in a and name in b else a.get(name, b.get(name)) for name in {**a, **b}}
+
+
+def added_analyses(a: dict[str, tuple[int, float]], b: dict[str, tuple[int, float]]) -> dict[str, tuple[int, float]]:
+    """Per analysis: frames analysed and seconds, summed."""
+    zero = (0, 0.0)
+    return {name: (a.get(name, zero)[0] + b.get(name, zero)[0], a.get(name, zero)[1] + b.get(name, zero)[1])
+            for name in {**a, **b}}
+
+
+@dataclass
 class _Pending:
     results: dict[str, GroupResult] = field(default_factory=dict)
     pieces: dict[str, GroupResult] = field(default_factory=dict)  # a part whose last piece has not come, so far
-    first_report: float = field(default_factory=time.monotonic)
+    # monotonic time of the first whole part (pieces sent while the scan runs start no wait); None: none yet
+    first_report: float | None = None
     failed_since: float | None = None  # monotonic time of the first failed write
     retry_at: float = 0.0
 
@@ -387,13 +496,15 @@ class ScanGatherer:
             self._unstream(result.scan_number)  # the NodeGroup's earlier part is in the file: the old way
         if pending.failed_since is None:
             self._stream(result)
-        if result.pieces > 1:
+        if result.pieces != 1:
             so_far = pending.pieces.pop(result.uid, None) if result.piece else None
             result = result if so_far is None else so_far.joined(result)
-            if result.piece < result.pieces - 1:
+            if not result.last:
                 pending.pieces[result.uid] = result
                 return
         pending.results[result.uid] = result
+        if pending.first_report is None:
+            pending.first_report = time.monotonic()
 
     def _stream(self, result: GroupResult) -> None:
         """Write the part's frames into its scan's file (opened by the first part), or leave it."""
@@ -474,6 +585,10 @@ class ScanGatherer:
                 if flush or now >= pending.retry_at:
                     out.append(scan_number)
                 continue
+            if pending.first_report is None:  # pieces of parts still counting: the scan runs
+                if flush:
+                    out.append(scan_number)
+                continue
             whole = self.expected_groups(scan_number) <= set(pending.results)
             if whole or flush or now - pending.first_report >= self.gather_timeout_s:
                 out.append(scan_number)
@@ -489,6 +604,12 @@ class ScanGatherer:
         """
         pending = self.pending[scan_number]
         now = time.monotonic()
+        if not pending.results:  # only pieces of parts whose NodeGroups stopped mid-scan: as if none came
+            why = (f"scan {scan_number}: the parts of {', '.join(sorted(pending.pieces))} stopped before their "
+                   "scan ended (pieces of frames counted while it ran came): nothing written")
+            log.warning("%s", why)
+            self._forget(scan_number)
+            return Unchanged(scan_number, why)
         try:
             record = self._write(scan_number, pending)
         except WriteFailed as error:
@@ -527,8 +648,8 @@ class ScanGatherer:
         scan_x, scan_y = shaped[0].scan_x, shaped[0].scan_y
         stream = self.streams.get(scan_number)
         for uid, so_far in pending.pieces.items():  # a rank that stopped sending mid-part: none of it is counted
-            log.warning("scan %d: %d of %d pieces of %s's part came: its part is left out", scan_number,
-                        so_far.piece + 1, so_far.pieces, uid)
+            log.warning("scan %d: %d pieces of %s's part came, not its last: its part is left out", scan_number,
+                        so_far.piece + 1, uid)
             if stream is not None and uid in stream.uids:
                 try:
                     stream.writer.drop(so_far.positions)
@@ -885,4 +1006,4 @@ def _failed(reason: str) -> ScanFileRecord:
                           positions_missing=0, sectors_counted=[], reason=reason, written_s=time.time())
 
 
-__all__ = ["GroupResult", "ScanGatherer", "Unchanged", "WriteFailed", "scan_file_name"]
+__all__ = ["GroupResult", "RunningParts", "ScanGatherer", "Unchanged", "WriteFailed", "scan_file_name"]

@@ -21,7 +21,8 @@ NodeGroup (:class:`LocalGroup`):
   frames_incomplete, pool_slots_in_use, pool_bytes (the received sectors held in assembly) and its
   high-water mark, what it refused (``malformed`` and
   ``malformed_<kind>``, the kinds of ``sectorflow.protocol.REFUSAL_KINDS``), late_messages,
-  duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, repeated_infos (expected
+  duplicate_sectors, evicted_frames, scans_timed_out, scans_evicted, pieces_during_scans_total
+  (pieces of its parts handed to rank 0 while their scans ran: gather.RunningParts), repeated_infos (expected
   counts sent again, e.g. by a restarted aggregator: taken once), unannounced_scans and
   unannounced_messages (data of scans nobody announced: refused, below), who runs it (host, pid, the
   job's name job, the machine's id machine: sectorflow.ownership), and on rank 0 last_file;
@@ -35,7 +36,8 @@ NodeGroup (:class:`LocalGroup`):
   what they forwarded and it came, not after ``scan_timeout_s`` (abort_watch.py),
 - closes the ports of a receiver whose producer threads all died mid-scan once they are found gone,
   not ``scan_timeout_s`` after its last sector (death_watch.py),
-- hands every finished scan to rank 0 (MPI point-to-point, never a collective per scan, so ranks
+- hands its counted frames to rank 0 in pieces while a scan runs, and every finished scan's part (the
+  last piece) to rank 0 (MPI point-to-point, never a collective per scan, so ranks
   whose NodeGroups are not in a scan's routing list never wait for it), if someone announced it:
   a scan with no request record (``scans/<n>/request``: written by ``sectorflow acquire``, or by the
   aggregator when a native receiver's stream begins a scan) and no producer scan record within one
@@ -119,7 +121,7 @@ from sectorflow.waiting import WaitTimeout, wait_until
 from .abort_watch import AbortWatch
 from .tier_watch import TierWatch
 from .death_watch import DeathWatch
-from .gather import GroupResult, ScanGatherer, Unchanged
+from .gather import GroupResult, RunningParts, ScanGatherer, Unchanged, added_analyses
 from .job_watch import JobWatch
 from .launcher_watch import LauncherWatch
 from .output_dir import FileAccess, check_writable
@@ -235,6 +237,9 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
         live_buffer_frames=config.analysis.live_buffer_frames,
     )
     settings.rcvbuf_bytes = ng.rcvbuf_bytes
+    # Each counting thread hands its counted frames out at its share of a piece: the NodeGroup
+    # holds a piece or so of a scan's events while it runs, whatever the scan's size (LocalGroup.poll).
+    settings.drain_events = max(1, ng.gather_piece_events // max(counting_threads, 1))
     warn_if_capped("[nodegroup] rcvbuf_bytes", ng.rcvbuf_bytes, "rmem_max")
     settings.curve = data_client_curve(config, "nodegroup")
     settings.aggregator_keys = aggregator_keys(config, "nodegroup")
@@ -309,6 +314,13 @@ class LocalGroup:
         self._confirm_s = kv.heartbeat_ms * kv.silence_heartbeats / 1000
         self.unannounced_scans = 0
         self.unannounced_messages = 0
+        # The running scans' frames taken from the NodeGroup as pieces of its parts (take_counted);
+        # those of scans not yet announced wait here; the scans found announced.
+        self.running = RunningParts(uid, rank, self.host, self.plan, config.nodegroup.gather_piece_events)
+        self._held: dict[int, list[GroupResult]] = {}
+        self._announced_scans: set[int] = set()
+        # Pieces of parts handed over while their scans ran (status pieces_during_scans_total).
+        self.pieces_during_scans = 0
         # Every transition updates the registration and publishes the status (its ports are bound).
         self.state = ServiceState(log, publish=self._published_state, name=f"nodegroup {uid}")
         self.transition(STATE_IDLE)
@@ -364,22 +376,39 @@ class LocalGroup:
                 or now - self._registered_at >= self.config.nodegroup.liveness_ttl_s / 4):
             self.register()
 
-    def finished(self, result: Any) -> GroupResult:
-        """A finished scan's part: its record ``scans/<n>/nodegroup/<uid>`` written, ready for rank 0."""
-        part = GroupResult.from_scan_result(result, self.uid, self.rank, self.host, self.plan)
-        positions, electrons = len(part.positions), len(part.events)
+    def finished(self, result: Any) -> list[GroupResult]:
+        """A finished scan's part: its record ``scans/<n>/nodegroup/<uid>`` written, ready for rank 0,
+        after the pieces of it counted while the scan ran not yet handed over (held until the scan
+        was announced). The part is its last piece (RunningParts.part)."""
+        held = self._held.pop(result.scan_number, [])
+        self._announced_scans.discard(result.scan_number)
+        part, positions, electrons = self.running.part(result)
         self.positions_total += positions
         self.electrons_total += electrons
-        for name, (frames, seconds) in part.analysed.items():
-            done, spent = self.analysed_total.get(name, (0, 0.0))
-            self.analysed_total[name] = (done + frames, spent + seconds)
+        self.analysed_total = added_analyses(self.analysed_total, part.analysed)
         if positions:
             self.electrons_per_frame = electrons / positions
         if self.live is not None:
             self.live.scan_finished(part.scan_number, (part.scan_y, part.scan_x))
         self.client.set_once(scan_nodegroup_key(part.scan_number, self.uid), part.scan_record().encode(),
                              self.config.kvstore.scan_record_ttl_s)
-        return part
+        return [*held, part]
+
+    def take_counted(self) -> list[GroupResult]:
+        """The frames counted while their scans run, as pieces of their parts for rank 0 once they
+        hold ``[nodegroup] gather_piece_events`` events (RunningParts.take): the NodeGroup holds about a
+        piece of a running scan, not its whole part. Pieces of a scan not announced yet are held here
+        until it is (those of a scan refused as unannounced are dropped)."""
+        for scan, pieces in self.running.take(self.group).items():
+            self._held.setdefault(scan, []).extend(pieces)
+        out: list[GroupResult] = []
+        for scan in list(self._held):
+            if scan in self._announced_scans or self._announced(scan):
+                self._announced_scans.add(scan)
+                pieces = self._held.pop(scan)
+                self.pieces_during_scans += len(pieces)
+                out.extend(pieces)
+        return out
 
     def publish(self, state: str | None = None) -> None:
         """Publish ``status/nodegroup/<uid>`` now (in ``state``, by default the current one)."""
@@ -393,6 +422,7 @@ class LocalGroup:
             "unannounced_messages": self.unannounced_messages,
             "positions_total": self.positions_total,
             "electrons_total": self.electrons_total,
+            "pieces_during_scans_total": self.pieces_during_scans,
             **analysis_fields(self.analysed_total),
             "electrons_per_frame": round(self.electrons_per_frame, 3),
             **self.owner,
@@ -410,8 +440,10 @@ class LocalGroup:
         self._published = time.monotonic()
         self._published_dropped = self._dropped(counters)
 
-    def poll(self, timeout_s: float) -> GroupResult | None:
-        """Wait up to ``timeout_s`` for a finished scan; update the state and status meanwhile."""
+    def poll(self, timeout_s: float) -> list[GroupResult]:
+        """The pieces of running scans' parts counted so far (take_counted), then wait up to
+        ``timeout_s`` for a finished scan (its part: the last piece); update the state and status meanwhile."""
+        pieces = self.take_counted()
         result = self.group.wait_scan(timeout_s)
         self._log_new_refusals()
         if result is not None and not self._announced(result.scan_number):
@@ -421,7 +453,8 @@ class LocalGroup:
             result = self._confirmed()
         if result is not None:
             self.scan = result.scan_number
-            part = self.finished(result)
+            parts = self.finished(result)
+            part = parts[-1]
             refused = self._refused_total()
             since = refused - self._refused_before
             self._refused_before = refused
@@ -429,7 +462,7 @@ class LocalGroup:
                      f"; {since} messages refused since the previous scan (malformed_* in its status)" if since else "")
             self.transition(STATE_FINISHED)
             self.publish()  # the scan number changed even if the state did not
-            return part
+            return pieces + parts
         progress = self.group.progress()
         if progress:
             self.scan = max(p.scan for p in progress)
@@ -445,7 +478,7 @@ class LocalGroup:
         busy = busy or (self.live is not None and self.live.subscribers != self._published_subscribers)
         if busy and time.monotonic() - self._published >= STATUS_INTERVAL_S:
             self.publish()
-        return None
+        return pieces
 
     def remaining(self) -> list[GroupResult]:
         """Once stopped: the parts finished and not yet handed over, each with its record written;
@@ -454,10 +487,10 @@ class LocalGroup:
         self._unconfirmed.clear()
         while (result := self.group.wait_scan(0.0)) is not None:
             results.append(result)
-        parts = []
+        parts = self.take_counted()
         for result in results:
             if self._announced(result.scan_number):
-                parts.append(self.finished(result))
+                parts.extend(self.finished(result))
             else:
                 self._refuse_unannounced(result)
         return parts
@@ -487,6 +520,9 @@ class LocalGroup:
         file and no record: a valid header alone would otherwise make rank 0 write a scan of its
         shape, empty. It is counted in the status, and logged."""
         messages = int(sum(result.received))
+        # Its pieces counted while it ran go nowhere either.
+        self._held.pop(result.scan_number, None)
+        self.running.drop(result.scan_number)
         self.unannounced_scans += 1
         self.unannounced_messages += messages
         log.warning("nodegroup %s: scan %d: %d messages of a scan nobody announced (no %s: no acquire, no native "
@@ -720,14 +756,12 @@ class NodeGroupService:
 
     def _step(self, wait_s: float) -> None:
         for group in self.groups:
-            part = group.poll(wait_s)
-            if part is None:
-                continue
-            if self.rank == 0:
-                assert self.gatherer is not None
-                self.gatherer.add(part)
-            else:
-                self._send(part)
+            for part in group.poll(wait_s):
+                if self.rank == 0:
+                    assert self.gatherer is not None
+                    self.gatherer.add(part)
+                else:
+                    self._send(part)
         if self.rank == 0:
             self._receive()
         self._share_thresholds()

@@ -364,6 +364,7 @@ void CountingWorker::count_slot(ScanWork& w, std::size_t slot, std::vector<std::
       w.part.incomplete_positions.push_back(position);
       w.part.incomplete_missing_sectors.push_back(std::move(missing));
     }
+    drain(w);
   } else {
     ++w.part.uncounted_frames;
     counters_.uncounted_frames.fetch_add(1, std::memory_order_relaxed);
@@ -437,6 +438,22 @@ bool CountingWorker::sample_incomplete(ScanWork& w, std::size_t slot) {
   w.waiting.push_back(slot);
   if (w.sampler->decided()) flush_waiting(w);
   return true;
+}
+
+void CountingWorker::drain(ScanWork& w) {
+  if (settings_.drain_events == 0 || !hooks_.counted || w.part.events.size() < settings_.drain_events) return;
+  ScanResult frames;
+  frames.scan_number = w.part.scan_number;
+  frames.scan_x = w.part.scan_x;
+  frames.scan_y = w.part.scan_y;
+  frames.positions.swap(w.part.positions);
+  frames.events.swap(w.part.events);
+  frames.offsets.swap(w.part.offsets);
+  w.part.offsets.assign(1, 0);
+  frames.images = std::exchange(w.part.images, VirtualImages{});
+  frames.incomplete_positions.swap(w.part.incomplete_positions);
+  frames.incomplete_missing_sectors.swap(w.part.incomplete_missing_sectors);
+  hooks_.counted(w.part.scan_number, std::move(frames));
 }
 
 void CountingWorker::try_finish(std::uint32_t scan) {

@@ -69,6 +69,7 @@ NodeGroup::NodeGroup(NodeGroupSettings settings)
   }
   WorkerHooks hooks{[this](std::uint32_t scan) { return sampler(scan); },
                     [this](std::uint32_t scan, ScanResult&& part) { worker_finished(scan, std::move(part)); },
+                    [this](std::uint32_t scan, ScanResult&& frames) { worker_counted(scan, std::move(frames)); },
                     live_.get(), imager_.get()};
   for (std::uint32_t c = 0; c < settings_.counting_threads; ++c) {
     endpoints.push_back("inproc://counting-" + std::to_string(c) + "-from-");
@@ -112,6 +113,27 @@ std::optional<ScanResult> NodeGroup::wait_scan(std::chrono::milliseconds timeout
   ScanResult result = std::move(ready_.front());
   ready_.pop_front();
   return result;
+}
+
+std::vector<ScanResult> NodeGroup::take_counted(std::uint64_t min_events) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<ScanResult> taken;
+  for (auto it = counted_.begin(); it != counted_.end();) {
+    if (!it->second.positions.empty() && it->second.events.size() >= min_events) {
+      taken.push_back(std::move(it->second));
+      it = counted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return taken;
+}
+
+void NodeGroup::worker_counted(std::uint32_t scan, ScanResult&& frames) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ScanResult& so_far = counted_[scan];
+  so_far.scan_number = scan;
+  merge(so_far, std::move(frames));
 }
 
 LiveBatch NodeGroup::take_live() { return live_ ? live_->take() : LiveBatch{}; }
@@ -162,6 +184,11 @@ void NodeGroup::worker_finished(std::uint32_t scan, ScanResult&& part) {
   if (parts == 0) result.scan_number = scan;
   merge(result, std::move(part));
   if (++parts < settings_.counting_threads) return;
+  const auto untaken = counted_.find(scan);
+  if (untaken != counted_.end()) {  // frames handed out while the scan ran and not taken: in its result
+    merge(result, std::move(untaken->second));
+    counted_.erase(untaken);
+  }
 
   ScanTracker::Arrivals arrivals = tracker_.take(scan);
   result.routing = std::move(arrivals.routing);

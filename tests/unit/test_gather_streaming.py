@@ -12,12 +12,12 @@ import h5py
 import numpy as np
 import pytest
 import stempy.io as stio
-from test_gather import EVEN, ODD, SCAN, SCAN_X, SCAN_Y, gatherer, part
+from test_gather import EVEN, FRAME, ODD, RECEIVERS, SCAN, SCAN_X, SCAN_Y, gatherer, part
 
 from sectorflow.counting import read_counted_scan
 from sectorflow.counting.counted_file_writer import CountedFileWriter
 from sectorflow.nodegroup import scan_file_name
-from sectorflow.nodegroup.gather import IN_FILE
+from sectorflow.nodegroup.gather import IN_FILE, GroupResult, ScanGatherer, Unchanged
 
 
 def crowded(uid: str, positions: list[int], per_frame: int = 5):
@@ -125,3 +125,63 @@ def test_a_compressed_file_opens_in_stempy_and_h5py_with_the_same_events(tmp_pat
     loaded = stio.load_electron_counts(record.path)
     assert tuple(loaded.scan_shape) == (SCAN_Y, SCAN_X)
     assert [list(map(int, loaded.data[p, 0])) for p in range(SCAN_X * SCAN_Y)] == expected
+
+
+def during_scan(piece: GroupResult, number: int) -> GroupResult:
+    """``piece`` as a piece of frames counted while the scan runs (LocalGroup.take_counted): no
+    account, the part's number of pieces not known yet."""
+    return replace(piece, piece=number, pieces=0, routing=[], expected=[], received=[], counts={}, sums={})
+
+
+def test_pieces_counted_while_the_scan_runs_go_into_the_file_before_the_part_ends(tmp_path):
+    # ng-b's frames at 1 and 3 come while the scan runs, before any part is whole (gather_timeout 0:
+    # a wait counted from a piece would write the scan at once); its last piece brings 5, 7 and the account.
+    g = ScanGatherer(["ng-a", "ng-b"], tmp_path, FRAME, gather_timeout_s=0.0, receivers=RECEIVERS)
+    b = crowded("ng-b", ODD)
+    b.incomplete = {3: [1]}
+    b.sums = {"diffraction": np.ones(4, dtype=np.uint64)}
+    first, second, rest = b.split(max_events=5)[0], b.split(max_events=5)[1], b.split(max_events=10)[1]
+    for k, piece in enumerate([first, second]):
+        piece = during_scan(piece, k)
+        g.add(piece)
+        assert piece.events is IN_FILE and not piece.last
+        assert g.ready() == []  # no part is whole: the scan runs
+    last = replace(rest, piece=2, pieces=3)
+    assert last.last and last.sums
+    g.add(last)
+    assert last.events is IN_FILE
+    g.add(crowded("ng-a", EVEN))
+    assert g.ready() == [SCAN]
+    record = g.write(SCAN)
+    assert (record.outcome, record.frames_written, record.sectors_counted) == ("incomplete", 8, [8, 7])
+    scan = read_counted_scan(record.path)
+    assert [list(map(int, e)) for e in scan.events] == expected_events()
+    assert list(scan.incomplete_positions) == [3]
+
+
+def test_a_piece_split_while_the_scan_runs_keeps_its_number_of_pieces_unknown():
+    b = crowded("ng-b", ODD)
+    pieces = during_scan(b, 4).split(max_events=5)
+    assert [(p.piece, p.pieces, p.last) for p in pieces] == [(4, 0, False), (5, 0, False), (6, 0, False),
+                                                              (7, 0, False)]
+    tail = replace(b, piece=3, pieces=4).split(max_events=10)  # a part's last piece, split on: still last
+    assert [(p.piece, p.pieces, p.last) for p in tail] == [(3, 5, False), (4, 5, True)]
+
+
+def test_a_part_whose_last_piece_has_no_frames_keeps_the_per_position_outputs_of_its_earlier_pieces():
+    b = crowded("ng-b", ODD)
+    b.images = {"com_x": np.arange(4, dtype=np.float32)}
+    earlier = during_scan(b, 0)
+    last = replace(b, positions=b.positions[:0], events=b.events[:0], offsets=np.zeros(1, dtype=np.uint64),
+                   incomplete={}, images={}, piece=1, pieces=2)
+    joined = earlier.joined(last)
+    assert list(joined.positions) == ODD and joined.last and joined.counts == b.counts
+    assert joined.images["com_x"].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_only_pieces_of_parts_that_stopped_mid_scan_write_nothing_and_record_nothing(tmp_path):
+    g = gatherer(tmp_path)
+    g.add(during_scan(crowded("ng-b", ODD), 0))  # the rank stopped before the scan ended
+    assert g.ready() == [] and g.ready(flush=True) == [SCAN]
+    assert isinstance(g.write(SCAN, final=True), Unchanged)
+    assert list(tmp_path.iterdir()) == []  # its streamed file is gone too

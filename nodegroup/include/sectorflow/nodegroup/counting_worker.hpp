@@ -71,6 +71,10 @@ struct WorkerHooks {
   std::function<std::shared_ptr<ThresholdSampler>(std::uint32_t scan)> sampler;
   /// Called once per scan with this thread's part (on this thread).
   std::function<void(std::uint32_t scan, ScanResult&& part)> finished;
+  /// Called with the frames counted so far (frames only: positions, events, offsets, images,
+  /// incomplete frames; no account) when this thread's part holds NodeGroupSettings::drain_events
+  /// events; null: never. The account and the frames not handed out go with `finished`.
+  std::function<void(std::uint32_t scan, ScanResult&& frames)> counted;
   /// Where each counted frame's virtual-image values and events go for the live view; null: nowhere.
   LiveFeed* live = nullptr;
   /// The virtual detectors laid out on the frame; null: no virtual images.
@@ -144,6 +148,8 @@ class CountingWorker {
   bool sample_incomplete(ScanWork& w, std::size_t slot);
   std::optional<std::pair<std::uint32_t, std::uint32_t>> oldest_held() const;
   void try_finish(std::uint32_t scan);
+  /// Hands the part's counted frames to hooks_.counted once they hold settings_.drain_events events.
+  void drain(ScanWork& w);
   void release(std::size_t slot);
   /// Brings the NodeGroup's pool_bytes (and its high-water mark) in line with what this thread holds.
   void publish_pool_bytes();

@@ -48,7 +48,13 @@ class NodeGroup {
   /// ports[r]: where aggregator thread r pushes.
   const std::vector<std::uint16_t>& ports() const { return ports_; }
   /// The next finished scan, waiting up to `timeout`; nothing if none finished by then or stopped.
+  /// With settings().drain_events, its frames are those take_counted did not hand out.
   std::optional<ScanResult> wait_scan(std::chrono::milliseconds timeout);
+  /// With settings().drain_events: per scan still counting, the frames its counting threads handed
+  /// out while it runs (frames only, no account), once they hold at least `min_events` events (0:
+  /// whatever there is); taken, they are no longer here. The frames not taken go into the scan's
+  /// result: a scan's frames are handed out once, by take_counted before its result, or with it.
+  std::vector<ScanResult> take_counted(std::uint64_t min_events);
   NodeGroupCounterValues counters() const;
   /// Scans being received (not yet handed over by every receiver).
   std::vector<ScanTracker::Progress> progress() const { return tracker_.progress(); }
@@ -77,16 +83,18 @@ class NodeGroup {
  private:
   std::shared_ptr<ThresholdSampler> sampler(std::uint32_t scan);
   void worker_finished(std::uint32_t scan, ScanResult&& part);
+  void worker_counted(std::uint32_t scan, ScanResult&& frames);
 
   NodeGroupSettings settings_;
   NodeGroupCounters counters_;
   ScanTracker tracker_;
   std::atomic<bool> stop_{false};
 
-  mutable std::mutex mutex_;  // samplers_, pending_, ready_
+  mutable std::mutex mutex_;  // samplers_, pending_, counted_, ready_
   std::condition_variable ready_changed_;
   std::map<std::uint32_t, std::shared_ptr<ThresholdSampler>> samplers_;
   std::map<std::uint32_t, std::pair<std::uint32_t, ScanResult>> pending_;  // parts received, merged result
+  std::map<std::uint32_t, ScanResult> counted_;  // frames the counting threads handed out, not yet taken
   std::deque<ScanResult> ready_;
 
   std::unique_ptr<const VirtualImager> imager_;  // before the workers, which image with it

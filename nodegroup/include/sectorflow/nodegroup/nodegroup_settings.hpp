@@ -74,6 +74,10 @@ struct NodeGroupSettings {
   /// detectors set. live_buffer_frames: frames the feed holds between two takes.
   bool live = false;
   std::uint32_t live_buffer_frames = 0;
+  /// Frames counted out while the scan runs: a counting thread whose part of a scan holds this
+  /// many events hands its counted frames to the NodeGroup (NodeGroup::take_counted), which keeps
+  /// the scan's frames no one took yet; 0: every frame stays in the scan's result until it ends.
+  std::uint64_t drain_events = 0;
   /// [security]: the NodeGroup's key pair and the aggregator's public key. The PULL sockets are
   /// CURVE clients although they bind: only the aggregator's key completes a handshake with them,
   /// and the aggregator checks theirs against its nodegroup allowlist. Off: plain TCP.

@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sectorflow.errors import SectorflowError
+from sectorflow.protocol import OUTCOME_ABORTED, OUTCOME_COMPLETE, OUTCOME_INCOMPLETE
 
 from sectorflow.analysis import PER_POSITION, Context, Output, Results, outputs_of, registered
 
@@ -362,8 +363,9 @@ def _counting_attrs(statistics: ThresholdStatistics | Mapping[str, Any] | None,
 
 def _outcome(outcome: str | None, complete: bool) -> str:
     if outcome is None:
-        outcome = "complete" if complete else "incomplete"
-    if outcome not in ("complete", "incomplete", "aborted") or (outcome == "complete" and not complete):
+        outcome = OUTCOME_COMPLETE if complete else OUTCOME_INCOMPLETE
+    if outcome not in (OUTCOME_COMPLETE, OUTCOME_INCOMPLETE, OUTCOME_ABORTED) or (
+            outcome == OUTCOME_COMPLETE and not complete):
         raise CountingError(f"outcome {outcome!r}: a file is complete (nothing missing), incomplete or aborted")
     return outcome
 

@@ -84,7 +84,15 @@ from sectorflow.counting import (
 )
 from sectorflow.counting.counted_file_writer import CountedFileWriter
 from sectorflow.errors import SectorflowError
-from sectorflow.protocol import OUTCOME_ABORTED, NodeGroupScanRecord, PortRun, ScanFileRecord
+from sectorflow.protocol import (
+    OUTCOME_ABORTED,
+    OUTCOME_COMPLETE,
+    OUTCOME_FAILED,
+    OUTCOME_INCOMPLETE,
+    NodeGroupScanRecord,
+    PortRun,
+    ScanFileRecord,
+)
 
 from .output_dir import FileAccess, counted_files, next_part, scan_file_name
 
@@ -839,7 +847,7 @@ class ScanGatherer:
                         frame_shape=self.frame_shape, statistics=metadata.get("statistics"),
                         incomplete=scan.incomplete, counting=self.counting,
                         metadata={k: v for k, v in metadata.items() if k != "statistics"},
-                        outcome=OUTCOME_ABORTED if ABORTED_REASON in reasons else None if not reasons else "incomplete",
+                        outcome=OUTCOME_ABORTED if ABORTED_REASON in reasons else None if not reasons else OUTCOME_INCOMPLETE,
                         reason=_reason(scan, reasons),
                         analyses=self._results(scan), mode=self.access.mode, group=self.access.group,
                         compression=self.compression,
@@ -869,7 +877,7 @@ class ScanGatherer:
         stream.writer.finish(
             statistics=metadata.get("statistics"), incomplete=scan.incomplete, counting=self.counting,
             metadata={k: v for k, v in metadata.items() if k != "statistics"},
-            outcome=OUTCOME_ABORTED if ABORTED_REASON in reasons else None if not reasons else "incomplete",
+            outcome=OUTCOME_ABORTED if ABORTED_REASON in reasons else None if not reasons else OUTCOME_INCOMPLETE,
             reason=_reason(scan, reasons), analyses=self._results(scan),
         )
         for _ in range(NAME_TRIES):
@@ -894,7 +902,7 @@ class ScanGatherer:
     def _record(self, scan: _Scan, path: Path, extra: list[Path], reasons: list[str]) -> ScanFileRecord:
         reason = scan.stored_reason or _reason(scan, reasons)
         return ScanFileRecord(
-            outcome="incomplete" if reason else "complete", path=str(path), extra_paths=[str(p) for p in extra],
+            outcome=OUTCOME_INCOMPLETE if reason else OUTCOME_COMPLETE, path=str(path), extra_paths=[str(p) for p in extra],
             positions=scan.positions, frames_written=scan.frames_written(),
             positions_missing=scan.positions - scan.frames_written(),
             sectors_counted=scan.sectors_counted(self.receivers), reason=reason, written_s=time.time(),
@@ -1002,7 +1010,7 @@ def _reason(scan: _Scan, reasons: list[str]) -> str:
 
 
 def _failed(reason: str) -> ScanFileRecord:
-    return ScanFileRecord(outcome="failed", path="", extra_paths=[], positions=0, frames_written=0,
+    return ScanFileRecord(outcome=OUTCOME_FAILED, path="", extra_paths=[], positions=0, frames_written=0,
                           positions_missing=0, sectors_counted=[], reason=reason, written_s=time.time())
 
 

@@ -90,6 +90,7 @@ from sectorflow.kvstore import Client
 from sectorflow.analysis import detector_attrs, detectors_from, plan_of
 from sectorflow.live.publisher import LivePublisher
 from sectorflow.protocol import (
+    OUTCOME_FAILED,
     STATE_COUNTING,
     STATE_ERROR,
     STATE_FINISHED,
@@ -839,7 +840,7 @@ class NodeGroupService:
             for group in self.groups:
                 if record.path:
                     group.last_file = record.path
-                group.transition(STATE_ERROR if record.outcome == "failed" else STATE_FINISHED)
+                group.transition(STATE_ERROR if record.outcome == OUTCOME_FAILED else STATE_FINISHED)
                 group.publish()
 
     def _leave(self) -> None:

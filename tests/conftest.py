@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
 from harness import deep_update, free_port_block, write_toml
 from slurm_cluster import SlurmCluster, slurm_available
 from support import LOOPBACK, Processes
@@ -65,6 +66,26 @@ def config_maker(tmp_path: Path) -> Callable[..., tuple[Config, Path]]:
         return load_config(path), path
 
     return make
+
+
+@pytest.fixture
+def open_push() -> Iterator[Callable[[str], zmq.Socket]]:
+    """Connects a PUSH socket to an endpoint (a test playing an aggregator's relay thread); every one
+    is closed without lingering whatever happens."""
+    context = zmq.Context()
+    sockets: list[zmq.Socket] = []
+
+    def connect(endpoint: str) -> zmq.Socket:
+        sockets.append(context.socket(zmq.PUSH))
+        sockets[-1].connect(endpoint)
+        return sockets[-1]
+
+    try:
+        yield connect
+    finally:
+        for socket in sockets:
+            socket.close(linger=0)
+        context.term()
 
 
 @pytest.fixture

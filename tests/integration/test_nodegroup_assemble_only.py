@@ -4,10 +4,9 @@ frame and hands over the scan with every position, no events and no thresholds."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
-import pytest
 import zmq
 
 from sectorflow.nodegroup import NodeGroup, settings_from
@@ -17,25 +16,6 @@ SMALL = {"detector": {"frame_rows": 16, "frame_cols": 16, "sector_rows": 4, "sec
          "nodegroup": {"pool_frames": 8}}
 UID = "ng-assemble-only"
 RESULT_S = 30.0
-
-
-@pytest.fixture
-def open_push() -> Iterator[Callable[[str], zmq.Socket]]:
-    """Connects a PUSH socket to an endpoint; every one is closed without lingering whatever happens."""
-    context = zmq.Context()
-    sockets: list[zmq.Socket] = []
-
-    def connect(endpoint: str) -> zmq.Socket:
-        sockets.append(context.socket(zmq.PUSH))
-        sockets[-1].connect(endpoint)
-        return sockets[-1]
-
-    try:
-        yield connect
-    finally:
-        for socket in sockets:
-            socket.close(linger=0)
-        context.term()
 
 
 def feed(group: NodeGroup, open_push: Callable[[str], zmq.Socket], scan_x: int, scan_y: int,

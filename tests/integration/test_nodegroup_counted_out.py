@@ -6,11 +6,7 @@ every frame is handed out once, with its events and virtual-image values."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
 import numpy as np
-import pytest
-import zmq
 from support import wait_until
 
 from sectorflow.nodegroup import NodeGroup, settings_from
@@ -22,24 +18,6 @@ SMALL = {"detector": {"frame_rows": 16, "frame_cols": 16, "sector_rows": 4, "sec
 UID = "ng-counted-out"
 SCAN, SCAN_X, SCAN_Y = 7, 8, 6
 WAIT_S = 30.0
-
-
-@pytest.fixture
-def pushes() -> Iterator[Callable[[str], zmq.Socket]]:
-    context = zmq.Context()
-    sockets: list[zmq.Socket] = []
-
-    def connect(endpoint: str) -> zmq.Socket:
-        sockets.append(context.socket(zmq.PUSH))
-        sockets[-1].connect(endpoint)
-        return sockets[-1]
-
-    try:
-        yield connect
-    finally:
-        for socket in sockets:
-            socket.close(linger=0)
-        context.term()
 
 
 def frame(f: int) -> np.ndarray:
@@ -54,14 +32,14 @@ def expected_events(f: int) -> list[int]:
     return sorted(int(i) for i in np.flatnonzero(frame(f) > 100))
 
 
-def test_counted_frames_go_out_while_the_scan_runs_and_its_result_holds_the_rest(make_config, pushes) -> None:
+def test_counted_frames_go_out_while_the_scan_runs_and_its_result_holds_the_rest(make_config, open_push) -> None:
     config, _ = make_config(**SMALL)
     settings = settings_from(config, UID, counting_threads=2)
     settings.drain_events = 4  # a counting thread hands out its frames once they hold 4 events
     group = NodeGroup(settings)
     frames = SCAN_X * SCAN_Y
     try:
-        sockets = [pushes(f"tcp://127.0.0.1:{port}") for port in group.ports]
+        sockets = [open_push(f"tcp://127.0.0.1:{port}") for port in group.ports]
         for f in range(frames):
             for r, push in enumerate(sockets):
                 header = DataHeader(scan_number=SCAN, frame_number=f, sector=r, scan_x=SCAN_X, scan_y=SCAN_Y,

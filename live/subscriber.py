@@ -22,8 +22,9 @@ from sectorflow.analysis import PER_POSITION, Frames, Output, Plan, compute, emp
 from sectorflow.configs import Config, load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
-from sectorflow.protocol import ProtocolError, scan_prefix
-from sectorflow.protocol.scan_instrument import ScanInstrument, instrument_key
+from sectorflow.protocol import scan_prefix
+from sectorflow.protocol.scan_instrument import instrument_key
+from sectorflow.protocol.scan_parts import records_of
 from sectorflow.security import is_z85_key
 from sectorflow.security.options import live_client_curve
 
@@ -232,7 +233,7 @@ def subscribe(config: str | Path | Config, *, scan: int | None = None, timeout_s
     stream = LiveStream(loaded, wire.IMAGES)
     deadline = _deadline(timeout_s)
     states: dict[int, _ScanState] = {}
-    instrument = _InstrumentRecord(loaded)
+    instrument = InstrumentLookup(loaded)
     followed = scan
     last_yield = 0.0
     changed = False
@@ -336,12 +337,15 @@ def _copy(view: LiveView) -> LiveView:
                     instrument=view.instrument)
 
 
-class _InstrumentRecord:
+class InstrumentLookup:
     """The followed scan's instrument settings as its record ``scans/<n>/instrument`` gives them (as
     its file will hold them), read from a replica of the scan's subtree kept open while the view
-    follows the scan: the record is written before the scan's request, but a kvstore slow under load
-    may deliver it after a short scan's last frames, so the replica is read again on every pass and
-    waited for once at the end. A record that cannot be read is logged and shown as none."""
+    follows the scan, again on every pass and waited for once at the end. The record is written
+    before the scan's request, but once the scan is over the kvstore folds its parts into
+    ``scans/<n>/summary`` (kvstore/SPEC.md, "Folding"): a replica that syncs after a short scan's
+    end (a kvstore slow under load) finds the record only there, so the scan's parts are read as
+    ``records_of`` reads them, from the keys or the summary. A record that cannot be read is logged
+    and shown as none."""
 
     def __init__(self, config: Config) -> None:
         self._config = config
@@ -361,13 +365,14 @@ class _InstrumentRecord:
         if self._known is None and self._client is not None:
             if wait_s > 0:
                 self._client.wait_synced(wait_s)
-            raw = self._client.get(instrument_key(scan))
-            if raw is not None:
-                try:
-                    self._known = ScanInstrument.decode(raw).known()
-                except ProtocolError as error:
-                    log.warning("scan %d: its instrument settings are not shown: %s", scan, error)
-                    self._known = {}
+            records = records_of(self._client.subtree(scan_prefix(scan)), scan)
+            refused = records.rejected.get(instrument_key(scan))
+            if refused:
+                log.warning("scan %d: its instrument settings are not shown: %s", scan, refused)
+                self._known = {}
+            elif records.instrument is not None:
+                self._known = records.instrument.known()
+            if self._known is not None:
                 self.close()
         return self._known or {}
 

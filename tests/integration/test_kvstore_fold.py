@@ -18,6 +18,7 @@ from kvstore_support import (  # noqa: F401  (fixtures)
 from support import Processes, wait_until
 
 from sectorflow.kvstore import Client
+from sectorflow.live.subscriber import InstrumentLookup
 from sectorflow.operations.scan_account import COMPLETE, PENDING, account, records_of
 from sectorflow.protocol import (
     STATE_FINISHED,
@@ -32,6 +33,7 @@ from sectorflow.protocol import (
     scan_relay_key,
     scan_request_key,
 )
+from sectorflow.protocol.scan_instrument import ScanInstrument, instrument_key
 from sectorflow.protocol.scan_life import ScanClaim, claim_key
 from sectorflow.protocol.scan_summary import decode_parts, encode, summary_key
 
@@ -192,5 +194,30 @@ def test_past_scans_kept_the_oldest_summaries_go_first_and_a_running_scan_stays_
         assert not any(observer.subtree(scan_prefix(scan)) for scan in (2, 3, 4))
         assert set(observer.subtree(scan_prefix(1))) == {scan_request_key(1), scan_producer_key(1, 0, 0)}
         wait_until(lambda: counter(observer, "scans_summarised") == 2, SYNC_S, "two scans summarised")
+    finally:
+        peer.close()
+
+
+def test_a_live_view_that_joins_after_the_fold_finds_the_scans_instrument_settings_in_its_summary(
+        make_config: Callable, processes: Processes, clients: Callable[..., Client]) -> None:
+    """``sectorflow view`` of a short scan under load: its replica may sync only after the scan was
+    over and folded, when ``scans/<n>/instrument`` is a part of the summary, not a key."""
+    server = start_kvstore(make_config, processes)
+    observer = clients(server.config)
+    assert observer.wait_synced(SYNC_S)
+    peer = RawPeer(server.port)
+    settings = ScanInstrument.of(server.config.instrument, {"scan_step_nm": 2.5, "convergence_mrad": 25.0})
+    try:
+        put(peer, observer, scan_request_key(1), request(1))
+        put(peer, observer, instrument_key(1), settings.encode())
+        finish(peer, observer, 1)
+        wait_until(lambda: set(observer.subtree(scan_prefix(1))) == {summary_key(1)}, SYNC_S, "scan 1 folded")
+        lookup = InstrumentLookup(server.config)
+        try:
+            known = lookup.of(1, wait_s=SYNC_S)
+        finally:
+            lookup.close()
+        assert known == settings.known()
+        assert known["scan_step"] == {"value": 2.5, "units": "nm", "source": "acquire"}
     finally:
         peer.close()

@@ -101,7 +101,6 @@ from sectorflow.protocol import (
     STATE_WRITING,
     SERVICE_NODEGROUP,
     NodeGroupRecord,
-    ProtocolError,
     ServiceStatus,
     nodegroup_key,
     refusal_fields,
@@ -114,6 +113,7 @@ from sectorflow.protocol import (
 from sectorflow.ownership import machine_id, owner_fields, refuse_if_running
 from sectorflow.protocol.scan_instrument import ScanInstrument, instrument_key
 from sectorflow.protocol.scan_life import abort_key
+from sectorflow.protocol.scan_parts import records_of
 from sectorflow.security.options import aggregator_keys, data_client_curve, live_curve
 from sectorflow.service import ServiceState
 from sectorflow.socket_buffers import warn_if_capped
@@ -671,14 +671,16 @@ class NodeGroupService:
         return None
 
     def _instrument(self, scan: int) -> dict[str, dict[str, Any]]:
-        """The scan's known instrument settings for its file: ``scans/<n>/instrument`` as acquire wrote it,
-        else (a scan requested without it, a record that does not decode: logged) this configuration's."""
-        raw = self.client.get(instrument_key(scan))
-        if raw is not None:
-            try:
-                return ScanInstrument.decode(raw).known()
-            except ProtocolError as error:
-                log.warning("scan %d: %s; its file records the configuration's [instrument]", scan, error)
+        """The scan's known instrument settings for its file: ``scans/<n>/instrument`` as acquire wrote it
+        (a key, or a part of the scan's summary once an earlier run of it was over and folded: a
+        replay's), else (a scan requested without it, a record that does not decode: logged) this
+        configuration's."""
+        records = records_of(self.client.subtree(scan_prefix(scan)), scan)
+        refused = records.rejected.get(instrument_key(scan))
+        if refused:
+            log.warning("scan %d: %s; its file records the configuration's [instrument]", scan, refused)
+        elif records.instrument is not None:
+            return records.instrument.known()
         return ScanInstrument.of(self.config.instrument).known()
 
     def _file_access(self) -> FileAccess:

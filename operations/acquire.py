@@ -416,7 +416,9 @@ def publish_request(client: Client, config: Config, scan: int | None, scan_x: in
     record.tier = list(request.tier)
     ttl_s = config.kvstore.scan_record_ttl_s
     withdraw_earlier_abort(client, scan)
-    if not (replay and client.get(instrument_key(scan)) is not None):
+    # A replay keeps the scan's own settings, held by its key or, once the scan was over, by its
+    # summary (kvstore/SPEC.md, "Folding"; the services read them from either, as records_of does).
+    if not (replay and records.instrument is not None):
         client.set_once(instrument_key(scan), (instrument or ScanInstrument.of(config.instrument)).encode(), ttl_s)
     client.set_once(scan_request_key(scan), record.encode(), ttl_s)
     client.set_once(ACQUIRE_REQUEST_KEY, request.encode())

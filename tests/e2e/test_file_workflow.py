@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import stempy.image
@@ -47,7 +48,7 @@ def test_a_replayed_fallback_scan_counts_as_stempys_electron_count_on_its_raw_fi
     sectors = SCAN_X * SCAN_Y * config.n_receivers
     with stack_up(config, path, tmp_path / "run", output, START_S, nodegroups=False) as client:
         on_disk = sectorflow_command("acquire", "--config", str(path), "--scan-number", "1", "--scan-shape", shape,
-                                     "--wait", "--timeout", str(SCAN_S))
+                                     "--scan-step-nm", "3.5", "--wait", "--timeout", str(SCAN_S))
         assert on_disk.returncode == 0, on_disk.stdout + on_disk.stderr
         assert f"scan 1: on disk, not counted: {sectors} on disk + 0 missing" in on_disk.stdout, on_disk.stdout
         spec = next(s for s in stack_services(config, 2, output) if s.name == "nodegroups")
@@ -81,4 +82,7 @@ def test_a_replayed_fallback_scan_counts_as_stempys_electron_count_on_its_raw_fi
     differing = [p for p in range(SCAN_X * SCAN_Y) if not np.array_equal(ours.data[p][0], theirs.data[p][0])]
     assert not differing, f"{len(differing)} positions differ, first {differing[:5]}"
     assert sum(len(f[0]) for f in ours.data) == sum(len(f[0]) for f in theirs.data) > 0
+    # The replay kept the first run's own settings (the scan was over and folded when it was replayed).
+    with h5py.File(h5, "r") as f:
+        assert dict(f["metadata/instrument/scan_step"].attrs) == {"value": 3.5, "units": "nm", "source": "acquire"}
 

@@ -88,6 +88,16 @@ def members_up(line: Beamline, members: int) -> None:
                    f"{members} members of the tier up")
 
 
+def member_1_killed_in_scan_2(line: Beamline, supervisor):
+    """Scan 2 at RATE_HZ with member 1 SIGKILLed once a quarter of its sectors were sent; its outcome."""
+    with Client.from_config(line.config, name="tier-test") as client:
+        assert client.wait_synced(30.0)
+        acquire = line.acquire(2, SHAPE, RATE_HZ)
+        line.wait_sent(client, 2, SECTORS // 4)
+        line.kill(supervisor.process("aggregator-1").pid)
+    return Beamline.finish(acquire)
+
+
 def test_a_tier_of_three_counts_what_one_aggregator_counts(beamline, tmp_path: Path) -> None:
     results = {}
     for tier in (1, TIER):
@@ -122,13 +132,8 @@ def test_a_member_killed_mid_scan_costs_what_it_held_and_the_next_scans_go_witho
 
     # Member 1 killed a quarter into scan 2: the producers spill what goes through it once their
     # sends to it time out; the other two stream on. Exact account, nothing silent.
-    with Client.from_config(line.config, name="tier-test") as client:
-        assert client.wait_synced(30.0)
-        acquire = line.acquire(2, SHAPE, RATE_HZ)
-        line.wait_sent(client, 2, SECTORS // 4)
-        line.kill(supervisor.process("aggregator-1").pid)
-    result = Beamline.finish(acquire)
-    result = checked(line, result, 2, "tier of 3: member 1 killed mid-scan", SECTORS)
+    result = checked(line, member_1_killed_in_scan_2(line, supervisor), 2, "tier of 3: member 1 killed mid-scan",
+                     SECTORS)
     reasons_are(result, r"sent but not relayed \(.*\)", r"forwarded to NodeGroup \S+ but not received")
     assert result.spilled > 0 and result.counted > SECTORS // 2, result.output
     assert {k: v for k, v in line.checksums().items() if k in before} == before
@@ -181,12 +186,8 @@ def test_a_member_killed_mid_scan_on_the_facility_stack(beamline, tmp_path: Path
     line = stack(beamline, TIER, tmp_path, **facility(tmp_path))
     supervisor = line.start()
     before = first_scan(line)
-    with Client.from_config(line.config, name="tier-test") as client:
-        assert client.wait_synced(30.0)
-        acquire = line.acquire(2, SHAPE, RATE_HZ)
-        line.wait_sent(client, 2, SECTORS // 4)
-        line.kill(supervisor.process("aggregator-1").pid)
-    result = checked(line, Beamline.finish(acquire), 2, "facility tier of 3: member 1 killed mid-scan", SECTORS)
+    result = checked(line, member_1_killed_in_scan_2(line, supervisor), 2,
+                     "facility tier of 3: member 1 killed mid-scan", SECTORS)
     assert result.counted + result.spilled + result.missing == SECTORS
     assert result.counted > SECTORS // 2, result.output
     assert {k: v for k, v in line.checksums().items() if k in before} == before

@@ -81,8 +81,9 @@ std::string ScanState::native_arrival(std::uint32_t thread, std::uint32_t frames
   // The decoder checked thread < threads and frames >= 1.
   if (announced_[thread] == 0) {
     announced_[thread] = frames;
+    // A thread taken as silent (native_silent) that sends after all was heard once already.
+    if (!heard_[thread]) ++infos_;
     heard_[thread] = true;
-    ++infos_;
     expected_ += frames;
   } else if (announced_[thread] != frames) {
     return "scan " + std::to_string(scan_number_) + ", thread " + std::to_string(thread) +

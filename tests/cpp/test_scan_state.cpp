@@ -101,6 +101,12 @@ TEST(ScanState, ANativeThreadSilentTowardsThisMemberIsHeardWithNothingToCome) {
   EXPECT_TRUE(scan.infos_complete());
   EXPECT_TRUE(scan.complete());
   EXPECT_EQ(scan.announced(), 1u);
+  // Its producer record was wrong and it sends after all: what it announces is awaited, once.
+  ASSERT_EQ(scan.native_arrival(1, 2), "");
+  EXPECT_TRUE(scan.infos_complete());
+  EXPECT_FALSE(scan.complete());
+  ASSERT_EQ(scan.native_arrival(1, 2), "");
+  EXPECT_TRUE(scan.complete());
 }
 
 TEST(ScanState, ANativeThreadAnnouncingAnotherCountIsRefusedAndTheClosingCountsAreWhatWasForwarded) {

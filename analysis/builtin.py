@@ -1,8 +1,8 @@
 """The built-in analyses, made whenever ``[analysis] virtual_images`` is on: the virtual
 detectors' images, the centre of mass and the summed diffraction pattern. Their per-frame work is
-the NodeGroups' C++ kernels (nodegroup/virtual_images.hpp: one pass over a frame's events makes
+the NodeGroups' C++ kernels (consumer/nodegroup/virtual_images.hpp: one pass over a frame's events makes
 all three); ``NODEGROUP_KERNELS`` reads each kernel's values off a NodeGroup's ``ScanResult``.
-Their file paths are stempy-era sectorflow's (counting/counted_file.py's layout)."""
+Their file paths are stempy-era sectorflow's (consumer/counting/counted_file.py's layout)."""
 
 from __future__ import annotations
 

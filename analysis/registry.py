@@ -8,7 +8,7 @@ profile) or per scan (summed over the scan's frames, such as the summed pattern)
 from one of two places, said by its analysis:
 
 - ``nodegroup_kernel``: a per-frame kernel the NodeGroups' counting threads run in C++ as they
-  count (nodegroup/virtual_images.hpp, the table ``NODEGROUP_KERNELS`` of analysis/builtin.py says
+  count (consumer/nodegroup/virtual_images.hpp, the table ``NODEGROUP_KERNELS`` of analysis/builtin.py says
   how its values are read off a NodeGroup's ``ScanResult``);
 - ``from_events``: a Python function of counted frames (positions, offsets, events), run by each
   NodeGroup on its part of a scan when the scan is handed over, and by a live reader on each

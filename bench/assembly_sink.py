@@ -26,7 +26,7 @@ from sectorflow.configs import ConfigError, load_config
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
 from sectorflow.protocol import NodeGroupRecord, nodegroup_key
-from sectorflow.nodegroup import NodeGroup, settings_from
+from sectorflow.consumer.nodegroup import NodeGroup, settings_from
 from sectorflow.service import stop_on_signals
 from sectorflow.waiting import WaitTimeout, wait_until
 

@@ -74,7 +74,7 @@ def vm_hwm_kib() -> int:
 
 def child(size: int, compression: str, way: str, directory: str) -> dict[str, Any]:
     """One run in this process: rank 0's part of a size x size scan; what it measured."""
-    from sectorflow.nodegroup.gather import GroupResult, ScanGatherer
+    from sectorflow.consumer.nodegroup.gather import GroupResult, ScanGatherer
 
     rng = np.random.default_rng(size)
     positions = size * size
@@ -83,7 +83,7 @@ def child(size: int, compression: str, way: str, directory: str) -> dict[str, An
               "duplicate_sectors": 0, "evicted_frames": 0}
     started = time.perf_counter()
     if way == "old":
-        from sectorflow.counting import write_counted_scan
+        from sectorflow.consumer.counting import write_counted_scan
 
         events = [None] * positions
         for g in range(GROUPS):
@@ -151,9 +151,9 @@ class OwnNodeGroup:
 
         from sectorflow._core.nodegroup import NodeGroup
         from sectorflow.configs import load_config
-        from sectorflow.counting import calculate_thresholds
-        from sectorflow.nodegroup.gather import RunningParts
-        from sectorflow.nodegroup.nodegroup_service import settings_from
+        from sectorflow.consumer.counting import calculate_thresholds
+        from sectorflow.consumer.nodegroup.gather import RunningParts
+        from sectorflow.consumer.nodegroup.nodegroup_service import settings_from
         from bench.counting import simulated_frames
 
         rng = np.random.default_rng(1000 + size)

@@ -28,7 +28,7 @@ import numpy as np
 from bench import BenchmarkResult, RunOptions, Target
 from bench.stack_run import run_stack_scan
 from sectorflow.configs import Config
-from sectorflow.counting import Counter, ThresholdStatistics, calculate_thresholds
+from sectorflow.consumer.counting import Counter, ThresholdStatistics, calculate_thresholds
 
 log = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ from bench.libertem_bridge import CLIENT, bytes_per_chunk
 from bench.ratios import median, ratio
 from bench.stack_run import READY_TIMEOUT_S
 from sectorflow.configs import Config
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.orchestration import ServiceSpec, Supervisor
 from sectorflow.orchestration.stack import start_stack
 from sectorflow.orchestration.summary import summarize

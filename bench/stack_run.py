@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sectorflow.configs import Config
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.errors import SectorflowError
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
 from sectorflow.orchestration.stack import start_stack
 from sectorflow.orchestration.summary import summarize

@@ -17,8 +17,8 @@ from bench import BenchmarkResult, RunOptions, Target
 from bench.counting import FRAMES, MIN_REPEAT_S, SAMPLE, SCENARIOS, SHAPE, best_time, simulated_frames
 from sectorflow.analysis import detectors_from
 from sectorflow.configs import Config
-from sectorflow.counting import Counter, calculate_thresholds
-from sectorflow.nodegroup import virtual_images
+from sectorflow.consumer.counting import Counter, calculate_thresholds
+from sectorflow.consumer.nodegroup import virtual_images
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def run(config: Config, options: RunOptions) -> BenchmarkResult:
     worst = max(rows, key=lambda row: row[5])
     notes = [
         f"{FRAMES} frames of {SHAPE[0]} x {SHAPE[1]} per scenario (bench.counting's), counted by Counter.count_flat on "
-        f"1 thread; their events imaged {IMAGED_FRAMES // FRAMES} times over in one call by sectorflow.nodegroup.virtual_images (the NodeGroup's C++ code, VirtualImages::add per "
+        f"1 thread; their events imaged {IMAGED_FRAMES // FRAMES} times over in one call by sectorflow.consumer.nodegroup.virtual_images (the NodeGroup's C++ code, VirtualImages::add per "
         "frame, which also copies each frame's events once) with the configured "
         f"[[analysis.virtual_detectors]] ({shown}); best of the repetitions.",
         "cost = imaging time / counting time: how much slower a counting thread counts with the images on.",

@@ -5,7 +5,7 @@ live/SPEC.md): the virtual images (each detector's, centre of mass) and the summ
 diffraction pattern so far, NaN where a position is not counted yet. Once a scan's file is
 written, its images are read from the file (its /virtual_images group, written by the NodeGroups;
 for a file without one, the bright field and pattern are computed from its events by
-``counting/images.py``). The newer scan of the two is shown; for the same scan, the file.
+``consumer/counting/images.py``). The newer scan of the two is shown; for the same scan, the file.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import numpy as np
 
 from sectorflow.analysis import PER_POSITION, Context, Output, outputs_of, registered
 from sectorflow.configs import Config
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.errors import SectorflowError
 from sectorflow.live import LiveView, subscribe
-from sectorflow.counting.images import summed_diffraction, virtual_bright_field
+from sectorflow.consumer.counting.images import summed_diffraction, virtual_bright_field
 from sectorflow.operations.scan_account import records_of
 
 from .png import array_png, value_range

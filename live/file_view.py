@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from sectorflow.analysis import PER_POSITION
-from sectorflow.counting import CountedScan, read_counted_scan
+from sectorflow.consumer.counting import CountedScan, read_counted_scan
 from sectorflow.errors import SectorflowError
 
 from .subscriber import LiveView

@@ -1,6 +1,6 @@
 """Pictures of a counted scan a person can look at: the outputs of the analyses the NodeGroups wrote
 into the file (sectorflow.analysis), drawn as the live view draws them, or for a file without them
-the virtual bright field and summed pattern computed from the electron events (counting/images.py).
+the virtual bright field and summed pattern computed from the electron events (consumer/counting/images.py).
 Here, in live/, because they draw with live's renderers: counting knows nothing of the live view."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sectorflow.counting import CountedScan
-from sectorflow.counting.images import summed_diffraction, virtual_bright_field
+from sectorflow.consumer.counting import CountedScan
+from sectorflow.consumer.counting.images import summed_diffraction, virtual_bright_field
 from sectorflow.errors import require
 
 from .file_view import view_of_scan

@@ -13,7 +13,7 @@ import jinja2
 from sectorflow.configs import CONFIG_DIR, Config, SlurmConfig
 from sectorflow.errors import SectorflowError, UsageError
 
-from sectorflow.nodegroup.launch import mpiexec_environment
+from sectorflow.consumer.nodegroup.launch import mpiexec_environment
 
 JOB_NAME = "sectorflow-session"
 _WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}(:\d{2})?$")
@@ -29,7 +29,7 @@ class SessionRequest:
     output_dir: Path | None = None
     # The session's private key directory ([security] on): named in the script, never its keys.
     key_dir: Path | None = None
-    # What mpiexec needs in its environment (nodegroup/launch.py), exported before it starts.
+    # What mpiexec needs in its environment (consumer/nodegroup/launch.py), exported before it starts.
     mpiexec_environment: tuple[tuple[str, str], ...] = ()
     # With [slurm] image: what each rank's container mounts, as podman volumes (HOST:CONTAINER[:ro]).
     image_volumes: tuple[str, ...] = ()

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sectorflow.configs import Config
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.errors import SectorflowError, require
 from sectorflow.kvstore import Client
 from sectorflow.protocol import SERVICE_NODEGROUP
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.operations.acquire import publish_request
 from sectorflow.waiting import WaitTimeout, every, wait_until
 

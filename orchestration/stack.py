@@ -22,7 +22,7 @@ from sectorflow.errors import SectorflowError
 from sectorflow.waiting import WaitTimeout, wait_until
 
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup.launch import mpiexec_environment
+from sectorflow.consumer.nodegroup.launch import mpiexec_environment
 from sectorflow.protocol import SERVICE_LIBERTEM
 
 from .port_owners import ports_held

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from sectorflow.configs import Config
-from sectorflow.counting import CountedScan
+from sectorflow.consumer.counting import CountedScan
 
 from sectorflow.live.overview import image_text
 

@@ -2,7 +2,7 @@
 for a moment (until each client has re-published its keys), which must not pass for one.
 
 ``sectorflow acquire --wait`` (producers and NodeGroups of its scan) and each NodeGroup rank's watch of
-dead producers (nodegroup/death_watch.py) take a name for dead only once it has been absent, as they
+dead producers (consumer/nodegroup/death_watch.py) take a name for dead only once it has been absent, as they
 see it, for ``gone_after_s``.
 """
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import stempy.image
 
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.orchestration import ServiceSpec, Supervisor
 from sectorflow.simulator import simulator_from_config
 from sectorflow.waiting import WaitTimeout

@@ -20,7 +20,7 @@ from typing import Any
 
 from sectorflow.configs import Config, load_config
 from sectorflow.errors import SectorflowError
-from sectorflow.nodegroup.launch import mpiexec_environment
+from sectorflow.consumer.nodegroup.launch import mpiexec_environment
 from sectorflow.orchestration.stack import stack_services
 from sectorflow.orchestration.supervisor import ServiceSpec, Supervisor
 from sectorflow.waiting import wait_until

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from support import stack_up, wait_until
 
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.orchestration.readiness import Expected, missing
 from sectorflow.orchestration.stack import stack_services
 

@@ -2,7 +2,7 @@
 // full, free a slot when a frame completes, count a frame early when its missing sectors are known
 // lost or when nothing can move, finish a scan on every receiver's end marker, drop late sectors
 // and count duplicates. The test plays the receiver threads: one inproc PUSH per receiver sending
-// the envelopes of nodegroup/src/envelope.hpp, as Receiver does.
+// the envelopes of consumer/nodegroup/src/envelope.hpp, as Receiver does.
 //
 // Each test queues its messages in an order that makes the outcome independent of thread timing:
 // the worker's stall rule (count a frame early when nothing came for a while) is set to "never"
@@ -28,13 +28,13 @@
 #include <zmq.hpp>
 
 #include "envelope.hpp"
-#include "sectorflow/nodegroup/counting_worker.hpp"
-#include "sectorflow/nodegroup/nodegroup_counters.hpp"
-#include "sectorflow/nodegroup/nodegroup_settings.hpp"
-#include "sectorflow/nodegroup/scan_result.hpp"
-#include "sectorflow/nodegroup/threshold_sampler.hpp"
+#include "sectorflow/consumer/nodegroup/counting_worker.hpp"
+#include "sectorflow/consumer/nodegroup/nodegroup_counters.hpp"
+#include "sectorflow/consumer/nodegroup/nodegroup_settings.hpp"
+#include "sectorflow/consumer/nodegroup/scan_result.hpp"
+#include "sectorflow/consumer/nodegroup/threshold_sampler.hpp"
 
-namespace sc = sectorflow::nodegroup;
+namespace sc = sectorflow::consumer::nodegroup;
 using sc::detail::Envelope;
 using namespace std::chrono_literals;
 

@@ -10,10 +10,10 @@
 
 #include <zmq.hpp>
 
-#include "sectorflow/nodegroup/frame_assembler.hpp"
-#include "sectorflow/nodegroup/nodegroup_error.hpp"
+#include "sectorflow/consumer/nodegroup/frame_assembler.hpp"
+#include "sectorflow/consumer/nodegroup/nodegroup_error.hpp"
 
-namespace sc = sectorflow::nodegroup;
+namespace sc = sectorflow::consumer::nodegroup;
 
 namespace {
 

@@ -15,11 +15,11 @@
 
 #include <zmq.hpp>
 
-#include "sectorflow/nodegroup/nodegroup.hpp"
+#include "sectorflow/consumer/nodegroup/nodegroup.hpp"
 #include "sectorflow/protocol/data_message.hpp"
 #include "sectorflow/protocol/info_message.hpp"
 
-namespace sc = sectorflow::nodegroup;
+namespace sc = sectorflow::consumer::nodegroup;
 namespace sp = sectorflow::protocol;
 using namespace std::chrono_literals;
 

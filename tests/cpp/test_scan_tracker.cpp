@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include "sectorflow/nodegroup/scan_tracker.hpp"
+#include "sectorflow/consumer/nodegroup/scan_tracker.hpp"
 
-using sectorflow::nodegroup::ScanTracker;
+using sectorflow::consumer::nodegroup::ScanTracker;
 using namespace std::chrono_literals;
 
 namespace {

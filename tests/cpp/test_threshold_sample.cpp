@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "sectorflow/counting/errors.hpp"
-#include "sectorflow/counting/thresholds.hpp"
+#include "sectorflow/consumer/counting/errors.hpp"
+#include "sectorflow/consumer/counting/thresholds.hpp"
 
-namespace cs = sectorflow::counting;
+namespace cs = sectorflow::consumer::counting;
 
 namespace {
 

@@ -9,13 +9,13 @@
 #include <memory>
 #include <vector>
 
-#include "sectorflow/counting/calibration.hpp"
-#include "sectorflow/counting/thresholds.hpp"
-#include "sectorflow/nodegroup/nodegroup_settings.hpp"
-#include "sectorflow/nodegroup/threshold_sampler.hpp"
+#include "sectorflow/consumer/counting/calibration.hpp"
+#include "sectorflow/consumer/counting/thresholds.hpp"
+#include "sectorflow/consumer/nodegroup/nodegroup_settings.hpp"
+#include "sectorflow/consumer/nodegroup/threshold_sampler.hpp"
 
-namespace cs = sectorflow::counting;
-namespace sc = sectorflow::nodegroup;
+namespace cs = sectorflow::consumer::counting;
+namespace sc = sectorflow::consumer::nodegroup;
 
 namespace {
 

@@ -18,8 +18,8 @@ import pytest
 from harness import free_port_block
 from support import Processes, sectorflow_command, stack_up, wait_until
 
-from sectorflow.counting import read_counted_scan
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.counting import read_counted_scan
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.protocol import scan_prefix, wall_clock_s
 from sectorflow.protocol.scan_life import ScanAbort, abort_key
 from sectorflow.operations.scan_account import records_of

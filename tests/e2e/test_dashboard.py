@@ -33,9 +33,9 @@ from harness import free_port
 from support import LOOPBACK, REPO, Processes, sectorflow_command, stack_up, wait_until
 
 from sectorflow.configs import Config
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.kvstore import Client, client_options
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
 from sectorflow.orchestration.supervisor import stop_services
 

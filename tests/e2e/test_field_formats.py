@@ -16,7 +16,7 @@ import stempy.io
 from rsciio.hspy import file_reader
 from support import sectorflow_command, stack_up
 
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 
 DETECTOR = {"frame_rows": 128, "frame_cols": 128, "sector_rows": 32, "sector_cols": 128}
 SIMULATOR = {"bright_field_radius_px": 20.0, "dose_per_frame": 40.0}

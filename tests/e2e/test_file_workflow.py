@@ -24,8 +24,8 @@ import stempy.image
 import stempy.io
 from support import sectorflow_command, stack_up, wait_until
 
-from sectorflow.counting import read_counted_scan
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.counting import read_counted_scan
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.orchestration.stack import stack_services
 from sectorflow.protocol import find_raw_files
 

@@ -11,7 +11,7 @@ import stempy.io
 from support import Processes, sectorflow_command, stack_up, wait_until
 from watched_scan import dashboard_state
 
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 
 DETECTOR = {"frame_rows": 128, "frame_cols": 128, "sector_rows": 32, "sector_cols": 128}
 SIMULATOR = {"bright_field_radius_px": 20.0, "dose_per_frame": 80.0}

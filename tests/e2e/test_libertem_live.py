@@ -23,9 +23,9 @@ import pytest
 from keyring import Keyring
 from support import Processes, sectorflow_command, stack_up, wait_until
 
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.protocol import ServiceStatus
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 
 pytestmark = pytest.mark.slow
 

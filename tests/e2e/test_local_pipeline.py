@@ -13,8 +13,8 @@ import pytest
 import stempy.image as stim
 from support import wait_until
 
-from sectorflow.counting import read_counted_scan
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.counting import read_counted_scan
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
 from sectorflow.simulator import simulator_from_config
 

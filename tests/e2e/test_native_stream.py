@@ -21,9 +21,9 @@ from native_sender import NativeScan, native_header, stream_native
 from support import sectorflow_command, stack_up, wait_until
 
 from sectorflow.configs import Config
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.kvstore import Client, client_options
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.protocol import REFUSAL_KINDS, SOURCE_NATIVE, ServiceStatus, scan_prefix, status_key
 from sectorflow.operations.scan_account import COMPLETE, FAILED, INCOMPLETE, account, records_of
 from sectorflow.simulator import simulator_from_config

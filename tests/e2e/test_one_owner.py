@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support import sectorflow_command, stack_up
 
-from sectorflow.nodegroup.launch import mpiexec_environment
+from sectorflow.consumer.nodegroup.launch import mpiexec_environment
 from sectorflow.orchestration.supervisor import load_running
 
 pytestmark = pytest.mark.mpi

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support import sectorflow_command, stack_up
 
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 
 pytestmark = pytest.mark.mpi
 

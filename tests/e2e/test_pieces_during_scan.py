@@ -15,7 +15,7 @@ import pytest
 import stempy.io as stio
 from support import sectorflow_command, stack_up, wait_until
 
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 
 pytestmark = pytest.mark.mpi
 

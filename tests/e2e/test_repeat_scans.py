@@ -2,7 +2,7 @@
 [simulator] and [counting], 576 x 576 frames, two NodeGroup ranks): they count alike (once,
 electrons per frame jumped 13 to 25% while the background threshold lay on 30 ADU), every
 NodeGroup of both scans counts dark pixels alike (one set of thresholds per scan, fitted on rank 0
-from both NodeGroups' samples: nodegroup/threshold_exchange.py), and a user who is not the NodeGroups' reads the
+from both NodeGroups' samples: consumer/nodegroup/threshold_exchange.py), and a user who is not the NodeGroups' reads the
 counted files (they were once mode 0600).
 
 Pixel values are integers, so background thresholds count alike exactly when their integer parts
@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 from support import sectorflow_command, stack_up
 
-from sectorflow.counting import read_counted_scan
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.counting import read_counted_scan
+from sectorflow.consumer.nodegroup import scan_file_name
 
 pytestmark = pytest.mark.mpi
 

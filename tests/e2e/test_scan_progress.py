@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support import sectorflow_command, stack_up, wait_until
 
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.orchestration.stack import stack_services
 
 pytestmark = pytest.mark.mpi

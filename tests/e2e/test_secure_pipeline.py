@@ -14,9 +14,9 @@ import pytest
 from keyring import Keyring
 from support import wait_until
 
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.protocol import ServiceStatus, status_key
 from sectorflow.security.session_keys import PREFIX
 

@@ -16,9 +16,9 @@ import stempy.io
 import zmq
 from support import stack_up, sectorflow_command, wait_until
 
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.live import LiveView, subscribe
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.simulator import simulator_from_config, specimen_maps
 
 DETECTOR = {"frame_rows": 128, "frame_cols": 128, "sector_rows": 32, "sector_cols": 128}

@@ -19,9 +19,9 @@ from native_sender import native_header
 from support import stack_up, wait_until
 
 from sectorflow.configs import Config
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.protocol import (DataHeader, InfoMessage, ScanFileRecord, ServiceStatus, encode_header, encode_info,
                                  scan_file_key, scan_prefix, status_key)
 from sectorflow.operations.scan_account import account, records_of

@@ -13,7 +13,7 @@ import pytest
 from support import assert_counted_as_stempy, wait_until
 
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.protocol import find_raw_files
 
 pytestmark = [pytest.mark.slurm, pytest.mark.mpi]

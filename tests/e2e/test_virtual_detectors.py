@@ -13,9 +13,9 @@ import numpy as np
 import stempy.io
 from watched_scan import watch_scan
 
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.dashboard.outline import mask_outline
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 
 DETECTOR = {"frame_rows": 128, "frame_cols": 128, "sector_rows": 32, "sector_cols": 128}
 SCAN, SCAN_X, SCAN_Y = 5, 16, 12

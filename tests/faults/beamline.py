@@ -21,7 +21,7 @@ from typing import Any
 from harness import acquire_command
 
 from sectorflow.configs import Config
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.kvstore import Client
 from sectorflow.orchestration.readiness import sectors_sent
 from sectorflow.orchestration.stack import start_stack

@@ -22,7 +22,7 @@ from test_standby import held_bound, standby_pids
 from sectorflow.aggregator.lease import decode_lease, describe, lease_key
 from sectorflow.orchestration.stack import AGGREGATOR_STANDBY
 
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.kvstore import Client
 from sectorflow.protocol import scan_prefix
 from sectorflow.protocol.scan_parts import records_of

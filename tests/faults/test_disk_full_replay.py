@@ -21,7 +21,7 @@ from beamline import Beamline
 from test_faults import RATE_HZ, checked, first_scan, reasons_are
 
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.waiting import wait_until
 
 pytestmark = pytest.mark.mpi

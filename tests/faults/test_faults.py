@@ -22,9 +22,9 @@ import pytest
 import zmq
 from beamline import RANKS, Beamline, Outcome
 
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.orchestration.stack import stack_services
 from sectorflow.orchestration.supervisor import ServiceSpec
 from sectorflow.operations.scan_account import records_of

@@ -16,7 +16,7 @@ import pytest
 from beamline import RANKS, Beamline
 
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.orchestration.stack import stack_services
 from sectorflow.protocol import ACQUIRE_REQUEST_KEY, scan_prefix
 from sectorflow.protocol.scan_summary import SUMMARY_PART

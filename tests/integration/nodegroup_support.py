@@ -23,7 +23,7 @@ from support import Processes, wait_until
 
 from sectorflow.configs import Config, load_config
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup.launch import mpiexec_environment
+from sectorflow.consumer.nodegroup.launch import mpiexec_environment
 from sectorflow.protocol import (
     SOURCE_SIMULATOR,
     DataHeader,

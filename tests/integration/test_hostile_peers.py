@@ -24,10 +24,10 @@ import zmq
 from support import sectorflow_command, stack_up, wait_until
 
 from sectorflow.configs import Config
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.kvstore import Client
 from sectorflow.protocol import ACQUIRE_REQUEST_KEY, AcquireRequest, ServiceStatus, status_key
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
 from sectorflow.protocol import REFUSAL_KINDS, max_frame_bytes
 

@@ -22,9 +22,9 @@ from kvstore_support import RawPeer, server_status
 from support import sectorflow_command, stack_up, wait_until
 
 from sectorflow.configs import Config
-from sectorflow.counting import read_counted_scan
+from sectorflow.consumer.counting import read_counted_scan
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.orchestration import load_running
 from sectorflow.operations.scan_account import COMPLETE, account, records_of
 from sectorflow.protocol import ScanFileRecord, scan_prefix, scan_request_key

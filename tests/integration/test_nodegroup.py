@@ -16,9 +16,9 @@ import stempy.image as stim
 from nodegroup_support import AggregatorStandin, merged, stack, start_job  # noqa: F401  (stack: fixture)
 from support import wait_until
 
-from sectorflow.counting import count_frame, read_counted_scan
+from sectorflow.consumer.counting import count_frame, read_counted_scan
 from sectorflow.protocol import ServiceStatus
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 
 pytestmark = pytest.mark.mpi
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import zmq
 
-from sectorflow.nodegroup import NodeGroup, settings_from
+from sectorflow.consumer.nodegroup import NodeGroup, settings_from
 from sectorflow.protocol import DataHeader, InfoMessage, encode_header, encode_info
 
 SMALL = {"detector": {"frame_rows": 16, "frame_cols": 16, "sector_rows": 4, "sector_cols": 16},

@@ -13,7 +13,7 @@ import pytest
 from nodegroup_support import stack, start_job  # noqa: F401  (stack: fixture)
 from support import wait_until
 
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.protocol import ScanFileRecord, ServiceStatus, scan_file_key
 
 pytestmark = pytest.mark.mpi

@@ -19,8 +19,8 @@ from nodegroup_support import AggregatorStandin, merged, stack, start_job  # noq
 from support import small_disk as tmpfs
 from support import wait_until
 
-from sectorflow.counting import read_counted_scan
-from sectorflow.nodegroup import scan_file_name
+from sectorflow.consumer.counting import read_counted_scan
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.protocol import NodeGroupScanRecord, ScanFileRecord, scan_file_key, scan_nodegroup_key
 
 pytestmark = pytest.mark.mpi

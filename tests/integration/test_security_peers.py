@@ -20,8 +20,8 @@ from support import Processes, wait_until
 
 from sectorflow.configs import Config
 from sectorflow.kvstore import Client
-from sectorflow.nodegroup import NodeGroup
-from sectorflow.nodegroup.nodegroup_service import settings_from
+from sectorflow.consumer.nodegroup import NodeGroup
+from sectorflow.consumer.nodegroup.nodegroup_service import settings_from
 from sectorflow.protocol import (
     DataHeader,
     InfoMessage,

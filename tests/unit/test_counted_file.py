@@ -13,7 +13,7 @@ import pytest
 import stempy.io as stio
 from counting_frames import simulated_frames
 
-from sectorflow.counting import (
+from sectorflow.consumer.counting import (
     FILE_VERSION,
     Counter,
     CountingError,

@@ -11,7 +11,7 @@ import pytest
 import stempy.image as stim
 from counting_frames import dark_map, gain_map, simulated_frames
 
-from sectorflow.counting import Counter, CountingError, count_frame, given_thresholds
+from sectorflow.consumer.counting import Counter, CountingError, count_frame, given_thresholds
 from sectorflow.errors import SectorflowError
 
 SHAPE = (576, 576)

@@ -1,4 +1,4 @@
-"""A NodeGroup rank's watch of producers that died mid-scan (nodegroup/death_watch.py): a receiver
+"""A NodeGroup rank's watch of producers that died mid-scan (consumer/nodegroup/death_watch.py): a receiver
 whose threads all died mid-scan has its port closed at once; one with a thread alive, or whose
 threads never began the scan, is left to the timeout."""
 
@@ -12,8 +12,8 @@ import pytest
 from sectorflow import absences
 from sectorflow.absences import gone_after_s
 from sectorflow.configs import load_config
-from sectorflow.nodegroup import death_watch
-from sectorflow.nodegroup.death_watch import DeathWatch
+from sectorflow.consumer.nodegroup import death_watch
+from sectorflow.consumer.nodegroup.death_watch import DeathWatch
 from sectorflow.protocol import (
     STATE_FINISHED,
     STATE_STREAMING,

@@ -1,4 +1,4 @@
-"""counting/export.py on files the stack rarely writes: missing positions and a scan without a single
+"""consumer/counting/export.py on files the stack rarely writes: missing positions and a scan without a single
 electron, read back by LiberTEM's raw_csr loader and RosettaSciIO; the region's grammar."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from libertem.udf.sum import SumUDF
 from libertem.udf.sumsigudf import SumSigUDF
 from rsciio.hspy import file_reader
 
-from sectorflow.counting import write_counted_scan
-from sectorflow.counting.export import Region, export_hspy, export_raw_csr, parse_region
+from sectorflow.consumer.counting import write_counted_scan
+from sectorflow.consumer.counting.export import Region, export_hspy, export_raw_csr, parse_region
 from sectorflow.errors import UsageError
 
 FRAME = (8, 6)

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import stempy.io as stio
 
-from sectorflow.counting import read_counted_scan
-from sectorflow.nodegroup import GroupResult, ScanGatherer, gather, scan_file_name
-from sectorflow.nodegroup.gather import Unchanged
+from sectorflow.consumer.counting import read_counted_scan
+from sectorflow.consumer.nodegroup import GroupResult, ScanGatherer, gather, scan_file_name
+from sectorflow.consumer.nodegroup.gather import Unchanged
 
 FRAME = (8, 8)
 RECEIVERS = 2
@@ -238,7 +238,7 @@ def test_nodegroups_whose_thresholds_straddle_an_integer_are_named_in_the_log_an
     g = gatherer(tmp_path / "apart")
     g.add(with_threshold(part("ng-a", EVEN), 29.987))
     g.add(with_threshold(part("ng-b", ODD), 30.026))
-    with caplog.at_level(logging.WARNING, logger="sectorflow.nodegroup.gather"):
+    with caplog.at_level(logging.WARNING, logger="sectorflow.consumer.nodegroup.gather"):
         record = g.write(SCAN)
     assert not read_counted_scan(record.path).metadata["scan"]["background_thresholds_count_alike"]
     assert (f"scan {SCAN}: the NodeGroups' background thresholds lie on both sides of an integer ADU (ng-a 29.987, "

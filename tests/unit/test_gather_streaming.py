@@ -14,10 +14,10 @@ import pytest
 import stempy.io as stio
 from test_gather import EVEN, FRAME, ODD, RECEIVERS, SCAN, SCAN_X, SCAN_Y, gatherer, part
 
-from sectorflow.counting import read_counted_scan
-from sectorflow.counting.counted_file_writer import CountedFileWriter
-from sectorflow.nodegroup import scan_file_name
-from sectorflow.nodegroup.gather import IN_FILE, GroupResult, ScanGatherer, Unchanged
+from sectorflow.consumer.counting import read_counted_scan
+from sectorflow.consumer.counting.counted_file_writer import CountedFileWriter
+from sectorflow.consumer.nodegroup import scan_file_name
+from sectorflow.consumer.nodegroup.gather import IN_FILE, GroupResult, ScanGatherer, Unchanged
 
 
 def crowded(uid: str, positions: list[int], per_frame: int = 5):

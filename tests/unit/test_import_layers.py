@@ -36,11 +36,25 @@ IMPORTED_ONLY_BY = {
 
 
 def package_folders() -> dict[str, Path]:
-    """Each top-level package's name (``x`` of ``sectorflow.x``) and folder, from pyproject.toml."""
+    """Each component package's name (``x`` of ``sectorflow.x``) and folder, from pyproject.toml.
+
+    A folder that holds components rather than being one (``consumer/``: its ``__init__.py`` is its
+    only module, its subpackages the components) gives each subpackage as ``folder.sub``, so that the
+    service and the library it holds are weighed apart."""
     with (REPO / "pyproject.toml").open("rb") as file:
         mapping = tomllib.load(file)["tool"]["scikit-build"]["wheel"]["packages"]
-    return {target.split("/")[1]: REPO / folder for target, folder in mapping.items()
-            if target.count("/") == 1}
+    folders: dict[str, Path] = {}
+    for target, folder in mapping.items():
+        if target.count("/") != 1:
+            continue
+        name, path = target.split("/")[1], REPO / folder
+        modules = [p.name for p in path.glob("*.py")]
+        subpackages = sorted(p.parent for p in path.glob("*/__init__.py"))
+        if modules == ["__init__.py"] and subpackages:
+            folders.update({f"{name}.{sub.name}": sub for sub in subpackages})
+        else:
+            folders[name] = path
+    return folders
 
 
 def imported_modules(path: Path, module: str, is_package: bool) -> list[tuple[str, int]]:
@@ -60,6 +74,16 @@ def imported_modules(path: Path, module: str, is_package: bool) -> list[tuple[st
     return found
 
 
+def component_of(module: str, folders: dict[str, Path]) -> str | None:
+    """The component package ``module`` (``sectorflow.x.y...``) belongs to, or None."""
+    parts = module.split(".")
+    if len(parts) < 2 or parts[0] != "sectorflow":
+        return None
+    if len(parts) >= 3 and f"{parts[1]}.{parts[2]}" in folders:
+        return f"{parts[1]}.{parts[2]}"
+    return parts[1] if parts[1] in folders else None
+
+
 def package_graph() -> dict[str, dict[str, list[str]]]:
     """package -> packages it imports -> where (``file:line``)."""
     folders = package_folders()
@@ -70,11 +94,10 @@ def package_graph() -> dict[str, dict[str, list[str]]]:
             is_package = relative[-1] == "__init__"
             module = ".".join(("sectorflow", name) + (relative[:-1] if is_package else relative))
             for target, line in imported_modules(path, module, is_package):
-                parts = target.split(".")
                 where = f"{path.relative_to(REPO)}:{line}"
-                if (len(parts) >= 2 and parts[0] == "sectorflow" and parts[1] in folders and parts[1] != name
-                        and where not in graph[name][parts[1]]):
-                    graph[name][parts[1]].append(where)
+                other = component_of(target, folders)
+                if other is not None and other != name and where not in graph[name][other]:
+                    graph[name][other].append(where)
     return graph
 
 
@@ -108,7 +131,8 @@ def describe(cycle: list[str], graph: dict[str, dict[str, list[str]]]) -> str:
 
 def test_the_graph_is_read_from_every_package() -> None:
     graph = package_graph()
-    assert {"configs", "protocol", "operations", "orchestration", "nodegroup", "analysis"} <= graph.keys()
+    assert {"configs", "protocol", "operations", "orchestration", "consumer.nodegroup", "consumer.counting",
+            "analysis"} <= graph.keys()
     assert "operations" in graph["orchestration"]  # the demo acquires its scan as `acquire` does
     assert "protocol" in graph["configs"]  # the known exception is still there to be excused
 

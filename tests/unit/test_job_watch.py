@@ -3,7 +3,7 @@ without is a death (after a grace that a kvstore resync does not trip)."""
 
 from __future__ import annotations
 
-from sectorflow.nodegroup.job_watch import JobWatch
+from sectorflow.consumer.nodegroup.job_watch import JobWatch
 from sectorflow.protocol import ServiceStatus, nodegroup_key, status_key
 
 TTL = 2.0

@@ -1,10 +1,10 @@
-"""nodegroup/launcher_watch.py on real sockets: the launcher's end closing is seen, nothing else is."""
+"""consumer/nodegroup/launcher_watch.py on real sockets: the launcher's end closing is seen, nothing else is."""
 
 from __future__ import annotations
 
 import socket
 
-from sectorflow.nodegroup.launcher_watch import LauncherWatch
+from sectorflow.consumer.nodegroup.launcher_watch import LauncherWatch
 
 
 def test_a_rank_sees_its_launchers_end_of_the_pmi_connection_close_and_nothing_before() -> None:

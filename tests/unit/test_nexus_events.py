@@ -1,4 +1,4 @@
-"""counting/nexus_events.py: the counted file's NXevent_data, read back by scippnexus and h5py into the
+"""consumer/counting/nexus_events.py: the counted file's NXevent_data, read back by scippnexus and h5py into the
 events of /electron_events, with missing positions, a scan without events, and the instrument."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import scippnexus
 import stempy.io
 
-from sectorflow.counting import read_counted_scan, write_counted_scan
-from sectorflow.counting.nexus_events import read_nexus_events, write_nexus_events
+from sectorflow.consumer.counting import read_counted_scan, write_counted_scan
+from sectorflow.consumer.counting.nexus_events import read_nexus_events, write_nexus_events
 
 FRAME = (16, 12)
 INSTRUMENT = {

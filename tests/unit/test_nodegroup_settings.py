@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sectorflow._core.nodegroup import NodeGroupError, NodeGroupSettings
-from sectorflow.nodegroup.nodegroup_service import settings_from
+from sectorflow.consumer.nodegroup.nodegroup_service import settings_from
 
 
 def test_settings_carry_each_receivers_producer_threads(make_config) -> None:

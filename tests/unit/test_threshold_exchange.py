@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sectorflow.counting import SampleHistogram, calculate_thresholds
-from sectorflow.nodegroup.threshold_exchange import ThresholdExchange, statistics_from_dict
+from sectorflow.consumer.counting import SampleHistogram, calculate_thresholds
+from sectorflow.consumer.nodegroup.threshold_exchange import ThresholdExchange, statistics_from_dict
 
 SIGMAS = {"background_threshold_n_sigma": 4.5, "x_ray_threshold_n_sigma": 175.0}
 

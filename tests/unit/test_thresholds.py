@@ -11,7 +11,7 @@ import stempy.io as stio
 from counting_frames import dark_map, gain_map, simulated_frames
 
 from sectorflow.configs import CountingConfig
-from sectorflow.counting import (
+from sectorflow.consumer.counting import (
     STATISTICS_FIELDS,
     CountingError,
     calculate_thresholds,

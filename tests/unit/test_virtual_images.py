@@ -1,4 +1,4 @@
-"""The NodeGroup's virtual images (virtual_images.hpp, through sectorflow.nodegroup.virtual_images)
+"""The NodeGroup's virtual images (virtual_images.hpp, through sectorflow.consumer.nodegroup.virtual_images)
 against the same detectors written in numpy."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from libertem import masks
 from sectorflow.analysis import detectors_from
 from sectorflow.configs import DEFAULT_CONFIG, config_from_dict, load_config
 from sectorflow.errors import SectorflowError
-from sectorflow.nodegroup import NodeGroupError, VirtualDetector, VirtualDetectors, virtual_images
+from sectorflow.consumer.nodegroup import NodeGroupError, VirtualDetector, VirtualDetectors, virtual_images
 
 ROWS, COLS = 48, 40
 

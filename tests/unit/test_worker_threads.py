@@ -14,7 +14,7 @@ import sys
 SCRIPT = r"""
 import json, os, threading
 from sectorflow.configs import load_config
-from sectorflow.counting import Counter
+from sectorflow.consumer.counting import Counter
 from sectorflow.kvstore import Client
 from sectorflow.waiting import wait_until
 

@@ -22,8 +22,8 @@ namespace py = pybind11;
 namespace sectorflow::bindings {
 namespace {
 
-using counting::CountingError;
-using counting::FrameShape;
+using consumer::counting::CountingError;
+using consumer::counting::FrameShape;
 
 std::string shape_of(const py::array& a) {
   std::string s = "(";
@@ -117,7 +117,7 @@ std::vector<float> optional_map(const py::object& map, const FrameShape& shape, 
 
 // ElectronCounter is not thread-safe and Python threads may share one while the GIL is released.
 struct LockedCounter {
-  counting::ElectronCounter counter;
+  consumer::counting::ElectronCounter counter;
   std::mutex mutex;
 };
 

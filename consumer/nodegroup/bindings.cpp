@@ -210,7 +210,7 @@ void bind_nodegroup(py::module_& m) {
       .def(py::init([](std::string uid, std::string host, const protocol::Geometry& geometry, std::uint32_t receivers,
                        std::uint32_t counting_threads, int recv_hwm, std::uint32_t pool_frames,
                        double scan_timeout_s, const ThresholdSettings& thresholds,
-                       std::shared_ptr<counting::Calibration> calibration, std::vector<std::uint32_t> producer_threads,
+                       std::shared_ptr<consumer::counting::Calibration> calibration, std::vector<std::uint32_t> producer_threads,
                        bool count, std::uint64_t max_scan_positions, std::uint32_t max_open_scans,
                        std::optional<VirtualDetectors> detectors, bool live, std::uint32_t live_buffer_frames,
                        std::uint32_t aggregators) {

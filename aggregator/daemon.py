@@ -58,7 +58,7 @@ from sectorflow.security.options import aggregator_key_name
 from sectorflow.service import ServiceState, stop_on_signals
 from sectorflow.waiting import WaitTimeout, wait_until
 
-from .lease import Lease, lease_key, standby_name
+from .lease import LEASE_KEY, Lease, lease_key, standby_name
 from .options import aggregator_options
 
 logger = logging.getLogger(__name__)
@@ -168,9 +168,7 @@ def run_aggregator(config: Config, standby: bool = False, member: int = 0) -> in
             # kvstore that answers the relays' replicas answers this client at once).
             if _wait_synced(aggregator, config, stop) and client.wait_synced(SYNC_TIMEOUT_S):
                 # Another member of the tier runs beside it: only this member's relay threads are its.
-                refuse_if_running(client.statuses(SERVICE_AGGREGATOR), lambda name, _status: name in slots,
-                                  f"aggregator member {member}",
-                                  stack=client.stack_id)
+                _refuse_if_member_runs(config, member, slots)
             failure = _serve(aggregator, client, config, state, stop)
     finally:
         aggregator.stop()
@@ -180,9 +178,21 @@ def run_aggregator(config: Config, standby: bool = False, member: int = 0) -> in
     return 0
 
 
-def _status_client(config: Config, member: int = 0) -> Client:
-    return Client.from_config(config, subtree=f"status/{SERVICE_AGGREGATOR}/", name="aggregator", role="aggregator",
+def _status_client(config: Config, member: int = 0, subtree: str = LEASE_KEY) -> Client:
+    """The client a member publishes its relay threads' statuses with. Its replica holds the leases
+    (LEASE_KEY is the prefix of every member's) and nothing else it does not read: with every relay
+    thread's status in it, each member of a tier of k took in the k x R statuses that change ten
+    times a second while streaming, work that grew with k (BENCHMARKS.md, "tier")."""
+    return Client.from_config(config, subtree=subtree, name="aggregator", role="aggregator",
                               key_name=aggregator_key_name(config, member))
+
+
+def _refuse_if_member_runs(config: Config, member: int, slots: set[str]) -> None:
+    """Raise SectorflowError if another process publishes a live status of this member's relay threads."""
+    with _status_client(config, member, subtree=f"status/{SERVICE_AGGREGATOR}/") as client:
+        if client.wait_synced(SYNC_TIMEOUT_S):
+            refuse_if_running(client.statuses(SERVICE_AGGREGATOR), lambda name, _status: name in slots,
+                              f"aggregator member {member}", stack=client.stack_id)
 
 
 def _run_with_lease(config: Config, standby: bool, member: int) -> int:

@@ -9,6 +9,7 @@
 #include "bindings.hpp"
 #include "sectorflow/aggregator/aggregator.hpp"
 #include "sectorflow/aggregator/errors.hpp"
+#include "sectorflow/aggregator/from_config.hpp"
 #include "sectorflow/protocol/refusal.hpp"
 
 namespace py = pybind11;
@@ -56,33 +57,7 @@ void bind_aggregator(py::module_& m) {
                                           py::module_::import("sectorflow.errors").attr("SectorflowError").ptr());
 
   py::class_<AggregatorOptions>(m, "AggregatorOptions", "Where the relay threads listen and how they find NodeGroups.")
-      .def(py::init([](std::string bind_host, std::uint16_t base_port, std::vector<std::uint32_t> producer_threads,
-                       kvstore::ClientOptions kvstore, protocol::Geometry geometry, std::uint64_t max_scan_positions,
-                       int hwm, std::uint32_t discovery_wait_ms, std::uint32_t max_open_scans,
-                       std::uint32_t send_timeout_ms, double scan_record_ttl_s, std::vector<std::string> wire,
-                       std::uint32_t native_scan_idle_ms) {
-             AggregatorOptions o;
-             o.bind_host = std::move(bind_host);
-             o.base_port = base_port;
-             o.producer_threads = std::move(producer_threads);
-             o.hwm = hwm;
-             o.discovery_wait_ms = discovery_wait_ms;
-             o.max_open_scans = max_open_scans;
-             o.send_timeout_ms = send_timeout_ms;
-             o.scan_record_ttl_s = scan_record_ttl_s;
-             o.wire = std::move(wire);
-             o.native_scan_idle_ms = native_scan_idle_ms;
-             o.kvstore = std::move(kvstore);
-             o.geometry = geometry;
-             o.max_scan_positions = max_scan_positions;
-             return o;
-           }),
-           py::kw_only(), py::arg("bind_host"), py::arg("base_port"), py::arg("producer_threads"), py::arg("kvstore"),
-           py::arg("geometry"), py::arg("max_scan_positions"), py::arg("hwm"), py::arg("discovery_wait_ms"),
-           py::arg("max_open_scans"), py::arg("send_timeout_ms"), py::arg("scan_record_ttl_s"), py::arg("wire"),
-           py::arg("native_scan_idle_ms"),
-           "Every value from the configuration (aggregator_options): producer_threads[r] is T_r, the producer "
-           "threads of receiver r; kvstore: the ClientOptions of the replica of nodegroups/.")
+      .def(py::init<>(), "Every field unset: fill it with aggregator_options.")
       .def_readwrite("bind_host", &AggregatorOptions::bind_host)
       .def_readwrite("base_port", &AggregatorOptions::base_port)
       .def_readwrite("member", &AggregatorOptions::member, "This aggregator's index in the tier ([aggregator] tier).")
@@ -95,12 +70,19 @@ void bind_aggregator(py::module_& m) {
       .def_readwrite("send_timeout_ms", &AggregatorOptions::send_timeout_ms)
       .def_readwrite("scan_record_ttl_s", &AggregatorOptions::scan_record_ttl_s)
       .def_readwrite("wire", &AggregatorOptions::wire)
-      .def_readwrite("native_scan_idle_ms", &AggregatorOptions::native_scan_idle_ms)
+      .def_readwrite("native_scan_idle_s", &AggregatorOptions::native_scan_idle_s)
       .def_readwrite("native_scans_requested", &AggregatorOptions::native_scans_requested,
                      "[aggregator] native_scans_requested: native data of a scan with no request record is refused.")
+      .def_readwrite("kvstore", &AggregatorOptions::kvstore, "The ClientOptions of the replicas (the subtree is forced).")
+      .def_readwrite("geometry", &AggregatorOptions::geometry)
+      .def_readwrite("max_scan_positions", &AggregatorOptions::max_scan_positions)
       .def_readwrite("producers_curve", &AggregatorOptions::producers_curve, "[security]: CurveServer of the PULL sockets.")
       .def_readwrite("nodegroups_curve", &AggregatorOptions::nodegroups_curve,
                      "[security]: CurveServer of the sockets to the NodeGroups.");
+
+  m.def("aggregator_options", &aggregator_options, py::arg("beamline"), py::arg("member") = 0,
+        "Tier member `member`'s options from the beamline's keys (from_config.hpp), all but kvstore and the "
+        "CURVE servers; raises ConfigError for a member the tier does not have.");
 
   py::class_<RelayStats>(m, "RelayStats", "A snapshot of one relay thread's counters.")
       .def_readonly("thread", &RelayStats::thread)

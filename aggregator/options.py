@@ -1,12 +1,17 @@
-"""Aggregator options from a loaded configuration (``[aggregator]``, ``[[receivers]]``, ``[kvstore]``)."""
+"""Aggregator options from a loaded configuration.
+
+The keys are mapped once, in C++ (aggregator/src/from_config.cpp); this module hands the
+configuration over and adds what the process owns: its kvstore client (with its log callback, the
+server of a pair it talks to first and the tier member's key) and its CURVE servers.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from sectorflow._core import aggregator as _core
 from sectorflow._core.aggregator import AggregatorOptions
-from sectorflow.configs import Config
-from sectorflow.errors import SectorflowError
+from sectorflow.configs import Config, beamline_of
 from sectorflow.kvstore import client_options
 from sectorflow.protocol import NODEGROUPS_PREFIX
 from sectorflow.security.options import aggregator_curves, aggregator_key_name
@@ -29,33 +34,11 @@ def aggregator_options(config: Config, log: Callable[[str], None] | None = None,
         member: this aggregator's index in ``[aggregator] tier`` (0 with no tier).
 
     Raises:
-        SectorflowError: ``member`` is not a member of the tier.
+        ConfigError: ``member`` is not a member of the tier.
     """
-    members = len(config.aggregator.hosts)
-    if not 0 <= member < members:
-        raise SectorflowError(f"aggregator member {member}: {config.source} has a tier of {members} "
-                              f"([aggregator] tier), expected 0 to {members - 1}")
-    kv = config.kvstore
-    agg = config.aggregator
-    options = AggregatorOptions(
-        bind_host=agg.bind_host,
-        base_port=agg.base_port,
-        producer_threads=[receiver.threads for receiver in config.receivers],
-        kvstore=client_options(config, NODEGROUPS_PREFIX, log, role="aggregator", first_server=first_server,
-                               key_name=aggregator_key_name(config, member)),
-        geometry=config.geometry(),
-        max_scan_positions=config.limits.max_scan_positions,
-        max_open_scans=config.limits.max_open_scans,
-        hwm=agg.hwm,
-        discovery_wait_ms=kv.silence_heartbeats * kv.heartbeat_ms,
-        send_timeout_ms=agg.send_timeout_ms,
-        scan_record_ttl_s=kv.scan_record_ttl_s,
-        wire=[receiver.wire for receiver in config.receivers],
-        native_scan_idle_ms=max(1, round(agg.native_scan_idle_s * 1000)),
-    )
-    options.member, options.members = member, members
-    options.native_scans_requested = agg.native_scans_requested
-    options.sndbuf_bytes = agg.sndbuf_bytes
-    warn_if_capped("[aggregator] sndbuf_bytes", agg.sndbuf_bytes, "wmem_max")
+    options = _core.aggregator_options(beamline_of(config), member)
+    options.kvstore = client_options(config, NODEGROUPS_PREFIX, log, role="aggregator", first_server=first_server,
+                                     key_name=aggregator_key_name(config, member))
+    warn_if_capped("[aggregator] sndbuf_bytes", config.aggregator.sndbuf_bytes, "wmem_max")
     options.producers_curve, options.nodegroups_curve = aggregator_curves(config, member)
     return options

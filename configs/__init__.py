@@ -1,9 +1,11 @@
 """Configuration: the TOML files of this folder and the code that loads and validates them.
 
 ``load_config(path)`` returns a frozen ``Config``; ``configs/local.toml`` is the default.
-``configs/defaults.toml`` is every key at its default, generated from the schema for the C++ side.
+``configs/defaults.toml`` is every key at its default, generated from the schema for the C++ side;
+``beamline_of(config)`` hands a loaded configuration to the C++ mappings of the option structs.
 """
 
+from .beamline import beamline_of
 from .loader import CONFIG_DIR, DEFAULT_CONFIG, DEFAULTS_TABLE, ConfigError, config_from_dict, load_config
 from .schema import (
     AggregatorConfig,
@@ -47,6 +49,7 @@ __all__ = [
     "SecurityConfig",
     "SimulatorConfig",
     "SlurmConfig",
+    "beamline_of",
     "config_from_dict",
     "load_config",
 ]

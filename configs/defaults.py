@@ -1,4 +1,5 @@
-"""Render ``configs/defaults.toml``, the default of every configuration key, from the schema.
+"""Render a configuration as TOML: ``configs/defaults.toml``, the default of every key, and a
+loaded ``Config`` as the C++ mappings read it (``beamline_of``).
 
 Run ``python -m sectorflow.configs.defaults > configs/defaults.toml``; a test checks the file
 matches. The schema stays the one source: Python takes its defaults from the dataclasses, the C++
@@ -29,17 +30,25 @@ HEADER = """\
 
 
 def defaults_toml() -> str:
-    """Every table of the schema with each key at its default, a comment per key saying what it is."""
-    parts = [HEADER]
+    """Every table of the schema with each key at its default, a comment per key saying what it is;
+    one [[receivers]] per sector of the default detector."""
+    defaults = Config(receivers=tuple(ReceiverConfig() for _ in range(DetectorConfig().n_sectors)))
+    return HEADER + "\n" + config_toml(defaults, documented=True)
+
+
+def config_toml(config: Config, documented: bool = False) -> str:
+    """Every table of ``config`` with each key at its value (``source`` aside), with a comment per
+    key if ``documented`` (on the first [[receivers]] only)."""
+    parts = []
     hints = typing.get_type_hints(Config)
     for f in dataclasses.fields(Config):
         if f.name == "source":
             continue
         if f.name == "receivers":
-            for r in range(DetectorConfig().n_sectors):
-                parts.append(_table(f"[[{f.name}]]", ReceiverConfig, documented=r == 0))
+            for r, receiver in enumerate(config.receivers):
+                parts.append(_table(f"[[{f.name}]]", ReceiverConfig, documented=documented and r == 0, values=receiver))
         else:
-            parts.append(_table(f"[{f.name}]", hints[f.name]))
+            parts.append(_table(f"[{f.name}]", hints[f.name], documented, values=getattr(config, f.name)))
     return "\n".join(parts)
 
 
@@ -74,7 +83,9 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)  # a float keeps its point or exponent: C++ reads it as a float
     if isinstance(value, str):
-        return json.dumps(value)  # JSON's escapes are TOML basic-string escapes
+        # JSON's escapes are TOML basic-string escapes; characters beyond ASCII stay as they are (JSON
+        # would write those beyond the BMP as surrogate pairs, which TOML refuses), DEL is escaped.
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(item) for item in value) + "]"
     if isinstance(value, dict):

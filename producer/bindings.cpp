@@ -12,6 +12,7 @@
 #include "sectorflow/protocol/bad_entries.hpp"
 #include "sectorflow/kvstore/client.hpp"
 #include "sectorflow/producer/errors.hpp"
+#include "sectorflow/producer/from_config.hpp"
 #include "sectorflow/producer/producer.hpp"
 #include "sectorflow/producer/replay_source.hpp"
 #include "sectorflow/producer/routing.hpp"
@@ -39,38 +40,7 @@ struct ReleaseGilDelete {
 };
 
 void bind_types(py::module_& m) {
-  const ProducerOptions po;  // only for what is not configuration
   py::class_<ProducerOptions>(m, "ProducerOptions", "How one producer thread is wired (see producer.hpp).")
-      .def(py::init([](const protocol::Geometry& geometry, std::uint32_t receiver, std::uint32_t thread_id,
-                       std::uint32_t threads, const std::string& wire, std::vector<std::string> aggregator_endpoints, int send_hwm,
-                       std::string fallback_dir, double status_ttl_s, double scan_record_ttl_s, int send_timeout_ms,
-                       int status_interval_ms, int linger_ms, std::function<void(const std::string&)> warn) {
-             ProducerOptions options;
-             options.geometry = geometry;
-             options.receiver = receiver;
-             options.thread_id = thread_id;
-             options.threads = threads;
-             options.wire = parse_wire(wire);
-             options.aggregator_endpoints = std::move(aggregator_endpoints);
-             options.send_hwm = send_hwm;
-             options.fallback_dir = std::move(fallback_dir);
-             options.status_ttl_s = status_ttl_s;
-             options.scan_record_ttl_s = scan_record_ttl_s;
-             options.send_timeout_ms = send_timeout_ms;
-             options.status_interval_ms = status_interval_ms;
-             options.linger_ms = linger_ms;
-             options.warn = std::move(warn);
-             return options;
-           }),
-           py::kw_only(), py::arg("geometry"), py::arg("receiver"), py::arg("thread_id") = po.thread_id,
-           py::arg("threads"), py::arg("wire"), py::arg("aggregator_endpoints"), py::arg("send_hwm"),
-           py::arg("fallback_dir"),
-           py::arg("status_ttl_s"), py::arg("scan_record_ttl_s"), py::arg("send_timeout_ms"),
-           py::arg("status_interval_ms") = po.status_interval_ms, py::arg("linger_ms") = po.linger_ms,
-           py::arg("warn") = py::none(),
-           "geometry, threads, wire ('sectorflow' or 'native'), aggregator_endpoints (one per tier member), send_hwm, fallback_dir, "
-           "status_ttl_s, scan_record_ttl_s and send_timeout_ms from the configuration (producer_options); "
-           "warn(line) takes the warning that a scan spills (called on the producer thread; standard error if None).")
       .def_readonly("geometry", &ProducerOptions::geometry)
       .def_readonly("receiver", &ProducerOptions::receiver)
       .def_readonly("thread_id", &ProducerOptions::thread_id)
@@ -89,8 +59,20 @@ void bind_types(py::module_& m) {
       .def_readonly("send_timeout_ms", &ProducerOptions::send_timeout_ms)
       .def_readonly("status_interval_ms", &ProducerOptions::status_interval_ms)
       .def_readonly("linger_ms", &ProducerOptions::linger_ms)
+      .def_readwrite("warn", &ProducerOptions::warn,
+                     "warn(line) takes the warning that a scan spills (called on the producer thread; standard "
+                     "error if None).")
       .def("name", &ProducerOptions::name, "'r<receiver>t<thread_id>'.")
       .def_readwrite("curve", &ProducerOptions::curve, "[security]: CurveClient (off by default).");
+
+  m.def("producer_options", &producer_options, py::arg("beamline"), py::arg("receiver"), py::arg("thread_id"),
+        "Thread thread_id of receiver `receiver` from the beamline's keys (from_config.hpp), its CURVE keys "
+        "included; raises ConfigError for a receiver or thread the file does not have.");
+
+  m.def("aggregator_endpoints", &aggregator_endpoints, py::arg("beamline"), py::arg("receiver"),
+        "Where each tier member's relay thread for `receiver` listens, member order.");
+  m.def("standby_endpoints", &standby_endpoints, py::arg("beamline"), py::arg("receiver"),
+        "Per tier member, where the standby listens for `receiver` while it holds that member's lease; [] without one.");
 
   py::enum_<Mode>(m, "Mode", "What a scan start decided.")
       .value("STREAMING", Mode::kStreaming)

@@ -1,13 +1,17 @@
-"""Producer options from a loaded configuration: one ``ProducerOptions`` per producer thread."""
+"""Producer options from a loaded configuration: one ``ProducerOptions`` per producer thread.
+
+The keys are mapped once, in C++ (producer/src/from_config.cpp), for this daemon and a receiver
+program alike; this module hands the configuration over and adds the warning callback.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
+from sectorflow._core import producer as _core
 from sectorflow._core.producer import ProducerOptions
-from sectorflow.configs import Config
+from sectorflow.configs import Config, beamline_of
 from sectorflow.errors import SectorflowError
-from sectorflow.security.options import aggregator_keys, data_client_curve
 
 
 def check_receiver(config: Config, receiver: int) -> None:
@@ -22,49 +26,26 @@ def check_receiver(config: Config, receiver: int) -> None:
 def aggregator_endpoints(config: Config, receiver: int) -> list[str]:
     """Where each member i of the aggregation tier listens for ``receiver``:
     tcp://<member i's host>:(base_port + i x receivers + receiver); one member without a tier."""
-    return _member_endpoints(config, config.aggregator.hosts, receiver)
+    return _core.aggregator_endpoints(beamline_of(config), receiver)
 
 
 def standby_endpoints(config: Config, receiver: int) -> list[str]:
     """Per member i, where the standby aggregator listens for ``receiver`` while it holds member i's
     lease: member i's port on standby_host ([] with no standby configured)."""
-    host = config.aggregator.standby_host
-    return _member_endpoints(config, [host] * len(config.aggregator.hosts), receiver) if host else []
-
-
-def _member_endpoints(config: Config, hosts: Sequence[str], receiver: int) -> list[str]:
-    base = config.aggregator.base_port
-    return [f"tcp://{host}:{base + member * config.n_receivers + receiver}" for member, host in enumerate(hosts)]
+    return _core.standby_endpoints(beamline_of(config), receiver)
 
 
 def producer_options(config: Config, receiver: int, thread_id: int,
                      warn: Callable[[str], None] | None = None) -> ProducerOptions:
-    """The options of thread ``thread_id`` of receiver ``receiver`` (sector ``receiver``).
+    """The options of thread ``thread_id`` of receiver ``receiver`` (sector ``receiver``), its CURVE
+    keys from ``[security] key_dir`` included.
 
     ``warn`` takes the one line a thread logs when it starts spilling a scan (standard error if None).
 
     Raises:
-        SectorflowError: the receiver or thread is not in the configuration.
+        ConfigError: the receiver or thread is not in the configuration.
+        SecurityError: a key ``[security]`` asks for is missing.
     """
-    check_receiver(config, receiver)
-    threads = config.receivers[receiver].threads
-    if not 0 <= thread_id < threads:
-        raise SectorflowError(f"receiver {receiver} has {threads} producer threads; thread {thread_id} does not exist")
-    options = ProducerOptions(
-        geometry=config.geometry(),
-        receiver=receiver,
-        thread_id=thread_id,
-        threads=threads,
-        wire=config.receivers[receiver].wire,
-        aggregator_endpoints=aggregator_endpoints(config, receiver),
-        send_hwm=config.producer.send_hwm,
-        fallback_dir=config.producer.fallback_dir,
-        status_ttl_s=config.kvstore.ttl_s,
-        scan_record_ttl_s=config.kvstore.scan_record_ttl_s,
-        send_timeout_ms=config.producer.send_timeout_ms,
-        warn=warn,
-    )
-    options.standby_endpoints = standby_endpoints(config, receiver)
-    options.curve = data_client_curve(config, "producer")
-    options.aggregator_keys = aggregator_keys(config, "producer")
+    options = _core.producer_options(beamline_of(config), receiver, thread_id)
+    options.warn = warn
     return options

@@ -11,6 +11,9 @@ PYBIND11_MODULE(_core, m) {
   // security before the components whose option structs carry its CURVE settings.
   auto security = m.def_submodule("security", "CurveZMQ keys, the key directory, CURVE settings.");
   b::bind_security(security);
+  // configs before the components whose mappings take its Beamline.
+  auto configs = m.def_submodule("configs", "A beamline file read over the compiled-in defaults table.");
+  b::bind_configs(configs);
   auto simulator = m.def_submodule("simulator", "Detector simulator.");
   b::bind_simulator(simulator);
   auto kvstore = m.def_submodule("kvstore", "Clone-pattern key-value store client.");

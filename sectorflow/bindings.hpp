@@ -17,6 +17,7 @@ inline std::string bytes_of(const pybind11::buffer& buffer) {
 
 void bind_protocol(pybind11::module_& m);
 void bind_security(pybind11::module_& m);
+void bind_configs(pybind11::module_& m);
 void bind_simulator(pybind11::module_& m);
 void bind_kvstore(pybind11::module_& m);
 void bind_producer(pybind11::module_& m);

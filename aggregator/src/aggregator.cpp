@@ -10,7 +10,6 @@
 #include <zmq.hpp>
 
 #include "directory.hpp"
-#include "sectorflow/protocol/limits.hpp"
 #include "native_routes.hpp"
 #include "record_store.hpp"
 #include "relay.hpp"
@@ -44,14 +43,11 @@ struct Aggregator::Impl {
 
 namespace {
 
+// What no one key of the configuration says; each key's range is the schema's, checked when the
+// file is loaded (configs/schema.py).
 void check(const AggregatorOptions& o) {
   if (o.producer_threads.empty()) {
     throw AggregatorError("aggregator: no receivers; list them as [[receivers]] in the configuration");
-  }
-  for (std::size_t r = 0; r < o.producer_threads.size(); ++r) {
-    if (o.producer_threads[r] == 0) {
-      throw AggregatorError("aggregator: receiver " + std::to_string(r) + " has 0 producer threads; expected >= 1");
-    }
   }
   if (o.members == 0 || o.members > protocol::kMaxTier || o.member >= o.members) {
     throw AggregatorError("aggregator: member " + std::to_string(o.member) + " of a tier of " +
@@ -64,36 +60,9 @@ void check(const AggregatorOptions& o) {
                           std::to_string(o.producer_threads.size()) + " threads of tier member " +
                           std::to_string(o.member) + " leaves the port range 1..65535");
   }
-  if (o.sndbuf_bytes < 0) {
-    throw AggregatorError("aggregator: sndbuf_bytes " + std::to_string(o.sndbuf_bytes) +
-                          " must be >= 0 ([aggregator] sndbuf_bytes)");
-  }
-  if (o.hwm < 1) throw AggregatorError("aggregator: hwm " + std::to_string(o.hwm) + " must be >= 1 ([aggregator] hwm)");
-  if (o.discovery_wait_ms < 1) {
-    throw AggregatorError("aggregator: discovery_wait_ms must be >= 1 ([kvstore] silence_heartbeats x heartbeat_ms)");
-  }
-  if (o.send_timeout_ms < 1) {
-    throw AggregatorError("aggregator: send_timeout_ms must be >= 1 ([aggregator] send_timeout_ms)");
-  }
-  if (!(o.scan_record_ttl_s > 0.0)) {
-    throw AggregatorError("aggregator: scan_record_ttl_s must be > 0 ([kvstore] scan_record_ttl_s)");
-  }
   if (o.wire.size() != o.producer_threads.size()) {
     throw AggregatorError("aggregator: " + std::to_string(o.wire.size()) + " wire dialects for " +
                           std::to_string(o.producer_threads.size()) + " receivers ([[receivers]] wire)");
-  }
-  for (std::size_t r = 0; r < o.wire.size(); ++r) {
-    if (o.wire[r] != "sectorflow" && o.wire[r] != "native") {
-      throw AggregatorError("aggregator: receiver " + std::to_string(r) + " has wire '" + o.wire[r] +
-                            "'; expected 'sectorflow' or 'native' ([[receivers]] wire)");
-    }
-  }
-  if (o.native_scan_idle_ms < 1) {
-    throw AggregatorError("aggregator: native_scan_idle_ms must be >= 1 ([aggregator] native_scan_idle_s)");
-  }
-  if (o.max_open_scans < 1) throw AggregatorError("aggregator: max_open_scans must be >= 1 ([limits] max_open_scans)");
-  if (o.max_scan_positions < 1) {
-    throw AggregatorError("aggregator: max_scan_positions must be >= 1 ([limits] max_scan_positions)");
   }
   try {
     o.geometry.validate();
@@ -104,6 +73,12 @@ void check(const AggregatorOptions& o) {
     throw AggregatorError("aggregator: " + std::to_string(o.producer_threads.size()) + " receivers for " +
                           std::to_string(o.geometry.n_sectors()) + " sectors; give one [[receivers]] per sector");
   }
+}
+
+// [aggregator] native_scan_idle_s to the nearest millisecond (ties to even), at least one.
+std::chrono::milliseconds native_idle(double seconds) {
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(seconds)));
 }
 
 }  // namespace
@@ -154,7 +129,7 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
   impl.records = std::make_unique<detail::RecordStore>(impl.options.kvstore, impl.options.scan_record_ttl_s);
   impl.native_routes = std::make_unique<detail::NativeRoutes>(
       *impl.directory, *impl.records, impl.options.producer_threads,
-      std::chrono::milliseconds(impl.options.native_scan_idle_ms));
+      native_idle(impl.options.native_scan_idle_s));
   for (std::size_t r = 0; r < n; ++r) {
     const auto receiver = static_cast<std::uint32_t>(r);
     impl.counters.push_back(std::make_unique<RelayCounters>(receiver));
@@ -171,7 +146,7 @@ Aggregator::Aggregator(AggregatorOptions options) : impl_(std::make_unique<Impl>
     settings.max_open_scans = impl.options.max_open_scans;
     settings.expect = protocol::DataExpectations{impl.options.geometry, {impl.options.max_scan_positions}, receiver};
     settings.native = impl.options.wire[r] == "native";
-    settings.native_idle = std::chrono::milliseconds(impl.options.native_scan_idle_ms);
+    settings.native_idle = native_idle(impl.options.native_scan_idle_s);
     settings.native_requested = impl.options.native_scans_requested;
     settings.downstream_curve = impl.options.nodegroups_curve;
     Impl* self = impl_.get();

@@ -1,8 +1,9 @@
 // A receiver program that embeds sectorflow without Python: it links the installed
 // sectorflow::producer (and sectorflow::simulator as its detector), reads what it needs from the
-// beamline file with sectorflow::configs (the geometry, its receiver's producer threads, the
-// aggregator endpoint, the kvstore, [producer], [simulator] and [limits]; a key the file leaves out
-// has the same default as in Python), fixes the routing of a scan once from its kvstore replica
+// beamline file with sectorflow::configs (the geometry, its receiver's producer threads, [limits])
+// and each component's mapping of its own keys (producer_options, kvstore::client_options,
+// simulator_settings: the ones the daemons use; a key the file leaves out has the same default as
+// in Python), fixes the routing of a scan once from its kvstore replica
 // and streams its sector with one thread per producer thread, or writes it to raw files when no
 // NodeGroup is registered.
 //
@@ -17,15 +18,18 @@
 #include <vector>
 
 #include <sectorflow/configs/beamline.hpp>
-#include <sectorflow/configs/options.hpp>
+#include <sectorflow/configs/layout.hpp>
 #include <sectorflow/kvstore/client.hpp>
+#include <sectorflow/kvstore/from_config.hpp>
 #include <sectorflow/producer/errors.hpp>
+#include <sectorflow/producer/from_config.hpp>
 #include <sectorflow/producer/producer.hpp>
 #include <sectorflow/producer/routing.hpp>
 #include <sectorflow/producer/sector_source.hpp>
 #include <sectorflow/producer/sibling_gate.hpp>
 #include <sectorflow/protocol/bad_entries.hpp>
 #include <sectorflow/protocol/limits.hpp>
+#include <sectorflow/simulator/from_config.hpp>
 #include <sectorflow/simulator/simulator.hpp>
 
 namespace {
@@ -67,7 +71,7 @@ int main(int argc, char** argv) {
     sectorflow::protocol::check_scan_shape(request.scan_x, request.scan_y, cf::scan_limits(beamline),
                                            "scan " + std::to_string(request.scan_number));
 
-    sectorflow::kvstore::Client client(cf::client_options(beamline));
+    sectorflow::kvstore::Client client(sectorflow::kvstore::client_options(beamline));
     if (!client.wait_synced(std::chrono::seconds(10))) {
       throw std::runtime_error("the kvstore at " + client.options().host + ":" + std::to_string(client.options().port) +
                                " did not answer ([kvstore] of " + beamline.source() + ")");
@@ -76,17 +80,18 @@ int main(int argc, char** argv) {
     sectorflow::protocol::BadEntries bad;  // registrations that do not decode are skipped, logged once
     request.routing = sp::routing_from_replica(client, bad);
 
-    const sectorflow::simulator::Simulator simulator(cf::simulator_settings(beamline), cf::geometry(beamline));
+    const sectorflow::simulator::Simulator simulator(sectorflow::simulator::simulator_settings(beamline),
+                                                     cf::geometry(beamline));
     // Detector hardware paces a receiver's threads together; a simulated source does not, and a
     // thread far ahead of its siblings fills the NodeGroups' frame pools (sibling_gate.hpp).
-    sp::SiblingGate gate(threads, cf::max_lead_frames(beamline));
+    sp::SiblingGate gate(threads, sp::max_lead_frames(beamline));
     std::vector<sp::ScanResult> results(threads);
     std::vector<std::string> errors(threads);
     std::vector<std::thread> workers;
     for (std::uint32_t t = 0; t < threads; ++t) {
       workers.emplace_back([&, t] {
         try {
-          sp::Producer producer(cf::producer_options(beamline, receiver, t), &client);
+          sp::Producer producer(sp::producer_options(beamline, receiver, t), &client);
           sp::GeneratedSource source(
               std::uint64_t{request.scan_x} * request.scan_y, threads, t,
               [&](std::uint32_t frame, void* out, std::size_t bytes) {

@@ -1,5 +1,5 @@
 // sectorflow::configs: a beamline file read from C++ over the compiled-in defaults table, and the
-// option structs filled from it as the Python side fills them.
+// option structs each component maps from it (from_config.hpp), the mappings the daemons call too.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,11 +10,16 @@
 #include <vector>
 
 #include "sectorflow/configs/beamline.hpp"
-#include "sectorflow/configs/options.hpp"
+#include "sectorflow/configs/layout.hpp"
 #include "sectorflow/kvstore/errors.hpp"
+#include "sectorflow/kvstore/from_config.hpp"
+#include "sectorflow/producer/from_config.hpp"
 #include "sectorflow/security/errors.hpp"
+#include "sectorflow/simulator/from_config.hpp"
 
 namespace cf = sectorflow::configs;
+namespace kv = sectorflow::kvstore;
+namespace sp = sectorflow::producer;
 
 namespace {
 
@@ -71,12 +76,12 @@ TEST(Beamline, TheDefaultsAreACompleteConfiguration) {
   EXPECT_EQ(geometry.sector_rows, 144u);
   EXPECT_EQ(geometry.itemsize, 2u);
   geometry.validate();
-  cf::simulator_settings(defaults).validate();
+  sectorflow::simulator::simulator_settings(defaults).validate();
 }
 
 TEST(Beamline, LocalTomlFillsAProducerThreadAsTheDaemonDoes) {
   const cf::Beamline local = cf::Beamline::load(kConfigs + "/local.toml");
-  const sectorflow::producer::ProducerOptions options = cf::producer_options(local, 2, 0);
+  const sectorflow::producer::ProducerOptions options = sp::producer_options(local, 2, 0);
   EXPECT_EQ(options.geometry.sector_bytes(), 144u * 576u * 2u);
   EXPECT_EQ(options.receiver, 2u);
   EXPECT_EQ(options.threads, 1u);
@@ -88,10 +93,10 @@ TEST(Beamline, LocalTomlFillsAProducerThreadAsTheDaemonDoes) {
   EXPECT_EQ(options.scan_record_ttl_s, 86400.0);  // from the compiled-in defaults
   EXPECT_EQ(options.send_timeout_ms, 10000);
   EXPECT_EQ(options.wire, sectorflow::producer::Wire::kSectorflow);  // the default of [[receivers]] wire
-  EXPECT_EQ(cf::max_lead_frames(local), 32u);
+  EXPECT_EQ(sp::max_lead_frames(local), 32u);
   EXPECT_EQ(cf::scan_limits(local).max_positions, 2048u * 2048u);
 
-  const sectorflow::kvstore::ClientOptions client = cf::client_options(local, "nodegroups/");
+  const sectorflow::kvstore::ClientOptions client = kv::client_options(local, "nodegroups/");
   EXPECT_EQ(client.host, "127.0.0.1");
   EXPECT_EQ(client.port, 5556);
   EXPECT_EQ(client.subtree, "nodegroups/");
@@ -99,7 +104,7 @@ TEST(Beamline, LocalTomlFillsAProducerThreadAsTheDaemonDoes) {
   EXPECT_EQ(client.silence_heartbeats, 3);
   EXPECT_EQ(client.max_value_bytes, 65536u);
   EXPECT_EQ(client.max_ttl_s, 86400.0);
-  const sectorflow::kvstore::ServerOptions server = cf::server_options(local);
+  const sectorflow::kvstore::ServerOptions server = kv::server_options(local);
   EXPECT_EQ(server.max_map_bytes, std::size_t{256} << 20);
   EXPECT_EQ(server.max_keys_per_address, 25000u);
 }
@@ -108,20 +113,20 @@ TEST(Beamline, ReceiversComeFromTheFile) {
   const cf::Beamline camera = cf::Beamline::load(kConfigs + "/4dcamera.toml");
   EXPECT_EQ(cf::receiver_threads(camera, 3), 4u);
   // The 5-host tier: member i's thread for receiver 3 on base_port + 4 i + 3.
-  EXPECT_EQ(cf::aggregator_endpoints(camera, 3),
+  EXPECT_EQ(sp::aggregator_endpoints(camera, 3),
             (std::vector<std::string>{"tcp://aggregator-0.beamline.example:6103", "tcp://aggregator-1.beamline.example:6107",
                                       "tcp://aggregator-2.beamline.example:6111", "tcp://aggregator-3.beamline.example:6115",
                                       "tcp://aggregator-4.beamline.example:6119"}));
   // The spare stands in for any member on that member's ports.
-  EXPECT_EQ(cf::standby_endpoints(camera, 3),
+  EXPECT_EQ(sp::standby_endpoints(camera, 3),
             (std::vector<std::string>{"tcp://aggregator-spare.beamline.example:6103",
                                       "tcp://aggregator-spare.beamline.example:6107",
                                       "tcp://aggregator-spare.beamline.example:6111",
                                       "tcp://aggregator-spare.beamline.example:6115",
                                       "tcp://aggregator-spare.beamline.example:6119"}));
-  EXPECT_EQ(error_of([&] { cf::producer_options(camera, 4, 0); }),
+  EXPECT_EQ(error_of([&] { sp::producer_options(camera, 4, 0); }),
             "receiver 4: " + kConfigs + "/4dcamera.toml has 4 receivers ([[receivers]]), expected 0 to 3");
-  EXPECT_EQ(error_of([&] { cf::producer_options(camera, 0, 4); }),
+  EXPECT_EQ(error_of([&] { sp::producer_options(camera, 0, 4); }),
             "receiver 0 has 4 producer threads; thread 4 does not exist");
   EXPECT_EQ(error_of([&] { camera.integer("receivers[4].threads"); }),
             kConfigs + "/4dcamera.toml: 'receivers[4].threads': the file lists 4 [[receivers]], numbered from 0");
@@ -133,22 +138,22 @@ TEST(Beamline, SecurityTakesTheProducerKeyFromTheKeyDirectory) {
   const cf::Beamline camera = cf::Beamline::load(kConfigs + "/4dcamera.toml");
   EXPECT_TRUE(camera.boolean("security.enabled"));
   try {
-    cf::producer_options(camera, 0, 0);
+    sp::producer_options(camera, 0, 0);
     ADD_FAILURE() << "no SecurityError";
   } catch (const sectorflow::security::SecurityError& error) {
     EXPECT_EQ(std::string(error.what()).rfind("/etc/sectorflow/keys: no such key directory", 0), 0u) << error.what();
   }
   const cf::Beamline local = cf::Beamline::load(kConfigs + "/local.toml");
-  EXPECT_FALSE(cf::producer_options(local, 0, 0).curve.enabled());
-  EXPECT_FALSE(cf::client_options(local).curve.enabled());
+  EXPECT_FALSE(sp::producer_options(local, 0, 0).curve.enabled());
+  EXPECT_FALSE(kv::client_options(local).curve.enabled());
 }
 
 TEST(Beamline, AReceiverSpeaksTheWireItsFileNames) {
   const cf::Beamline file = cf::Beamline::parse(
       "[[receivers]]\nwire = \"native\"\n[[receivers]]\n[[receivers]]\nwire = \"udp\"\n", "beamline.toml");
-  EXPECT_EQ(cf::producer_options(file, 0, 0).wire, sectorflow::producer::Wire::kNative);
-  EXPECT_EQ(cf::producer_options(file, 1, 0).wire, sectorflow::producer::Wire::kSectorflow);
-  EXPECT_EQ(error_of([&] { cf::producer_options(file, 2, 0); }),
+  EXPECT_EQ(sp::producer_options(file, 0, 0).wire, sectorflow::producer::Wire::kNative);
+  EXPECT_EQ(sp::producer_options(file, 1, 0).wire, sectorflow::producer::Wire::kSectorflow);
+  EXPECT_EQ(error_of([&] { sp::producer_options(file, 2, 0); }),
             "beamline.toml: 'receivers[2].wire' = 'udp': expected 'sectorflow' or 'native'");
 }
 
@@ -166,7 +171,7 @@ TEST(Beamline, MistakesAreOneLineNamingTheFileAndTheKey) {
             "beamline.toml: unknown key 'receivers[0].threds'; did you mean 'threads'?");
   EXPECT_EQ(error_of([] { cf::Beamline::parse("[detector]\n", "beamline.toml"); }),
             "beamline.toml: 'receivers' must be a non-empty array of tables ([[receivers]]), one per sector");
-  EXPECT_EQ(error_of([] { cf::client_options(beamline("[kvstore]\nport = 70000")); }),
+  EXPECT_EQ(error_of([] { kv::client_options(beamline("[kvstore]\nport = 70000")); }),
             "beamline.toml: 'kvstore.port' = 70000: expected a value from 0 to 65535");
   EXPECT_EQ(error_of([] { cf::geometry(beamline("[detector]\ndtype = \"float32\"")); }),
             "beamline.toml: 'detector.dtype' = 'float32': expected one of 'uint8', 'uint16', 'uint32'");
@@ -185,16 +190,16 @@ TEST(Beamline, ANumberTakesAnIntegerAndADictTakesAnyKey) {
 }
 
 TEST(Beamline, KvstoreServersAreAListOfStringsTheClientChecks) {
-  EXPECT_TRUE(cf::client_options(beamline("")).servers.empty());
-  const auto pair = cf::client_options(beamline("[kvstore]\nservers = [\"10.0.0.1:5556\", \"10.0.0.2:5556\"]"));
+  EXPECT_TRUE(kv::client_options(beamline("")).servers.empty());
+  const auto pair = kv::client_options(beamline("[kvstore]\nservers = [\"10.0.0.1:5556\", \"10.0.0.2:5556\"]"));
   EXPECT_EQ(pair.servers, (std::vector<std::string>{"10.0.0.1:5556", "10.0.0.2:5556"}));
   const auto addresses = sectorflow::kvstore::server_addresses(pair);
   ASSERT_EQ(addresses.size(), 2u);
   EXPECT_EQ(addresses[1].host, "10.0.0.2");
   EXPECT_EQ(addresses[1].port, 5556);
-  EXPECT_EQ(error_of([] { cf::client_options(beamline("[kvstore]\nservers = [\"a:1\", 2]")); }),
+  EXPECT_EQ(error_of([] { kv::client_options(beamline("[kvstore]\nservers = [\"a:1\", 2]")); }),
             "beamline.toml: 'kvstore.servers' = [ 'a:1', 2 ]: expected an array of strings");
-  EXPECT_EQ(error_of([] { cf::client_options(beamline("[kvstore]\nservers = \"a:1\"")); }),
+  EXPECT_EQ(error_of([] { kv::client_options(beamline("[kvstore]\nservers = \"a:1\"")); }),
             "beamline.toml: 'kvstore.servers' = 'a:1': expected an array");
   // The struct refuses what it cannot use, one line naming the entry (a C++ program that skips the loader).
   const auto refused = [](std::vector<std::string> servers) {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "sectorflow/configs/beamline.hpp"
-#include "sectorflow/configs/options.hpp"
+#include "sectorflow/kvstore/from_config.hpp"
 #include "sectorflow/kvstore/client.hpp"
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
@@ -79,7 +79,7 @@ std::uint16_t ephemeral_port() {
 
 // A server's options as the configuration's defaults make them ([kvstore], configs/defaults.toml).
 kv::ServerOptions default_server_options() {
-  return sectorflow::configs::server_options(sectorflow::configs::Beamline::defaults());
+  return sectorflow::kvstore::server_options(sectorflow::configs::Beamline::defaults());
 }
 
 // A server with `options` on three free consecutive loopback ports (the first from port 0),
@@ -107,7 +107,7 @@ class RunningServer {
   }
   // A client of this server with the configuration's defaults but a heartbeat of 100 ms.
   kv::ClientOptions client(const std::string& subtree = "") const {
-    kv::ClientOptions options = sectorflow::configs::client_options(sectorflow::configs::Beamline::defaults(), subtree);
+    kv::ClientOptions options = sectorflow::kvstore::client_options(sectorflow::configs::Beamline::defaults(), subtree);
     options.host = "127.0.0.1";
     options.port = server_->options().port;
     options.heartbeat_ms = 100;

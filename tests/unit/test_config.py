@@ -18,6 +18,7 @@ from sectorflow.configs import (
     ConfigError,
     DetectorConfig,
     ReceiverConfig,
+    beamline_of,
     config_from_dict,
     load_config,
 )
@@ -178,6 +179,47 @@ def test_defaults_table_matches_the_schema() -> None:
     assert DEFAULTS_TABLE.read_text() == defaults_toml(), (
         "regenerate with python -m sectorflow.configs.defaults > configs/defaults.toml"
     )
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.toml")), ids=lambda p: p.name)
+def test_a_loaded_configuration_reaches_the_cpp_mappings_with_every_value(path: Path) -> None:
+    # The services hand their Config to the C++ mappings of the option structs as a Beamline: each
+    # key must arrive as the loader left it, overrides and text beyond ASCII included.
+    config = load_config(path)
+    config = dataclasses.replace(config, producer=dataclasses.replace(config.producer, fallback_dir="/tmp/ß 🐛\x7f\"x"))
+    beamline = beamline_of(config)
+    assert beamline.source == str(path) and beamline.receivers == config.n_receivers
+    read = {bool: beamline.boolean, int: beamline.integer, float: beamline.number, str: beamline.text}
+    for table in dataclasses.fields(Config):
+        values = getattr(config, table.name)
+        if not dataclasses.is_dataclass(values):
+            continue
+        for key in dataclasses.fields(values):
+            value = getattr(values, key.name)
+            if type(value) in read:
+                assert read[type(value)](f"{table.name}.{key.name}") == value, (table.name, key.name)
+            elif isinstance(value, tuple) and all(isinstance(item, str) for item in value):
+                assert beamline.texts(f"{table.name}.{key.name}") == list(value), (table.name, key.name)
+    for r, receiver in enumerate(config.receivers):
+        assert beamline.integer(f"receivers[{r}].threads") == receiver.threads
+        assert beamline.text(f"receivers[{r}].wire") == receiver.wire
+
+
+def test_the_aggregator_takes_its_options_from_the_one_mapping() -> None:
+    from sectorflow.aggregator.options import aggregator_options
+
+    config = config_from_dict(local(aggregator={"hwm": 7, "native_scan_idle_s": 0.25, "tier": ["a", "b"]}),
+                              source="beamline.toml")
+    options = aggregator_options(config, member=1)
+    assert (options.member, options.members, options.base_port, options.hwm) == (1, 2, 6100, 7)
+    assert options.native_scan_idle_s == 0.25
+    assert options.discovery_wait_ms == config.kvstore.silence_heartbeats * config.kvstore.heartbeat_ms
+    assert options.producer_threads == [r.threads for r in config.receivers]
+    assert options.wire == [r.wire for r in config.receivers]
+    assert options.max_open_scans == config.limits.max_open_scans
+    with pytest.raises(ConfigError, match=r"^aggregator member 2: beamline.toml has a tier of 2 \(\[aggregator\] tier\), "
+                       r"expected 0 to 1$"):
+        aggregator_options(config, member=2)
 
 
 def test_defaults_table_loads_as_every_key_at_its_default() -> None:

@@ -1,7 +1,9 @@
 // What an aggregator needs to know: where its threads listen, how many producer threads feed
 // each of them, and how to reach the kvstore that says where the NodeGroups are. Every value comes
-// from the configuration (sectorflow.aggregator.options.aggregator_options): no field has a
-// default, and the Aggregator refuses one left unset, naming its key.
+// from the configuration: aggregator_options (from_config.hpp) maps the beamline's keys, the daemon
+// (sectorflow.aggregator.options) adds its kvstore client and CURVE servers. The keys' ranges are
+// the schema's (configs/schema.py), checked when the file is loaded; the Aggregator checks only
+// what no one key says (the tier, the ports, one wire and one sector per receiver).
 #pragma once
 
 #include <cstdint>
@@ -42,8 +44,8 @@ struct AggregatorOptions {
   double scan_record_ttl_s = 0.0;
   /// [[receivers]] wire, per receiver: "sectorflow" or "native" (the 4D Camera receivers' header).
   std::vector<std::string> wire;
-  /// [aggregator] native_scan_idle_s, in ms: a native scan with no message this long is over at its thread.
-  std::uint32_t native_scan_idle_ms = 0;
+  /// [aggregator] native_scan_idle_s: a native scan with no message this long is over at its thread.
+  double native_scan_idle_s = 0.0;
   /// [aggregator] native_scans_requested: a native scan must have a request record (an acquire's)
   /// before its data opens a run; data of a scan with none is a stray, refused (no_info).
   bool native_scans_requested = true;

@@ -13,9 +13,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace sectorflow::configs {
@@ -48,6 +50,10 @@ class Beamline {
   double number(const std::string& key) const;
   std::string text(const std::string& key) const;
   bool boolean(const std::string& key) const;
+  /// integer(key) as a T: a value T cannot hold (a negative count, a port above 65535) is a
+  /// ConfigError naming the key instead of a number wrapped around.
+  template <typename T>
+  T whole(const std::string& key) const;
   /// An array of strings ("kvstore.servers"); throws ConfigError for another type or a non-string entry.
   std::vector<std::string> texts(const std::string& key) const;
   /// The [[receivers]] of the file: receiver r reads sector r.
@@ -58,6 +64,23 @@ class Beamline {
   explicit Beamline(std::shared_ptr<const Impl> impl);
   std::shared_ptr<const Impl> impl_;
 };
+
+template <typename T>
+T Beamline::whole(const std::string& key) const {
+  const std::int64_t value = integer(key);
+  bool fits = false;
+  if (value >= 0) {
+    fits = static_cast<std::uint64_t>(value) <= static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+  } else if constexpr (std::is_signed_v<T>) {
+    fits = value >= static_cast<std::int64_t>(std::numeric_limits<T>::min());
+  }
+  if (!fits) {
+    throw ConfigError(source() + ": '" + key + "' = " + std::to_string(value) + ": expected a value from " +
+                      std::to_string(std::numeric_limits<T>::min()) + " to " +
+                      std::to_string(std::numeric_limits<T>::max()));
+  }
+  return static_cast<T>(value);
+}
 
 /// The defaults table as compiled in (configs/defaults.toml of the build).
 const char* defaults_toml();

@@ -86,8 +86,8 @@ struct ServerAddress {
 };
 
 /// host, port, heartbeat_ms, silence_heartbeats, max_value_bytes and max_ttl_s come from the
-/// [kvstore] table (kvstore/options.py client_options, sectorflow::configs::client_options), the
-/// server's own: none has a default here, and the Client refuses one left at 0, naming it.
+/// [kvstore] table (kvstore/options.py client_options; kvstore::client_options of
+/// from_config.hpp for a C++ program), the server's own: none has a default here, and the Client refuses one left at 0, naming it.
 struct ClientOptions {
   std::string host;                  ///< host: server address
   std::uint16_t port = 0;            ///< port: the server's snapshot port P

@@ -110,9 +110,9 @@ struct PairOptions {
   std::uint16_t peer_port = 0;
 };
 
-/// Every value but status_name comes from the [kvstore] table (kvstore/options.py server_options,
-/// sectorflow::configs::server_options): none has a default here, and the Server refuses one left
-/// at 0, naming it.
+/// Every value but status_name comes from the [kvstore] table (kvstore/options.py server_options;
+/// kvstore::server_options of from_config.hpp for a C++ program): none has a default here, and the
+/// Server refuses one left at 0, naming it.
 struct ServerOptions {
   std::string bind_host;                     ///< bind_host: interface to bind ("0.0.0.0" for all)
   std::uint16_t port = 0;                    ///< port: snapshot port P; P + 1 and P + 2 are used too

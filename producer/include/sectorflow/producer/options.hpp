@@ -1,8 +1,8 @@
 // How one producer thread is wired: which sector it owns, which aggregator thread it feeds in which
 // dialect, where the fallback files go. Every value but the last three comes from the
-// configuration, filled by the daemon (sectorflow.producer.options.producer_options) or by a
-// receiver program that embeds the library (sectorflow::configs::producer_options, from the
-// beamline file): none has a default here, and the Producer refuses one left unset (0, NaN or
+// configuration, filled by producer_options (from_config.hpp) from the beamline file, for a
+// receiver program that embeds the library and for the daemon alike (its Config handed over as a
+// Beamline): none has a default here, and the Producer refuses one left unset (0, NaN or
 // Wire::kUnset), naming its key.
 #pragma once
 

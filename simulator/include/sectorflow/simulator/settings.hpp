@@ -1,6 +1,6 @@
 // What the simulated detector looks like: dose, electron signal, dark level, bright-field disk and
 // sector loss. Filled from the [simulator] table of the configuration (configs/schema.py, which
-// documents each field) by simulator/from_config.py or sectorflow::configs::simulator_settings:
+// documents each field) by simulator/from_config.py or sectorflow::simulator::simulator_settings:
 // no field has a default here (NaN or no seed: not set), and validate() refuses one left unset.
 #pragma once
 

@@ -1,0 +1,23 @@
+"""A loaded configuration handed to the C++ side as the beamline file it reads.
+
+Each component maps its option struct from a ``Beamline`` once, in C++ beside the component
+(``sectorflow/<component>/from_config.hpp``); a receiver program calls that mapping on its file,
+and the services on their ``Config`` rendered as TOML here, so that a key reaches its struct by
+one path whether C++ or Python read the file.
+"""
+
+from __future__ import annotations
+
+from sectorflow._core.configs import Beamline
+
+from .defaults import config_toml
+from .schema import Config
+
+
+def beamline_of(config: Config) -> Beamline:
+    """``config`` as a C++ ``Beamline``: every key at the value ``config`` holds (overrides included).
+
+    Raises:
+        ConfigError: a value the C++ reader refuses (one the loader would have refused first).
+    """
+    return Beamline.parse(config_toml(config), config.source)

@@ -22,6 +22,7 @@ namespace py = pybind11;
 namespace sectorflow::bindings {
 namespace {
 
+namespace counting = consumer::counting;
 using counting::CountingError;
 using counting::FrameShape;
 

@@ -2,7 +2,7 @@
 this package registers each of the modules below, in the order the file, the page and ``view``
 show them."""
 
-from . import builtin, radial_profile  # noqa: F401 - registers them
+from . import builtin, medium_angle, radial_profile  # noqa: F401 - registers them
 from .builtin import kernel_choices, kernel_columns, kernel_values
 from .detectors import detector_attrs, detectors_from, load_mask
 from .registry import (

@@ -2,8 +2,8 @@
 this package registers each of the modules below, in the order the file, the page and ``view``
 show them."""
 
-from . import builtin, radial_profile  # noqa: F401 - registers them
-from .builtin import NODEGROUP_KERNELS
+from . import builtin, medium_angle, radial_profile  # noqa: F401 - registers them
+from .builtin import kernel_choices, kernel_columns, kernel_values
 from .detectors import detector_attrs, detectors_from, load_mask
 from .registry import (
     PER_POSITION,
@@ -24,6 +24,6 @@ from .registry import (
     registered,
 )
 
-__all__ = ["NODEGROUP_KERNELS", "PER_POSITION", "PER_SCAN", "Analysis", "Context", "Frames", "Output", "Plan",
-           "Results", "Values", "chosen", "compute", "detector_attrs", "detectors_from", "empty_values", "load_mask",
-           "outputs_of", "plan_of", "register", "registered"]
+__all__ = ["PER_POSITION", "PER_SCAN", "Analysis", "Context", "Frames", "Output", "Plan",
+           "Results", "Values", "chosen", "compute", "detector_attrs", "detectors_from", "empty_values", "kernel_choices",
+           "kernel_columns", "kernel_values", "load_mask", "outputs_of", "plan_of", "register", "registered"]

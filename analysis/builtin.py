@@ -1,12 +1,14 @@
 """The built-in analyses, made whenever ``[analysis] virtual_images`` is on: the virtual
 detectors' images, the centre of mass and the summed diffraction pattern. Their per-frame work is
-the NodeGroups' C++ kernels (consumer/nodegroup/virtual_images.hpp: one pass over a frame's events makes
-all three); ``NODEGROUP_KERNELS`` reads each kernel's values off a NodeGroup's ``ScanResult``.
-Their file paths are stempy-era sectorflow's (consumer/counting/counted_file.py's layout)."""
+the NodeGroups' C++ kernels (consumer/nodegroup/kernels/virtual_detectors.cpp, centre_of_mass.cpp),
+the summed pattern the per-scan sum the NodeGroups make beside them (virtual_images.hpp);
+:func:`kernel_values` reads any kernel's values off a NodeGroup's ``ScanResult`` by column, and
+:func:`kernel_choices` says which kernels a NodeGroup runs. Their file paths are stempy-era
+sectorflow's (consumer/counting/counted_file.py's layout)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -15,6 +17,10 @@ from .registry import PER_POSITION, PER_SCAN, Analysis, Context, Frames, Output,
 
 #: The group of the file the built-in outputs are in.
 GROUP = "/virtual_images"
+
+#: The summed pattern's ``nodegroup_kernel``: the per-scan sum every NodeGroup that images makes
+#: beside the per-frame kernels (VirtualImages::diffraction), not an entry of their C++ table.
+SUMMED_PATTERN_KERNEL = "summed_pattern"
 
 
 def _detector_outputs(context: Context) -> list[Output]:
@@ -51,15 +57,29 @@ CENTRE_OF_MASS = register(Analysis(
     group_attrs=lambda context: {GROUP: {"centre_row": context.centre_row, "centre_col": context.centre_col}}))
 SUMMED_PATTERN = register(Analysis(
     name="summed_pattern", summary="electrons per detector pixel summed over the scan",
-    outputs=_pattern_outputs, nodegroup_kernel="summed_pattern", from_events=summed_pattern, built_in=True))
+    outputs=_pattern_outputs, nodegroup_kernel=SUMMED_PATTERN_KERNEL, from_events=summed_pattern, built_in=True))
 
 
-#: The NodeGroups' per-frame C++ kernels by name, and how their values are read off a ``ScanResult``
-#: (sectorflow._core.nodegroup): per-position outputs one value per counted frame, the summed pattern
-#: summed over them.
-NODEGROUP_KERNELS: dict[str, Callable[[Any, Context], Values]] = {
-    "virtual_detectors": lambda result, _context: {name: np.array(values) for name, values in result.images.items()},
-    "centre_of_mass": lambda result, _context: {"com_x": np.array(result.com_x), "com_y": np.array(result.com_y)},
-    "summed_pattern": lambda result, context: {
-        "diffraction": np.array(result.diffraction, dtype=np.uint64).reshape(context.frame_shape)},
-}
+def kernel_choices(analyses: Iterable[Analysis]) -> list[tuple[str, dict[str, float]]]:
+    """The per-frame C++ kernels ``analyses`` name, in order, each with its analysis's settings: what a
+    NodeGroup is told to run (``NodeGroupSettings.kernels``, consumer/nodegroup/frame_kernel.hpp)."""
+    return [(a.nodegroup_kernel, {key: float(value) for key, value in a.settings.items()}) for a in analyses
+            if a.nodegroup_kernel and a.nodegroup_kernel != SUMMED_PATTERN_KERNEL]
+
+
+def kernel_columns(analyses: Iterable[Analysis], context: Context) -> list[str]:
+    """The columns the per-frame kernels of ``analyses`` make: each per-position output's ``live`` name
+    (a kernel's column is its output's name in the live stream)."""
+    return [o.live for a in analyses if a.nodegroup_kernel and a.nodegroup_kernel != SUMMED_PATTERN_KERNEL
+            for o in a.outputs(context) if o.per == PER_POSITION and o.live is not None]
+
+
+def kernel_values(analysis: Analysis, result: Any, context: Context) -> Values:
+    """``analysis``'s values as its NodeGroup kernel made them for a ``ScanResult``'s frames
+    (sectorflow._core.nodegroup): a per-position output is the kernel's column its ``live`` names, one
+    value per frame; the summed pattern is the result's, summed over them."""
+    if analysis.nodegroup_kernel == SUMMED_PATTERN_KERNEL:
+        return {"diffraction": np.array(result.diffraction, dtype=np.uint64).reshape(context.frame_shape)}
+    columns = result.images
+    return {o.name: np.array(columns[o.live]) for o in analysis.outputs(context)
+            if o.per == PER_POSITION and o.live is not None}

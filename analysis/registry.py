@@ -8,8 +8,10 @@ profile) or per scan (summed over the scan's frames, such as the summed pattern)
 from one of two places, said by its analysis:
 
 - ``nodegroup_kernel``: a per-frame kernel the NodeGroups' counting threads run in C++ as they
-  count (consumer/nodegroup/virtual_images.hpp, the table ``NODEGROUP_KERNELS`` of analysis/builtin.py says
-  how its values are read off a NodeGroup's ``ScanResult``);
+  count (a file of consumer/nodegroup/kernels/, registered in the C++ table by name,
+  consumer/nodegroup/frame_kernel.hpp): its columns are the analysis's per-position outputs, by
+  their ``live`` names, and ``settings`` are handed to it (analysis/builtin.py ``kernel_values``,
+  ``kernel_choices``);
 - ``from_events``: a Python function of counted frames (positions, offsets, events), run by each
   NodeGroup on its part of a scan when the scan is handed over, and by a live reader on each
   message's frames. An analysis of one's own needs only this.
@@ -131,7 +133,8 @@ class Analysis:
     settings: Mapping[str, Any] = field(default_factory=dict)
     """its configuration (recorded as attributes of its outputs)"""
     nodegroup_kernel: str = ""
-    """a per-frame kernel of the NodeGroups' C++ table (analysis/builtin.py NODEGROUP_KERNELS); "" none"""
+    """a per-frame kernel of the NodeGroups' C++ table (consumer/nodegroup/kernels/), whose columns are
+    the per-position outputs' ``live`` names and which is made with ``settings`` (numbers); "" none"""
     from_events: Callable[[Frames, Context], Values] | None = None
     """its values computed from counted frames (None: only the NodeGroups' kernel makes them)"""
     built_in: bool = False
@@ -241,11 +244,16 @@ def plan_of(config: Any, detector_attrs: Mapping[str, Mapping[str, Any]] | None 
 
     :param detector_attrs: each virtual detector's kind and geometry (analysis/detectors.py);
         None: the detectors' names alone.
-    :raises SectorflowError: ``analyses`` names an analysis not registered.
+    :raises SectorflowError: ``analyses`` names an analysis not registered, or one made only by a
+        NodeGroup kernel with ``virtual_images`` off (the kernels run with the virtual images).
     """
     a, d = config.analysis, config.detector
     rows, cols = frame_shape or (d.frame_rows, d.frame_cols)
     analyses = chosen(a.analyses, a.virtual_images)
+    idle = [x.name for x in analyses if x.nodegroup_kernel and x.from_events is None and not a.virtual_images]
+    if idle:
+        raise SectorflowError(f"[analysis] analyses: {', '.join(idle)} runs in the NodeGroups' C++ kernels, which "
+                              "run with the virtual images: set [analysis] virtual_images = true")
     names = tuple(v.name for v in a.virtual_detectors) if a.virtual_images else ()
     return Plan(tuple(analyses), Context(
         frame_shape=(rows, cols), centre_row=a.centre_row if a.centre_row >= 0 else rows / 2,

@@ -1,7 +1,8 @@
 """The cost of the virtual images on the counting rate. A NodeGroup's counting thread counts a
-frame, then images it (per electron: a look-up of the detectors its pixel lies in and a count
-per detector, the centre-of-mass sums, one increment of the summed diffraction pattern;
-virtual_images.hpp), with the configured [[analysis.virtual_detectors]]. Both are timed here
+frame, then images it with the built-in kernels (consumer/nodegroup/kernels/: per electron a
+look-up of the detectors its pixel lies in and a count per detector, then the centre-of-mass
+sums) and one increment of the summed diffraction pattern per electron (virtual_images.hpp), with
+the configured [[analysis.virtual_detectors]]. Both are timed here
 on one thread on the same 576 x 576 frames as the counting benchmark, per scenario; the cost is
 images / counting, the fraction by which the images lower the counting rate of a thread.
 """

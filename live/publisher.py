@@ -86,12 +86,16 @@ class LivePublisher:
     :param stall_s: a subscriber that acknowledges nothing newer for this long is dropped.
     :param curve: the NodeGroup's ``CurveServer`` for the live domain (security.options.live_curve);
         None or off: plain TCP.
+    :param detectors: which of the feed's kernel columns are the virtual detectors' (the images
+        header's ``detectors``: a reader makes an image of each).
     """
 
     def __init__(self, group: Any, uid: str, bind_host: str, host: str, frame_shape: tuple[int, int],
-                 rate_hz: float, hwm: int, stall_s: float = 10.0, curve: Any = None) -> None:
+                 rate_hz: float, hwm: int, stall_s: float = 10.0, curve: Any = None,
+                 detectors: tuple[str, ...] = ()) -> None:
         self.group = group
         self.uid = uid
+        self.detectors = detectors
         self.frame_shape = frame_shape
         self.period_s = 1.0 / rate_hz
         self.images_dropped = 0  # frames whose image message a subscriber's full queue refused
@@ -211,11 +215,12 @@ class LivePublisher:
         events = np.concatenate(pieces) if pieces else np.zeros(0, np.uint32)
         own_offsets = np.zeros(len(rows) + 1, dtype=np.uint64)
         np.cumsum([len(p) for p in pieces], out=own_offsets[1:])
-        detectors = batch["detectors"]
-        images = {name: values[rows] for name, values in detectors.items()}
-        images.update({name: batch[name][rows] for name in ("position", "com_x", "com_y")})
+        columns = batch["columns"]
+        images = {name: values[rows] for name, values in columns.items()}
+        images["position"] = batch["position"][rows]
         self._send(wire.Batch(wire.IMAGES, self.uid, scan, scan_shape, self.frame_shape, False,
-                              {**images, "offsets": own_offsets, "events": events}, detectors=tuple(detectors)))
+                              {**images, "offsets": own_offsets, "events": events}, columns=tuple(columns),
+                              detectors=self.detectors))
         self._send(wire.Batch(wire.FRAMES, self.uid, scan, scan_shape, self.frame_shape, False,
                               {"position": images["position"], "offsets": own_offsets, "events": events}))
 
@@ -291,9 +296,8 @@ class LivePublisher:
 
 
 def _empty_images() -> dict[str, np.ndarray]:
-    # The end of a scan names no detectors: a reader keeps the images it has.
-    return {"position": np.zeros(0, np.uint64), "offsets": np.zeros(1, np.uint64), "com_x": np.zeros(0, np.float32),
-            "com_y": np.zeros(0, np.float32), "events": np.zeros(0, np.uint32)}
+    # The end of a scan names no columns: a reader keeps the images it has.
+    return {"position": np.zeros(0, np.uint64), "offsets": np.zeros(1, np.uint64), "events": np.zeros(0, np.uint32)}
 
 
 def _empty_frames() -> dict[str, np.ndarray]:

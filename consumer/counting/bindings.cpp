@@ -22,8 +22,9 @@ namespace py = pybind11;
 namespace sectorflow::bindings {
 namespace {
 
-using consumer::counting::CountingError;
-using consumer::counting::FrameShape;
+namespace counting = consumer::counting;
+using counting::CountingError;
+using counting::FrameShape;
 
 std::string shape_of(const py::array& a) {
   std::string s = "(";

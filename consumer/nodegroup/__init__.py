@@ -4,10 +4,12 @@ the parts on MPI rank 0 and write ``FOURD_<scan:010d>_counted.h5``.
 ``NodeGroup`` is the C++ data path (``sectorflow._core.nodegroup``); ``nodegroup_service`` runs
 the NodeGroups of an MPI rank with their kvstore presence; ``gather`` merges a scan's parts on
 rank 0 and writes the file with :mod:`sectorflow.consumer.counting.counted_file`. ``virtual_images``
-computes the virtual images of events as a NodeGroup does while counting (virtual_images.hpp).
+computes the virtual images of events as a NodeGroup does while counting, with the per-frame kernels
+``KernelChoice`` names (frame_kernel.hpp; ``frame_kernels()``: every registered one).
 """
 
 from sectorflow._core.nodegroup import (
+    KernelChoice,
     NodeGroup,
     NodeGroupError,
     NodeGroupSettings,
@@ -16,6 +18,7 @@ from sectorflow._core.nodegroup import (
     ThresholdSettings,
     VirtualDetector,
     VirtualDetectors,
+    frame_kernels,
     virtual_images,
 )
 
@@ -24,6 +27,7 @@ from .nodegroup_service import LocalGroup, NodeGroupService, ServiceOptions, opt
 
 __all__ = [
     "GroupResult",
+    "KernelChoice",
     "LocalGroup",
     "NodeGroup",
     "NodeGroupError",
@@ -36,6 +40,7 @@ __all__ = [
     "ThresholdSettings",
     "VirtualDetector",
     "VirtualDetectors",
+    "frame_kernels",
     "options_from",
     "scan_file_name",
     "settings_from",

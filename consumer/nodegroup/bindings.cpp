@@ -161,10 +161,22 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("detectors", &VirtualDetectors::detectors)
       .def_property_readonly("names", &VirtualDetectors::names);
 
+  py::class_<KernelChoice>(m, "KernelChoice",
+                           "A per-frame kernel of the NodeGroups' table to run, by name, with its analysis's "
+                           "settings (frame_kernel.hpp).")
+      .def(py::init([](std::string name, KernelSettings settings) { return KernelChoice{std::move(name), std::move(settings)}; }),
+           py::arg("name"), py::arg("settings") = KernelSettings{})
+      .def_readonly("name", &KernelChoice::name)
+      .def_readonly("settings", &KernelChoice::settings)
+      .def("__repr__", [](const KernelChoice& k) { return "KernelChoice('" + k.name + "')"; });
+  m.def("frame_kernels", &frame_kernel_names, "The names of the NodeGroups' per-frame kernels (consumer/nodegroup/kernels/).");
+
+  const NodeGroupSettings sd;  // only for what is not configuration: count, the kernels without an analysis plan
   m.def(
       "virtual_images",
       [](const VirtualDetectors& detectors, std::uint32_t frame_rows, std::uint32_t frame_cols,
-         py::array_t<std::uint32_t, py::array::c_style> events, py::array_t<std::uint64_t, py::array::c_style> offsets) {
+         py::array_t<std::uint32_t, py::array::c_style> events, py::array_t<std::uint64_t, py::array::c_style> offsets,
+         const std::vector<KernelChoice>& kernels) {
         const std::uint32_t* e = events.data();
         const std::uint64_t* o = offsets.data();
         const auto frames = static_cast<std::size_t>(std::max<py::ssize_t>(offsets.size() - 1, 0));
@@ -178,45 +190,46 @@ void bind_nodegroup(py::module_& m) {
         for (py::ssize_t i = 0; i < events.size(); ++i) {
           if (e[i] >= pixels) throw NodeGroupError("virtual_images: an event lies outside the frame");
         }
-        const VirtualImager imager(detectors, frame_rows, frame_cols);
+        const VirtualImager imager(detectors, kernels, frame_rows, frame_cols);
         VirtualImages images;
         {
           py::gil_scoped_release release;
           std::vector<std::uint32_t> frame;
+          std::vector<float> values;
           for (std::size_t f = 0; f < frames; ++f) {
             frame.assign(e + o[f], e + o[f + 1]);
-            images.add(imager, frame);
+            imager.image(frame, values);
+            images.add(imager, values, frame);
           }
         }
         if (images.diffraction.empty()) images.diffraction.assign(pixels, 0);
-        images.counts.resize(imager.size());
+        images.columns.resize(imager.columns().size());
         py::dict d;
-        for (std::size_t k = 0; k < imager.size(); ++k) {
-          d[py::str(detectors.detectors[k].name)] =
-              py::array_t<std::uint32_t>(static_cast<py::ssize_t>(frames), images.counts[k].data());
+        for (std::size_t k = 0; k < imager.columns().size(); ++k) {
+          d[py::str(imager.columns()[k])] = py::array_t<float>(static_cast<py::ssize_t>(frames), images.columns[k].data());
         }
-        d["com_x"] = py::array_t<float>(static_cast<py::ssize_t>(frames), images.com_x.data());
-        d["com_y"] = py::array_t<float>(static_cast<py::ssize_t>(frames), images.com_y.data());
         d["diffraction"] = py::array_t<std::uint64_t>(static_cast<py::ssize_t>(pixels), images.diffraction.data());
         return d;
       },
       py::arg("detectors"), py::arg("frame_rows"), py::arg("frame_cols"), py::arg("events"), py::arg("offsets"),
+      py::arg("kernels") = sd.kernels,
       "The virtual images of frames given as events (frame i's are events[offsets[i]:offsets[i + 1]]), computed "
-      "as a NodeGroup computes them while counting: a dict of per-frame counts per detector (by name), com_x, "
-      "com_y and the flat summed diffraction pattern. Releases the GIL.");
+      "as a NodeGroup computes them while counting with `kernels` (KernelChoice list; default the built-in "
+      "ones): a dict of each kernel column's float32 value per frame, by name (the virtual detectors' counts, "
+      "com_x, com_y, ...), and \"diffraction\", the flat summed pattern. Releases the GIL.");
 
-  const NodeGroupSettings sd;  // only for what is not configuration: count
   py::class_<NodeGroupSettings>(m, "NodeGroupSettings", "What one NodeGroup needs (see nodegroup_settings.hpp).")
       .def(py::init([](std::string uid, std::string host, const protocol::Geometry& geometry, std::uint32_t receivers,
                        std::uint32_t counting_threads, int recv_hwm, std::uint32_t pool_frames,
                        double scan_timeout_s, const ThresholdSettings& thresholds,
                        std::shared_ptr<consumer::counting::Calibration> calibration, std::vector<std::uint32_t> producer_threads,
                        bool count, std::uint64_t max_scan_positions, std::uint32_t max_open_scans,
-                       std::optional<VirtualDetectors> detectors, bool live, std::uint32_t live_buffer_frames,
-                       std::uint32_t aggregators) {
+                       std::optional<VirtualDetectors> detectors, std::vector<KernelChoice> kernels, bool live,
+                       std::uint32_t live_buffer_frames, std::uint32_t aggregators) {
              NodeGroupSettings s;
              s.aggregators = aggregators;
              s.detectors = detectors;
+             s.kernels = std::move(kernels);
              s.live = live;
              s.live_buffer_frames = live_buffer_frames;
              s.uid = std::move(uid);
@@ -240,7 +253,7 @@ void bind_nodegroup(py::module_& m) {
            py::arg("counting_threads"), py::arg("recv_hwm"), py::arg("pool_frames"), py::arg("scan_timeout_s"),
            py::arg("thresholds"), py::arg("calibration") = nullptr, py::arg("producer_threads"),
            py::arg("count") = sd.count, py::arg("max_scan_positions"), py::arg("max_open_scans"),
-           py::arg("detectors") = std::nullopt, py::arg("live") = false, py::arg("live_buffer_frames") = 0,
+           py::arg("detectors") = std::nullopt, py::arg("kernels") = sd.kernels, py::arg("live") = false, py::arg("live_buffer_frames") = 0,
            py::arg("aggregators") = 1,
            "Every value but uid, calibration and count from the configuration (settings_from). count=False "
            "assembles frames without counting them (no events, no thresholds): the data path alone, for "
@@ -261,6 +274,7 @@ void bind_nodegroup(py::module_& m) {
       .def_readonly("count", &NodeGroupSettings::count)
       .def_readonly("thresholds", &NodeGroupSettings::thresholds)
       .def_readonly("detectors", &NodeGroupSettings::detectors)
+      .def_readonly("kernels", &NodeGroupSettings::kernels)
       .def_readonly("live", &NodeGroupSettings::live)
       .def_readonly("live_buffer_frames", &NodeGroupSettings::live_buffer_frames)
       .def_readwrite("drain_events", &NodeGroupSettings::drain_events,
@@ -282,14 +296,15 @@ void bind_nodegroup(py::module_& m) {
           [](py::object self) {
             auto& images = self.cast<ScanResult&>().images;
             py::dict d;
-            for (std::size_t k = 0; k < images.names.size() && k < images.counts.size(); ++k) {
-              d[py::str(images.names[k])] = view(images.counts[k], self);
+            for (std::size_t k = 0; k < images.names.size() && k < images.columns.size(); ++k) {
+              d[py::str(images.names[k])] = view(images.columns[k], self);
             }
             return d;
           },
-          "the virtual detectors' images by name, one value per frame (aligned with positions); empty without")
-      .def_property_readonly("com_x", [](py::object self) { return view(self.cast<ScanResult&>().images.com_x, self); })
-      .def_property_readonly("com_y", [](py::object self) { return view(self.cast<ScanResult&>().images.com_y, self); })
+          "the kernels' columns by name (the virtual detectors' counts, com_x, com_y, ...), float32, one value per "
+          "frame (aligned with positions); empty without virtual images")
+      .def_property_readonly("imaged", [](const ScanResult& r) { return r.images.frames; },
+                             "frames imaged by the kernels: all of positions with virtual images, else 0")
       .def_property_readonly("diffraction",
                              [](py::object self) { return view(self.cast<ScanResult&>().images.diffraction, self); },
                              "summed diffraction pattern of the frames, flat (frame_rows * frame_cols); empty "
@@ -370,25 +385,23 @@ void bind_nodegroup(py::module_& m) {
             d["scan_x"] = array(batch.scan_x);
             d["scan_y"] = array(batch.scan_y);
             d["position"] = array(batch.position);
-            py::dict detectors;
-            for (std::size_t k = 0; k < batch.names.size(); ++k) {
-              detectors[py::str(batch.names[k])] = array(batch.counts[k]);
-            }
-            d["detectors"] = detectors;
-            d["com_x"] = array(batch.com_x);
-            d["com_y"] = array(batch.com_y);
+            py::dict columns;
+            for (std::size_t k = 0; k < batch.names.size(); ++k) columns[py::str(batch.names[k])] = array(batch.columns[k]);
+            d["columns"] = columns;
             d["offsets"] = array(batch.offsets);
             d["events"] = array(batch.events);
             d["dropped"] = batch.dropped;
             return d;
           },
           "The frames counted since the last call, for the live view: a dict of numpy arrays, one entry per frame "
-          "(scan, scan_x, scan_y, position, com_x, com_y), detectors (name -> electrons per frame), "
+          "(scan, scan_x, scan_y, position), columns (each kernel column's name -> float32 value per frame), "
           "offsets/events (frame i's "
           "events are events[offsets[i]:offsets[i + 1]]) and dropped (frames the full feed left out).")
       .def_property_readonly("live_dropped", &NodeGroup::live_dropped,
                              "Frames the live feed dropped since the NodeGroup started.")
       .def_property_readonly("scans_counting", &NodeGroup::scans_counting)
+      .def_property_readonly("columns", &NodeGroup::columns,
+                             "The kernels' columns each counted frame is imaged into, in order; [] without virtual images.")
       .def("stop", &NodeGroup::stop, py::call_guard<py::gil_scoped_release>(), "Stop and join the threads.");
 }
 

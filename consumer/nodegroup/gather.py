@@ -75,7 +75,7 @@ from typing import Any
 
 import numpy as np
 
-from sectorflow.analysis import NODEGROUP_KERNELS, PER_POSITION, Frames, Plan, Results, compute
+from sectorflow.analysis import PER_POSITION, Frames, Plan, Results, compute, kernel_values
 from sectorflow.consumer.counting import (
     CountingError,
     read_counted_scan,
@@ -285,10 +285,10 @@ def _outputs_of(result: Any, plan: Plan | None) -> dict[str, Any]:
     if plan is None or len(result.positions) == 0:
         return {}
     values: dict[str, np.ndarray] = {}
-    kernels_ran = len(result.com_x) == len(result.positions)  # the NodeGroup made its virtual images
+    kernels_ran = result.imaged == len(result.positions)  # the NodeGroup made its virtual images
     for analysis in plan.analyses:
         if analysis.nodegroup_kernel and kernels_ran:
-            values.update(NODEGROUP_KERNELS[analysis.nodegroup_kernel](result, plan.context))
+            values.update(kernel_values(analysis, result, plan.context))
     frames = Frames(np.asarray(result.positions), np.asarray(result.offsets), np.asarray(result.events))
     analysed = {a.name: (len(frames), 0.0) for a in plan.analyses if a.nodegroup_kernel and kernels_ran}
     for analysis in plan.analyses:

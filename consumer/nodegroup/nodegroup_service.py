@@ -79,6 +79,7 @@ from typing import Any
 import numpy as np
 
 from sectorflow._core.nodegroup import (
+    KernelChoice,
     NodeGroup,
     NodeGroupSettings,
     ThresholdSettings,
@@ -87,7 +88,7 @@ from sectorflow.configs import Config
 from sectorflow.consumer.counting import make_calibration
 from sectorflow.errors import SectorflowError, UsageError
 from sectorflow.kvstore import Client
-from sectorflow.analysis import detector_attrs, detectors_from, plan_of
+from sectorflow.analysis import detector_attrs, detectors_from, kernel_choices, kernel_columns, plan_of
 from sectorflow.live.publisher import LivePublisher
 from sectorflow.protocol import (
     OUTCOME_FAILED,
@@ -234,6 +235,8 @@ def settings_from(config: Config, uid: str, counting_threads: int, count: bool =
         max_scan_positions=config.limits.max_scan_positions,
         max_open_scans=config.limits.max_open_scans,
         detectors=detectors_from(config),
+        # The per-frame C++ kernels of the analyses the configuration runs (analysis/SPEC.md).
+        kernels=[KernelChoice(name, settings) for name, settings in kernel_choices(plan_of(config).analyses)],
         live=config.analysis.live and config.analysis.virtual_images,
         live_buffer_frames=config.analysis.live_buffer_frames,
     )
@@ -287,10 +290,11 @@ class LocalGroup:
         self.group = NodeGroup(settings_from(config, uid, counting_threads, count, share_thresholds))
         # The analyses whose outputs this NodeGroup hands over with each scan (analysis/SPEC.md).
         self.plan = plan_of(config, detector_attrs(self.group.settings.detectors).get("detectors"))
+        self._check_kernel_columns()
         a, d = config.analysis, config.detector
         self.live = LivePublisher(self.group, uid, config.nodegroup.host, self.host, (d.frame_rows, d.frame_cols),
-                                  a.live_rate_hz, a.live_hwm, a.live_stall_s,
-                                  live_curve(config)) if self.group.settings.live else None
+                                  a.live_rate_hz, a.live_hwm, a.live_stall_s, live_curve(config),
+                                  self.plan.context.detectors) if self.group.settings.live else None
         self.scan = 0
         self.last_file = ""
         # The science of what it counted, for /metrics: since it started, and its last scan's part.
@@ -325,6 +329,19 @@ class LocalGroup:
         # Every transition updates the registration and publishes the status (its ports are bound).
         self.state = ServiceState(log, publish=self._published_state, name=f"nodegroup {uid}")
         self.transition(STATE_IDLE)
+
+    def _check_kernel_columns(self) -> None:
+        """Stop here, not at the first scan's gather, when an analysis reads a column its C++ kernel
+        does not make (its per-position outputs' live names against NodeGroup.columns)."""
+        if self.group.settings.detectors is None:
+            return
+        made = list(self.group.columns)
+        missing = [c for c in kernel_columns(self.plan.analyses, self.plan.context) if c not in made]
+        if missing:
+            self.group.stop()
+            raise SectorflowError(f"nodegroup {self.uid}: no NodeGroup kernel makes column(s) {', '.join(missing)} "
+                                  f"(they make {', '.join(made)}): an analysis's per-position outputs are named as "
+                                  "its kernel's columns (analysis/SPEC.md)")
 
     @property
     def ports(self) -> list[int]:

@@ -13,9 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import stempy.io
 from support import sectorflow_command, stack_up, wait_until
 
 from sectorflow.configs import Config
+from sectorflow.consumer.counting import read_counted_scan
+from sectorflow.consumer.counting.counted_file import CountedScan
+from sectorflow.consumer.nodegroup import scan_file_name
 from sectorflow.live import LiveView, subscribe
 
 WATCH_S = 120  # view's and the subscriber's --timeout: far beyond a small scan's seconds
@@ -78,3 +82,12 @@ def watch_scan(config: Config, path: Path, tmp_path: Path, output: Path, scan: i
                 viewer.wait()
     assert not live.is_alive()
     return Watched(views, viewer.returncode, out.read_text(), err.read_text(), png, images, image_png)
+
+
+def complete_file(output: Path, scan: int) -> CountedScan:
+    """The scan's counted file in ``output``, read back: complete, and still one stempy opens."""
+    file = output / scan_file_name(scan)
+    counted = read_counted_scan(file)
+    assert counted.metadata["completeness"]["outcome"] == "complete"
+    stempy.io.load_electron_counts(str(file))
+    return counted

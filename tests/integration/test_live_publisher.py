@@ -34,8 +34,8 @@ class FakeGroup:
             self.taken += 1
         return {"scan": np.full(n, 3, np.uint32), "scan_x": np.full(n, 10, np.uint32), "scan_y": np.full(n, 10, np.uint32),
                 "position": position,
-                "detectors": {"bright_field": np.ones(n, np.uint32), "dark_field": np.zeros(n, np.uint32)},
-                "com_x": np.zeros(n, np.float32), "com_y": np.zeros(n, np.float32),
+                "columns": {"bright_field": np.ones(n, np.float32), "dark_field": np.zeros(n, np.float32),
+                            "com_x": np.zeros(n, np.float32), "com_y": np.zeros(n, np.float32)},
                 "offsets": np.array([0, EVENTS][: n + 1], dtype=np.uint64), "events": np.zeros(EVENTS * n, np.uint32),
                 "dropped": 0}
 

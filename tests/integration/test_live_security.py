@@ -46,8 +46,8 @@ class EndlessGroup:
         self.taken += n
         return {"scan": np.full(n, SCAN, np.uint32), "scan_x": np.full(n, SCAN_SIDE, np.uint32),
                 "scan_y": np.full(n, SCAN_SIDE, np.uint32), "position": position,
-                "detectors": {"bright_field": np.ones(n, np.uint32), "dark_field": np.zeros(n, np.uint32)},
-                "com_x": np.zeros(n, np.float32), "com_y": np.zeros(n, np.float32),
+                "columns": {"bright_field": np.ones(n, np.float32), "dark_field": np.zeros(n, np.float32),
+                            "com_x": np.zeros(n, np.float32), "com_y": np.zeros(n, np.float32)},
                 "offsets": np.array([0, 3][: n + 1], dtype=np.uint64), "events": np.arange(3 * n, dtype=np.uint32),
                 "dropped": 0}
 
@@ -153,7 +153,8 @@ def test_a_crowd_that_never_reads_is_dropped_and_the_reader_gets_the_stream(
 
 
 HOSTILE_HEADER = {"v": wire.VERSION, "uid": "evil", "scan": 9, "scan_shape": [16000, 16000],
-                  "frame_shape": [576, 576], "end": False, "seq": 0, "detectors": ["bright_field", "dark_field"]}
+                  "frame_shape": [576, 576], "end": False, "seq": 0,
+                  "columns": ["bright_field", "dark_field", "com_x", "com_y"], "detectors": ["bright_field", "dark_field"]}
 
 
 def test_a_hostile_publishers_huge_scan_shape_is_refused_and_counted_by_view(
@@ -176,12 +177,13 @@ def test_a_hostile_publishers_huge_scan_shape_is_refused_and_counted_by_view(
         assert request == wire.SUBSCRIBE
         import json
 
-        one = [np.zeros(1, dtype) for dtype in ("<u8", "<u8", "<f4", "<f4", "<u4", "<u4")]  # position, offsets, com_x, com_y, 2 detectors
+        one = [np.zeros(1, dtype) for dtype in ("<u8", "<u8", "<f4", "<f4", "<f4", "<f4")]  # position, offsets, 4 columns
         parts = [wire.IMAGES, json.dumps(HOSTILE_HEADER).encode(), *(a.tobytes() for a in one), b""]
         for seq in range(3):
             evil.send_multipart([identity, *parts[:1], json.dumps({**HOSTILE_HEADER, "seq": seq}).encode(), *parts[2:]])
-        # A scan of allowed size naming a thousand detectors: the reader would make an image of each.
-        many = {**HOSTILE_HEADER, "scan_shape": [2, 2], "seq": 3, "detectors": [f"d{i}" for i in range(1000)]}
+        # A scan of allowed size naming a thousand columns, each a detector: the reader would make an image of each.
+        names = [f"d{i}" for i in range(1000)]
+        many = {**HOSTILE_HEADER, "scan_shape": [2, 2], "seq": 3, "columns": names, "detectors": names}
         evil.send_multipart([identity, wire.IMAGES, json.dumps(many).encode(), *(b"\0" * 4 for _ in range(1000)), b""])
         out, err = view.communicate(timeout=60)
     finally:

@@ -64,7 +64,7 @@ def test_counted_frames_go_out_while_the_scan_runs_and_its_result_holds_the_rest
     for part in [*taken, result]:
         assert part.scan_number == SCAN and (part.scan_x, part.scan_y) == (SCAN_X, SCAN_Y)
         offsets = part.offsets.tolist()
-        assert len(offsets) == len(part.positions) + 1 and len(part.com_x) == len(part.positions)
+        assert len(offsets) == len(part.positions) + 1 and part.imaged == len(part.positions) == len(part.images["com_x"])
         assert all(len(v) == len(part.positions) for v in part.images.values())
         for i, p in enumerate(part.positions.tolist()):
             assert p not in events  # every frame handed out once

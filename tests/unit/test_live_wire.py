@@ -35,6 +35,7 @@ def test_a_good_message_reads_back() -> None:
     ([wire.FRAMES, b"not json", b"", b"", b""], "not a JSON object"),
     ([wire.FRAMES, b"[1, 2]", b"", b"", b""], "not a JSON object"),
     (frames_batch(v=1), "version 1"),
+    (frames_batch(v=3), "version 3, this reader knows 4"),
     (frames_batch()[:4], "4 parts"),
     (frames_batch(scan_shape=5), "header"),
     (frames_batch(scan_shape=[1, 2, 3]), "header"),
@@ -77,12 +78,15 @@ def test_acknowledgements_read_back_and_nothing_else_is_one() -> None:
 
 
 def images_batch(names: tuple[str, ...] = ("bright_field", "probe"), **header_changes: object) -> list[bytes]:
-    """An images message of detectors ``names``, its header then changed (a publisher's lie)."""
+    """An images message of detectors ``names`` (columns of the virtual detectors' kernel, after the
+    centre of mass's), its header then changed (a publisher's lie)."""
+    columns = ("com_x", "com_y", *names)
     arrays = {"position": np.array([0, 5], np.uint64), "offsets": np.array([0, 2, 3], np.uint64),
               "com_x": np.array([0.5, -1], np.float32),
               "com_y": np.array([1, 2], np.float32), "events": np.array([1, 63, 7], np.uint32),
-              **{name: np.array([i, 10 + i], np.uint32) for i, name in enumerate(names)}}
-    parts = wire.encode(wire.Batch(wire.IMAGES, "ng", 4, (2, 3), (8, 8), False, arrays, detectors=names))
+              **{name: np.array([i, 10 + i], np.float32) for i, name in enumerate(names)}}
+    parts = wire.encode(wire.Batch(wire.IMAGES, "ng", 4, (2, 3), (8, 8), False, arrays, columns=columns,
+                                   detectors=names))
     header = json.loads(parts[1])
     header.update(header_changes)
     parts[1] = json.dumps(header).encode()
@@ -98,22 +102,33 @@ def test_an_images_message_cuts_its_events_per_frame_and_refuses_offsets_that_do
         wire.decode(parts)
 
 
-def test_an_images_message_carries_the_detectors_it_names() -> None:
+def test_an_images_message_carries_the_columns_it_names_and_says_which_are_detectors() -> None:
     batch = wire.decode(images_batch())
+    assert batch.columns == ("com_x", "com_y", "bright_field", "probe")
     assert batch.detectors == ("bright_field", "probe")
     assert batch.arrays["probe"].tolist() == [1, 11] and batch.arrays["com_x"].tolist() == [0.5, -1]
-    assert wire.decode(images_batch(names=())).detectors == ()  # a scan's end names none
+    assert batch.arrays["probe"].dtype == np.dtype("<f4")
+    assert wire.decode(images_batch(names=())).detectors == ()
+    end = wire.encode(wire.Batch(wire.IMAGES, "ng", 4, (2, 3), (8, 8), True, {
+        "position": np.zeros(0, np.uint64), "offsets": np.zeros(1, np.uint64), "events": np.zeros(0, np.uint32)}))
+    assert wire.decode(end).columns == ()  # a scan's end names none
 
 
 @pytest.mark.parametrize("parts, fault", [
-    (images_batch(names=tuple(f"d{i}" for i in range(17))), "at most 16 names, got 17 of them"),
+    (images_batch(names=tuple(f"d{i}" for i in range(17))), "detectors must be a list of at most 16 names, got 17"),
     (images_batch(detectors="bright_field"), "must be a list of at most 16 names, got str"),
-    (images_batch(detectors=["bright_field", "probe", "x"]), "9 parts, expected 10"),
+    (images_batch(columns=[f"c{i}" for i in range(33)]), "columns must be a list of at most 32 names, got 33"),
+    (images_batch(columns=["com_x", "com_y", "bright_field", "probe", "x"]), "9 parts, expected 10"),
+    (images_batch(detectors=["bright_field", "x"]), "detector 'x' is not one of its columns"),
     (images_batch(detectors=["bright_field", 7]), "detector name '7' is not one"),
-    (images_batch(detectors=["../etc", "probe"]), "detector name '../etc' is not one"),
-    (images_batch(detectors=["bright_field", "events"]), "detector name 'events' is not one"),
+    (images_batch(columns=["com_x", "com_y", "bright_field", "../etc"], detectors=["bright_field"]),
+     "column name '../etc' is not an image's"),
+    (images_batch(columns=["com_x", "com_y", "bright_field", "events"], detectors=["bright_field"]),
+     "column name 'events' is not an image's"),
+    (images_batch(detectors=["com_x"]), "detector name 'com_x' is not one"),
     (images_batch(detectors=["a" * 33, "probe"]), "detector name 'aaaa"),
     (images_batch(detectors=["probe", "probe"]), "a detector is named twice"),
+    (images_batch(columns=["com_x", "com_x", "bright_field", "probe"]), "a column is named twice"),
 ])
 def test_a_malformed_images_header_is_refused_naming_its_fault(parts: list[bytes], fault: str) -> None:
     with pytest.raises(ValueError, match=fault):
@@ -122,6 +137,6 @@ def test_a_malformed_images_header_is_refused_naming_its_fault(parts: list[bytes
 
 def test_detector_arrays_of_another_length_than_the_positions_are_refused() -> None:
     parts = images_batch()
-    parts[-2] = np.array([1, 2, 3], np.uint32).tobytes()  # probe's array: three values for two frames
+    parts[-2] = np.array([1, 2, 3], np.float32).tobytes()  # probe's array: three values for two frames
     with pytest.raises(ValueError, match="different lengths"):
         wire.decode(parts)

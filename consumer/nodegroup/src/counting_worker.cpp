@@ -346,8 +346,9 @@ void CountingWorker::count_slot(ScanWork& w, std::size_t slot, std::vector<std::
     }
     w.part.positions.push_back(position);
     if (hooks_.imager != nullptr) {
-      const VirtualPixel pixel = w.part.images.add(*hooks_.imager, events_);
-      if (hooks_.live != nullptr) hooks_.live->record(w.part.scan_number, w.part.scan_x, w.part.scan_y, position, pixel, events_);
+      hooks_.imager->image(events_, values_);
+      w.part.images.add(*hooks_.imager, values_, events_);
+      if (hooks_.live != nullptr) hooks_.live->record(w.part.scan_number, w.part.scan_x, w.part.scan_y, position, values_, events_);
     }
     w.part.events.insert(w.part.events.end(), events_.begin(), events_.end());
     w.part.offsets.push_back(w.part.events.size());

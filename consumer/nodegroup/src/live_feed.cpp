@@ -10,12 +10,12 @@ LiveFeed::LiveFeed(std::size_t max_frames, std::size_t max_events, std::vector<s
 LiveBatch LiveFeed::empty_batch() const {
   LiveBatch batch;
   batch.names = names_;
-  batch.counts.resize(names_.size());
+  batch.columns.resize(names_.size());
   return batch;
 }
 
 void LiveFeed::record(std::uint32_t scan, std::uint32_t scan_x, std::uint32_t scan_y, std::uint64_t position,
-                      const VirtualPixel& pixel, const std::vector<std::uint32_t>& events) {
+                      const std::vector<float>& values, const std::vector<std::uint32_t>& events) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (batch_.frames() >= max_frames_ || batch_.events.size() + events.size() > max_events_) {
     ++batch_.dropped;
@@ -26,9 +26,7 @@ void LiveFeed::record(std::uint32_t scan, std::uint32_t scan_x, std::uint32_t sc
   batch_.scan_x.push_back(scan_x);
   batch_.scan_y.push_back(scan_y);
   batch_.position.push_back(position);
-  for (std::size_t d = 0; d < batch_.counts.size(); ++d) batch_.counts[d].push_back(pixel.counts[d]);
-  batch_.com_x.push_back(pixel.com_x);
-  batch_.com_y.push_back(pixel.com_y);
+  for (std::size_t k = 0; k < batch_.columns.size(); ++k) batch_.columns[k].push_back(values[k]);
   batch_.events.insert(batch_.events.end(), events.begin(), events.end());
   batch_.offsets.push_back(batch_.events.size());
 }

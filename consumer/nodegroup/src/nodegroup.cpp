@@ -57,7 +57,7 @@ NodeGroup::NodeGroup(NodeGroupSettings settings)
       context_(static_cast<int>(std::min<std::uint32_t>(settings_.ports(), 4))) {
   std::vector<std::string> endpoints;
   if (settings_.detectors) {
-    imager_ = std::make_unique<const VirtualImager>(*settings_.detectors, settings_.geometry.frame_rows,
+    imager_ = std::make_unique<const VirtualImager>(*settings_.detectors, settings_.kernels, settings_.geometry.frame_rows,
                                                     settings_.geometry.frame_cols);
   }
   if (settings_.live) {
@@ -65,7 +65,7 @@ NodeGroup::NodeGroup(NodeGroupSettings settings)
     constexpr std::size_t kEventsPerFrame = 1024;
     live_ = std::make_unique<LiveFeed>(settings_.live_buffer_frames,
                                        std::size_t{settings_.live_buffer_frames} * kEventsPerFrame,
-                                       imager_ ? imager_->detectors().names() : std::vector<std::string>{});
+                                       imager_ ? imager_->columns() : std::vector<std::string>{});
   }
   WorkerHooks hooks{[this](std::uint32_t scan) { return sampler(scan); },
                     [this](std::uint32_t scan, ScanResult&& part) { worker_finished(scan, std::move(part)); },

@@ -1,11 +1,14 @@
 #include "sectorflow/consumer/nodegroup/virtual_images.hpp"
 
+#include <algorithm>
 #include <cmath>
-#include <limits>
+#include <cstddef>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
 
+#include "sectorflow/consumer/nodegroup/frame_kernel.hpp"
 #include "sectorflow/consumer/nodegroup/nodegroup_error.hpp"
 
 namespace sectorflow::consumer::nodegroup {
@@ -62,85 +65,58 @@ std::vector<std::string> VirtualDetectors::names() const {
   return out;
 }
 
-VirtualImager::VirtualImager(VirtualDetectors detectors, std::uint32_t frame_rows, std::uint32_t frame_cols)
-    : detectors_(std::move(detectors)), frame_cols_(frame_cols), masks_(std::size_t{frame_rows} * frame_cols, 0) {
+VirtualImager::VirtualImager(VirtualDetectors detectors, const std::vector<KernelChoice>& kernels,
+                             std::uint32_t frame_rows, std::uint32_t frame_cols)
+    : detectors_(std::move(detectors)), frame_pixels_(std::size_t{frame_rows} * frame_cols) {
   detectors_.validate();
-  for (std::size_t d = 0; d < detectors_.detectors.size(); ++d) {
-    const VirtualDetector& detector = detectors_.detectors[d];
-    if (detector.kind == DetectorKind::kRectangle &&
-        (std::uint64_t{detector.row0} + detector.rows > frame_rows ||
-         std::uint64_t{detector.col0} + detector.cols > frame_cols)) {
-      throw NodeGroupError("[analysis] virtual detector '" + detector.name + "': the rectangle reaches past the " +
-                           std::to_string(frame_rows) + " x " + std::to_string(frame_cols) + " frame");
+  std::map<std::string, std::string> made_by;  // column -> kernel
+  for (const KernelChoice& choice : kernels) {
+    if (std::any_of(kernels.begin(), kernels.begin() + static_cast<std::ptrdiff_t>(kernels_.size()),
+                    [&choice](const KernelChoice& other) { return other.name == choice.name; })) {
+      throw NodeGroupError("NodeGroup kernel '" + choice.name + "' is chosen twice");
     }
-    const auto bit = static_cast<std::uint16_t>(1U << d);
-    if (detector.kind == DetectorKind::kMask) {
-      if (detector.mask.size() != masks_.size()) {
-        throw NodeGroupError("[analysis] virtual detector '" + detector.name + "': the mask has " +
-                             std::to_string(detector.mask.size()) + " pixels, the " + std::to_string(frame_rows) +
-                             " x " + std::to_string(frame_cols) + " frame " + std::to_string(masks_.size()));
+    kernels_.push_back(make_frame_kernel(choice, detectors_, frame_rows, frame_cols));
+    first_column_.push_back(columns_.size());
+    for (std::string& column : kernels_.back()->columns()) {
+      const auto [at, fresh] = made_by.emplace(column, choice.name);
+      if (!fresh) {
+        throw NodeGroupError("NodeGroup kernels '" + at->second + "' and '" + choice.name + "' both make column '" +
+                             column + "'");
       }
-      for (std::size_t i = 0; i < masks_.size(); ++i) {
-        if (detector.mask[i] != 0) masks_[i] |= bit;
-      }
-      continue;
-    }
-    for (std::uint32_t r = 0; r < frame_rows; ++r) {
-      for (std::uint32_t c = 0; c < frame_cols; ++c) {
-        if (detector.contains(r, c)) masks_[std::size_t{r} * frame_cols + c] |= bit;
-      }
+      columns_.push_back(std::move(column));
     }
   }
 }
 
-VirtualPixel VirtualImager::pixel(const std::vector<std::uint32_t>& events) const {
-  VirtualPixel pixel;
-  double sum_row = 0.0;
-  double sum_col = 0.0;
-  for (const std::uint32_t event : events) {
-    const std::uint32_t r = event / frame_cols_;
-    sum_row += r;
-    sum_col += event - r * frame_cols_;
-    // Most electrons fall in one or two detectors: a loop over the set bits, not over the detectors.
-    for (unsigned mask = masks_[event]; mask != 0; mask &= mask - 1) {
-      ++pixel.counts[static_cast<std::size_t>(__builtin_ctz(mask))];
-    }
-  }
-  if (events.empty()) {
-    pixel.com_x = pixel.com_y = std::numeric_limits<float>::quiet_NaN();
-  } else {
-    const auto n = static_cast<double>(events.size());
-    pixel.com_x = static_cast<float>(sum_col / n - detectors_.centre_col);
-    pixel.com_y = static_cast<float>(sum_row / n - detectors_.centre_row);
-  }
-  return pixel;
+VirtualImager::~VirtualImager() = default;
+
+void VirtualImager::image(const std::vector<std::uint32_t>& events, std::vector<float>& values) const {
+  values.resize(columns_.size());
+  for (std::size_t k = 0; k < kernels_.size(); ++k) kernels_[k]->add(events, values.data() + first_column_[k]);
 }
 
-VirtualPixel VirtualImages::add(const VirtualImager& imager, const std::vector<std::uint32_t>& events) {
-  const VirtualPixel pixel = imager.pixel(events);
-  if (names.empty() && counts.empty()) {
-    names = imager.detectors().names();
-    counts.resize(imager.size());
+void VirtualImages::add(const VirtualImager& imager, const std::vector<float>& values,
+                        const std::vector<std::uint32_t>& events) {
+  if (frames == 0 && columns.empty()) {
+    names = imager.columns();
+    columns.resize(names.size());
   }
-  for (std::size_t d = 0; d < counts.size(); ++d) counts[d].push_back(pixel.counts[d]);
-  com_x.push_back(pixel.com_x);
-  com_y.push_back(pixel.com_y);
+  for (std::size_t k = 0; k < columns.size(); ++k) columns[k].push_back(values[k]);
+  ++frames;
   if (diffraction.empty()) diffraction.assign(imager.frame_pixels(), 0);
   for (const std::uint32_t event : events) ++diffraction[event];
-  return pixel;
 }
 
 void VirtualImages::append(VirtualImages&& part) {
-  if (part.com_x.empty()) return;
-  if (com_x.empty()) {
+  if (part.frames == 0) return;
+  if (frames == 0) {
     *this = std::move(part);
     return;
   }
-  for (std::size_t d = 0; d < counts.size() && d < part.counts.size(); ++d) {
-    counts[d].insert(counts[d].end(), part.counts[d].begin(), part.counts[d].end());
+  for (std::size_t k = 0; k < columns.size() && k < part.columns.size(); ++k) {
+    columns[k].insert(columns[k].end(), part.columns[k].begin(), part.columns[k].end());
   }
-  com_x.insert(com_x.end(), part.com_x.begin(), part.com_x.end());
-  com_y.insert(com_y.end(), part.com_y.begin(), part.com_y.end());
+  frames += part.frames;
   for (std::size_t i = 0; i < part.diffraction.size(); ++i) diffraction[i] += part.diffraction[i];
 }
 

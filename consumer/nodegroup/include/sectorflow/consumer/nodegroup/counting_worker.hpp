@@ -75,9 +75,9 @@ struct WorkerHooks {
   /// incomplete frames; no account) when this thread's part holds NodeGroupSettings::drain_events
   /// events; null: never. The account and the frames not handed out go with `finished`.
   std::function<void(std::uint32_t scan, ScanResult&& frames)> counted;
-  /// Where each counted frame's virtual-image values and events go for the live view; null: nowhere.
+  /// Where each counted frame's kernel values and events go for the live view; null: nowhere.
   LiveFeed* live = nullptr;
-  /// The virtual detectors laid out on the frame; null: no virtual images.
+  /// The kernels each counted frame is imaged with; null: no virtual images.
   const VirtualImager* imager = nullptr;
 };
 
@@ -170,6 +170,7 @@ class CountingWorker {
   FrameAssembler assembler_;
   std::map<std::uint32_t, ScanWork> scans_;
   std::vector<std::uint32_t> events_;  // scratch of one frame's events
+  std::vector<float> values_;          // scratch of one frame's kernel values (VirtualImager::image)
   std::size_t published_bytes_ = 0;    // this thread's share of counters_.pool_bytes
 };
 

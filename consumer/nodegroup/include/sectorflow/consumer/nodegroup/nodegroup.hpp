@@ -67,6 +67,8 @@ class NodeGroup {
   std::size_t scans_counting() const;
   /// The frames counted since the last call, for the live view (empty unless settings().live).
   LiveBatch take_live();
+  /// The columns each counted frame is imaged into (VirtualImager::columns); empty without virtual images.
+  std::vector<std::string> columns() const { return imager_ ? imager_->columns() : std::vector<std::string>{}; }
 
   /// Frames the live feed dropped because nobody took them in time (settings().live_buffer_frames).
   std::uint64_t live_dropped() const { return live_ ? live_->dropped() : 0; }

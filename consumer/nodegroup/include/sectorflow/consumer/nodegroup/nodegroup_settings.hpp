@@ -17,7 +17,7 @@
 #include "sectorflow/protocol/geometry.hpp"
 #include "sectorflow/protocol/limits.hpp"
 #include "sectorflow/security/curve.hpp"
-#include "sectorflow/consumer/nodegroup/virtual_images.hpp"
+#include "sectorflow/consumer/nodegroup/frame_kernel.hpp"
 
 namespace sectorflow::consumer::nodegroup {
 
@@ -70,6 +70,9 @@ struct NodeGroupSettings {
   /// [analysis]: the virtual detectors the counted frames are imaged with (virtual_images.hpp);
   /// unset ([analysis] virtual_images = false): no virtual images.
   std::optional<VirtualDetectors> detectors;
+  /// [analysis] analyses: the per-frame kernels the counted frames are imaged with, with detectors
+  /// set (frame_kernel.hpp; the configuration's analyses name theirs, nodegroup_service.settings_from).
+  std::vector<KernelChoice> kernels = builtin_kernels();
   /// [analysis] live: hand each counted frame to the live feed (NodeGroup::take_live), with
   /// detectors set. live_buffer_frames: frames the feed holds between two takes.
   bool live = false;

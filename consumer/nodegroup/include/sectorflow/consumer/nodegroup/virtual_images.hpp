@@ -1,14 +1,15 @@
-// Virtual images: 4D-STEM images of a scan, made from each frame's counted electrons as they are
-// counted, in one pass over a frame's events: per electron, one look-up of the detectors its
-// pixel lies in (a table made once per NodeGroup) and a count per detector, the centre-of-mass
-// sums, and an increment of the summed diffraction pattern. The detectors come from the
-// [analysis] configuration table ([[analysis.virtual_detectors]]: disks, annuli, rectangles, each
-// named); the centre of mass and the summed pattern are always made.
+// Virtual images: what the NodeGroups make of each frame's counted electrons as they are counted.
+// Per frame, the per-frame kernels the configuration's analyses name (frame_kernel.hpp; the built-in
+// ones: the electrons in each virtual detector, the centre of mass) each add a value to their named
+// columns; per scan, the summed diffraction pattern. The detectors come from the [analysis]
+// configuration table ([[analysis.virtual_detectors]]: disks, annuli, rectangles, masks, each
+// named), with the pattern centre the kernels measure from.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,11 +40,11 @@ struct VirtualDetector {
   std::vector<std::uint8_t> mask;  ///< mask: frame_rows x frame_cols, C order, nonzero at the detector's pixels
   std::string mask_file;           ///< mask: where it was read from (the file's attribute)
 
-  /// Whether pixel (row, col) belongs to the detector (not for a mask: VirtualImager reads it).
+  /// Whether pixel (row, col) belongs to the detector (not for a mask: the kernel reads its pixels).
   bool contains(std::uint32_t row, std::uint32_t col) const;
 };
 
-/// The [analysis] table's detectors, and the centre the centre of mass is taken from.
+/// The [analysis] table's detectors, and the pattern centre the kernels measure from (the centre of mass).
 struct VirtualDetectors {
   double centre_row = 0.0;  ///< [analysis] centre_row (negative in the table: frame centre)
   double centre_col = 0.0;
@@ -55,44 +56,48 @@ struct VirtualDetectors {
   std::vector<std::string> names() const;
 };
 
-/// One frame's virtual-image values.
-struct VirtualPixel {
-  std::array<std::uint32_t, kMaxVirtualDetectors> counts{};  ///< electrons in detector d, d < detectors
-  float com_x = 0.0F;  ///< mean column index - centre_col over all electrons (NaN: none)
-  float com_y = 0.0F;  ///< mean row - centre_row
-};
+struct KernelChoice;
+class FrameKernel;
 
-/// The detectors laid out on a frame: per pixel, the bits of the detectors it belongs to. Made once
-/// per NodeGroup, read by every counting thread.
+/// The kernels a NodeGroup runs, made once for the frame and read by every counting thread.
 class VirtualImager {
  public:
-  /// Throws NodeGroupError as VirtualDetectors::validate, or for a rectangle beyond the frame.
-  VirtualImager(VirtualDetectors detectors, std::uint32_t frame_rows, std::uint32_t frame_cols);
+  /// Throws NodeGroupError as VirtualDetectors::validate, for a kernel no one registered, one named
+  /// twice or two making a column of the same name, or what a kernel refuses (a rectangle beyond
+  /// the frame, a missing setting).
+  VirtualImager(VirtualDetectors detectors, const std::vector<KernelChoice>& kernels, std::uint32_t frame_rows,
+                std::uint32_t frame_cols);
+  VirtualImager(const VirtualImager&) = delete;
+  VirtualImager& operator=(const VirtualImager&) = delete;
+  ~VirtualImager();
 
-  /// One frame's values; `events` are flat pixel indices within the frame.
-  VirtualPixel pixel(const std::vector<std::uint32_t>& events) const;
+  /// One frame's value of every column, kernel after kernel, into `values` (columns() of them);
+  /// `events` are flat pixel indices within the frame.
+  void image(const std::vector<std::uint32_t>& events, std::vector<float>& values) const;
 
+  /// Every kernel's columns, in kernel order: the names of the values image() gives.
+  const std::vector<std::string>& columns() const { return columns_; }
   const VirtualDetectors& detectors() const { return detectors_; }
-  std::size_t size() const { return detectors_.detectors.size(); }
-  std::size_t frame_pixels() const { return masks_.size(); }
+  std::size_t frame_pixels() const { return frame_pixels_; }
 
  private:
   VirtualDetectors detectors_;
-  std::uint32_t frame_cols_;
-  std::vector<std::uint16_t> masks_;  // frame_rows x frame_cols, bit d: detector d
+  std::size_t frame_pixels_;
+  std::vector<std::unique_ptr<const FrameKernel>> kernels_;
+  std::vector<std::size_t> first_column_;  // kernel k writes columns first_column_[k] ..
+  std::vector<std::string> columns_;
 };
 
-/// A part of a scan's virtual images: one value per counted frame and detector, aligned with the
+/// A part of a scan's virtual images: per column one value per imaged frame, aligned with the
 /// frames of the ScanResult that holds it, and the diffraction pattern summed over them.
 struct VirtualImages {
-  std::vector<std::string> names;                  ///< the detectors' names; empty until a frame is added
-  std::vector<std::vector<std::uint32_t>> counts;  ///< counts[d][i]: frame i's electrons in detector d
-  std::vector<float> com_x;
-  std::vector<float> com_y;
-  std::vector<std::uint64_t> diffraction;  ///< frame_rows x frame_cols, C order; empty until a frame is added
+  std::vector<std::string> names;           ///< the columns' names (VirtualImager::columns); empty until a frame is added
+  std::vector<std::vector<float>> columns;  ///< columns[k][i]: frame i's value of column k
+  std::vector<std::uint64_t> diffraction;   ///< frame_rows x frame_cols, C order; empty until a frame is added
+  std::size_t frames = 0;                   ///< frames imaged
 
-  /// Appends the frame whose events are given, and adds them to the diffraction pattern.
-  VirtualPixel add(const VirtualImager& imager, const std::vector<std::uint32_t>& events);
+  /// Appends a frame: its `values` (VirtualImager::image) and its events to the diffraction pattern.
+  void add(const VirtualImager& imager, const std::vector<float>& values, const std::vector<std::uint32_t>& events);
 
   /// Appends another part's frames after these.
   void append(VirtualImages&& part);

@@ -118,7 +118,7 @@ std::vector<float> optional_map(const py::object& map, const FrameShape& shape, 
 
 // ElectronCounter is not thread-safe and Python threads may share one while the GIL is released.
 struct LockedCounter {
-  consumer::counting::ElectronCounter counter;
+  counting::ElectronCounter counter;
   std::mutex mutex;
 };
 

@@ -24,20 +24,16 @@
 #include "sectorflow/kvstore/pair_state.hpp"
 #include "sectorflow/kvstore/record_log.hpp"
 #include "sectorflow/kvstore/stack_id.hpp"
-#include "sectorflow/protocol/records.hpp"
-#include "sectorflow/protocol/scan_records.hpp"
-#include "sectorflow/protocol/scan_summary.hpp"
+#include "sectorflow/kvstore/stack_policy.hpp"
 #include "sectorflow/kvstore/wakeup.hpp"
+#include "sectorflow/protocol/records.hpp"
 #include "sectorflow/security/zap_handler.hpp"
 #include "snapshots.hpp"
-#include "thread_names.hpp"
-#include "write_policy.hpp"
 
 namespace sectorflow::kvstore {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using protocol::summary_key;
 
 // Wall-clock milliseconds since the Unix epoch: the log's deadlines outlive the steady clock.
 std::int64_t wall_ms() {
@@ -73,28 +69,31 @@ struct Entry {
   std::string writer;           // the authenticated identity that wrote it last ("" without CURVE)
 };
 
-// The account the stack's own records are charged to: no writer can take their room from the others.
+// The map as the stack's policy reads it.
+class MapView final : public StoreView {
+ public:
+  explicit MapView(const std::map<std::string, Entry>& map) : map_(map) {}
+
+  std::optional<Value> find(const std::string& key) const override {
+    const auto found = map_.find(key);
+    if (found == map_.end()) return std::nullopt;
+    return Value{found->second.msg->body, found->second.writer};
+  }
+
+  void visit(const std::string& prefix, const Visit& visit) const override {
+    for (auto it = map_.lower_bound(prefix); it != map_.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+         ++it) {
+      if (!visit(it->first, Value{it->second.msg->body, it->second.writer})) return;
+    }
+  }
+
+ private:
+  const std::map<std::string, Entry>& map_;
+};
+
+// The account the stack's own records (StackPolicy::reserved) are charged to: no writer can take
+// their room from the others.
 const std::string kStackRoom = "the stack's records";
-
-// Whether `key` is one of the stack's own records (a registration, a status, a request, a scan's
-// record), which live in the stack's room rather than on their writer's account.
-bool in_stack_room(const std::string& key) {
-  for (const std::string_view prefix : {protocol::kNodegroupsPrefix, protocol::kStatusPrefix, protocol::kAcquirePrefix,
-                                        protocol::kScansPrefix}) {
-    if (key.compare(0, prefix.size(), prefix) == 0) return true;
-  }
-  return false;
-}
-
-// The scan of a scan record's key, or nothing for any other key.
-std::optional<std::uint32_t> scan_of(const std::string& key) {
-  if (key.compare(0, protocol::kScansPrefix.size(), protocol::kScansPrefix) != 0) return std::nullopt;
-  try {
-    return protocol::parse_scan_key(key);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
 
 // Bytes a key takes in the map for the limits: key, properties and body.
 std::size_t footprint(const KvMsg& msg) {
@@ -206,8 +205,9 @@ std::uint64_t ServerStats::refusals(const std::string& kind) const {
 }
 
 struct Server::Impl {
-  explicit Impl(ServerOptions opts)
+  Impl(ServerOptions opts, std::unique_ptr<const StackPolicy> stack_policy)
       : options(std::move(opts)),
+        policy(std::move(stack_policy)),
         usage({options.max_keys, options.max_map_bytes, options.max_keys_per_address,
                options.max_map_bytes_per_address}),
         stack_usage({options.max_stack_keys, options.max_stack_bytes, options.max_stack_keys,
@@ -216,6 +216,7 @@ struct Server::Impl {
                 [this](const std::string& why) { refuse(&ServerStats::snapshots_dropped, "snapshots_dropped", why); }) {}
 
   ServerOptions options;
+  std::unique_ptr<const StackPolicy> policy;
   zmq::context_t context{1};
   // Before the sockets bind: without a handler libzmq lets every CURVE peer in.
   std::optional<security::ZapHandler> zap;
@@ -230,15 +231,16 @@ struct Server::Impl {
   std::multimap<Clock::time_point, std::string> expiries;  // entries whose key was set again are skipped
   std::int64_t sequence = 0;
   std::string own_status_key = protocol::status_key(protocol::kServiceKvstore, options.status_name);
-  detail::MapUsage usage;       // every key but scan records, charged to its writer
+  MapView view{map};
+  detail::MapUsage usage;       // every key but the stack's records, charged to its writer
   detail::MapUsage stack_usage;  // the stack's own records, in a room of their own charged to kStackRoom
-  // The scans that hold records, by the sequence of their first record: the oldest goes first when
-  // the room is full.
-  std::map<std::uint32_t, std::int64_t> scan_born;
-  std::set<std::pair<std::int64_t, std::uint32_t>> scans_by_age;
-  // The folded scans, by the sequence of their summary: past scans_kept the oldest goes.
-  std::map<std::uint32_t, std::int64_t> summary_born;
-  std::set<std::pair<std::int64_t, std::uint32_t>> summaries_by_age;
+  // The groups (StackPolicy::group_of) that hold records, by the sequence of their first record:
+  // the oldest goes first when the room is full.
+  std::map<std::string, std::int64_t> group_born;
+  std::set<std::pair<std::int64_t, std::string>> groups_by_age;
+  // The folded groups, by the sequence of their fold: past scans_kept the oldest goes.
+  std::map<std::string, std::int64_t> fold_born;
+  std::set<std::pair<std::int64_t, std::string>> folds_by_age;
   detail::SnapshotReplies replies;
   std::vector<zmq::message_t> parts;  // the frames of the message being handled
 
@@ -283,13 +285,10 @@ struct Server::Impl {
   bool serving() const { return !machine || machine->active(); }
 
   // Whether a snapshot request's sender counts in the pair's vote: without [security] anyone (the
-  // network is trusted), with it a role that writes the stack's records, not a viewer (nor a
-  // pair's peer). `frame` is one the peer sent: a ROUTER's routing id frame carries no metadata.
+  // network is trusted), with it whom the stack's policy names. `frame` is one the peer sent: a
+  // ROUTER's routing id frame carries no metadata.
   bool votes(zmq::message_t& frame) const {
-    if (!options.curve.enabled()) return true;
-    const std::string identity = user_id(frame);
-    const std::string role = identity.substr(0, identity.find('/'));
-    return role == "producer" || role == "aggregator" || role == "nodegroup" || role == "operator";
+    return !options.curve.enabled() || policy->votes(user_id(frame));
   }
 
   std::string endpoint(int offset) const {
@@ -397,19 +396,19 @@ struct Server::Impl {
                                        options.max_ttl_s);
       expires = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(left_s));
     }
-    const bool stack = in_stack_room(msg.key);
+    const bool stack = policy->reserved(msg.key);
     const detail::MapUsage::Held held{stack ? kStackRoom : record.account, footprint(msg)};
     if (existing != map.end()) forget_expiry(existing);
     (stack ? stack_usage : usage).charge(held, existing != map.end() ? &existing->second.held : nullptr);
     if (expires) expiries.emplace(*expires, msg.key);
-    if (const std::optional<std::uint32_t> scan = scan_of(msg.key)) {
-      const auto [born, added] = scan_born.emplace(*scan, record.sequence);
+    if (const std::string group = policy->group_of(msg.key); !group.empty()) {
+      const auto [born, added] = group_born.emplace(group, record.sequence);
       if (!added && record.sequence < born->second) {
-        scans_by_age.erase({born->second, *scan});
+        groups_by_age.erase({born->second, group});
         born->second = record.sequence;
       }
-      scans_by_age.emplace(born->second, *scan);
-      if (msg.key == summary_key(*scan)) note_summary(*scan, record.sequence);
+      groups_by_age.emplace(born->second, group);
+      if (msg.key == policy->fold_key(group)) note_fold(group, record.sequence);
     }
     std::string key = msg.key;
     map[std::move(key)] = Entry{std::make_shared<const KvMsg>(std::move(msg)), expires, held, record.writer};
@@ -610,22 +609,17 @@ struct Server::Impl {
         return;
       }
     }
-    const std::optional<std::uint32_t> scan = scan_of(msg.key);
-    if (scan && msg.key == summary_key(*scan)) {
-      // The summary is the server's fold of parts each written by the party allowed to: a client's
-      // would claim an account nobody wrote, or erase a scan's parts (kvstore/SPEC.md, "Folding").
+    if (const std::string why = policy->server_only(msg.key); !why.empty()) {
       refuse(&ServerStats::refused_fold, "refused_fold",
              "update from " + address + (identity.empty() ? "" : " (" + identity + ")") + ": kvmsg '" + msg.key +
-                 "' refused: only the kvstore server writes a scan's summary, when it folds the scan's parts");
+                 "' refused: " + why);
       return;
     }
+    const std::string group = policy->group_of(msg.key);
     const auto held_entry = map.find(msg.key);
     if (options.curve.enabled()) {
       const std::string& holder = held_entry != map.end() ? held_entry->second.writer : std::string();
-      std::string why = detail::write_refusal(identity, msg.key, holder);
-      if (why.empty()) why = file_record_refusal(identity, msg.key);
-      if (why.empty() && !msg.is_delete()) why = scan_part_refusal(msg.key);
-      if (why.empty() && !msg.is_delete()) why = detail::status_refusal(msg.key, options.producer_threads);
+      const std::string why = policy->write_refusal(identity, msg.key, holder, msg.is_delete(), view);
       if (!why.empty()) {
         refuse(&ServerStats::unauthorised, "unauthorised",
                "update from " + address + ": kvmsg '" + msg.key + "' refused: " + why);
@@ -637,7 +631,7 @@ struct Server::Impl {
       handle_deletion(msg);
       return;
     }
-    if (create && (held_entry != map.end() || folded_part(scan, msg.key))) {
+    if (create && (held_entry != map.end() || policy->folded(msg.key, view))) {
       count([](ServerStats& s) { ++s.creates_refused; });
       return;
     }
@@ -661,14 +655,14 @@ struct Server::Impl {
       msg.set_ttl_s(ttl_s);
     }
     // With CURVE a writer is its identity: the services of one host share an address, not a key.
-    const bool stack = in_stack_room(msg.key);
+    const bool stack = policy->reserved(msg.key);
     const std::string account = stack ? kStackRoom : (identity.empty() ? address : identity);
     detail::MapUsage& room = stack ? stack_usage : usage;
     const detail::MapUsage::Held held{account, footprint(msg)};
     const auto existing = map.find(msg.key);
     const detail::MapUsage::Held* old = existing != map.end() ? &existing->second.held : nullptr;
     detail::MapUsage::Verdict verdict = room.check(account, held.bytes, old);
-    while (stack && verdict != detail::MapUsage::Verdict::kAccepted && evict_oldest_scan_but(scan)) {
+    while (stack && verdict != detail::MapUsage::Verdict::kAccepted && evict_oldest_group_but(group)) {
       verdict = room.check(account, held.bytes, old);
     }
     if (verdict != detail::MapUsage::Verdict::kAccepted) {
@@ -696,14 +690,14 @@ struct Server::Impl {
     }
     publish(msg, deadline_ms, identity, account);
     room.charge(held, old);
-    if (scan && scan_born.emplace(*scan, sequence).second) scans_by_age.emplace(sequence, *scan);
+    if (!group.empty() && group_born.emplace(group, sequence).second) groups_by_age.emplace(sequence, group);
     std::string key = msg.key;  // not map[msg.key] = ...move(msg): the right side is evaluated first
     map[std::move(key)] = Entry{std::make_shared<const KvMsg>(std::move(msg)), expires, held, identity};
     count([body_bytes](ServerStats& s) {
       ++s.updates;
       s.bytes += body_bytes;
     });
-    if (scan) guarded("fold", [this, &scan] { maybe_fold(*scan); });
+    if (!group.empty()) guarded("fold", [this, &group] { maybe_fold(group); });
   }
 
   // ---- The pair (kvstore/SPEC.md, "The pair") ----
@@ -955,7 +949,7 @@ struct Server::Impl {
       if (options.curve.enabled()) {
         if (const auto writer = msg.properties.find(std::string(kWriterProperty)); writer != msg.properties.end()) {
           record.writer = writer->second;
-          if (!in_stack_room(record.key)) record.account = record.writer;
+          if (!policy->reserved(record.key)) record.account = record.writer;
         }
       }
       record.uuid = std::move(msg.uuid);
@@ -1067,10 +1061,10 @@ struct Server::Impl {
                               options.max_map_bytes_per_address});
     stack_usage = detail::MapUsage({options.max_stack_keys, options.max_stack_bytes, options.max_stack_keys,
                                     options.max_stack_bytes});
-    scan_born.clear();
-    scans_by_age.clear();
-    summary_born.clear();
-    summaries_by_age.clear();
+    group_born.clear();
+    groups_by_age.clear();
+    fold_born.clear();
+    folds_by_age.clear();
     published_status.reset();
   }
 
@@ -1083,39 +1077,15 @@ struct Server::Impl {
     drop(entry);
   }
 
-  // The parts of `scan` a summary holds (none without one), and its live keys over them: a part
-  // written after the fold replaces the folded one, as it would replace the key.
-  protocol::ScanParts parts_of(std::uint32_t scan, protocol::ScanParts* live) const {
-    protocol::ScanParts found;
-    const std::string prefix = protocol::scan_prefix(scan);
-    if (const auto summary = map.find(summary_key(scan)); summary != map.end()) {
-      found = protocol::decode_summary(summary->second.msg->body);
-    }
-    for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0;
-         ++it) {
-      if (it->first == summary_key(scan)) continue;
-      const std::string part = it->first.substr(prefix.size());
-      if (live != nullptr) (*live)[part] = it->second.msg->body;
-      found[part] = it->second.msg->body;
-    }
-    return found;
-  }
-
-  // Folds `scan` when it is over (scan_summary.hpp, not_over): its parts become one summary, which
-  // the server writes, and their keys are erased (kvstore/SPEC.md, "Folding"). A scan folded before
-  // takes a part written since into its summary, unless a new run of it began (its request written
-  // again, a replay), which folds when that run is over.
-  void maybe_fold(std::uint32_t scan) {
-    protocol::ScanParts live;
-    const protocol::ScanParts whole = parts_of(scan, &live);
-    if (live.empty()) return;
-    const bool folded = map.count(summary_key(scan)) != 0;
-    if (folded && live.count("request") != 0 && live.count("file") == 0 && protocol::not_over(live)) return;
-    if (protocol::not_over(whole)) return;
+  // Folds `group` when the stack's policy says it is over: its keys become one fold, which the
+  // server writes, and their keys are erased (kvstore/SPEC.md, "Folding").
+  void maybe_fold(const std::string& group) {
+    std::optional<std::string> body = policy->fold(group, view);
+    if (!body) return;
     KvMsg msg;
-    msg.key = summary_key(scan);
+    msg.key = policy->fold_key(group);
     msg.uuid = new_uuid();
-    msg.body = protocol::encode_summary(whole, protocol::wall_clock_s());
+    msg.body = std::move(*body);
     if (msg.body.size() > options.max_value_bytes) {
       count([](ServerStats& s) { ++s.folds_too_large; });
       return;  // the parts stay, with their ttl
@@ -1123,164 +1093,61 @@ struct Server::Impl {
     const auto existing = map.find(msg.key);
     const detail::MapUsage::Held* old = existing != map.end() ? &existing->second.held : nullptr;
     const detail::MapUsage::Held held{kStackRoom, footprint(msg)};
-    // The parts it replaces are bigger than the summary: it fits once they go, so it is charged
-    // after them, and written before them so that no reader ever sees the scan without both.
+    // The parts it replaces are bigger than the fold: it fits once they go, so it is charged after
+    // them, and written before them so that no reader ever sees the group without both.
     publish(msg, 0, {}, kStackRoom);
     const std::int64_t born = sequence;
     std::string key = msg.key;
     const detail::MapUsage::Held previous = old != nullptr ? *old : detail::MapUsage::Held{};
     if (old != nullptr) stack_usage.release(previous);
     map[key] = Entry{std::make_shared<const KvMsg>(std::move(msg)), std::nullopt, held, {}};
-    const std::string prefix = protocol::scan_prefix(scan);
-    for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+    for (auto it = map.lower_bound(group); it != map.end() && it->first.compare(0, group.size(), group) == 0;) {
       const auto next = std::next(it);
       if (it->first != key) erase_published(it);
       it = next;
     }
     stack_usage.charge(held, nullptr);
-    note_summary(scan, born);
+    note_fold(group, born);
     count([](ServerStats& s) { ++s.scans_folded; });
-    while (summaries_by_age.size() > options.scans_kept) drop_oldest_summary(scan);
+    while (folds_by_age.size() > options.scans_kept) drop_oldest_fold(group);
   }
 
-  // Whether `key` is a part the summary of its scan holds: a claim folded away still holds its number.
-  bool folded_part(std::optional<std::uint32_t> scan, const std::string& key) const {
-    if (!scan) return false;
-    const auto summary = map.find(summary_key(*scan));
-    if (summary == map.end()) return false;
-    return protocol::decode_summary(summary->second.msg->body).count(key.substr(protocol::scan_prefix(*scan).size())) != 0;
-  }
-
-  void note_summary(std::uint32_t scan, std::int64_t born) {
-    if (const auto old = summary_born.find(scan); old != summary_born.end()) {
-      summaries_by_age.erase({old->second, scan});
+  void note_fold(const std::string& group, std::int64_t born) {
+    if (const auto old = fold_born.find(group); old != fold_born.end()) {
+      folds_by_age.erase({old->second, group});
     }
-    summary_born[scan] = born;
-    summaries_by_age.emplace(born, scan);
+    fold_born[group] = born;
+    folds_by_age.emplace(born, group);
   }
 
-  void forget_summary(std::uint32_t scan) {
-    if (const auto old = summary_born.find(scan); old != summary_born.end()) {
-      summaries_by_age.erase({old->second, scan});
-      summary_born.erase(old);
+  void forget_fold(const std::string& group) {
+    if (const auto old = fold_born.find(group); old != fold_born.end()) {
+      folds_by_age.erase({old->second, group});
+      fold_born.erase(old);
     }
   }
 
-  // Erases the scan folded longest ago (not `current`, the scan just folded). A scan replayed since
-  // (its request is back) keeps its new parts, which are not over: only its summary goes.
-  void drop_oldest_summary(std::uint32_t current) {
-    auto victim = summaries_by_age.begin();
+  // Erases the group folded longest ago (not `current`, the group just folded), or only its fold
+  // when the policy keeps its live keys.
+  void drop_oldest_fold(const std::string& current) {
+    auto victim = folds_by_age.begin();
     if (victim->second == current) ++victim;
-    if (victim == summaries_by_age.end()) return;
-    const std::uint32_t scan = victim->second;
-    const std::string prefix = protocol::scan_prefix(scan);
-    if (map.count(protocol::scan_request_key(scan)) != 0) {
-      erase_published(map.find(summary_key(scan)));
+    if (victim == folds_by_age.end()) return;
+    const std::string group = victim->second;
+    if (policy->keeps_live_keys(group, view)) {
+      erase_published(map.find(policy->fold_key(group)));
     } else {
-      for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0;
-           it = map.lower_bound(prefix)) {
-        erase_published(it);
-      }
+      erase_group(group);
     }
     count([](ServerStats& s) { ++s.summaries_dropped; });
   }
 
-  // The body of `scan`'s request record: its key, or the part its summary folded (nothing if neither).
-  std::optional<std::string> request_of(std::uint32_t scan) const {
-    const std::string key = protocol::scan_request_key(scan);
-    if (const auto request = map.find(key); request != map.end()) return request->second.msg->body;
-    if (const auto summary = map.find(summary_key(scan)); summary != map.end()) {
-      protocol::ScanParts folded_parts = protocol::decode_summary(summary->second.msg->body);
-      const auto folded = folded_parts.find(key.substr(protocol::scan_prefix(scan).size()));
-      if (folded != folded_parts.end()) return std::move(folded->second);
+  // Publishes the deletion of every key of `group` and erases it.
+  void erase_group(const std::string& group) {
+    for (auto it = map.lower_bound(group); it != map.end() && it->first.compare(0, group.size(), group) == 0;
+         it = map.lower_bound(group)) {
+      erase_published(it);
     }
-    return std::nullopt;
-  }
-
-  // Why `identity` may not write `key` when it is a scan's file record: only the NodeGroup job the
-  // scan's routing named writes it (kvstore/SPEC.md, "Security"), and never before the scan was
-  // requested (a file record waiting for a scan would turn its NodeGroups' data away). A job is known
-  // by the identity that holds its NodeGroups' registrations; a scan with no routing list (producers
-  // route over every registration) takes the file of any job that holds a registration.
-  std::string file_record_refusal(const std::string& identity, const std::string& key) const {
-    std::uint32_t scan = 0;
-    try {
-      scan = protocol::parse_scan_key(key);
-    } catch (const std::exception&) {
-      return {};
-    }
-    if (key != protocol::scan_file_key(scan)) return {};
-    std::vector<std::string> routing;
-    try {
-      const std::optional<std::string> request = request_of(scan);
-      if (!request) return "the scan has no request record: nobody routed it to a job that could write its file";
-      routing = protocol::ScanRequestRecord::decode(*request).routing;
-    } catch (const std::exception&) {
-      return "the scan's request record does not decode, so no job can be named its writer";
-    }
-    const auto holds = [this, &identity](const std::string& registration) {
-      const auto found = map.find(registration);
-      return found != map.end() && found->second.writer == identity;
-    };
-    if (routing.empty()) {
-      const std::string prefix(protocol::kNodegroupsPrefix);
-      for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0;
-           ++it) {
-        if (it->second.writer == identity) return {};
-      }
-      return "the writer holds no NodeGroup registration";
-    }
-    for (const std::string& uid : routing) {
-      if (holds(std::string(protocol::kNodegroupsPrefix) + uid)) return {};
-    }
-    return "the scan's routing names no NodeGroup " + identity + " holds (only the job it was routed to writes its file)";
-  }
-
-  // Why `key`, a part of a scan's record, names what the scan does not have: a scan never requested,
-  // a producer thread or relay thread outside the request's receivers and threads, a NodeGroup
-  // outside its routing. With [security] on, where each part's writer is known: one producer key
-  // wrote 2.26 million records for a receiver 9 that did not exist, and the room they took evicted
-  // the stack's history. Deletions are a holder's own business (the held rule).
-  std::string scan_part_refusal(const std::string& key) const {
-    std::uint32_t scan = 0;
-    try {
-      scan = protocol::parse_scan_key(key);
-    } catch (const std::exception&) {
-      return {};
-    }
-    const std::string_view rest = std::string_view(key).substr(protocol::scan_prefix(scan).size());
-    const std::size_t slash = rest.find('/');
-    if (slash == std::string_view::npos) return {};
-    const std::string_view kind = rest.substr(0, slash);
-    const std::string_view name = rest.substr(slash + 1);
-    if (kind != "producer" && kind != "aggregator" && kind != "nodegroup") return {};
-    protocol::ScanRequestRecord request;
-    try {
-      const std::optional<std::string> body = request_of(scan);
-      if (!body) return "scan " + std::to_string(scan) + " has no request record: nothing has a part of it yet";
-      request = protocol::ScanRequestRecord::decode(*body);
-    } catch (const std::exception&) {
-      return "the scan's request record does not decode, so no part of it can be judged";
-    }
-    const std::vector<std::uint32_t>& threads = request.producer_threads;
-    if (kind == "producer") {
-      const auto thread = detail::parse_thread_name(name);
-      if (!thread || thread->first >= threads.size() || thread->second >= threads[thread->first]) {
-        return "the scan's request names no producer thread " + std::string(name) + " (" +
-               std::to_string(threads.size()) + " receivers)";
-      }
-    } else if (kind == "aggregator") {
-      // Relay thread j of the tier: member j / receivers, receiver j % receivers.
-      const auto relay = detail::parse_index(name, 't');
-      if (!relay || threads.empty() || !request.carried_by(static_cast<std::uint32_t>(*relay / threads.size()))) {
-        return "the scan's request names no relay thread " + std::string(name) + " (" + std::to_string(threads.size()) +
-               " receivers, and not that member of the aggregation tier)";
-      }
-    } else if (!request.routing.empty() &&
-               std::find(request.routing.begin(), request.routing.end(), name) == request.routing.end()) {
-      return "the scan's routing names no NodeGroup " + std::string(name);
-    }
-    return {};
   }
 
   // Takes a key's pending expiry out of the index. The index would otherwise keep erased and
@@ -1296,39 +1163,29 @@ struct Server::Impl {
     }
   }
 
-  // Erases a key from the map and from its room; a scan whose last record goes is forgotten.
+  // Erases a key from the map and from its room; a group whose last record goes is forgotten.
   void drop(std::map<std::string, Entry>::iterator entry) {
     forget_expiry(entry);
-    const std::optional<std::uint32_t> scan = scan_of(entry->first);
-    (in_stack_room(entry->first) ? stack_usage : usage).release(entry->second.held);
-    if (scan && entry->first == summary_key(*scan)) forget_summary(*scan);
+    const std::string group = policy->group_of(entry->first);
+    (policy->reserved(entry->first) ? stack_usage : usage).release(entry->second.held);
+    if (!group.empty() && entry->first == policy->fold_key(group)) forget_fold(group);
     map.erase(entry);
-    if (!scan) return;
-    const std::string prefix = protocol::scan_prefix(*scan);
-    const auto next = map.lower_bound(prefix);
-    if (next != map.end() && next->first.compare(0, prefix.size(), prefix) == 0) return;
-    if (const auto born = scan_born.find(*scan); born != scan_born.end()) {
-      scans_by_age.erase({born->second, *scan});
-      scan_born.erase(born);
+    if (group.empty()) return;
+    const auto next = map.lower_bound(group);
+    if (next != map.end() && next->first.compare(0, group.size(), group) == 0) return;
+    if (const auto born = group_born.find(group); born != group_born.end()) {
+      groups_by_age.erase({born->second, group});
+      group_born.erase(born);
     }
   }
 
-  // Erases every record of the scan first written longest ago, other than `keep`, publishing each
-  // deletion; false when no other scan holds records.
-  bool evict_oldest_scan_but(std::optional<std::uint32_t> keep) {
-    auto victim = scans_by_age.begin();
-    if (victim != scans_by_age.end() && keep && victim->second == *keep) ++victim;
-    if (victim == scans_by_age.end()) return false;
-    const std::uint32_t scan = victim->second;
-    const std::string prefix = protocol::scan_prefix(scan);
-    for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0;
-         it = map.lower_bound(prefix)) {
-      KvMsg deletion;
-      deletion.key = it->first;
-      deletion.uuid = it->second.msg->uuid;
-      publish(deletion);
-      drop(it);
-    }
+  // Erases every record of the group first written longest ago, other than `keep`, publishing each
+  // deletion; false when no other group holds records.
+  bool evict_oldest_group_but(const std::string& keep) {
+    auto victim = groups_by_age.begin();
+    if (victim != groups_by_age.end() && !keep.empty() && victim->second == keep) ++victim;
+    if (victim == groups_by_age.end()) return false;
+    erase_group(std::string(victim->second));
     count([](ServerStats& s) { ++s.scans_evicted; });
     return true;
   }
@@ -1389,7 +1246,7 @@ struct Server::Impl {
     status.extra["creates_refused"] = static_cast<std::int64_t>(now.creates_refused);
     status.extra["scans_folded"] = static_cast<std::int64_t>(now.scans_folded);
     status.extra["summaries_dropped"] = static_cast<std::int64_t>(now.summaries_dropped);
-    status.extra["scans_summarised"] = static_cast<std::int64_t>(summaries_by_age.size());
+    status.extra["scans_summarised"] = static_cast<std::int64_t>(folds_by_age.size());
     status.extra["folds_too_large"] = static_cast<std::int64_t>(now.folds_too_large);
     for (const char* kind : kRefusalKinds) status.extra[kind] = static_cast<std::int64_t>(now.refusals(kind));
     status.extra["log"] = std::string(!log ? "off" : now.log_failing ? "failing: serving from memory" : "on");
@@ -1436,9 +1293,12 @@ struct Server::Impl {
   }
 };
 
-Server::Server(ServerOptions options) {
+Server::Server(ServerOptions options) : Server(options, scan_stack_policy(options.producer_threads)) {}
+
+Server::Server(ServerOptions options, std::unique_ptr<const StackPolicy> policy) {
   check_options(options);
-  impl_ = std::make_unique<Impl>(std::move(options));
+  if (!policy) throw KvstoreError("kvstore server: no stack policy (a StackPolicy is required)");
+  impl_ = std::make_unique<Impl>(std::move(options), std::move(policy));
   Impl& s = *impl_;
   const std::int64_t max_frame = max_frame_bytes(s.options.max_value_bytes);
   for (zmq::socket_t* socket : {&s.snapshot, &s.publisher, &s.collector}) {

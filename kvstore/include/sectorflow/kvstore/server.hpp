@@ -1,5 +1,6 @@
 // The kvstore server: the Clone pattern's server (ZeroMQ Guide, chapter 5, CHP; see kvmsg.hpp for
-// the frames). It holds the map and the sequence and binds three sockets on consecutive ports:
+// the frames). It holds the map and the sequence and binds three sockets on consecutive ports
+// (kvstore/src/store.hpp: the Clone core; kvstore/src/pair_link.hpp: a pair's link and mirror):
 //
 //   P     ROUTER  snapshots: ["ICANHAZ?", subtree] is answered with one KVSYNC per key starting
 //                 with the subtree (and one of the server's own status if it does not), then

@@ -482,7 +482,7 @@ void PairLink::apply_mirrored(KvMsg&& msg) {
     ++st.mirrored;
     st.pending = pending_.size();
   });
-  if (store_.log && store_.log->open() && store_.log->compaction_due()) store_.compact();
+  store_.compact_if_due();
 }
 
 // While the active lives (its heartbeat came), a write it has not published for

@@ -177,8 +177,7 @@ void Server::run() {
     for (int i = 0; i < detail::kBatch && (items[1].revents & ZMQ_POLLIN); ++i) {
       if (!(s.collector.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
       s.guarded("update", [&s] { s.handle_update(); });
-      // Between messages, not per batch: the log passes its bound by one message's records at most.
-      if (s.log && s.log->open() && s.log->compaction_due()) s.compact();
+      s.compact_if_due();
     }
     const auto now = Clock::now();
     if (!s.replies.empty()) {

@@ -193,6 +193,9 @@ struct Store {
   void restore(LogRecord&& record);
   // Writes the live map as a new snapshot and begins a new log; a failure is counted, not thrown.
   bool compact();
+  // Compacts when the open log passed log_max_bytes: checked after each message the store applies,
+  // so the log passes its bound by one message's records at most.
+  void compact_if_due();
   // Between turns of the loop: syncs the log as its policy says, compacts it when it passed its
   // bound, and after a failure tries a compaction at every heartbeat (`heartbeat`).
   void tend_log(Clock::time_point now, bool heartbeat);

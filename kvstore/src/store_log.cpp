@@ -122,6 +122,10 @@ bool Store::compact() {
   return true;
 }
 
+void Store::compact_if_due() {
+  if (log && log->open() && log->compaction_due()) compact();
+}
+
 void Store::tend_log(Clock::time_point now, bool heartbeat) {
   if (!log) return;
   if (!log->open()) {
@@ -134,7 +138,7 @@ void Store::tend_log(Clock::time_point now, bool heartbeat) {
     log_failed(error.what());
     return;
   }
-  if (log->compaction_due()) compact();
+  compact_if_due();
 }
 
 }  // namespace sectorflow::kvstore::detail

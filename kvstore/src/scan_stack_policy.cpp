@@ -137,12 +137,9 @@ class ScanStackPolicy final : public StackPolicy {
   // by the identity that holds its NodeGroups' registrations; a scan with no routing list (producers
   // route over every registration) takes the file of any job that holds a registration.
   static std::string file_record_refusal(const std::string& identity, const std::string& key, const StoreView& map) {
-    std::uint32_t scan = 0;
-    try {
-      scan = protocol::parse_scan_key(key);
-    } catch (const std::exception&) {
-      return {};
-    }
+    const std::optional<std::uint32_t> part_of = scan_of(key);
+    if (!part_of) return {};
+    const std::uint32_t scan = *part_of;
     if (key != protocol::scan_file_key(scan)) return {};
     std::vector<std::string> routing;
     try {
@@ -173,12 +170,9 @@ class ScanStackPolicy final : public StackPolicy {
   // wrote 2.26 million records for a receiver 9 that did not exist, and the room they took evicted
   // the stack's history. Deletions are a holder's own business (the held rule).
   static std::string scan_part_refusal(const std::string& key, const StoreView& map) {
-    std::uint32_t scan = 0;
-    try {
-      scan = protocol::parse_scan_key(key);
-    } catch (const std::exception&) {
-      return {};
-    }
+    const std::optional<std::uint32_t> part_of = scan_of(key);
+    if (!part_of) return {};
+    const std::uint32_t scan = *part_of;
     const std::string_view rest = std::string_view(key).substr(protocol::scan_prefix(scan).size());
     const std::size_t slash = rest.find('/');
     if (slash == std::string_view::npos) return {};

@@ -318,11 +318,7 @@ void Store::expire(Clock::time_point now) {
   for (auto next = next_expiry(); next && *next <= now; next = next_expiry()) {
     const auto entry = map.find(expiries.begin()->second);
     expiries.erase(expiries.begin());
-    KvMsg deletion;
-    deletion.key = entry->first;
-    deletion.uuid = entry->second.msg->uuid;
-    publish(deletion);
-    drop(entry);
+    erase_published(entry);
     ++expired;
   }
   if (expired != 0) count([expired](ServerStats& s) { s.expired += expired; });

@@ -23,6 +23,7 @@
 #include "sectorflow/kvstore/errors.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
 #include "sectorflow/kvstore/server.hpp"
+#include "sectorflow/kvstore/stack_policy.hpp"
 #include "sectorflow/protocol/records.hpp"
 #include "sectorflow/protocol/scan_records.hpp"
 
@@ -83,17 +84,19 @@ kv::ServerOptions default_server_options() {
 }
 
 // A server with `options` on three free consecutive loopback ports (the first from port 0),
-// running in a thread.
+// running in a thread; with `policy`, the stack's policy it makes, else sectorflow's.
 class RunningServer {
  public:
-  explicit RunningServer(kv::ServerOptions options = default_server_options()) {
+  using PolicyFactory = std::function<std::unique_ptr<const kv::StackPolicy>()>;
+
+  explicit RunningServer(kv::ServerOptions options = default_server_options(), const PolicyFactory& policy = {}) {
     options.bind_host = "127.0.0.1";
     options.heartbeat_ms = 100;
     for (int attempt = 0; attempt < 50 && !server_; ++attempt) {
       options.port = ephemeral_port();
       if (options.port > 65533) continue;
       try {
-        server_ = std::make_unique<kv::Server>(options);
+        server_ = policy ? std::make_unique<kv::Server>(options, policy()) : std::make_unique<kv::Server>(options);
       } catch (const kv::KvstoreError&) {
         // P + 1 or P + 2 taken: try another block
       }
@@ -412,6 +415,60 @@ TEST(ServerFold, AFinishedScanBecomesOneSummaryNoClientMayWriteAndPastScansKeptT
   EXPECT_EQ(watcher.subtree(sp::scan_prefix(9)).size(), 2u);
   EXPECT_NE(server.stats().first_refusals.at("refused_fold").find("only the kvstore server writes"),
             std::string::npos);
+}
+
+namespace {
+
+// Another stack's policy: its records under jobs/<id>/, each job a group folded into
+// jobs/<id>/folded (a msgpack count of the keys it replaced) once jobs/<id>/end is written.
+class JobsPolicy final : public kv::StackPolicy {
+ public:
+  bool reserved(const std::string& key) const override { return key.rfind("jobs/", 0) == 0; }
+  std::string group_of(const std::string& key) const override {
+    const std::size_t slash = key.find('/', 5);
+    return reserved(key) && slash != std::string::npos ? key.substr(0, slash + 1) : std::string();
+  }
+  std::string fold_key(const std::string& group) const override { return group + "folded"; }
+  std::optional<std::string> fold(const std::string& group, const kv::StoreView& map) const override {
+    if (!map.find(group + "end")) return std::nullopt;
+    char keys = 0;
+    map.visit(group, [&keys](const std::string&, const kv::StoreView::Value&) { return ++keys < 100; });
+    return std::string(1, keys);  // a msgpack positive fixint
+  }
+  bool folded(const std::string&, const kv::StoreView&) const override { return false; }
+  bool keeps_live_keys(const std::string&, const kv::StoreView&) const override { return false; }
+  std::string server_only(const std::string& key) const override {
+    return key.size() > 7 && key.compare(key.size() - 7, 7, "/folded") == 0 ? "a job's fold is the server's" : "";
+  }
+  std::string write_refusal(const std::string&, const std::string&, const std::string&, bool,
+                            const kv::StoreView&) const override {
+    return {};
+  }
+  bool votes(const std::string&) const override { return true; }
+};
+
+}  // namespace
+
+TEST(ServerPolicy, TheStacksPolicyHandedInDecidesItsRoomItsGroupsAndTheirFold) {
+  RunningServer running(default_server_options(), [] { return std::make_unique<const JobsPolicy>(); });
+  kv::Server& server = running.server();
+  kv::Client watcher(running.client());
+  ASSERT_TRUE(watcher.wait_synced(10s));
+  RawWriter writer(server.options().port);
+  // The store knows no scans now: a client's scans/<n>/summary is a key like any other.
+  const std::string summary = sp::scan_prefix(1) + "summary";
+  ASSERT_TRUE(wait_for([&] {
+    for (const std::string& key : {std::string("jobs/1/a"), std::string("jobs/1/b"), summary}) writer.kvset(key, "\x01");
+    return watcher.get("jobs/1/b").has_value() && watcher.get(summary).has_value();
+  }));
+  writer.kvset("jobs/1/end", "\x01");
+  ASSERT_TRUE(wait_for([&] { return watcher.subtree("jobs/1/").size() == 1 && watcher.get("jobs/1/folded"); }));
+  EXPECT_EQ(*watcher.get("jobs/1/folded"), std::string(1, '\x03'));  // a, b and end
+  EXPECT_EQ(server.stats().scans_folded, 1u);
+  writer.kvset("jobs/2/folded", "\x01");
+  ASSERT_TRUE(wait_for([&] { return server.stats().refused_fold == 1; }));
+  EXPECT_NE(server.stats().first_refusals.at("refused_fold").find("a job's fold is the server's"), std::string::npos);
+  EXPECT_FALSE(watcher.get("jobs/2/folded").has_value());
 }
 
 TEST(ServerBounds, OptionsOutOfRangeAreRefusedNamingTheOption) {

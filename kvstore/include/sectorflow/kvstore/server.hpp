@@ -1,5 +1,6 @@
 // The kvstore server: the Clone pattern's server (ZeroMQ Guide, chapter 5, CHP; see kvmsg.hpp for
-// the frames). It holds the map and the sequence and binds three sockets on consecutive ports:
+// the frames). It holds the map and the sequence and binds three sockets on consecutive ports
+// (kvstore/src/store.hpp: the Clone core; kvstore/src/pair_link.hpp: a pair's link and mirror):
 //
 //   P     ROUTER  snapshots: ["ICANHAZ?", subtree] is answered with one KVSYNC per key starting
 //                 with the subtree (and one of the server's own status if it does not), then
@@ -25,15 +26,17 @@
 //     one account): at most max_keys_per_address keys and max_map_bytes_per_address bytes each
 //     (refused_quota). Refreshing or shrinking a key one already holds is never refused; deleting
 //     never is. With CURVE each key is charged to the writer's identity (its ZAP User-Id), not its
-//     address. The stack's own records (nodegroups/, status/, acquire/, scans/) are charged to a
-//     room of their own, max_stack_keys and max_stack_bytes, that no other key takes: when it is
-//     full the oldest scan's records (first written longest ago) are erased to make room (counted
-//     scans_evicted), never the scan being written; only what still does not fit is refused
-//     (refused_full).
-//   - folded scans: when a scan is over (its request, every producer part final, its file record)
-//     the server replaces its parts by one summary it writes itself (scans/<n>/summary), which no
-//     client may write (refused_fold); at most scans_kept scans keep a summary, the one folded
-//     longest ago is erased first (summaries_dropped). kvstore/SPEC.md, "Folding".
+//     address. The stack's own records (which they are, and how they group, is the StackPolicy's:
+//     stack_policy.hpp; sectorflow's are nodegroups/, status/, acquire/, scans/, a group per scan)
+//     are charged to a room of their own, max_stack_keys and max_stack_bytes, that no other key
+//     takes: when it is full the oldest group's records (first written longest ago) are erased to
+//     make room (counted scans_evicted), never the group being written; only what still does not
+//     fit is refused (refused_full).
+//   - folded groups: when the policy says a group is over (sectorflow's: a scan's request, every
+//     producer part final, its file record) the server replaces its keys by the one fold it writes
+//     itself (scans/<n>/summary), which no client may write (refused_fold); at most scans_kept
+//     groups keep a fold, the one folded longest ago is erased first (summaries_dropped).
+//     kvstore/SPEC.md, "Folding".
 //   - ttl: clamped to max_ttl_s (counted ttl_clamped); the KVPUB carries the clamped ttl.
 //   - snapshots: the ROUTER queues at most kSnapshotHwm messages per peer and is mandatory (a full
 //     pipe is seen). A reply that does not fit waits, as the list of the messages it still has to
@@ -67,7 +70,8 @@
 // "kvstore-pair"), the peer's SUB and the passive's mirror are CURVE clients with that one key pair,
 // the kvstore identity may read but writes nothing, every KVPUB names its writer (the "writer"
 // property) so that the passive holds keys for the same identities, and a pending write is judged
-// by its sender's identity when applied (kvstore/SPEC.md, "The pair").
+// by its sender's identity when applied (kvstore/SPEC.md, "The pair"). Whose snapshot requests
+// vote is the StackPolicy's.
 // The server publishes its own ServiceStatus under status/kvstore/<name> (extra fields: stack_id,
 // malformed, snapshots, expired, keys, map_bytes and the refusal counters of ServerStats) at the
 // first heartbeat after it changes. Every snapshot reply carries that status, whatever its subtree:
@@ -82,6 +86,7 @@
 #include <vector>
 
 #include "sectorflow/kvstore/record_log.hpp"
+#include "sectorflow/kvstore/stack_policy.hpp"
 #include "sectorflow/protocol/service_state.hpp"
 #include "sectorflow/security/curve.hpp"
 
@@ -130,14 +135,16 @@ struct ServerOptions {
   std::size_t scans_kept = 10000;
   /// [security]: the server's key pair and the allowlist of every role (domain "kvstore"); off:
   /// plain TCP and no authorisation. On: a ZAP handler refuses unknown keys at the handshake, and
-  /// each write is checked against its writer's role (write_policy.hpp). A server of a pair needs
+  /// each write is checked by the StackPolicy (sectorflow's: its writer's role, write_policy.hpp,
+  /// and the scan's request). A server of a pair needs
   /// the kvstore role's key in the allowlist (its peer's; refused without), which alone its peer
   /// link admits.
   security::CurveServer curve;
-  /// [[receivers]] threads, one entry per receiver: with [security] on, a producer's status
-  /// (status/producer/r<R>t<T>) is taken only for a thread the stack has, so that one producer key
-  /// cannot fill the stack's room with statuses of threads that do not exist (refused and counted
-  /// unauthorised). Required (non-empty) with [security] on.
+  /// [[receivers]] threads, one entry per receiver, for sectorflow's StackPolicy
+  /// (scan_stack_policy): with [security] on, a producer's status (status/producer/r<R>t<T>) is
+  /// taken only for a thread the stack has, so that one producer key cannot fill the stack's room
+  /// with statuses of threads that do not exist (refused and counted unauthorised). Required
+  /// (non-empty) with [security] on.
   std::vector<std::uint32_t> producer_threads;
   /// [kvstore] log_dir, log_fsync, log_fsync_interval_ms, log_max_bytes: the durable records
   /// (record_log.hpp); an empty dir keeps the map in memory only.
@@ -215,6 +222,9 @@ class Server {
   /// option), naming the address if a socket cannot be bound (port taken, unknown interface), or
   /// naming the log_dir if it cannot be used; nothing stays bound then.
   explicit Server(ServerOptions options);
+  /// As above, with the stack's policy (stack_policy.hpp) in place of sectorflow's own
+  /// (scan_stack_policy(options.producer_threads), which the one-argument form uses).
+  Server(ServerOptions options, std::unique_ptr<const StackPolicy> policy);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -8,16 +8,25 @@ one path whether C++ or Python read the file.
 
 from __future__ import annotations
 
+import dataclasses
+
 from sectorflow._core.configs import Beamline
 
 from .defaults import config_toml
-from .schema import Config
+from .schema import Config, ReceiverConfig
 
 
 def beamline_of(config: Config) -> Beamline:
     """``config`` as a C++ ``Beamline``: every key at the value ``config`` holds (overrides included).
 
+    A configuration made in code without ``[[receivers]]`` (a table alone, as the simulator's
+    settings or a test's kvstore client are made from) reads as one default receiver per sector of
+    its detector, as configs/defaults.toml does: the C++ reader takes only whole beamlines.
+
     Raises:
         ConfigError: a value the C++ reader refuses (one the loader would have refused first).
     """
+    if not config.receivers:
+        config = dataclasses.replace(
+            config, receivers=tuple(ReceiverConfig() for _ in range(config.detector.n_sectors)))
     return Beamline.parse(config_toml(config), config.source)

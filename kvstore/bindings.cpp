@@ -9,6 +9,7 @@
 #include "bindings.hpp"
 #include "sectorflow/kvstore/client.hpp"
 #include "sectorflow/kvstore/errors.hpp"
+#include "sectorflow/kvstore/from_config.hpp"
 #include "sectorflow/kvstore/kvmsg.hpp"
 #include "sectorflow/kvstore/pair_state.hpp"
 #include "sectorflow/kvstore/server.hpp"
@@ -176,43 +177,8 @@ void bind_kvmsg(py::module_& m) {
 }
 
 void bind_server(py::module_& m) {
-  const ServerOptions defaults;  // only for what is not configuration: status_name
   py::class_<ServerOptions>(m, "ServerOptions", "Where the server binds, its heartbeat and its bounds (server.hpp).")
-      .def(py::init([](std::string bind_host, std::uint16_t port, std::uint32_t heartbeat_ms, std::string status_name,
-                       std::size_t max_value_bytes, std::size_t max_keys, std::size_t max_map_bytes,
-                       std::size_t max_keys_per_address, std::size_t max_map_bytes_per_address, double max_ttl_s,
-                       std::size_t max_stack_keys, std::size_t max_stack_bytes, std::string log_dir,
-                       const std::string& log_fsync, std::uint32_t log_fsync_interval_ms,
-                       std::uint64_t log_max_bytes, std::size_t scans_kept) {
-             ServerOptions options;
-             options.bind_host = std::move(bind_host);
-             options.port = port;
-             options.heartbeat_ms = heartbeat_ms;
-             options.status_name = std::move(status_name);
-             options.max_value_bytes = max_value_bytes;
-             options.max_keys = max_keys;
-             options.max_map_bytes = max_map_bytes;
-             options.max_keys_per_address = max_keys_per_address;
-             options.max_map_bytes_per_address = max_map_bytes_per_address;
-             options.max_ttl_s = max_ttl_s;
-             options.max_stack_keys = max_stack_keys;
-             options.max_stack_bytes = max_stack_bytes;
-             options.log.dir = std::move(log_dir);
-             options.log.fsync = parse_log_fsync(log_fsync);
-             options.log.fsync_interval = std::chrono::milliseconds(log_fsync_interval_ms);
-             options.log.max_bytes = log_max_bytes;
-             options.scans_kept = scans_kept;
-             return options;
-           }),
-           py::kw_only(), py::arg("bind_host"), py::arg("port"), py::arg("heartbeat_ms"),
-           py::arg("status_name") = defaults.status_name, py::arg("max_value_bytes"), py::arg("max_keys"),
-           py::arg("max_map_bytes"), py::arg("max_keys_per_address"), py::arg("max_map_bytes_per_address"),
-           py::arg("max_ttl_s"), py::arg("max_stack_keys") = defaults.max_stack_keys,
-           py::arg("max_stack_bytes") = defaults.max_stack_bytes, py::arg("log_dir") = defaults.log.dir,
-           py::arg("log_fsync") = std::string(to_string(defaults.log.fsync)),
-           py::arg("log_fsync_interval_ms") = static_cast<std::uint32_t>(defaults.log.fsync_interval.count()),
-           py::arg("log_max_bytes") = defaults.log.max_bytes, py::arg("scans_kept") = defaults.scans_kept,
-           "Every value but status_name from [kvstore] (server_options); log_dir '' keeps no durable records.")
+      .def(py::init<>(), "The defaults of server.hpp; server_options(beamline) fills them from [kvstore].")
       .def_readwrite("bind_host", &ServerOptions::bind_host)
       .def_readwrite("port", &ServerOptions::port)
       .def_readwrite("heartbeat_ms", &ServerOptions::heartbeat_ms)
@@ -226,7 +192,10 @@ void bind_server(py::module_& m) {
       .def_readwrite("max_stack_bytes", &ServerOptions::max_stack_bytes)
       .def_readwrite("max_ttl_s", &ServerOptions::max_ttl_s)
       .def_readwrite("scans_kept", &ServerOptions::scans_kept)
-      .def_property_readonly("log_dir", [](const ServerOptions& o) { return o.log.dir; })
+      .def_property(
+          "log_dir", [](const ServerOptions& o) { return o.log.dir; },
+          [](ServerOptions& o, std::string dir) { o.log.dir = std::move(dir); },
+          "Where the durable records go ('' keeps none); a pair's server takes its own folder of it.")
       .def_property_readonly("log_fsync", [](const ServerOptions& o) { return std::string(to_string(o.log.fsync)); })
       .def_readwrite("curve", &ServerOptions::curve, "[security]: CurveServer (off by default).")
       .def_readwrite("producer_threads", &ServerOptions::producer_threads,
@@ -341,37 +310,17 @@ void bind_client(py::module_& m) {
       .value("CLOSED", ClientState::kClosed)
       .def("__str__", [](ClientState state) { return std::string(to_string(state)); });
 
-  const ClientOptions defaults;  // only for what is not configuration: subtree
+  const auto forward = [](const py::function& function) {
+    return [call = PyCallable(function)](const std::string& message) {
+      call.invoke([&message](const py::function& f) { f(message); });
+    };
+  };
   py::class_<ClientOptions>(m, "ClientOptions", "Where the server is and how the replica behaves.")
-      .def(py::init([](std::string host, std::uint16_t port, std::string subtree, std::uint32_t heartbeat_ms,
-                       int silence_heartbeats, const std::optional<py::function>& log, std::size_t max_value_bytes,
-                       double max_ttl_s, const std::optional<py::function>& warn, std::vector<std::string> servers) {
-             ClientOptions options;
-             options.host = std::move(host);
-             options.port = port;
-             options.servers = std::move(servers);
-             options.subtree = std::move(subtree);
-             options.heartbeat_ms = heartbeat_ms;
-             options.silence_heartbeats = silence_heartbeats;
-             options.max_value_bytes = max_value_bytes;
-             options.max_ttl_s = max_ttl_s;
-             const auto forward = [](const py::function& function) {
-               return [call = PyCallable(function)](const std::string& message) {
-                 call.invoke([&message](const py::function& f) { f(message); });
-               };
-             };
-             if (log) options.log = forward(*log);
-             if (warn) options.warn = forward(*warn);
-             return options;
-           }),
-           py::kw_only(), py::arg("host"), py::arg("port"), py::arg("subtree") = defaults.subtree,
-           py::arg("heartbeat_ms"), py::arg("silence_heartbeats"), py::arg("log") = py::none(),
-           py::arg("max_value_bytes"), py::arg("max_ttl_s"), py::arg("warn") = py::none(),
-           py::arg("servers") = std::vector<std::string>{},
-           "host, port, servers, heartbeat_ms, silence_heartbeats, max_value_bytes and max_ttl_s from [kvstore] "
-           "(client_options); servers: \"host:port\" of a pair, primary first (empty: host and port). "
-           "log(message: str) is called on the agent thread on each state change and resync; "
-           "warn(message: str) when a sync finds the server another stack than the last (log without it).")
+      .def(py::init<>(), "The defaults of client.hpp; client_options(beamline, subtree) fills them from [kvstore].")
+      .def("set_log", [forward](ClientOptions& o, const py::function& log) { o.log = forward(log); }, py::arg("log"),
+           "log(message: str) is called on the agent thread on each state change and resync.")
+      .def("set_warn", [forward](ClientOptions& o, const py::function& warn) { o.warn = forward(warn); },
+           py::arg("warn"), "warn(message: str) when a sync finds the server another stack than the last (log without it).")
       .def_readwrite("host", &ClientOptions::host)
       .def_readwrite("port", &ClientOptions::port)
       .def_readwrite("servers", &ClientOptions::servers)
@@ -460,6 +409,11 @@ void bind_kvstore(py::module_& m) {
   bind_pair_table(m);
   bind_server(m);
   bind_client(m);
+  // The one mapping of [kvstore] (from_config.hpp); sectorflow.kvstore.options adds what a process owns.
+  m.def("server_options", &kvstore::server_options, py::arg("beamline"),
+        "Where the server binds, its heartbeat, its bounds, its durable log and the receivers' producer threads.");
+  m.def("client_options", &kvstore::unkeyed_client_options, py::arg("beamline"), py::arg("subtree") = "",
+        "How a client reaches the server and what it may send; no CURVE keys.");
 }
 
 }  // namespace sectorflow::bindings

@@ -1,12 +1,17 @@
-"""Server and client options from a loaded configuration (the ``[kvstore]`` table)."""
+"""Server and client options from a loaded configuration (the ``[kvstore]`` table).
+
+The keys are mapped once, in C++ (kvstore/src/from_config.cpp); this module hands the configuration
+over and adds what the process owns: its callbacks, the pair it runs as and its CURVE keys (a role's
+fallback and a tier member's pair, which the C++ mapping of a receiver program does not know)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
 
+from sectorflow._core import kvstore as _core
 from sectorflow._core.kvstore import ClientOptions, ServerOptions
-from sectorflow.configs import Config
+from sectorflow.configs import Config, beamline_of
 from sectorflow.errors import SectorflowError
 from sectorflow.security.options import kvstore_client_curve, kvstore_server_curve
 
@@ -37,37 +42,16 @@ def server_options(config: Config, pair: str = "") -> ServerOptions:
     entry of ``[kvstore] servers`` and its peer from the other, and its durable records go to
     ``log_dir/<pair>`` (one directory per server, so one configuration describes both).
     """
-    kv = config.kvstore
-    port, log_dir, peer = kv.port, kv.log_dir, ""
+    options = _core.server_options(beamline_of(config))
     if pair:
         own, peer = pair_addresses(config, pair)
-        port = int(own.rpartition(":")[2])
-        log_dir = os.path.join(kv.log_dir, pair) if kv.log_dir else ""
-    options = ServerOptions(
-        bind_host=kv.bind_host,
-        port=port,
-        heartbeat_ms=kv.heartbeat_ms,
-        max_value_bytes=kv.max_value_bytes,
-        max_keys=kv.max_keys,
-        max_map_bytes=kv.max_map_bytes,
-        max_keys_per_address=kv.max_keys_per_address,
-        max_map_bytes_per_address=kv.max_map_bytes_per_address,
-        max_stack_keys=kv.max_stack_keys,
-        max_stack_bytes=kv.max_stack_bytes,
-        max_ttl_s=kv.max_ttl_s,
-        scans_kept=kv.scans_kept,
-        log_dir=log_dir,
-        log_fsync=kv.log_fsync,
-        log_fsync_interval_ms=kv.log_fsync_interval_ms,
-        log_max_bytes=kv.log_max_bytes,
-    )
-    options.curve = kvstore_server_curve(config, pair=bool(pair))
-    options.producer_threads = [receiver.threads for receiver in config.receivers]
-    if pair:
+        options.port = int(own.rpartition(":")[2])
+        options.log_dir = os.path.join(config.kvstore.log_dir, pair) if config.kvstore.log_dir else ""
         peer_host, _, peer_port = peer.rpartition(":")
         options.pair_role = pair
         options.peer_host = peer_host
         options.peer_port = int(peer_port)
+    options.curve = kvstore_server_curve(config, pair=bool(pair))
     return options
 
 
@@ -89,20 +73,12 @@ def client_options(
         key_name: with [security], the pair ``<role>/<key_name>`` of the key directory ("" the
             role's one pair): a member of an aggregation tier whose host holds several members' pairs.
     """
-    kv = config.kvstore
-    options = ClientOptions(
-        host=kv.host,
-        port=kv.port,
-        servers=list(kv.servers),
-        subtree=subtree,
-        heartbeat_ms=kv.heartbeat_ms,
-        silence_heartbeats=kv.silence_heartbeats,
-        log=log,
-        warn=warn,
-        max_value_bytes=kv.max_value_bytes,
-        max_ttl_s=kv.max_ttl_s,
-    )
+    options = _core.client_options(beamline_of(config), subtree)
+    if log is not None:
+        options.set_log(log)
+    if warn is not None:
+        options.set_warn(warn)
     options.curve = kvstore_client_curve(config, role, key_name=key_name)
-    if kv.servers:
+    if config.kvstore.servers:
         options.first_server = first_server
     return options

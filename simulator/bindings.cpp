@@ -6,6 +6,7 @@
 
 #include "bindings.hpp"
 #include "sectorflow/protocol/geometry.hpp"
+#include "sectorflow/simulator/from_config.hpp"
 #include "sectorflow/simulator/pacer.hpp"
 #include "sectorflow/simulator/settings.hpp"
 #include "sectorflow/simulator/simulator.hpp"
@@ -57,29 +58,13 @@ void bind_simulator(py::module_& m) {
   py::register_exception<SimulatorError>(m, "SimulatorError",
                                          py::module_::import("sectorflow.errors").attr("SectorflowError"));
 
+  // The one mapping of [simulator] (from_config.hpp); raises SimulatorError naming a setting the generator
+  // does not support.
+  m.def("simulator_settings", &simulator_settings, py::arg("beamline"),
+        "Every value of [simulator] but rate_hz and first_frame, checked as the generator needs.");
   py::class_<SimulatorSettings>(m, "SimulatorSettings",
                                 "What the simulated detector looks like (the [simulator] configuration table).")
-      .def(py::init([](std::uint64_t seed, double dose_per_frame, double electron_adu, double electron_spread_px,
-                       double dark_mean_adu, double dark_sigma_adu, double bright_field_radius_px,
-                       double dropped_fraction, const std::string& specimen, double specimen_grain_px,
-                       double specimen_bright_field, double specimen_dark_field, double specimen_shift_px) {
-             SimulatorSettings s{seed,          dose_per_frame, electron_adu,           electron_spread_px,
-                                 dark_mean_adu, dark_sigma_adu, bright_field_radius_px, dropped_fraction};
-             s.specimen = specimen_kind(specimen);
-             s.specimen_grain_px = specimen_grain_px;
-             s.specimen_bright_field = specimen_bright_field;
-             s.specimen_dark_field = specimen_dark_field;
-             s.specimen_shift_px = specimen_shift_px;
-             s.validate();
-             return s;
-           }),
-           py::kw_only(), py::arg("seed"), py::arg("dose_per_frame"), py::arg("electron_adu"),
-           py::arg("electron_spread_px"), py::arg("dark_mean_adu"), py::arg("dark_sigma_adu"),
-           py::arg("bright_field_radius_px"), py::arg("dropped_fraction"), py::arg("specimen"),
-           py::arg("specimen_grain_px"), py::arg("specimen_bright_field"), py::arg("specimen_dark_field"),
-           py::arg("specimen_shift_px"),
-           "Every value from [simulator] (settings_from_config). Raises SimulatorError naming the first "
-           "setting out of range.")
+      .def(py::init<>(), "The defaults of settings.hpp; simulator_settings(beamline) fills them from [simulator].")
       .def_readonly("seed", &SimulatorSettings::seed)
       .def_readonly("dose_per_frame", &SimulatorSettings::dose_per_frame)
       .def_readonly("electron_adu", &SimulatorSettings::electron_adu)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sectorflow._core.simulator import Pacer, Simulator, SimulatorSettings
-from sectorflow.configs import Config, SimulatorConfig
+from sectorflow._core.simulator import Pacer, Simulator, SimulatorSettings, simulator_settings
+from sectorflow.configs import Config, SimulatorConfig, beamline_of
 
 
 def settings_from_config(simulator: SimulatorConfig) -> SimulatorSettings:
@@ -13,21 +13,9 @@ def settings_from_config(simulator: SimulatorConfig) -> SimulatorSettings:
     Raises SimulatorError if a value is outside what the generator supports (for example an
     electron spread above 10 pixels), naming the setting.
     """
-    return SimulatorSettings(
-        seed=simulator.seed,
-        dose_per_frame=simulator.dose_per_frame,
-        electron_adu=simulator.electron_adu,
-        electron_spread_px=simulator.electron_spread_px,
-        dark_mean_adu=simulator.dark_mean_adu,
-        dark_sigma_adu=simulator.dark_sigma_adu,
-        bright_field_radius_px=simulator.bright_field_radius_px,
-        dropped_fraction=simulator.dropped_fraction,
-        specimen=simulator.specimen,
-        specimen_grain_px=simulator.specimen_grain_px,
-        specimen_bright_field=simulator.specimen_bright_field,
-        specimen_dark_field=simulator.specimen_dark_field,
-        specimen_shift_px=simulator.specimen_shift_px,
-    )
+    # The keys are mapped once, in C++ (simulator/src/from_config.cpp), from a configuration at its
+    # defaults whose [simulator] is this one.
+    return simulator_settings(beamline_of(Config(simulator=simulator)))
 
 
 def simulator_from_config(config: Config) -> Simulator:

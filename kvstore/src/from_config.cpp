@@ -8,7 +8,7 @@
 
 namespace sectorflow::kvstore {
 
-ClientOptions client_options(const configs::Beamline& beamline, std::string subtree, const std::string& role) {
+ClientOptions unkeyed_client_options(const configs::Beamline& beamline, std::string subtree) {
   ClientOptions options;
   options.host = beamline.text("kvstore.host");
   options.port = beamline.whole<std::uint16_t>("kvstore.port");
@@ -18,6 +18,11 @@ ClientOptions client_options(const configs::Beamline& beamline, std::string subt
   options.silence_heartbeats = beamline.whole<int>("kvstore.silence_heartbeats");
   options.max_value_bytes = beamline.whole<std::size_t>("kvstore.max_value_bytes");
   options.max_ttl_s = beamline.number("kvstore.max_ttl_s");
+  return options;
+}
+
+ClientOptions client_options(const configs::Beamline& beamline, std::string subtree, const std::string& role) {
+  ClientOptions options = unkeyed_client_options(beamline, std::move(subtree));
   options.curve = security::curve_client(beamline, role, "kvstore");
   return options;
 }

@@ -18,6 +18,9 @@ SimulatorSettings simulator_settings(const configs::Beamline& beamline) {
   settings.specimen_bright_field = beamline.number("simulator.specimen_bright_field");
   settings.specimen_dark_field = beamline.number("simulator.specimen_dark_field");
   settings.specimen_shift_px = beamline.number("simulator.specimen_shift_px");
+  // The schema bounds each key; what the generator supports besides (an electron spread of at most
+  // 10 px, say) is the settings' own check, one line naming the setting.
+  settings.validate();
   return settings;
 }
 

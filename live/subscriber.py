@@ -117,6 +117,8 @@ class LiveStream:
         self.connected: set[str] = set()
         self.skipped: set[str] = set()  # uids of publishers not subscribed to (no usable key or endpoint)
         self.publishers: set[str] = set()  # uids
+        self._last_read: dict[zmq.Socket, int] = {}  # when each socket was last read, by read count
+        self._reads = 0
         self._discovered_at = 0.0
         self.refused = 0  # messages that did not decode (wire.decode) and publishers skipped, counted
         self._message_refusal_logged = False  # the first refused message is logged, the rest counted
@@ -179,7 +181,12 @@ class LiveStream:
         ready = self.poller.poll(timeout_ms)  # with no publisher yet, waits out timeout_ms for the next look
         if not ready:
             return None
-        socket = ready[0][0]
+        # The ready publisher read longest ago: taking the first ready one each time let a publisher
+        # with a backlog (a reader slower than its rate) starve the others until they dropped this
+        # reader as stalled (stall_s), and the view missed their frames and their scan's end.
+        socket = min((ready_socket for ready_socket, _ in ready), key=lambda s: self._last_read.get(s, -1))
+        self._reads += 1
+        self._last_read[socket] = self._reads
         parts = socket.recv_multipart()
         try:
             batch = wire.decode(parts, self.max_positions, self.max_frame_pixels)
